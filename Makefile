@@ -1,0 +1,48 @@
+# Headway — the two commands of the Quick start are `make demo` and `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?= -n 2
+
+.PHONY: install migrate demo serve test lint format bench clean
+
+# torch is pinned here: 2.13.0 is the CPU build on this disk; a looser pin pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(PY) manage.py migrate --noinput -v 0
+
+## make demo [ONCE=1]: serve on the embedded defaults and train examples/digits.
+demo: migrate
+	$(PY) manage.py demo $(if $(ONCE),--once)
+
+## make serve: web server + one worker in the foreground (HEADWAY_PORT honoured).
+serve: migrate
+	$(PY) manage.py serve
+
+## make test: the whole suite (unit, integration with real services, browser).
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS) $(ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: migrate
+	$(PY) bench/harness_overhead.py
+	$(PY) bench/metrics_ingest.py
+
+clean:
+	rm -rf var/

@@ -1,0 +1,21 @@
+"""Top-level routes: REST API, dashboard, login, admin, health check."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.http import JsonResponse
+from django.urls import include, path
+
+
+def healthz(request):
+    """Unauthenticated liveness probe for load balancers and the demo script."""
+    return JsonResponse({"status": "ok"})
+
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("api/v1/", include("registry.api.urls")),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("", include("dashboard.urls")),
+]

@@ -1,0 +1,91 @@
+"""``get_cluster_info()``: what a trial process knows about itself when run by Headway."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialInfo:
+    """The trial this process runs (Determined's ``ClusterInfo.trial``).
+
+    Attributes:
+        trial_id (int), experiment_id (int), run_id (int): ids; ``run_id`` grows by one on every
+            resume or restart of the same trial.
+        hparams (dict): this trial's sampled hyperparameters (nested dicts kept nested).
+        trial_seed (int): seed for this trial's RNGs.
+        config (dict): the validated experiment config (defaults filled in).
+    """
+
+    trial_id: int
+    experiment_id: int
+    run_id: int
+    hparams: dict[str, Any]
+    trial_seed: int
+    config: dict[str, Any]
+
+    @property
+    def _config(self) -> dict[str, Any]:
+        # Determined exposes the config as ``info.trial._config``; keep that spelling working.
+        return self.config
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterInfo:
+    """Everything the worker told this process, read from ``$HEADWAY_CLUSTER_INFO``.
+
+    Attributes:
+        master_url (str): registry base URL.
+        token (str): trial-scoped API token.
+        trial (TrialInfo): ids, hparams, seed, config.
+        latest_checkpoint (str | None): storage_id to restore from (own latest checkpoint on
+            resume/restart; the source checkpoint of a continued trial), None on a fresh start.
+        latest_checkpoint_steps (int | None): ``steps_completed`` of that checkpoint.
+        task_type (str): always ``"TRIAL"`` for now.
+    """
+
+    master_url: str
+    token: str
+    trial: TrialInfo
+    latest_checkpoint: str | None
+    latest_checkpoint_steps: int | None = None
+    task_type: str = "TRIAL"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterInfo:
+        """Build from the worker's JSON document (see docs/internals.md)."""
+        trial = TrialInfo(
+            trial_id=int(data["trial_id"]),
+            experiment_id=int(data["experiment_id"]),
+            run_id=int(data["run_id"]),
+            hparams=dict(data.get("hparams") or {}),
+            trial_seed=int(data.get("trial_seed") or 0),
+            config=dict(data.get("experiment_config") or {}),
+        )
+        return cls(
+            master_url=str(data["master_url"]),
+            token=str(data["token"]),
+            trial=trial,
+            latest_checkpoint=data.get("latest_checkpoint"),
+            latest_checkpoint_steps=data.get("latest_checkpoint_steps"),
+        )
+
+
+def get_cluster_info() -> ClusterInfo | None:
+    """Return this process's ``ClusterInfo``, or None when not launched by a Headway worker.
+
+    Reads the JSON file named by ``$HEADWAY_CLUSTER_INFO``; raises ``RuntimeError`` naming the
+    path when the variable is set but the file is missing or not valid JSON.
+    """
+    path = os.environ.get("HEADWAY_CLUSTER_INFO")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"HEADWAY_CLUSTER_INFO={path!r} cannot be read: {exc}") from exc
+    return ClusterInfo.from_dict(data)

@@ -1,0 +1,19 @@
+"""REST client for the Headway registry: token auth, retries with backoff, typed errors."""
+
+from headway.client._errors import (
+    APIError,
+    BadRequestError,
+    ConflictError,
+    NotFoundError,
+    UnauthenticatedError,
+)
+from headway.client._session import Session
+
+__all__ = [
+    "APIError",
+    "BadRequestError",
+    "ConflictError",
+    "NotFoundError",
+    "Session",
+    "UnauthenticatedError",
+]

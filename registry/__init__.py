@@ -1,0 +1,1 @@
+"""The registry: experiments, trials, metrics, checkpoints, their lifecycle, REST API and searchers."""

@@ -1,0 +1,45 @@
+"""One place that turns errors into JSON answers: ``{"detail": ..., "errors": {field: [...]}}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from registry.errors import RegistryError
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, list[str]]:
+    if isinstance(data, dict):
+        out: dict[str, list[str]] = {}
+        for key, value in data.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            out.update(_flatten(value, path))
+        return out
+    if isinstance(data, list) and data and all(isinstance(x, str) for x in data):
+        return {prefix or "input": [str(x) for x in data]}
+    if isinstance(data, list):
+        out = {}
+        for i, value in enumerate(data):
+            out.update(_flatten(value, f"{prefix}[{i}]"))
+        return out
+    return {prefix or "input": [str(data)]}
+
+
+def exception_handler(exc, context):
+    """DRF exception handler: registry errors keep their status; validation errors name fields."""
+    if isinstance(exc, RegistryError):
+        return Response({"detail": exc.detail, "errors": exc.errors}, status=exc.status)
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _flatten(exc.detail)
+        field, messages = next(iter(errors.items()), ("input", ["invalid"]))
+        return Response(
+            {"detail": f"Invalid {field}: {messages[0]}", "errors": errors},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    response = drf_exception_handler(exc, context)
+    if response is not None and isinstance(response.data, dict) and "errors" not in response.data:
+        response.data.setdefault("errors", {})
+    return response

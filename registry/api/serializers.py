@@ -1,0 +1,139 @@
+"""Output serializers (read shapes) and input serializers (write shapes) for the REST API."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from rest_framework import serializers
+
+from registry.models import Checkpoint, Experiment, Trial, TrialLog
+
+
+class ExperimentSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    num_trials = serializers.IntegerField(read_only=True)
+    searcher_metric = serializers.CharField(read_only=True)
+    source_trial_id = serializers.IntegerField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Experiment
+        fields = [
+            "id",
+            "name",
+            "description",
+            "labels",
+            "state",
+            "archived",
+            "owner",
+            "config",
+            "num_trials",
+            "progress",
+            "best_validation",
+            "searcher_metric",
+            "source_trial_id",
+            "model_definition_size",
+            "created_at",
+            "ended_at",
+        ]
+        read_only_fields = fields
+
+
+class ExperimentCreateSerializer(serializers.Serializer):
+    """``{"config": <object or YAML text>, "model_definition": <base64 tar.gz>}``."""
+
+    config = serializers.JSONField()
+    model_definition = serializers.CharField(trim_whitespace=False)
+
+    def validate_config(self, value):
+        if not isinstance(value, dict | str):
+            raise serializers.ValidationError("Must be a mapping or a YAML string.")
+        return value
+
+    def validate_model_definition(self, value: str) -> bytes:
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise serializers.ValidationError("Must be a base64-encoded tar.gz.") from None
+
+
+class TrialSerializer(serializers.ModelSerializer):
+    experiment_id = serializers.IntegerField(read_only=True)
+    run_state = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Trial
+        fields = [
+            "id",
+            "experiment_id",
+            "state",
+            "run_state",
+            "run_id",
+            "restarts",
+            "hparams",
+            "seed",
+            "steps_completed",
+            "progress",
+            "best_validation",
+            "latest_checkpoint",
+            "warm_start_checkpoint",
+            "summary_metrics",
+            "created_at",
+            "ended_at",
+        ]
+        read_only_fields = fields
+
+    def get_run_state(self, trial: Trial) -> str | None:
+        run = trial.runs.filter(run_id=trial.run_id).only("state").first()
+        return run.state if run else None
+
+
+class CheckpointSerializer(serializers.ModelSerializer):
+    trial_id = serializers.IntegerField(read_only=True)
+    experiment_id = serializers.IntegerField(source="trial.experiment_id", read_only=True)
+
+    class Meta:
+        model = Checkpoint
+        fields = [
+            "uuid",
+            "trial_id",
+            "experiment_id",
+            "run_id",
+            "steps_completed",
+            "state",
+            "resources",
+            "metadata",
+            "size",
+            "storage",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class CheckpointRegisterSerializer(serializers.Serializer):
+    uuid = serializers.UUIDField()
+    steps_completed = serializers.IntegerField(min_value=0)
+    run_id = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    resources = serializers.DictField(child=serializers.IntegerField(min_value=0))
+    metadata = serializers.DictField(required=False, default=dict)
+
+
+class TrialLogSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TrialLog
+        fields = ["id", "run_id", "timestamp", "message"]
+        read_only_fields = fields
+
+
+class ProgressSerializer(serializers.Serializer):
+    progress = serializers.FloatField(min_value=0.0, max_value=1.0)
+
+
+class SearcherCompletedSerializer(serializers.Serializer):
+    length = serializers.IntegerField(min_value=0)
+    metric = serializers.FloatField()
+
+
+class LoginSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    password = serializers.CharField(trim_whitespace=False)

@@ -1,0 +1,23 @@
+"""Routes of ``/api/v1/``."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from registry.api import views
+
+app_name = "registry-api"
+
+router = DefaultRouter()
+# Accept both `checkpoints/{uuid}/download` and the trailing-slash form (regex routes).
+router.trailing_slash = "/?"
+router.register("experiments", views.ExperimentViewSet, basename="experiment")
+router.register("trials", views.TrialViewSet, basename="trial")
+router.register("checkpoints", views.CheckpointViewSet, basename="checkpoint")
+
+urlpatterns = [
+    path("auth/login/", views.LoginView.as_view(), name="login"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/ui/", SpectacularSwaggerView.as_view(url_name="registry-api:schema"), name="schema-ui"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,8 @@
+"""REST viewsets, one module per resource."""
+
+from registry.api.views.auth import LoginView
+from registry.api.views.checkpoints import CheckpointViewSet
+from registry.api.views.experiments import ExperimentViewSet
+from registry.api.views.trials import TrialViewSet
+
+__all__ = ["CheckpointViewSet", "ExperimentViewSet", "LoginView", "TrialViewSet"]

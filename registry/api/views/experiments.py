@@ -1,0 +1,79 @@
+"""``/api/v1/experiments/``: create, list, describe; their trials, checkpoints, model definition."""
+
+from django.db.models import Count
+from django.http import HttpResponse
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from registry import lifecycle
+from registry.api.serializers import (
+    CheckpointSerializer,
+    ExperimentCreateSerializer,
+    ExperimentSerializer,
+    TrialSerializer,
+)
+from registry.models import Checkpoint, Experiment, State
+
+
+class ExperimentViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    serializer_class = ExperimentSerializer
+
+    def get_queryset(self):
+        qs = (
+            Experiment.objects.select_related("owner")
+            .defer("model_definition")
+            .annotate(num_trials=Count("trials"))
+            .order_by("-id")
+        )
+        if self.action != "list":
+            return qs
+        state = self.request.query_params.get("state")
+        if state:
+            if state not in State.values:
+                from registry.errors import InvalidInput
+
+                raise InvalidInput({"state": [f"Unknown state; allowed: {', '.join(State.values)}."]})
+            qs = qs.filter(state=state)
+        archived = self.request.query_params.get("archived")
+        if archived in ("true", "false"):
+            qs = qs.filter(archived=archived == "true")
+        return qs
+
+    @extend_schema(request=ExperimentCreateSerializer, responses={201: ExperimentSerializer})
+    def create(self, request):
+        data = ExperimentCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        experiment = lifecycle.experiment_create(
+            owner=request.user,
+            config_source=data.validated_data["config"],
+            model_definition=data.validated_data["model_definition"],
+        )
+        experiment = self.get_queryset().get(id=experiment.id)
+        return Response(ExperimentSerializer(experiment).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=TrialSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def trials(self, request, pk=None):
+        experiment = self.get_object()
+        page = self.paginate_queryset(experiment.trials.order_by("id"))
+        return self.get_paginated_response(TrialSerializer(page, many=True).data)
+
+    @extend_schema(responses=CheckpointSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def checkpoints(self, request, pk=None):
+        experiment = self.get_object()
+        qs = Checkpoint.objects.filter(trial__experiment=experiment).select_related("trial")
+        page = self.paginate_queryset(qs.order_by("-created_at"))
+        return self.get_paginated_response(CheckpointSerializer(page, many=True).data)
+
+    @extend_schema(responses={(200, "application/gzip"): bytes})
+    @action(detail=True, methods=["get"], url_path="model_definition")
+    def model_definition(self, request, pk=None):
+        experiment = Experiment.objects.only("id", "model_definition").get(id=self.get_object().id)
+        response = HttpResponse(bytes(experiment.model_definition), content_type="application/gzip")
+        response["Content-Disposition"] = f'attachment; filename="experiment-{pk}-model.tar.gz"'
+        return response

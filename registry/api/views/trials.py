@@ -1,0 +1,156 @@
+"""``/api/v1/trials/{id}/``: the trial, and the endpoints its SDK calls with a trial token."""
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from registry import lifecycle, metrics
+from registry.api.permissions import trial_run_of
+from registry.api.serializers import (
+    CheckpointRegisterSerializer,
+    CheckpointSerializer,
+    ProgressSerializer,
+    SearcherCompletedSerializer,
+    TrialLogSerializer,
+    TrialSerializer,
+)
+from registry.errors import InvalidInput
+from registry.models import Trial, TrialLog, TrialRun
+
+
+def _int_param(request, name: str, default: int, *, lo: int, hi: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInput({name: ["Must be an integer."]}) from None
+    if not lo <= value <= hi:
+        raise InvalidInput({name: [f"Must be between {lo} and {hi}."]})
+    return value
+
+
+class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = TrialSerializer
+    queryset = Trial.objects.select_related("experiment")
+    # Actions a trial token may call (for its own trial only, checked in get_object).
+    allow_trial_token = (
+        "retrieve",
+        "metrics",
+        "checkpoints",
+        "preempt",
+        "progress",
+        "searcher_completed",
+    )
+
+    def get_object(self) -> Trial:
+        trial = get_object_or_404(self.get_queryset(), pk=self.kwargs["pk"])
+        run = trial_run_of(self.request)
+        if run is not None and run.trial_id != trial.id:
+            raise PermissionDenied(f"This trial token may only access trial {run.trial_id}.")
+        return trial
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("group", str),
+            OpenApiParameter("name", str),
+            OpenApiParameter("max_points", int),
+        ],
+        responses={200: dict},
+    )
+    @action(detail=True, methods=["get", "post"])
+    def metrics(self, request, pk=None):
+        trial = self.get_object()
+        if request.method == "POST":
+            reports = metrics.parse_reports(request.data)
+            run = trial_run_of(request)
+            accepted = metrics.metrics_report(
+                trial_id=trial.id, reports=reports, run_id=run.run_id if run else None
+            )
+            return Response({"accepted": accepted})
+        group = request.query_params.get("group") or None
+        name = request.query_params.get("name") or None
+        max_points = _int_param(request, "max_points", 2000, lo=0, hi=1_000_000)
+        if 0 < max_points < 4:
+            raise InvalidInput({"max_points": ["Must be 0 (all points) or at least 4."]})
+        series = metrics.read_series(
+            trial_id=trial.id, group=group, name=name, max_points=max_points
+        )
+        return Response({"trial_id": trial.id, "series": series})
+
+    @extend_schema(request=CheckpointRegisterSerializer, responses=CheckpointSerializer(many=True))
+    @action(detail=True, methods=["get", "post"])
+    def checkpoints(self, request, pk=None):
+        trial = self.get_object()
+        if request.method == "POST":
+            data = CheckpointRegisterSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            run = trial_run_of(request)
+            run_id = data.validated_data.get("run_id")
+            checkpoint, created = lifecycle.checkpoint_register(
+                trial_id=trial.id,
+                uuid=data.validated_data["uuid"],
+                steps_completed=data.validated_data["steps_completed"],
+                run_id=run_id if run_id is not None else (run.run_id if run else None),
+                resources=data.validated_data["resources"],
+                metadata=data.validated_data["metadata"],
+            )
+            return Response(
+                CheckpointSerializer(checkpoint).data,
+                status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            )
+        page = self.paginate_queryset(trial.checkpoints.select_related("trial"))
+        return self.get_paginated_response(CheckpointSerializer(page, many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
+        responses=TrialLogSerializer(many=True),
+    )
+    @action(detail=True, methods=["get"])
+    def logs(self, request, pk=None):
+        trial = self.get_object()
+        after = _int_param(request, "after", 0, lo=0, hi=2**62)
+        limit = _int_param(request, "limit", 1000, lo=1, hi=10_000)
+        lines = list(TrialLog.objects.filter(trial=trial, id__gt=after).order_by("id")[:limit])
+        return Response(
+            {
+                "results": TrialLogSerializer(lines, many=True).data,
+                "last_id": lines[-1].id if lines else after,
+                "trial_state": trial.state,
+            }
+        )
+
+    @extend_schema(parameters=[OpenApiParameter("run_id", int)], responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def preempt(self, request, pk=None):
+        trial = self.get_object()
+        run = trial_run_of(request)
+        run_id = _int_param(request, "run_id", run.run_id if run else trial.run_id, lo=0, hi=2**31)
+        stop = (
+            TrialRun.objects.filter(trial=trial, run_id=run_id)
+            .values_list("stop_requested", flat=True)
+            .first()
+        )
+        return Response({"should_preempt": bool(stop)})
+
+    @extend_schema(request=ProgressSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def progress(self, request, pk=None):
+        trial = self.get_object()
+        data = ProgressSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        lifecycle.trial_report_progress(trial_id=trial.id, progress=data.validated_data["progress"])
+        return Response({"progress": data.validated_data["progress"]})
+
+    @extend_schema(request=SearcherCompletedSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"], url_path="searcher/completed")
+    def searcher_completed(self, request, pk=None):
+        trial = self.get_object()
+        data = SearcherCompletedSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        lifecycle.trial_searcher_completed(trial_id=trial.id, **data.validated_data)
+        return Response({"recorded": True})

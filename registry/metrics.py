@@ -1,0 +1,244 @@
+"""Metric storage: validated batch ingestion, per-trial summaries, and chart-ready series.
+
+Reports are upserted on ``(trial, group, steps_completed)`` so retries never duplicate and a
+resumed or restarted run supersedes what a failed run reported after its last checkpoint.
+Each trial keeps ``summary_metrics`` (last/min/max/count per metric) and ``best_validation``
+so list pages never scan raw reports.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Annotated, Any
+
+from django.db import transaction
+from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+
+from registry.downsample import downsample_minmax
+from registry.errors import InvalidInput
+from registry.models import Experiment, MetricReport, Trial
+
+MAX_REPORTS_PER_BATCH = 10_000
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+GroupName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+MetricName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class ReportIn(BaseModel):
+    """One report as posted by the SDK (see docs/rest-api.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group: GroupName
+    steps_completed: int = Field(ge=0)
+    metrics: dict[MetricName, Any]
+    run_id: int | None = Field(default=None, ge=0)
+    epoch: float | None = None
+    timestamp: datetime | None = None
+
+
+_batch_adapter = TypeAdapter(list[ReportIn])
+
+
+def _loc_to_field(loc: Iterable[Any]) -> str:
+    out = "reports"
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _encode_value(value: Any) -> Any:
+    """Store non-finite floats as the strings JSON columns accept (jsonb rejects NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def numeric_value(value: Any) -> float | None:
+    """The chartable float of a stored value: None for non-finite, non-numeric or bool values."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def parse_reports(payload: Any) -> list[ReportIn]:
+    """Validate a POSTed ``{"reports": [...]}`` body.
+
+    Raises:
+        InvalidInput: naming ``reports[i].field`` (or ``reports[i].metrics.KEY``).
+    """
+    if not isinstance(payload, dict) or "reports" not in payload:
+        raise InvalidInput({"reports": ["This field is required (a list of reports)."]})
+    unknown = set(payload) - {"reports"}
+    if unknown:
+        raise InvalidInput({k: ["Unknown field; allowed: reports."] for k in sorted(unknown)})
+    raw = payload["reports"]
+    if isinstance(raw, list) and len(raw) > MAX_REPORTS_PER_BATCH:
+        raise InvalidInput({"reports": [f"At most {MAX_REPORTS_PER_BATCH} reports per batch."]})
+    try:
+        reports = _batch_adapter.validate_python(raw)
+    except PydanticValidationError as exc:
+        errors: dict[str, list[str]] = {}
+        for err in exc.errors():
+            errors.setdefault(_loc_to_field(err["loc"]), []).append(err["msg"])
+        raise InvalidInput(errors) from None
+    for i, report in enumerate(reports):
+        for key, value in report.metrics.items():
+            if isinstance(value, str) and value in _NON_FINITE:
+                report.metrics[key] = _NON_FINITE[value]
+            elif isinstance(value, dict | list):
+                continue
+            elif value is not None and not isinstance(value, int | float | str | bool):
+                raise InvalidInput({f"reports[{i}].metrics.{key}": ["Not a JSON value."]})
+    return reports
+
+
+def _merge_summary(summary: dict, group: str, step: int, metrics: dict[str, Any]) -> None:
+    by_name = summary.setdefault(group, {})
+    for name, value in metrics.items():
+        number = numeric_value(value)
+        entry = by_name.setdefault(
+            name, {"last": None, "last_step": -1, "min": None, "max": None, "count": 0}
+        )
+        entry["count"] += 1
+        if step >= entry["last_step"]:
+            entry["last"] = number
+            entry["last_step"] = step
+        if number is not None:
+            entry["min"] = number if entry["min"] is None else min(entry["min"], number)
+            entry["max"] = number if entry["max"] is None else max(entry["max"], number)
+
+
+def _rebuild_group_summary(trial: Trial, group: str) -> dict:
+    summary: dict = {}
+    rows = MetricReport.objects.filter(trial=trial, group=group).order_by("steps_completed")
+    for step, metrics in rows.values_list("steps_completed", "metrics").iterator():
+        _merge_summary(summary, group, step, metrics)
+    return summary.get(group, {})
+
+
+def _best_validation(experiment: Experiment, trial: Trial) -> float | None:
+    name = experiment.searcher_metric
+    rows = MetricReport.objects.filter(trial=trial, group="validation")
+    best = None
+    for metrics in rows.values_list("metrics", flat=True).iterator():
+        value = numeric_value(metrics.get(name))
+        if value is not None and experiment.is_better(value, best):
+            best = value
+    return best
+
+
+def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None = None) -> int:
+    """Store a validated batch for one trial, idempotently; return the number of reports.
+
+    Updates the trial's ``summary_metrics``, ``steps_completed`` and ``best_validation`` and the
+    experiment's ``best_validation`` in the same transaction.
+
+    Raises:
+        Trial.DoesNotExist: when the trial is gone.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        # Lock the trial so concurrent batches merge their summaries one after the other.
+        trial = Trial.objects.select_for_update().select_related("experiment").get(id=trial_id)
+        experiment = trial.experiment
+        rows = [
+            MetricReport(
+                trial_id=trial.id,
+                group=r.group,
+                steps_completed=r.steps_completed,
+                run_id=r.run_id if r.run_id is not None else (run_id or trial.run_id),
+                epoch=r.epoch,
+                reported_at=r.timestamp or now,
+                metrics={k: _encode_value(v) for k, v in r.metrics.items()},
+            )
+            for r in reports
+        ]
+        by_group: dict[str, set[int]] = {}
+        for r in reports:
+            by_group.setdefault(r.group, set()).add(r.steps_completed)
+        superseded = {
+            group
+            for group, steps in by_group.items()
+            if MetricReport.objects.filter(
+                trial_id=trial.id, group=group, steps_completed__in=steps
+            ).exists()
+        }
+        MetricReport.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["trial", "group", "steps_completed"],
+            update_fields=["metrics", "run_id", "epoch", "reported_at"],
+            batch_size=1000,
+        )
+        summary = trial.summary_metrics or {}
+        for group in superseded:
+            summary[group] = _rebuild_group_summary(trial, group)
+        for r in reports:
+            if r.group not in superseded:
+                _merge_summary(summary, r.group, r.steps_completed, r.metrics)
+        trial.summary_metrics = summary
+        trial.steps_completed = max(trial.steps_completed, *(r.steps_completed for r in reports))
+        fields = ["summary_metrics", "steps_completed"]
+        if "validation" in by_group:
+            if "validation" in superseded:
+                trial.best_validation = _best_validation(experiment, trial)
+            else:
+                for r in reports:
+                    value = numeric_value(r.metrics.get(experiment.searcher_metric))
+                    if r.group == "validation" and value is not None:
+                        if experiment.is_better(value, trial.best_validation):
+                            trial.best_validation = value
+            fields.append("best_validation")
+            if trial.best_validation is not None and experiment.is_better(
+                trial.best_validation, experiment.best_validation
+            ):
+                Experiment.objects.filter(id=experiment.id).update(
+                    best_validation=trial.best_validation
+                )
+        trial.save(update_fields=fields)
+    return len(rows)
+
+
+def read_series(
+    *, trial_id: int, group: str | None = None, name: str | None = None, max_points: int = 2000
+) -> list[dict[str, Any]]:
+    """Every (group, name) series of a trial in step order, downsampled to ``max_points``.
+
+    Returns a list of ``{"group", "name", "count", "downsampled", "steps", "values"}`` where
+    ``values`` holds floats or None (non-finite or non-numeric values are gaps).
+    """
+    rows = MetricReport.objects.filter(trial_id=trial_id)
+    if group:
+        rows = rows.filter(group=group)
+    rows = rows.order_by("group", "steps_completed").values_list(
+        "group", "steps_completed", "metrics"
+    )
+    series: dict[tuple[str, str], tuple[list[int], list[float | None]]] = {}
+    for row_group, step, metrics in rows.iterator(chunk_size=2000):
+        for metric_name, value in metrics.items():
+            if name and metric_name != name:
+                continue
+            steps, values = series.setdefault((row_group, metric_name), ([], []))
+            steps.append(step)
+            values.append(numeric_value(value))
+    out = []
+    for (row_group, metric_name), (steps, values) in sorted(series.items()):
+        ds_steps, ds_values = downsample_minmax(steps, values, max_points)
+        out.append(
+            {
+                "group": row_group,
+                "name": metric_name,
+                "count": len(steps),
+                "downsampled": len(ds_steps) < len(steps),
+                "steps": ds_steps,
+                "values": ds_values,
+            }
+        )
+    return out

@@ -1,0 +1,21 @@
+"""Registry models, one module per resource (re-exported here, as NetBox does)."""
+
+from registry.models.checkpoint import Checkpoint, CheckpointState
+from registry.models.experiment import Experiment
+from registry.models.logs import TrialLog
+from registry.models.metrics import MetricReport
+from registry.models.states import TERMINAL_STATES, RunState, State
+from registry.models.trial import Trial, TrialRun
+
+__all__ = [
+    "TERMINAL_STATES",
+    "Checkpoint",
+    "CheckpointState",
+    "Experiment",
+    "MetricReport",
+    "RunState",
+    "State",
+    "Trial",
+    "TrialLog",
+    "TrialRun",
+]

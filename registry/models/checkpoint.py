@@ -1,0 +1,35 @@
+"""``Checkpoint``: files a trial wrote to checkpoint storage, registered after upload."""
+
+from django.db import models
+from django.utils import timezone
+
+
+class CheckpointState(models.TextChoices):
+    COMPLETED = "COMPLETED"
+    DELETED = "DELETED"
+
+
+class Checkpoint(models.Model):
+    uuid = models.UUIDField(primary_key=True)
+    trial = models.ForeignKey(
+        "registry.Trial", on_delete=models.CASCADE, related_name="checkpoints"
+    )
+    run_id = models.PositiveIntegerField(default=0)
+    steps_completed = models.BigIntegerField()
+    state = models.CharField(
+        max_length=16, choices=CheckpointState.choices, default=CheckpointState.COMPLETED
+    )
+    # {relative path: size in bytes}
+    resources = models.JSONField(default=dict)
+    metadata = models.JSONField(default=dict)
+    size = models.PositiveBigIntegerField(default=0)
+    # Snapshot of the experiment's checkpoint_storage, so later config changes can't orphan it.
+    storage = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-steps_completed", "-created_at"]
+        indexes = [models.Index(fields=["trial", "steps_completed"])]
+
+    def __str__(self) -> str:
+        return f"Checkpoint {self.uuid} (trial {self.trial_id}, step {self.steps_completed})"

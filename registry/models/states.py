@@ -1,0 +1,29 @@
+"""Experiment / trial states (Determined's names) and the states of one trial run."""
+
+from django.db import models
+
+
+class State(models.TextChoices):
+    """State of an experiment or a trial."""
+
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"
+    STOPPING_COMPLETED = "STOPPING_COMPLETED"
+    STOPPING_CANCELED = "STOPPING_CANCELED"
+    STOPPING_KILLED = "STOPPING_KILLED"
+    STOPPING_ERROR = "STOPPING_ERROR"
+    COMPLETED = "COMPLETED"
+    CANCELED = "CANCELED"
+    ERROR = "ERROR"
+
+
+TERMINAL_STATES = frozenset({State.COMPLETED, State.CANCELED, State.ERROR})
+
+
+class RunState(models.TextChoices):
+    """State of one run (process launch) of a trial."""
+
+    QUEUED = "QUEUED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    EXITED = "EXITED"

@@ -1,0 +1,73 @@
+"""``Trial`` (one hparams setting trained over possibly many runs) and ``TrialRun`` (one launch)."""
+
+import secrets
+
+from django.db import models
+from django.utils import timezone
+
+from registry.models.states import TERMINAL_STATES, RunState, State
+
+
+class Trial(models.Model):
+    experiment = models.ForeignKey(
+        "registry.Experiment", on_delete=models.CASCADE, related_name="trials"
+    )
+    # The searcher's id for the "create trial" operation that made this trial.
+    request_id = models.CharField(max_length=64, blank=True, default="")
+    hparams = models.JSONField(default=dict)
+    seed = models.BigIntegerField(default=0)
+    state = models.CharField(max_length=32, choices=State.choices, default=State.ACTIVE)
+    # Number of the current (latest) run; 0 before the first launch.
+    run_id = models.PositiveIntegerField(default=0)
+    restarts = models.PositiveIntegerField(default=0)
+    steps_completed = models.PositiveBigIntegerField(default=0)
+    progress = models.FloatField(default=0.0)
+    best_validation = models.FloatField(null=True, blank=True)
+    latest_checkpoint = models.UUIDField(null=True, blank=True)
+    # For "continue trial": the checkpoint the first run warm-starts from.
+    warm_start_checkpoint = models.UUIDField(null=True, blank=True)
+    # {group: {name: {"last", "last_step", "min", "max", "count"}}}; kept by registry.metrics.
+    summary_metrics = models.JSONField(default=dict)
+    searcher_metric_reported = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"Trial {self.id} of experiment {self.experiment_id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+def _new_token() -> str:
+    return secrets.token_hex(20)
+
+
+class TrialRun(models.Model):
+    """One launch of a trial's process; its token authorises the SDK for that trial only."""
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="runs")
+    run_id = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
+    token = models.CharField(max_length=40, unique=True, default=_new_token)
+    worker = models.CharField(max_length=255, blank=True, default="")
+    exit_code = models.IntegerField(null=True, blank=True)
+    # Why the process must stop ("" = keep going); the SDK's should_preempt() reads it.
+    stop_requested = models.CharField(max_length=16, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["trial_id", "run_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["trial", "run_id"], name="unique_run_per_trial"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.run_id} of trial {self.trial_id} ({self.state})"

@@ -1,0 +1,46 @@
+"""``single``: one trial trained to ``max_length`` (Determined's single searcher)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from headway.config import sample_hparams
+from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
+
+
+class SingleSearch(SearchMethod):
+    """Creates one trial; non-const hyperparameters are sampled once from the experiment seed."""
+
+    def __init__(self, config, seed: int) -> None:
+        super().__init__(config, seed)
+        self.created = False
+        self.closed = False
+
+    def initial_operations(self) -> list[Operation]:
+        rng = random.Random(self.seed)
+        hparams = sample_hparams(self.config.hyperparameters, rng)
+        self.created = True
+        return [
+            Create(request_id="1", hparams=hparams, seed=rng.randrange(2**31)),
+            ValidateAfter(request_id="1", length=self.config.searcher.max_length.value),
+        ]
+
+    def on_validation_completed(self, request_id: str, metric: float, length: int) -> list[Operation]:
+        if length >= self.config.searcher.max_length.value:
+            return [Close(request_id)]
+        return []
+
+    def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:
+        return [Shutdown()]
+
+    def on_trial_closed(self, request_id: str) -> list[Operation]:
+        self.closed = True
+        return [Shutdown()]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"created": self.created, "closed": self.closed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.created = bool(state.get("created"))
+        self.closed = bool(state.get("closed"))

@@ -1,0 +1,1 @@
+"""Celery tasks that run trials on a host."""

@@ -1,0 +1,192 @@
+"""Runs one trial run on this host: claim, unpack, launch, stream logs, report the exit.
+
+Steps:
+1. Claim the run (conditional UPDATE; a duplicate or redelivered task stops here).
+2. Unpack the experiment's model definition into a fresh ``<work>/trial-<id>-run-<n>/code``.
+3. Write the cluster-info JSON the SDK reads and start the entrypoint as a subprocess in its
+   own session (process group), with ``HEADWAY_*`` variables and a trial-scoped token.
+4. Copy stdout/stderr into ``TrialLog`` rows in batches, heartbeat while it runs.
+5. Report the exit code to ``registry.lifecycle``, which decides what happens next.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from headway.config import parse_experiment_config
+from registry import lifecycle
+from registry.model_definition import extract_model_definition
+from registry.models import Experiment, TrialLog, TrialRun
+
+logger = logging.getLogger("headway.worker")
+
+HEARTBEAT_SECONDS = 10.0
+_EOF = object()
+
+
+def worker_name() -> str:
+    """This worker's name as stored on the runs it claims."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _cluster_info(run: TrialRun) -> dict:
+    trial = run.trial
+    experiment = trial.experiment
+    latest = trial.latest_checkpoint or trial.warm_start_checkpoint
+    latest_steps = None
+    if latest is not None:
+        latest_steps = (
+            trial.checkpoints.filter(uuid=latest).values_list("steps_completed", flat=True).first()
+        )
+    return {
+        "master_url": settings.HEADWAY_MASTER_URL,
+        "token": run.token,
+        "experiment_id": experiment.id,
+        "trial_id": trial.id,
+        "run_id": run.run_id,
+        "hparams": trial.hparams,
+        "trial_seed": trial.seed,
+        "latest_checkpoint": str(latest) if latest else None,
+        "latest_checkpoint_steps": latest_steps,
+        "experiment_config": experiment.config,
+    }
+
+
+def _command(entrypoint: str, is_trial_class: bool) -> list[str]:
+    if is_trial_class:
+        return [sys.executable, "-m", "headway.exec.harness", entrypoint]
+    return ["/bin/sh", "-c", entrypoint]
+
+
+def _environment(run: TrialRun, info_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    # `python` in a shell entrypoint must be the interpreter that has headway installed.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.update(
+        {
+            "HEADWAY_MASTER": settings.HEADWAY_MASTER_URL,
+            "HEADWAY_TOKEN": run.token,
+            "HEADWAY_TRIAL_ID": str(run.trial_id),
+            "HEADWAY_RUN_ID": str(run.run_id),
+            "HEADWAY_EXPERIMENT_ID": str(run.trial.experiment_id),
+            "HEADWAY_CLUSTER_INFO": str(info_path),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    threads = settings.HEADWAY_THREADS_PER_SLOT
+    if threads:
+        slots = run.trial.experiment.config.get("resources", {}).get("slots_per_trial", 1)
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(threads * slots)
+    for var in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL"):
+        env.pop(var, None)  # the trial talks to the registry over REST only
+    return env
+
+
+def _pump(stream, lines: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        lines.put(line.rstrip("\n"))
+    lines.put(_EOF)
+
+
+class _LogWriter:
+    """Batches a run's output lines into ``TrialLog`` rows (few inserts, bounded delay)."""
+
+    def __init__(self, trial_id: int, run_id: int) -> None:
+        self.trial_id = trial_id
+        self.run_id = run_id
+        self.pending: list[TrialLog] = []
+
+    def add(self, message: str) -> None:
+        self.pending.append(
+            TrialLog(trial_id=self.trial_id, run_id=self.run_id, message=message, timestamp=timezone.now())
+        )
+
+    def flush(self) -> None:
+        if self.pending:
+            TrialLog.objects.bulk_create(self.pending)
+            self.pending = []
+
+
+def run_trial(trial_id: int, run_id: int) -> int | None:
+    """Run ``run_id`` of trial ``trial_id`` to its end; return the exit code (None if not claimed)."""
+    run = lifecycle.trial_run_claim(trial_id=trial_id, run_id=run_id, worker=worker_name())
+    if run is None:
+        logger.info("trial %s run %s already claimed or no longer runnable", trial_id, run_id)
+        return None
+    logs = _LogWriter(trial_id, run_id)
+    run_dir = settings.HEADWAY_WORK_DIR / f"trial-{trial_id}-run-{run_id}"
+    try:
+        exit_code = _launch_and_wait(run, run_dir, logs)
+    except Exception as exc:  # a failure to launch is the trial's failure, not the worker's
+        logger.exception("trial %s run %s could not be launched", trial_id, run_id)
+        logs.add(f"[headway] could not launch the trial: {exc}")
+        exit_code = 1
+    logs.add(f"[headway] run {run_id} exited with code {exit_code}")
+    logs.flush()
+    lifecycle.trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code)
+    if exit_code == 0 and not os.environ.get("HEADWAY_KEEP_WORKDIRS"):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return exit_code
+
+
+def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
+    shutil.rmtree(run_dir, ignore_errors=True)
+    code_dir = run_dir / "code"
+    code_dir.mkdir(parents=True)
+    experiment = Experiment.objects.only("model_definition", "config").get(id=run.trial.experiment_id)
+    extract_model_definition(bytes(experiment.model_definition), str(code_dir))
+    info_path = run_dir / "cluster_info.json"
+    info_path.write_text(json.dumps(_cluster_info(run)))
+    config = parse_experiment_config(experiment.config)
+    entrypoint = config.entrypoint
+    is_trial_class = config.entrypoint_trial_class is not None
+    logs.add(f"[headway] run {run.run_id} of trial {run.trial_id} starting on {worker_name()}: {entrypoint}")
+    process = subprocess.Popen(
+        _command(entrypoint, is_trial_class),
+        cwd=code_dir,
+        env=_environment(run, info_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        bufsize=1,
+        start_new_session=True,  # own process group, so the whole tree can be signalled
+    )
+    lifecycle.trial_run_running(trial_id=run.trial_id, run_id=run.run_id)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+    flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
+    last_flush = last_beat = time.monotonic()
+    while True:
+        try:
+            item = lines.get(timeout=flush_every)
+        except queue.Empty:
+            item = None
+        if item is _EOF:
+            break
+        if item is not None:
+            logs.add(item)
+        now = time.monotonic()
+        if now - last_flush >= flush_every or len(logs.pending) >= 500:
+            logs.flush()
+            last_flush = now
+        if now - last_beat >= HEARTBEAT_SECONDS:
+            lifecycle.trial_run_heartbeat(trial_id=run.trial_id, run_id=run.run_id)
+            last_beat = now
+    return process.wait()
+

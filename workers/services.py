@@ -1,0 +1,99 @@
+"""Start and stop the embedded web server and worker as child processes (``serve``, ``demo``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from django.conf import settings
+
+
+def worker_command(concurrency: int) -> list[str]:
+    """The Celery worker command line for this host (threads pool: each task waits on a process)."""
+    return [
+        sys.executable, "-m", "celery", "-A", "config", "worker",
+        "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
+        "--pool=threads", f"--concurrency={concurrency}",
+        "--without-gossip", "--without-mingle", "-l", "info",
+    ]  # fmt: skip
+
+
+def web_command(port: int) -> list[str]:
+    """The web server command line (Django's threaded server; gunicorn in docker-compose)."""
+    return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
+
+
+class Services:
+    """Web server + worker as child processes; ``stop()`` (or leaving the ``with``) ends both.
+
+    Arguments:
+        port (int): web port.
+        concurrency (int): trials one worker runs at once (its slots).
+        log_dir (Path | None): write each child's output to ``<log_dir>/{web,worker}.log`` instead
+            of this terminal.
+    """
+
+    def __init__(self, port: int, concurrency: int = 1, log_dir: Path | None = None) -> None:
+        self.port = port
+        self.concurrency = concurrency
+        self.log_dir = log_dir
+        self.children: list[subprocess.Popen] = []
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        out = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
+        env = dict(os.environ, HEADWAY_PORT=str(self.port))
+        self.children.append(
+            subprocess.Popen(
+                command, cwd=settings.BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT if out else None
+            )
+        )
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start both and wait until ``/healthz`` answers; raise RuntimeError after ``timeout``."""
+        self._spawn("web", web_command(self.port))
+        self._spawn("worker", worker_command(self.concurrency))
+        deadline = time.monotonic() + timeout
+        url = f"http://127.0.0.1:{self.port}/healthz"
+        while time.monotonic() < deadline:
+            if any(child.poll() is not None for child in self.children):
+                raise RuntimeError("the web server or worker exited at start; see its output above")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
+
+    def wait(self) -> None:
+        """Block until a child exits or Ctrl-C."""
+        try:
+            while all(child.poll() is None for child in self.children):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+
+    def stop(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in self.children:
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+    def __enter__(self) -> Services:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,16 @@
+"""Celery tasks. Each is a thin entry point over a service in ``workers.runner``."""
+
+from celery import shared_task
+
+
+@shared_task(
+    name="headway.run_trial",
+    acks_late=True,  # a worker lost mid-run leaves the message to be redelivered
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def run_trial(trial_id: int, run_id: int) -> None:
+    """Run one trial run. Idempotent: the claim in ``trial_run_claim`` lets only one worker in."""
+    from workers.runner import run_trial as run
+
+    run(trial_id, run_id)
