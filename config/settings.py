@@ -128,13 +128,14 @@ if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("HEADWAY_VISIBILITY_TIMEOUT", 43200)}
 else:
     _broker_dir = VAR_DIR / "broker"
-    for _sub in ("out", "processed"):
+    for _sub in ("out", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "out"),
         "data_folder_out": str(_broker_dir / "out"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 CELERY_TASK_DEFAULT_QUEUE = envstr("HEADWAY_QUEUE", "headway")
@@ -143,6 +144,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers run with an embedded beat (`worker -B`) that sends the lost-run reaper.
+CELERY_BEAT_SCHEDULE = {
+    "reap-lost-runs": {
+        "task": "headway.reap_lost_runs",
+        "schedule": 30.0,
+        "options": {"queue": CELERY_TASK_DEFAULT_QUEUE, "expires": 60},
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Headway
 HEADWAY_MASTER_URL = envstr("HEADWAY_MASTER_URL", f"http://127.0.0.1:{envint('HEADWAY_PORT', 8000)}")
@@ -150,6 +160,10 @@ HEADWAY_CHECKPOINT_DIR = Path(envstr("HEADWAY_CHECKPOINT_DIR", str(VAR_DIR / "ch
 HEADWAY_WORK_DIR = Path(envstr("HEADWAY_WORK_DIR", str(VAR_DIR / "work"))).resolve()
 # Model definitions are stored with the experiment; Determined's limit is 96 MiB.
 HEADWAY_MAX_MODEL_DEF_BYTES = envint("HEADWAY_MAX_MODEL_DEF_BYTES", 32 * 1024 * 1024)
+# Kill: seconds between SIGTERM and SIGKILL of a trial's process group.
+HEADWAY_KILL_GRACE_SECONDS = float(envstr("HEADWAY_KILL_GRACE_SECONDS", "10"))
+# A run whose worker has not heartbeated for this long is lost; its trial is re-queued.
+HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = envint("HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60)
 HEADWAY_LOG_FLUSH_SECONDS = float(envstr("HEADWAY_LOG_FLUSH_SECONDS", "0.5"))
 # Torch/OMP threads per slot handed to trial processes (0 = leave torch's default).
 HEADWAY_THREADS_PER_SLOT = envint("HEADWAY_THREADS_PER_SLOT", 0)

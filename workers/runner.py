@@ -16,6 +16,7 @@ import logging
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -121,6 +122,44 @@ class _LogWriter:
             self.pending = []
 
 
+def _stop_requested(run: TrialRun) -> str:
+    return (
+        TrialRun.objects.filter(id=run.id).values_list("stop_requested", flat=True).first() or ""
+    )
+
+
+class _Killer:
+    """SIGTERM to the run's process group, then SIGKILL after ``grace`` seconds.
+
+    The process was started in its own session, so its group holds every child it spawned
+    (data-loader workers, torchrun ranks): the whole tree goes, even if it ignores SIGTERM.
+    """
+
+    def __init__(self, process: subprocess.Popen, grace: float) -> None:
+        self.process = process
+        self.grace = grace
+        self.started = False
+        self.deadline = 0.0
+        self.escalated = False
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def start(self) -> None:
+        self.started = True
+        self.deadline = time.monotonic() + self.grace
+        self._signal(signal.SIGTERM)
+
+    def escalate(self, logs: _LogWriter) -> None:
+        if self.started and not self.escalated and time.monotonic() >= self.deadline:
+            self.escalated = True
+            logs.add(f"[headway] still running {self.grace:g} s after SIGTERM: SIGKILL")
+            self._signal(signal.SIGKILL)
+
+
 def run_trial(trial_id: int, run_id: int) -> int | None:
     """Run ``run_id`` of trial ``trial_id`` to its end; return the exit code (None if not claimed)."""
     run = lifecycle.trial_run_claim(trial_id=trial_id, run_id=run_id, worker=worker_name())
@@ -170,6 +209,7 @@ def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
     lifecycle.trial_run_running(trial_id=run.trial_id, run_id=run.run_id)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+    killer = _Killer(process, settings.HEADWAY_KILL_GRACE_SECONDS)
     flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
     last_flush = last_beat = time.monotonic()
     while True:
@@ -185,8 +225,12 @@ def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
         if now - last_flush >= flush_every or len(logs.pending) >= 500:
             logs.flush()
             last_flush = now
+            if not killer.started and _stop_requested(run) == "kill":
+                logs.add("[headway] kill requested: SIGTERM to the trial's process group")
+                killer.start()
         if now - last_beat >= HEARTBEAT_SECONDS:
             lifecycle.trial_run_heartbeat(trial_id=run.trial_id, run_id=run.run_id)
             last_beat = now
+        killer.escalate(logs)
     return process.wait()
 

@@ -20,6 +20,7 @@ def worker_command(concurrency: int) -> list[str]:
         "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
         "--pool=threads", f"--concurrency={concurrency}",
         "--without-gossip", "--without-mingle", "-l", "info",
+        "-B",  # embedded beat: sends the lost-run reaper (CELERY_BEAT_SCHEDULE)
     ]  # fmt: skip
 
 

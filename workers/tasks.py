@@ -14,3 +14,15 @@ def run_trial(trial_id: int, run_id: int) -> None:
     from workers.runner import run_trial as run
 
     run(trial_id, run_id)
+
+
+@shared_task(name="headway.reap_lost_runs", ignore_result=True, expires=60)
+def reap_lost_runs() -> None:
+    """Re-queue trials whose worker stopped heartbeating (sent every 30 s by Celery beat)."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from registry import lifecycle
+
+    lifecycle.reap_lost_runs(timeout=timedelta(seconds=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS))

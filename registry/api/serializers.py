@@ -137,3 +137,38 @@ class SearcherCompletedSerializer(serializers.Serializer):
 class LoginSerializer(serializers.Serializer):
     username = serializers.CharField()
     password = serializers.CharField(trim_whitespace=False)
+
+
+class PreemptAckSerializer(serializers.Serializer):
+    run_id = serializers.IntegerField(min_value=1)
+
+
+class MaxLengthField(serializers.Field):
+    """``max_length`` as a bare int (batches) or ``{"batches"|"epochs"|"records": N}``."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            raise serializers.ValidationError("Must be a positive integer or {unit: N}.")
+        if isinstance(data, int) and data > 0:
+            return data
+        if (
+            isinstance(data, dict)
+            and len(data) == 1
+            and next(iter(data)) in ("batches", "epochs", "records")
+            and isinstance(next(iter(data.values())), int)
+            and not isinstance(next(iter(data.values())), bool)
+            and next(iter(data.values())) > 0
+        ):
+            return data
+        raise serializers.ValidationError(
+            "Must be a positive integer (batches) or {batches|epochs|records: N}."
+        )
+
+    def to_representation(self, value):
+        return value
+
+
+class ContinueTrialSerializer(serializers.Serializer):
+    checkpoint = serializers.UUIDField(required=False, allow_null=True)
+    max_length = MaxLengthField(required=False, allow_null=True)
+    hparams = serializers.DictField(required=False, allow_null=True)

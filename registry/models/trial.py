@@ -56,8 +56,11 @@ class TrialRun(models.Model):
     token = models.CharField(max_length=40, unique=True, default=_new_token)
     worker = models.CharField(max_length=255, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
-    # Why the process must stop ("" = keep going); the SDK's should_preempt() reads it.
+    # Why the process must stop ("" = keep going; "pause", "cancel" or "kill"); the SDK's
+    # should_preempt() reads it, the worker enforces "kill".
     stop_requested = models.CharField(max_length=16, blank=True, default="")
+    # The process checkpointed and acknowledged the stop: its exit 0 means "resume me later".
+    preempt_acknowledged = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)

@@ -55,6 +55,44 @@ class ExperimentViewSet(
         experiment = self.get_queryset().get(id=experiment.id)
         return Response(ExperimentSerializer(experiment).data, status=status.HTTP_201_CREATED)
 
+    def _control(self, request, pk, service):
+        experiment = service(experiment_id=self.get_object().id)
+        return Response(ExperimentSerializer(self.get_queryset().get(id=experiment.id)).data)
+
+    @extend_schema(request=None, responses=ExperimentSerializer)
+    @action(detail=True, methods=["post"])
+    def pause(self, request, pk=None):
+        """Pause every running trial: each checkpoints and stops; ``activate`` resumes them."""
+        return self._control(request, pk, lifecycle.experiment_pause)
+
+    @extend_schema(request=None, responses=ExperimentSerializer)
+    @action(detail=True, methods=["post"])
+    def activate(self, request, pk=None):
+        """Resume a paused experiment's trials from their latest checkpoints."""
+        return self._control(request, pk, lifecycle.experiment_activate)
+
+    @extend_schema(request=None, responses=ExperimentSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Stop every trial gracefully with a checkpoint; the experiment ends CANCELED."""
+        return self._control(request, pk, lifecycle.experiment_cancel)
+
+    @extend_schema(request=None, responses=ExperimentSerializer)
+    @action(detail=True, methods=["post"])
+    def kill(self, request, pk=None):
+        """Terminate every trial's process now; the experiment ends CANCELED."""
+        return self._control(request, pk, lifecycle.experiment_kill)
+
+    @extend_schema(request=None, responses=ExperimentSerializer)
+    @action(detail=True, methods=["post"])
+    def archive(self, request, pk=None):
+        return self._control(request, pk, lifecycle.experiment_archive)
+
+    @extend_schema(request=None, responses=ExperimentSerializer)
+    @action(detail=True, methods=["post"])
+    def unarchive(self, request, pk=None):
+        return self._control(request, pk, lifecycle.experiment_unarchive)
+
     @extend_schema(responses=TrialSerializer(many=True))
     @action(detail=True, methods=["get"])
     def trials(self, request, pk=None):

@@ -1,5 +1,6 @@
 """``/api/v1/trials/{id}/``: the trial, and the endpoints its SDK calls with a trial token."""
 
+from django.db.models import Count
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -11,6 +12,9 @@ from registry import lifecycle, metrics
 from registry.api.permissions import trial_run_of
 from registry.api.serializers import (
     CheckpointRegisterSerializer,
+    ContinueTrialSerializer,
+    ExperimentSerializer,
+    PreemptAckSerializer,
     CheckpointSerializer,
     ProgressSerializer,
     SearcherCompletedSerializer,
@@ -18,7 +22,8 @@ from registry.api.serializers import (
     TrialSerializer,
 )
 from registry.errors import InvalidInput
-from registry.models import Trial, TrialLog, TrialRun
+from registry.models import Experiment, Trial, TrialLog
+from registry.preemption import wait_for_stop_request
 
 
 def _int_param(request, name: str, default: int, *, lo: int, hi: int) -> int:
@@ -43,6 +48,7 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         "metrics",
         "checkpoints",
         "preempt",
+        "preempt_ack",
         "progress",
         "searcher_completed",
     )
@@ -124,18 +130,77 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
             }
         )
 
-    @extend_schema(parameters=[OpenApiParameter("run_id", int)], responses={200: dict})
+    @extend_schema(
+        parameters=[OpenApiParameter("run_id", int), OpenApiParameter("timeout", int)],
+        responses={200: dict},
+    )
     @action(detail=True, methods=["get"])
     def preempt(self, request, pk=None):
+        """``{"should_preempt": bool}``; with ``?timeout=S`` waits up to S s (<= 60) for a stop."""
         trial = self.get_object()
         run = trial_run_of(request)
         run_id = _int_param(request, "run_id", run.run_id if run else trial.run_id, lo=0, hi=2**31)
-        stop = (
-            TrialRun.objects.filter(trial=trial, run_id=run_id)
-            .values_list("stop_requested", flat=True)
-            .first()
+        timeout = _int_param(request, "timeout", 0, lo=0, hi=60)
+        return Response({"should_preempt": wait_for_stop_request(trial.id, run_id, timeout)})
+
+    @extend_schema(request=PreemptAckSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"], url_path="preempt/ack")
+    def preempt_ack(self, request, pk=None):
+        """The process checkpointed after a stop request; its exit 0 means "resume me later"."""
+        trial = self.get_object()
+        data = PreemptAckSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        acknowledged = lifecycle.trial_preempt_acknowledge(
+            trial_id=trial.id, run_id=data.validated_data["run_id"]
         )
-        return Response({"should_preempt": bool(stop)})
+        return Response({"acknowledged": acknowledged})
+
+    def _control(self, service):
+        trial = service(trial_id=self.get_object().id)
+        return Response(TrialSerializer(Trial.objects.get(id=trial.id)).data)
+
+    @extend_schema(request=None, responses=TrialSerializer)
+    @action(detail=True, methods=["post"])
+    def pause(self, request, pk=None):
+        """Checkpoint and stop this trial (also one trial inside a search)."""
+        return self._control(lifecycle.trial_pause)
+
+    @extend_schema(request=None, responses=TrialSerializer)
+    @action(detail=True, methods=["post"])
+    def activate(self, request, pk=None):
+        """Resume a paused trial from its latest checkpoint (same trial, next run)."""
+        return self._control(lifecycle.trial_activate)
+
+    @extend_schema(request=None, responses=TrialSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Stop this trial gracefully with a checkpoint; it ends CANCELED."""
+        return self._control(lifecycle.trial_cancel)
+
+    @extend_schema(request=None, responses=TrialSerializer)
+    @action(detail=True, methods=["post"])
+    def kill(self, request, pk=None):
+        """Terminate this trial's process now (SIGTERM, then SIGKILL); it ends CANCELED."""
+        return self._control(lifecycle.trial_kill)
+
+    @extend_schema(request=ContinueTrialSerializer, responses={201: ExperimentSerializer})
+    @action(detail=True, methods=["post"], url_path="continue")
+    def continue_trial(self, request, pk=None):
+        """A new single-trial experiment warm-started from this trial's checkpoint."""
+        trial = self.get_object()
+        data = ContinueTrialSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        experiment = lifecycle.trial_continue(
+            trial_id=trial.id,
+            owner=request.user,
+            checkpoint_uuid=data.validated_data.get("checkpoint"),
+            max_length=data.validated_data.get("max_length"),
+            hparams=data.validated_data.get("hparams"),
+        )
+        body = ExperimentSerializer(
+            Experiment.objects.annotate(num_trials=Count("trials")).get(id=experiment.id)
+        ).data
+        return Response(body, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=ProgressSerializer, responses={200: dict})
     @action(detail=True, methods=["post"])

@@ -1,0 +1,225 @@
+"""Start a throwaway Headway web server for a benchmark: fresh database, user token, subprocess.
+
+The benchmarks measure the server the way a trial process sees it (HTTP over loopback), so each
+run gets its own database (a temp SQLite file or a freshly created PostgreSQL database), its own
+``HEADWAY_VAR_DIR`` and a Celery queue nobody consumes (trial runs are enqueued on experiment
+creation; nothing needs to run them).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+MANAGE = str(REPO / "manage.py")
+START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1 (the OS picks it; racy in theory, fine for a bench)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def gunicorn_available() -> bool:
+    """Whether gunicorn can be imported by this interpreter (it is not a Headway dependency)."""
+    return importlib.util.find_spec("gunicorn") is not None
+
+
+def _admin_url(database_url: str) -> tuple[str, str]:
+    """The maintenance-database URL of a PostgreSQL URL, and the database name it names."""
+    parts = urlsplit(database_url)
+    name = parts.path.lstrip("/")
+    scheme = "postgresql" if parts.scheme in ("postgres", "postgresql") else parts.scheme
+    return urlunsplit((scheme, parts.netloc, "/postgres", "", "")), name
+
+
+def postgres_recreate(database_url: str) -> str | None:
+    """Drop and create the database that ``database_url`` names.
+
+    Args:
+        database_url: ``postgres://user@host:port/name``.
+
+    Returns:
+        None on success, else a one-line reason (server unreachable, no permission) so the caller
+        can skip PostgreSQL with a note instead of failing.
+    """
+    import psycopg
+
+    admin, name = _admin_url(database_url)
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as exc:
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+    return None
+
+
+def postgres_drop(database_url: str) -> None:
+    """Drop the database that ``database_url`` names (best effort, for clean-up)."""
+    import psycopg
+
+    admin, name = _admin_url(database_url)
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    except psycopg.Error as exc:
+        print(f"note: could not drop {name}: {exc}", file=sys.stderr)
+
+
+@dataclass
+class Backend:
+    """One database + var dir + the environment every ``manage.py`` call and server gets.
+
+    Attributes:
+        label: ``sqlite`` or ``postgres`` (prefix of the JSON keys).
+        database_url: ``DATABASE_URL`` for settings.py (dj-database-url syntax).
+        var_dir: a fresh temp directory used as ``HEADWAY_VAR_DIR``.
+    """
+
+    label: str
+    database_url: str
+    var_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def sqlite(cls) -> Backend:
+        """A fresh SQLite file in a new temp directory."""
+        var_dir = Path(tempfile.mkdtemp(prefix="headway-bench-"))
+        return cls("sqlite", f"sqlite:///{var_dir / 'bench.sqlite3'}", var_dir)
+
+    @classmethod
+    def postgres(cls, database_url: str) -> Backend:
+        """PostgreSQL at ``database_url`` (the caller creates the database first)."""
+        return cls("postgres", database_url, Path(tempfile.mkdtemp(prefix="headway-bench-")))
+
+    def __post_init__(self) -> None:
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DATABASE_URL": self.database_url,
+            "HEADWAY_VAR_DIR": str(self.var_dir),
+            # Nobody consumes this queue: trial runs enqueued at experiment creation just sit.
+            "HEADWAY_QUEUE": f"bench-{os.getpid()}",
+            "DEBUG": "false",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def manage(self, *args: str) -> str:
+        """Run ``manage.py ARGS`` with this backend's environment; return its stdout.
+
+        Raises:
+            RuntimeError: with the command's stderr when it exits non-zero.
+        """
+        proc = subprocess.run(
+            [sys.executable, MANAGE, *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{proc.stderr.strip()}")
+        return proc.stdout
+
+    def prepare(self, username: str = "bench") -> str:
+        """Migrate the fresh database and return a new user's API token."""
+        self.manage("migrate", "--noinput", "-v", "0")
+        return self.manage("headway_token", username, "--create").strip().splitlines()[-1]
+
+    def cleanup(self) -> None:
+        """Remove the var dir (and the PostgreSQL database for the postgres backend)."""
+        if self.label == "postgres":
+            postgres_drop(self.database_url)
+        shutil.rmtree(self.var_dir, ignore_errors=True)
+
+
+class Server:
+    """A web server subprocess serving Headway on 127.0.0.1 (context manager).
+
+    Args:
+        backend: the database/env to serve.
+        kind: ``runserver`` (Django's threaded dev server, what the embedded setup runs) or
+            ``gunicorn`` (``workers`` sync processes; only when gunicorn is importable).
+        workers: gunicorn worker processes (ignored for runserver).
+
+    Raises:
+        RuntimeError: when the server does not answer ``/healthz`` within ``START_TIMEOUT_S``.
+    """
+
+    def __init__(self, backend: Backend, kind: str = "runserver", workers: int = 2) -> None:
+        self.backend, self.kind, self.workers = backend, kind, workers
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self._log = backend.var_dir / f"server-{kind}-{self.port}.log"
+
+    def _command(self) -> list[str]:
+        if self.kind == "runserver":
+            return [sys.executable, MANAGE, "runserver", "--noreload", f"127.0.0.1:{self.port}"]
+        if self.kind == "gunicorn":
+            return [
+                sys.executable, "-m", "gunicorn", "config.wsgi:application",
+                "--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
+                "--log-level", "warning",
+            ]  # fmt: skip
+        raise ValueError(f"unknown server kind {self.kind!r}")
+
+    def start(self) -> Server:
+        with self._log.open("w") as log:
+            # A new session so stop() can signal the server and any children it forked.
+            self.proc = subprocess.Popen(
+                self._command(),
+                cwd=REPO,
+                env=self.backend.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=1).ok:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"{self.kind} did not start:\n{self._log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        """SIGTERM the server's process group, SIGKILL it after 10 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        pgid = os.getpgid(self.proc.pid)
+        os.killpg(pgid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(pgid, signal.SIGKILL)
+            self.proc.wait()
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,329 @@
+"""Metric ingestion over REST: batched points/s and single-report latency, per database backend.
+
+Run from the repository root: ``.venv/bin/python bench/metrics_ingest.py`` (``make bench``).
+
+For SQLite (a fresh temp file) and PostgreSQL (``headway_bench``, recreated; skipped with a note
+when the server is unreachable) this migrates a fresh database, makes a user token, starts the
+web server as a subprocess (``manage.py runserver``, what the embedded setup runs; also
+gunicorn when it is importable) and measures, from one keep-alive ``requests.Session``:
+
+- batched: 10 metrics x 10,000 steps = 100,000 points for one trial, 1,000 points per POST
+  (100 reports of 10 metrics); points/s = points / summed wall time of the POSTs;
+- single: p50/p90 round trip of one report of one metric (300 requests after 30 warm-up);
+- baseline: the same server's ``GET /healthz`` p50, the floor every endpoint pays, so the table
+  shows ``single_p50 / healthz_p50``;
+- correctness: ``GET trials/{id}/metrics/?max_points=0&name=m0`` returns the 10,000 steps in order.
+
+Targets (from the issue): >= 100,000 points/s batched, <= 5 ms p50 single. ``--profile`` (or a
+missed target) runs the same POSTs in-process through Django's test Client under cProfile and
+prints where the time goes, grouped by package. The last line printed is a JSON object of the
+figures. Reference only (not measured here): MLflow ~5,000 points/s batched and 15-60 ms per
+single ``log_metric`` on this machine (quoted in the issue).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _server import REPO, Backend, Server, gunicorn_available, postgres_recreate  # noqa: E402
+
+POSTGRES_URL = os.environ.get(
+    "HEADWAY_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench"
+)
+METRICS, STEPS, REPORTS_PER_POST = 10, 10_000, 100
+SINGLE_N, WARMUP_N = 300, 30
+TARGET_POINTS_PER_S, TARGET_SINGLE_P50_MS = 100_000, 5.0
+CONFIG = """\
+name: metrics-ingest-bench
+entrypoint: python train.py
+searcher: {name: single, metric: loss, max_length: 10}
+"""
+
+
+def _model_definition() -> str:
+    """A base64 tar.gz holding a no-op ``train.py`` (nothing runs it during the bench)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = b"print('bench')\n"
+        info = tarfile.TarInfo("train.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def create_trial(session: requests.Session, url: str) -> int:
+    """Create a single-trial experiment over REST and return its trial id."""
+    body = {"config": CONFIG, "model_definition": _model_definition()}
+    resp = session.post(f"{url}/api/v1/experiments/", json=body, timeout=30)
+    resp.raise_for_status()
+    trials = session.get(f"{url}/api/v1/experiments/{resp.json()['id']}/trials/", timeout=30)
+    trials.raise_for_status()
+    data = trials.json()
+    return (data["results"] if isinstance(data, dict) else data)[0]["id"]
+
+
+def batch_bodies(first_step: int = 1) -> list[dict]:
+    """The 100 POST bodies of the batched run: 100 reports x 10 metrics each."""
+    bodies = []
+    for start in range(first_step, first_step + STEPS, REPORTS_PER_POST):
+        reports = [
+            {
+                "group": "training",
+                "steps_completed": step,
+                "metrics": {f"m{i}": 1.0 / (step + i) for i in range(METRICS)},
+            }
+            for step in range(start, start + REPORTS_PER_POST)
+        ]
+        bodies.append({"reports": reports})
+    return bodies
+
+
+def single_body(step: int) -> dict:
+    """One report of one metric (what an unbatched logger sends)."""
+    return {"reports": [{"group": "training", "steps_completed": step, "metrics": {"loss": 0.5}}]}
+
+
+def _percentile_ms(samples: list[float], q: int) -> float:
+    """The q-th percentile (1..99) of durations in seconds, in milliseconds."""
+    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1] * 1000
+
+
+def _post(session: requests.Session, url: str, body: dict) -> float:
+    """POST a metrics body; return its round trip in seconds (raises on a non-200 answer)."""
+    t0 = time.perf_counter()
+    resp = session.post(url, json=body, timeout=60)
+    elapsed = time.perf_counter() - t0
+    if resp.status_code != 200:
+        raise RuntimeError(f"POST {url} -> {resp.status_code}: {resp.text[:500]}")
+    return elapsed
+
+
+def bench_batched(session: requests.Session, url: str, trial_id: int) -> dict[str, float]:
+    """Post 100,000 points in 1,000-point batches; points/s over the summed POST time."""
+    endpoint = f"{url}/api/v1/trials/{trial_id}/metrics/"
+    times = [_post(session, endpoint, body) for body in batch_bodies()]
+    return {
+        "batched_points_per_s": METRICS * STEPS / sum(times),
+        "batched_post_p50_ms": _percentile_ms(times, 50),
+        "batched_wall_s": sum(times),
+    }
+
+
+def bench_single(session: requests.Session, url: str, trial_id: int) -> dict[str, float]:
+    """p50/p90 round trip of a one-metric report, after warm-up, on its own trial."""
+    endpoint = f"{url}/api/v1/trials/{trial_id}/metrics/"
+    for step in range(1, WARMUP_N + 1):
+        _post(session, endpoint, single_body(step))
+    times = [_post(session, endpoint, single_body(WARMUP_N + i)) for i in range(1, SINGLE_N + 1)]
+    return {"single_p50_ms": _percentile_ms(times, 50), "single_p90_ms": _percentile_ms(times, 90)}
+
+
+def bench_healthz(session: requests.Session, url: str) -> float:
+    """p50 of ``GET /healthz`` in ms: the server's floor (no auth, no database)."""
+    times = []
+    for i in range(WARMUP_N + SINGLE_N):
+        t0 = time.perf_counter()
+        session.get(f"{url}/healthz", timeout=30).raise_for_status()
+        if i >= WARMUP_N:
+            times.append(time.perf_counter() - t0)
+    return _percentile_ms(times, 50)
+
+
+def verify(session: requests.Session, url: str, trial_id: int) -> bool:
+    """Whether the batched trial's m0 series reads back as 10,000 points in step order."""
+    resp = session.get(
+        f"{url}/api/v1/trials/{trial_id}/metrics/",
+        params={"max_points": 0, "name": "m0"},
+        timeout=60,
+    )
+    resp.raise_for_status()
+    series = resp.json()["series"]
+    return (
+        len(series) == 1
+        and series[0]["count"] == STEPS
+        and series[0]["steps"] == list(range(1, STEPS + 1))
+        and series[0]["values"][0] == 1.0
+    )
+
+
+def measure(backend: Backend, token: str, kind: str) -> dict[str, float | bool]:
+    """All figures for one backend behind one server kind."""
+    with Server(backend, kind) as server, requests.Session() as session:
+        session.headers["Authorization"] = f"Token {token}"
+        batched_trial = create_trial(session, server.url)
+        single_trial = create_trial(session, server.url)
+        out: dict[str, float | bool] = {"healthz_p50_ms": bench_healthz(session, server.url)}
+        out.update(bench_batched(session, server.url, batched_trial))
+        out.update(bench_single(session, server.url, single_trial))
+        out["single_over_healthz"] = out["single_p50_ms"] / out["healthz_p50_ms"]
+        out["verified"] = verify(session, server.url, batched_trial)
+    return out
+
+
+def run_profile(backend: Backend, token: str) -> None:
+    """Profile the request path in a child process bound to ``backend``'s database."""
+    cmd = [sys.executable, __file__, "--profile-child", token]
+    subprocess.run(cmd, cwd=REPO, env=backend.env, check=True)
+
+
+def _profile_child(token: str) -> None:
+    """(child) Batched and single POSTs through Django's test Client under cProfile."""
+    import cProfile
+    import pstats
+
+    import django
+
+    django.setup()
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+
+    def post(path: str, body: dict) -> None:
+        resp = client.post(path, json.dumps(body), content_type="application/json")
+        assert resp.status_code in (200, 201), resp.content[:300]
+
+    trials = []
+    for _ in range(2):
+        body = {"config": CONFIG, "model_definition": _model_definition()}
+        exp = client.post("/api/v1/experiments/", body, content_type="application/json").json()
+        trial = client.get(f"/api/v1/experiments/{exp['id']}/trials/").json()
+        trials.append((trial["results"] if isinstance(trial, dict) else trial)[0]["id"])
+    for name, trial_id, bodies in (
+        ("batched (100 POSTs x 1,000 points)", trials[0], batch_bodies()),
+        ("single (300 POSTs x 1 point)", trials[1], [single_body(s) for s in range(1, 301)]),
+    ):
+        path = f"/api/v1/trials/{trial_id}/metrics/"
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        for body in bodies:
+            post(path, body)
+        prof.disable()
+        wall = time.perf_counter() - t0
+        print(f"\n--- in-process profile: {name}: {wall * 1000 / len(bodies):.2f} ms/POST ---")
+        stats = pstats.Stats(prof)
+        _print_by_package(stats, len(bodies))
+        stats.sort_stats("cumulative").print_stats(r"registry|rest_framework/(views|request)", 12)
+        stats.sort_stats("tottime").print_stats(15)
+
+
+_PACKAGES = (
+    ("sqlite3", "sqlite3"),
+    ("psycopg", "psycopg"),
+    ("django/db", "django ORM"),
+    ("pydantic", "pydantic"),
+    ("rest_framework", "DRF"),
+    ("json", "json"),
+    ("registry", "registry"),
+    ("django", "django (other)"),
+)
+
+
+def _print_by_package(stats, n_requests: int) -> None:
+    """Self time (tottime) per package, so the table says where a request's time goes."""
+    totals: dict[str, float] = {}
+    for (filename, _line, func), (_cc, _nc, tottime, _ct, _callers) in stats.stats.items():
+        where = f"{filename}:{func}"
+        label = next((lbl for key, lbl in _PACKAGES if key in where), "other")
+        if filename == "~" and ("sqlite3" in func or "psycopg" in func or "execute" in func):
+            label = "db driver (C)"
+        totals[label] = totals.get(label, 0.0) + tottime
+    whole = sum(totals.values())
+    for label, secs in sorted(totals.items(), key=lambda kv: -kv[1]):
+        pct = 100 * secs / whole
+        print(f"  {label:16s} {secs * 1000 / n_requests:8.3f} ms/request  {pct:5.1f}%")
+
+
+def _fmt(value: float | bool | None, spec: str) -> str:
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, bool) else format(value, spec)
+
+
+def print_table(results: dict[str, dict[str, float | bool]]) -> None:
+    """A readable table: one row per backend/server."""
+    head = (
+        f"{'backend/server':22s} {'points/s':>10s} {'POST ms':>8s} {'single p50':>10s} "
+        f"{'p90':>7s} {'healthz':>8s} {'ratio':>6s}  verified"
+    )
+    print(head)
+    print("-" * len(head))
+    for name, r in results.items():
+        print(
+            f"{name:22s} {_fmt(r.get('batched_points_per_s'), ',.0f'):>10s} "
+            f"{_fmt(r.get('batched_post_p50_ms'), '.1f'):>8s} "
+            f"{_fmt(r.get('single_p50_ms'), '.2f'):>10s} {_fmt(r.get('single_p90_ms'), '.2f'):>7s} "
+            f"{_fmt(r.get('healthz_p50_ms'), '.2f'):>8s} "
+            f"{_fmt(r.get('single_over_healthz'), '.1f'):>6s}  {_fmt(r.get('verified'), '')}"
+        )
+    print(
+        f"targets: >= {TARGET_POINTS_PER_S:,} points/s batched, <= {TARGET_SINGLE_P50_MS} ms p50 "
+        "single.\nreference (quoted in the issue, not measured here): MLflow ~5,000 points/s "
+        "batched, 15-60 ms per single log_metric."
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", action="store_true", help="always profile the request path")
+    parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
+    parser.add_argument("--profile-child", metavar="TOKEN", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.profile_child:
+        return _profile_child(args.profile_child)
+
+    kinds = ["runserver"] + (["gunicorn"] if gunicorn_available() else [])
+    if len(kinds) == 1:
+        print("note: gunicorn is not installed (not a dependency); measuring runserver only.")
+    backends = [Backend.sqlite]
+    if not args.no_postgres:
+        why = postgres_recreate(POSTGRES_URL)
+        if why is None:
+            backends.append(lambda: Backend.postgres(POSTGRES_URL))
+        else:
+            print(f"note: skipping PostgreSQL ({POSTGRES_URL} unreachable: {why})")
+
+    results: dict[str, dict[str, float | bool]] = {}
+    figures: dict[str, float | bool] = {}
+    for make in backends:
+        backend = make()
+        try:
+            token = backend.prepare()
+            for kind in kinds:
+                print(f"measuring {backend.label} behind {kind} ...", flush=True)
+                r = measure(backend, token, kind)
+                results[f"{backend.label}/{kind}"] = r
+                prefix = backend.label if kind == "runserver" else f"{backend.label}_{kind}"
+                figures.update({f"{prefix}_{k}": round(v, 3) for k, v in r.items()})
+            embedded = results[f"{backend.label}/runserver"]
+            met = (
+                embedded["batched_points_per_s"] >= TARGET_POINTS_PER_S
+                and embedded["single_p50_ms"] <= TARGET_SINGLE_P50_MS
+            )
+            figures[f"{backend.label}_targets_met"] = met
+            if args.profile or not met:
+                print(f"\nprofiling the request path on {backend.label} ...", flush=True)
+                run_profile(backend, token)
+        finally:
+            backend.cleanup()
+
+    print()
+    print_table(results)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

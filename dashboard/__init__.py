@@ -1,0 +1,1 @@
+"""The dashboard: server-rendered pages, Plotly charts and trial controls."""

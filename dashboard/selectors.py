@@ -1,0 +1,131 @@
+"""Reads for the dashboard pages (HackSoft "selectors"): querysets, chart series, live tokens.
+
+Lists read only the summary fields the registry keeps on each row (``progress``,
+``best_validation``, ``summary_metrics``); metric series come from ``registry.metrics``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Count, QuerySet
+
+from dashboard.charts import metrics_figure
+from registry.metrics import read_series
+from registry.models import Checkpoint, CheckpointState, Experiment, Trial, TrialLog
+
+CHECKPOINT_DOWNLOAD_URL = "/api/v1/checkpoints/{uuid}/download"
+LOG_TAIL_LINES = 2000
+
+
+def experiment_list() -> QuerySet[Experiment]:
+    """Experiments newest first, with ``num_trials`` and the owner joined (no N+1)."""
+    return (
+        Experiment.objects.select_related("owner")
+        .annotate(num_trials=Count("trials"))
+        .defer("model_definition", "original_config", "searcher_state")
+        .order_by("-id")
+    )
+
+
+def flatten_hparams(hparams: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested hyperparameters as sorted ``("optimizer.lr", 0.1)`` pairs for display."""
+    if not isinstance(hparams, dict):
+        return [(prefix, hparams)] if prefix else []
+    out: list[tuple[str, Any]] = []
+    for key in sorted(hparams):
+        path = f"{prefix}.{key}" if prefix else str(key)
+        value = hparams[key]
+        if isinstance(value, dict) and value:
+            out.extend(flatten_hparams(value, path))
+        else:
+            out.append((path, value))
+    return out
+
+
+def format_length(length: Any) -> str:
+    """``{"batches": 100}`` -> ``"100 batches"``; a bare int means batches (Determined)."""
+    if isinstance(length, dict) and len(length) == 1:
+        unit, value = next(iter(length.items()))
+        return f"{value} {unit}"
+    if isinstance(length, int) and not isinstance(length, bool):
+        return f"{length} batches"
+    return "" if length is None else str(length)
+
+
+def experiment_trials(experiment: Experiment) -> list[Trial]:
+    """The experiment's trials with display extras attached.
+
+    Each trial gets ``current_run`` (its latest ``TrialRun`` or None), ``hparams_flat`` and
+    ``checkpoint_list`` (completed checkpoints, newest step first, each with ``download_url``).
+    """
+    trials = list(experiment.trials.prefetch_related("runs").order_by("id"))
+    checkpoints: dict[int, list[Checkpoint]] = {t.id: [] for t in trials}
+    rows = Checkpoint.objects.filter(
+        trial__experiment=experiment, state=CheckpointState.COMPLETED
+    ).order_by("-steps_completed", "-created_at")
+    for checkpoint in rows:
+        checkpoint.download_url = CHECKPOINT_DOWNLOAD_URL.format(uuid=checkpoint.uuid)
+        checkpoints.setdefault(checkpoint.trial_id, []).append(checkpoint)
+    for trial in trials:
+        runs = {run.run_id: run for run in trial.runs.all()}
+        trial.current_run = runs.get(trial.run_id)
+        trial.hparams_flat = flatten_hparams(trial.hparams)
+        trial.checkpoint_list = checkpoints.get(trial.id, [])
+    return trials
+
+
+def experiment_figure(experiment: Experiment, trials: Iterable[Trial]) -> dict[str, Any]:
+    """The experiment's metrics chart (see ``dashboard.charts.metrics_figure``)."""
+    series_by_trial = {trial.id: read_series(trial_id=trial.id) for trial in trials}
+    return metrics_figure(series_by_trial, uirevision=f"experiment-{experiment.id}")
+
+
+def _report_count(summary_metrics: Any) -> int:
+    if not isinstance(summary_metrics, dict):
+        return 0
+    return sum(
+        entry.get("count", 0)
+        for by_name in summary_metrics.values()
+        if isinstance(by_name, dict)
+        for entry in by_name.values()
+        if isinstance(entry, dict)
+    )
+
+
+def update_token(experiment: Experiment, trials: Iterable[Trial]) -> str:
+    """A short hash that changes whenever anything the experiment page shows changes.
+
+    Built from summary fields only (states, progress, steps, per-metric report counts, latest
+    checkpoint, restarts), so the live endpoint can tell "nothing new" without reading series.
+    """
+    parts: list[Any] = [
+        experiment.state,
+        experiment.progress,
+        experiment.best_validation,
+    ]
+    for trial in trials:
+        parts.append(
+            [
+                trial.id,
+                trial.state,
+                trial.run_id,
+                trial.restarts,
+                trial.steps_completed,
+                trial.best_validation,
+                str(trial.latest_checkpoint),
+                _report_count(trial.summary_metrics),
+            ]
+        )
+    digest = hashlib.sha1(json.dumps(parts, default=str).encode(), usedforsecurity=False)
+    return digest.hexdigest()[:16]
+
+
+def trial_log_tail(trial: Trial, limit: int = LOG_TAIL_LINES) -> list[TrialLog]:
+    """The last ``limit`` log lines of a trial, oldest first."""
+    rows = list(TrialLog.objects.filter(trial=trial).order_by("-id")[:limit])
+    rows.reverse()
+    return rows

@@ -1,0 +1,149 @@
+"""``headway experiment create | list | describe``."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from headway.cli import _common
+from headway.cli._common import CLIError, fetch_all, make_session
+from headway.cli._model_def import MAX_MODEL_DEF_BYTES, ModelDefinitionError, pack_model_definition
+from headway.cli._output import (
+    fmt,
+    fmt_percent,
+    fmt_time,
+    print_fields,
+    print_json,
+    print_table,
+    truncate,
+)
+from headway.client import Session
+from headway.config import ConfigError, parse_experiment_config
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    """Validate CONFIG locally, pack MODEL_DIR, POST both; optionally follow the experiment.
+
+    Nothing is sent when the config or the directory is invalid (exit 2).
+    """
+    config_path = Path(args.config)
+    try:
+        config_text = config_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"cannot read config {config_path}: {exc}", 2) from None
+    try:
+        parse_experiment_config(config_text)
+    except ConfigError as exc:
+        exc.title = f"invalid experiment config {config_path}"
+        raise CLIError(str(exc), 2) from None
+    try:
+        archive = pack_model_definition(Path(args.model_dir), MAX_MODEL_DEF_BYTES)
+    except ModelDefinitionError as exc:
+        raise CLIError(str(exc), 2) from None
+    session = make_session(args)
+    experiment = session.post(
+        "experiments/",
+        json={"config": config_text, "model_definition": base64.b64encode(archive).decode()},
+    )
+    print(f"Created experiment {experiment['id']}")
+    if not args.follow:
+        return 0
+    return follow_experiment(session, int(experiment["id"]))
+
+
+def follow_experiment(session: Session, experiment_id: int) -> int:
+    """Show a progress bar until the experiment stops; 0 when it COMPLETED, else 1."""
+    state = "?"
+    # No rate or ETA: progress comes from the searcher in uneven steps, so they would mislead.
+    bar_format = "{desc}: {percentage:3.0f}%|{bar}| {elapsed}{postfix}"
+    with tqdm(total=100, desc=f"experiment {experiment_id}", bar_format=bar_format) as bar:
+        while True:
+            experiment = session.get(f"experiments/{experiment_id}/")
+            state = str(experiment.get("state"))
+            progress = experiment.get("progress") or 0.0
+            bar.n = round(min(max(float(progress), 0.0), 1.0) * 100, 1)
+            bar.set_postfix_str(state, refresh=False)
+            bar.refresh()
+            if state in _common.STOP_FOLLOWING_STATES:
+                break
+            time.sleep(_common.POLL_INTERVAL_S)
+    print(f"Experiment {experiment_id} {state}")
+    return 0 if state == "COMPLETED" else 1
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Table of experiments, newest as the server orders them; archived ones only with --all."""
+    experiments = fetch_all(make_session(args), "experiments/")
+    if not args.all:
+        experiments = [e for e in experiments if not e.get("archived")]
+    print_table(
+        ["id", "name", "state", "progress", "best_validation", "created"],
+        [
+            [
+                e.get("id"),
+                truncate(str(e.get("name", "")), 40),
+                e.get("state"),
+                fmt_percent(e.get("progress")),
+                e.get("best_validation"),
+                fmt_time(e.get("created_at")),
+            ]
+            for e in experiments
+        ],
+    )
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    """One experiment and its trials; ``--json`` prints ``{"experiment", "trials"}`` raw."""
+    session = make_session(args)
+    experiment = session.get(f"experiments/{args.id}/")
+    trials = fetch_all(session, f"experiments/{args.id}/trials/")
+    if args.json:
+        print_json({"experiment": experiment, "trials": trials})
+        return 0
+    _print_experiment(experiment)
+    print()
+    print("Trials:")
+    print_table(
+        ["id", "state", "run_state", "steps_completed", "best_validation", "restarts", "hparams"],
+        [
+            [
+                t.get("id"),
+                t.get("state"),
+                t.get("run_state"),
+                t.get("steps_completed"),
+                t.get("best_validation"),
+                t.get("restarts"),
+                truncate(fmt(t.get("hparams")), 60),
+            ]
+            for t in trials
+        ],
+    )
+    return 0
+
+
+def _print_experiment(experiment: dict[str, Any]) -> None:
+    searcher = (experiment.get("config") or {}).get("searcher") or {}
+    print_fields(
+        [
+            ("id", experiment.get("id")),
+            ("name", experiment.get("name")),
+            ("state", experiment.get("state")),
+            ("archived", experiment.get("archived")),
+            ("owner", experiment.get("owner")),
+            ("progress", fmt_percent(experiment.get("progress"))),
+            ("searcher", searcher.get("name")),
+            ("metric", experiment.get("searcher_metric") or searcher.get("metric")),
+            ("best_validation", experiment.get("best_validation")),
+            ("num_trials", experiment.get("num_trials")),
+            ("labels", ", ".join(experiment.get("labels") or []) or None),
+            ("description", experiment.get("description") or None),
+            ("created", fmt_time(experiment.get("created_at"))),
+            ("ended", fmt_time(experiment.get("ended_at"))),
+        ]
+    )

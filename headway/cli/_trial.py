@@ -1,0 +1,115 @@
+"""``headway trial describe | logs``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from headway.cli import _common
+from headway.cli._common import fetch_all, make_session
+from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
+from headway.client import Session
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    """Trial fields, hyperparameters, summary metrics and checkpoints; ``--json`` for raw JSON."""
+    session = make_session(args)
+    trial = session.get(f"trials/{args.id}/")
+    checkpoints = fetch_all(session, f"trials/{args.id}/checkpoints/")
+    if args.json:
+        print_json({"trial": trial, "checkpoints": checkpoints})
+        return 0
+    print_fields(
+        [
+            (name, trial.get(name))
+            for name in (
+                "id",
+                "experiment_id",
+                "state",
+                "run_state",
+                "run_id",
+                "restarts",
+                "steps_completed",
+                "best_validation",
+                "latest_checkpoint",
+                "seed",
+            )
+        ]
+        + [
+            ("created", fmt_time(trial.get("created_at"))),
+            ("ended", fmt_time(trial.get("ended_at"))),
+        ]
+    )
+    print("\nHyperparameters:")
+    print_fields(sorted(_flatten(trial.get("hparams") or {})))
+    print("\nSummary metrics:")
+    rows = []
+    for group, metrics in sorted((trial.get("summary_metrics") or {}).items()):
+        for name, summary in sorted((metrics or {}).items()):
+            summary = summary if isinstance(summary, dict) else {"last": summary}
+            rows.append(
+                [group, name] + [summary.get(key) for key in ("last", "min", "max", "count")]
+            )
+    print_table(["group", "name", "last", "min", "max", "count"], rows)
+    print("\nCheckpoints:")
+    print_table(
+        ["uuid", "steps_completed", "state", "size", "created"],
+        [
+            [
+                c.get("uuid"),
+                c.get("steps_completed"),
+                c.get("state"),
+                fmt_size(c.get("size")),
+                fmt_time(c.get("created_at")),
+            ]
+            for c in checkpoints
+        ],
+    )
+    return 0
+
+
+def _flatten(hparams: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    # Nested hyperparameter groups print as dotted names, e.g. optimizer.lr.
+    out: list[tuple[str, Any]] = []
+    for name, value in hparams.items():
+        if isinstance(value, dict) and value:
+            out.extend(_flatten(value, f"{prefix}{name}."))
+        else:
+            out.append((f"{prefix}{name}", value))
+    return out
+
+
+def _log_batch(session: Session, trial_id: int, after: int | None) -> list[dict[str, Any]]:
+    params = {} if after is None else {"after": after}
+    page = session.get(f"trials/{trial_id}/logs/", params=params)
+    return list(page.get("results", [])) if isinstance(page, dict) else list(page)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """Print a trial's log lines oldest first; with ``--follow`` until the trial stops.
+
+    Pages with ``?after=<last id>``. When following, an empty page triggers a state check; once
+    the trial is COMPLETED, CANCELED, ERROR or PAUSED one more page is read (lines written just
+    before it stopped) and the command ends.
+    """
+    session = make_session(args)
+    after: int | None = None
+    stopping = False
+    while True:
+        batch = _log_batch(session, args.id, after)
+        for line in batch:
+            message = str(line.get("message", "")).rstrip("\n")
+            if args.timestamps:
+                message = f"[{fmt_time(line.get('timestamp'))}] {message}"
+            print(message, flush=True)
+            after = line.get("id", after)
+        if batch:
+            continue
+        if not args.follow or stopping:
+            return 0
+        state = session.get(f"trials/{args.id}/").get("state")
+        if state in _common.STOP_FOLLOWING_STATES:
+            stopping = True
+            continue
+        time.sleep(_common.POLL_INTERVAL_S)

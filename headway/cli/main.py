@@ -1,0 +1,117 @@
+"""``headway`` console script: argument parser and dispatch with user-facing error handling."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import requests
+
+from headway.cli import _auth, _checkpoint, _experiment, _trial
+from headway.cli._common import DEFAULT_MASTER, CLIError, master_url
+from headway.client import APIError, UnauthenticatedError
+from headway.config import ConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``headway`` parser; each leaf command sets ``func(args) -> exit code``."""
+    parser = argparse.ArgumentParser(
+        prog="headway", description="Headway: train PyTorch models as experiments and trials."
+    )
+    parser.add_argument(
+        "--master",
+        metavar="URL",
+        help=f"registry URL (default: $HEADWAY_MASTER, else {DEFAULT_MASTER})",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    login = commands.add_parser("login", help="log in and save a token for this master")
+    login.add_argument("--username", "-u")
+    login.add_argument("--password", "-p", help="prompted for when left out")
+    login.set_defaults(func=_auth.cmd_login)
+
+    experiment = commands.add_parser("experiment", aliases=["e"], help="manage experiments")
+    exp_cmds = experiment.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    create = exp_cmds.add_parser("create", help="validate a config, upload code, start")
+    create.add_argument("config", metavar="CONFIG", help="experiment config (YAML file)")
+    create.add_argument("model_dir", metavar="MODEL_DIR", help="directory with the model code")
+    create.add_argument("--follow", "-f", action="store_true", help="show progress until it ends")
+    create.set_defaults(func=_experiment.cmd_create)
+    exp_list = exp_cmds.add_parser("list", help="list experiments")
+    exp_list.add_argument("--all", "-a", action="store_true", help="include archived ones")
+    exp_list.set_defaults(func=_experiment.cmd_list)
+    exp_describe = exp_cmds.add_parser("describe", help="show an experiment and its trials")
+    exp_describe.add_argument("id", metavar="ID", type=int)
+    exp_describe.add_argument("--json", action="store_true", help="print raw JSON")
+    exp_describe.set_defaults(func=_experiment.cmd_describe)
+
+    trial = commands.add_parser("trial", aliases=["t"], help="inspect trials")
+    trial_cmds = trial.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    trial_describe = trial_cmds.add_parser("describe", help="show a trial")
+    trial_describe.add_argument("id", metavar="ID", type=int)
+    trial_describe.add_argument("--json", action="store_true", help="print raw JSON")
+    trial_describe.set_defaults(func=_trial.cmd_describe)
+    logs = trial_cmds.add_parser("logs", help="print a trial's logs")
+    logs.add_argument("id", metavar="ID", type=int)
+    logs.add_argument("--follow", "-f", action="store_true", help="wait for new lines")
+    logs.add_argument("--timestamps", "-t", action="store_true", help="prefix timestamps")
+    logs.set_defaults(func=_trial.cmd_logs)
+
+    checkpoint = commands.add_parser("checkpoint", aliases=["c"], help="list/download checkpoints")
+    ckpt_cmds = checkpoint.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    ckpt_list = ckpt_cmds.add_parser("list", help="an experiment's checkpoints")
+    ckpt_list.add_argument("experiment_id", metavar="EXPERIMENT_ID", type=int)
+    ckpt_list.set_defaults(func=_checkpoint.cmd_list)
+    download = ckpt_cmds.add_parser("download", help="download and unpack a checkpoint")
+    download.add_argument("uuid", metavar="UUID")
+    download.add_argument(
+        "--output", "-o", metavar="DIR", help="target directory (default: checkpoints/UUID)"
+    )
+    download.set_defaults(func=_checkpoint.cmd_download)
+    return parser
+
+
+def _connection_message(exc: BaseException, master: str) -> str:
+    text = str(exc.__cause__ or exc).lower()
+    why = "connection refused" if "refused" in text else "no answer"
+    return (
+        f"cannot connect to the Headway master at {master} ({why});"
+        " is it running? Use --master URL or $HEADWAY_MASTER to point elsewhere"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``headway`` command line; returns the exit status.
+
+    0 on success, 1 for failures reported by (or reaching) the master, 2 for usage errors and
+    invalid configs or model directories (found before anything is sent), 130 on Ctrl-C.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help or a usage error; argparse already printed it
+        return int(exc.code or 0)
+    master = master_url(args)
+    try:
+        return int(args.func(args))
+    except (CLIError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code if isinstance(exc, CLIError) else 2
+    except UnauthenticatedError as exc:
+        print(f"error: {exc} (run `headway login` or set $HEADWAY_TOKEN)", file=sys.stderr)
+        return 1
+    except APIError as exc:
+        unreachable = exc.status is None
+        print(f"error: {_connection_message(exc, master) if unreachable else exc}", file=sys.stderr)
+        return 1
+    except requests.RequestException as exc:
+        print(f"error: request to {master} failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Experiment config schema (pydantic) and hyperparameter sampling, Determined-compatible.
+
+.. code::
+
+    from headway.config import parse_experiment_config, sample_hparams
+    cfg = parse_experiment_config(open("exp.yaml").read())
+    hparams = sample_hparams(cfg.hyperparameters, random.Random(cfg.reproducibility.experiment_seed))
+"""
+
+from headway.config._errors import ConfigError
+from headway.config._experiment import (
+    CheckpointStorageConfig,
+    ExperimentConfig,
+    ReproducibilityConfig,
+    ResourcesConfig,
+    SearcherConfig,
+    SharedFSConfig,
+    SingleSearcherConfig,
+    load_yaml,
+    parse_experiment_config,
+)
+from headway.config._hparams import (
+    CategoricalHyperparameter,
+    ConstHyperparameter,
+    DoubleHyperparameter,
+    Hyperparameter,
+    IntHyperparameter,
+    LogHyperparameter,
+    parse_hyperparameters,
+    sample_hparams,
+)
+from headway.config._length import UNITS, Length, length_to_batches
+
+__all__ = [
+    "UNITS",
+    "CategoricalHyperparameter",
+    "CheckpointStorageConfig",
+    "ConfigError",
+    "ConstHyperparameter",
+    "DoubleHyperparameter",
+    "ExperimentConfig",
+    "Hyperparameter",
+    "IntHyperparameter",
+    "Length",
+    "LogHyperparameter",
+    "ReproducibilityConfig",
+    "ResourcesConfig",
+    "SearcherConfig",
+    "SharedFSConfig",
+    "SingleSearcherConfig",
+    "length_to_batches",
+    "load_yaml",
+    "parse_experiment_config",
+    "parse_hyperparameters",
+    "sample_hparams",
+]

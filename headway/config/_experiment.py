@@ -1,0 +1,182 @@
+"""``ExperimentConfig``: the validated experiment config (a subset of Determined's schema)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator
+
+from headway.config._base import StrictModel, tagged_union
+from headway.config._errors import ConfigError
+from headway.config._hparams import Hyperparameter
+from headway.config._length import Length
+
+# ``package.module:ClassName`` -> a PyTorchTrial run by ``headway.exec.harness``.
+_TRIAL_CLASS = re.compile(r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<cls>[A-Za-z_]\w*)$")
+_PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class SingleSearcherConfig(StrictModel):
+    """``searcher.name: single``: one trial with the hyperparameters' sampled values.
+
+    Attributes:
+        metric (str): validation metric the searcher ranks by, e.g. ``validation_loss``.
+        smaller_is_better (bool): whether lower ``metric`` is better (default True).
+        max_length (Length): how long each trial trains.
+        source_trial_id (int | None), source_checkpoint_uuid (str | None): warm-start the trial
+            from another trial's latest checkpoint or a given checkpoint ("continue trial").
+    """
+
+    name: Literal["single"]
+    metric: Annotated[str, Field(min_length=1)]
+    smaller_is_better: bool = True
+    max_length: Length
+    source_trial_id: _PositiveInt | None = None
+    source_checkpoint_uuid: Annotated[str, Field(min_length=1)] | None = None
+
+
+# New searchers (random, grid, adaptive_asha) are one more model and one more entry here.
+SearcherConfig = tagged_union("searcher", "name", {"single": SingleSearcherConfig})
+
+
+class SharedFSConfig(StrictModel):
+    """``checkpoint_storage.type: shared_fs``: a directory every worker host mounts.
+
+    Checkpoints go to ``<host_path>/<storage_path>/<uuid>/``. ``host_path`` may be left out; the
+    server fills its local default. ``save_*`` are the garbage-collection policy (Determined's
+    defaults): keep the best ``save_experiment_best`` checkpoints of the experiment, the best
+    ``save_trial_best`` and the latest ``save_trial_latest`` of every trial.
+    """
+
+    type: Literal["shared_fs"]
+    host_path: Annotated[str, Field(min_length=1)] | None = None
+    storage_path: str | None = None
+    save_experiment_best: Annotated[int, Field(ge=0)] = 0
+    save_trial_best: Annotated[int, Field(ge=0)] = 1
+    save_trial_latest: Annotated[int, Field(ge=0)] = 1
+
+
+# ``s3`` (bucket, prefix, endpoint_url) is one more model and one more entry here.
+CheckpointStorageConfig = tagged_union("storage", "type", {"shared_fs": SharedFSConfig})
+
+
+class ResourcesConfig(StrictModel):
+    """``resources``: ``slots_per_trial`` devices (GPUs) per trial; >1 runs torchrun."""
+
+    slots_per_trial: Annotated[int, Field(ge=1)] = 1
+
+
+class ReproducibilityConfig(StrictModel):
+    """``reproducibility.experiment_seed``: base seed of trial seeds; the server picks one if unset."""
+
+    experiment_seed: Annotated[int, Field(ge=0, lt=2**32)] | None = None
+
+
+class ExperimentConfig(StrictModel):
+    """A validated experiment config. Build it with ``parse_experiment_config``.
+
+    Field reference with defaults: ``docs/config.md``. Lengths are ``Length`` models; the
+    hyperparameter space maps names to hyperparameter models (nested groups are dicts).
+    """
+
+    name: Annotated[str, Field(min_length=1, max_length=128)] = "experiment"
+    description: str = ""
+    labels: list[str] = Field(default_factory=list)
+    entrypoint: Annotated[str, Field(min_length=1)]
+    hyperparameters: dict[str, Hyperparameter] = Field(default_factory=dict)
+    searcher: SearcherConfig
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    max_restarts: Annotated[int, Field(ge=0)] = 5
+    checkpoint_storage: CheckpointStorageConfig | None = None
+    min_validation_period: Length | None = None
+    min_checkpoint_period: Length | None = None
+    records_per_epoch: _PositiveInt | None = None
+    scheduling_unit: _PositiveInt = 100
+    reproducibility: ReproducibilityConfig = Field(default_factory=ReproducibilityConfig)
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _check_entrypoint(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("must not be empty")
+        head = value.split(":", 1)[0]
+        if " " not in value and ":" in value and head.endswith(".py"):
+            raise ValueError(
+                f"use a module path without '.py' for a trial class, e.g. "
+                f"'{head[:-3].replace('/', '.')}:{value.split(':', 1)[1]}'"
+            )
+        return value
+
+    @property
+    def entrypoint_trial_class(self) -> tuple[str, str] | None:
+        """``(module, class)`` when ``entrypoint`` is ``module:Class`` (a PyTorchTrial), else None.
+
+        Anything else is a shell command (Core API script), e.g. ``python train.py --epochs 3``.
+        """
+        match = _TRIAL_CLASS.match(self.entrypoint)
+        return (match["module"], match["cls"]) if match else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalised, JSON-able config: defaults filled, lengths as ``{"batches": N}``,
+        every hyperparameter in explicit ``{"type": ...}`` form (nested groups as mappings).
+        ``parse_experiment_config(cfg.to_dict())`` gives an equal config."""
+        return self.model_dump(mode="json")
+
+
+class _YAMLLoader(yaml.SafeLoader):
+    """SafeLoader that reads ``1e-3`` as a float, as YAML 1.2 (and Determined's CLI) do.
+
+    PyYAML follows YAML 1.1, where a float needs a dot, so ``lr: 1e-3`` would be a string.
+    """
+
+
+_YAMLLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML text; raise ``ConfigError`` keyed ``config`` with line and column on errors."""
+    try:
+        return yaml.load(text, Loader=_YAMLLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError.single("config", f"malformed YAML{where}: {problem}") from None
+
+
+def parse_experiment_config(data: dict[str, Any] | str) -> ExperimentConfig:
+    """Validate an experiment config given as a mapping or YAML text.
+
+    Arguments:
+        data (dict | str): the config; a ``str`` is parsed as YAML.
+
+    Returns:
+        ExperimentConfig: validated, defaults filled in.
+
+    Raises:
+        ConfigError: ``errors`` maps each bad field's dotted path (``searcher.max_length``,
+            ``hyperparameters.lr.maxval``, ``config`` for the whole document) to messages.
+    """
+    if isinstance(data, str):
+        data = load_yaml(data)
+    if not isinstance(data, dict):
+        got = "an empty document" if data is None else type(data).__name__
+        raise ConfigError.single("config", f"the config must be a mapping of fields, got {got}")
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError.from_validation_error(exc, ExperimentConfig) from None

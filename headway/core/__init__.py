@@ -1,0 +1,31 @@
+"""Headway Core API: plug metrics, checkpoints, preemption and searcher into any training loop.
+
+Same public names and semantics as Determined's ``determined.core`` (see docs/core-api.md)::
+
+    from headway import core
+
+    with core.init() as core_context:
+        core_context.train.report_training_metrics(steps_completed=100, metrics={"loss": 0.3})
+"""
+
+from headway.core._checkpoint import CheckpointContext, DownloadMode
+from headway.core._context import Context, init
+from headway.core._distributed import DistributedContext
+from headway.core._preempt import PreemptContext, PreemptMode
+from headway.core._searcher import SearcherContext, SearcherMode, SearcherOperation, Unit
+from headway.core._train import TrainContext
+
+__all__ = [
+    "CheckpointContext",
+    "Context",
+    "DistributedContext",
+    "DownloadMode",
+    "PreemptContext",
+    "PreemptMode",
+    "SearcherContext",
+    "SearcherMode",
+    "SearcherOperation",
+    "TrainContext",
+    "Unit",
+    "init",
+]

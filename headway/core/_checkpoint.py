@@ -1,0 +1,317 @@
+"""``CheckpointContext``: write checkpoints straight to storage, then register them.
+
+Mirrors Determined's ``core.CheckpointContext`` (``store_path``, ``restore_path``, ``upload``,
+``download``, ``get_metadata``, ``delete``). Files go to the storage backend first; only a
+complete checkpoint is registered (ARCHITECTURE.md, data flow step 3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import logging
+import os
+import pathlib
+import shutil
+import uuid
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from headway.client import NotFoundError, Session
+from headway.core._distributed import DistributedContext
+from headway.core._metrics import json_safe_metrics
+from headway.core._train import check_steps_completed
+from headway.storage import StorageManager
+
+logger = logging.getLogger("headway.core")
+
+METADATA_FILE = "metadata.json"
+
+
+class DownloadMode(enum.Enum):
+    """How the workers of one node get a checkpoint's files.
+
+    - ``LocalWorkersShareDownload`` (default): the local chief fetches, the others wait and use
+      its copy (every local worker must call ``restore_path``/``download`` together).
+    - ``NoSharedDownload``: every worker fetches its own copy (no collective).
+    """
+
+    LocalWorkersShareDownload = "LOCAL_WORKERS_SHARE_DOWNLOAD"
+    NoSharedDownload = "NO_SHARED_DOWNLOAD"
+
+
+class CheckpointRegistry(Protocol):
+    """Where finished checkpoints are recorded (the registry, or a log in local mode)."""
+
+    def register(
+        self, storage_id: str, steps_completed: int, resources: dict[str, int], metadata: dict
+    ) -> None: ...
+
+    def get_metadata(self, storage_id: str) -> dict[str, Any] | None: ...
+
+
+class LocalCheckpointRegistry:
+    """Local mode: log registrations; metadata is read back from ``metadata.json``."""
+
+    def register(
+        self, storage_id: str, steps_completed: int, resources: dict[str, int], metadata: dict
+    ) -> None:
+        """Log the checkpoint."""
+        logger.info(
+            "checkpoint %s at step %d: %d files, %d bytes",
+            storage_id,
+            steps_completed,
+            len(resources),
+            sum(resources.values()),
+        )
+
+    def get_metadata(self, storage_id: str) -> dict[str, Any] | None:
+        """None: read ``metadata.json`` from storage instead."""
+        return None
+
+
+class RESTCheckpointRegistry:
+    """Managed mode: ``POST trials/{id}/checkpoints/`` and ``GET checkpoints/{uuid}/``."""
+
+    def __init__(self, session: Session, trial_id: int, run_id: int) -> None:
+        self._session = session
+        self._trial_id = trial_id
+        self._run_id = run_id
+
+    def register(
+        self, storage_id: str, steps_completed: int, resources: dict[str, int], metadata: dict
+    ) -> None:
+        """Register a stored checkpoint (idempotent on uuid, so the Session's retries are safe)."""
+        self._session.post(
+            f"trials/{self._trial_id}/checkpoints/",
+            json={
+                "uuid": storage_id,
+                "steps_completed": steps_completed,
+                "run_id": self._run_id,
+                "resources": resources,
+                "metadata": metadata,
+            },
+        )
+
+    def get_metadata(self, storage_id: str) -> dict[str, Any] | None:
+        """The ``metadata`` of ``GET checkpoints/{uuid}/``; None (read ``metadata.json`` from
+        storage instead) when the registry does not know the checkpoint."""
+        try:
+            answer = self._session.get(f"checkpoints/{storage_id}/")
+        except NotFoundError:
+            return None
+        return dict(answer.get("metadata") or {})
+
+
+class CheckpointContext:
+    """Saves, restores and inspects checkpoints of this trial.
+
+    Built by ``core.init()``. Checkpoint ids (``storage_id``) are uuid4 strings. Every
+    checkpoint directory gets a ``metadata.json`` with the user metadata, which must contain
+    ``steps_completed`` (the batches trained when it was taken).
+
+    Arguments:
+        distributed (DistributedContext): ranks (only the chief stores unless ``shard=True``).
+        storage_manager (StorageManager): where the files go.
+        registry (CheckpointRegistry): where finished checkpoints are recorded.
+    """
+
+    def __init__(
+        self,
+        *,
+        distributed: DistributedContext,
+        storage_manager: StorageManager,
+        registry: CheckpointRegistry,
+    ) -> None:
+        self._dist = distributed
+        self._storage = storage_manager
+        self._registry = registry
+
+    @property
+    def storage_manager(self) -> StorageManager:
+        """The backend checkpoints are written to."""
+        return self._storage
+
+    @contextlib.contextmanager
+    def store_path(
+        self, metadata: dict[str, Any], *, shard: bool = False
+    ) -> Iterator[tuple[pathlib.Path, str]]:
+        """Yield ``(path, storage_id)``: write the checkpoint's files under ``path``.
+
+        With ``shared_fs`` storage ``path`` is the final directory (no copy). On normal exit
+        ``metadata.json`` is written, the files are listed (relative path -> bytes) and the
+        checkpoint is registered. If the block raises, the partial checkpoint is deleted, nothing
+        is registered, and the exception propagates.
+
+        Arguments:
+            metadata (dict): JSON-serializable; must contain ``steps_completed`` (int).
+            shard (bool): False: chief only. True: every rank calls it and writes its own files
+                into the same checkpoint (ranks must avoid writing the same file names).
+
+        Raises:
+            ValueError: when ``metadata`` lacks ``steps_completed`` or it is not an int >= 0.
+            TypeError: naming a metadata key whose value is not JSON-serializable.
+            RuntimeError: ``shard=False`` on a non-chief rank; with ``shard=True`` when another
+                rank failed.
+
+        .. code::
+
+            with core_context.checkpoint.store_path({"steps_completed": 100}) as (path, uuid):
+                torch.save(model.state_dict(), path / "state_dict.pth")
+        """
+        if not shard and self._dist.rank != 0:
+            raise RuntimeError(
+                "store_path(shard=False) may only be called on the chief; use shard=True to "
+                "write from every rank"
+            )
+        metadata, steps_completed = _check_metadata(metadata)
+        if not shard:
+            storage_id = str(uuid.uuid4())
+            with self._storage.store_path(storage_id) as path:
+                yield path, storage_id
+                _write_metadata(path, metadata)
+            self._register(storage_id, steps_completed, metadata)
+            return
+        storage_id = self._dist.broadcast(str(uuid.uuid4()))
+        error: BaseException | None = None
+        try:
+            with self._storage.store_path(storage_id) as path:
+                yield path, storage_id
+                if self._dist.rank == 0:
+                    _write_metadata(path, metadata)
+        except BaseException as exc:  # noqa: BLE001 - every rank must reach the allgather below
+            error = exc
+        failed = [r for r, ok in enumerate(self._dist.allgather(error is None)) if not ok]
+        if error is not None:
+            raise error
+        if failed:
+            if self._dist.rank == 0:
+                self._storage.delete(storage_id)
+            raise RuntimeError(f"checkpoint {storage_id} aborted: ranks {failed} failed")
+        if self._dist.rank == 0:
+            self._register(storage_id, steps_completed, metadata)
+        self._dist.barrier()  # nobody reads the checkpoint before it is registered
+
+    def _register(self, storage_id: str, steps_completed: int, metadata: dict[str, Any]) -> None:
+        resources = self._storage.list_files(storage_id)
+        self._registry.register(storage_id, steps_completed, resources, metadata)
+
+    def upload(
+        self,
+        ckpt_dir: str | os.PathLike[str] | None,
+        metadata: dict[str, Any],
+        *,
+        shard: bool = False,
+    ) -> str:
+        """Copy the directory ``ckpt_dir`` into a new checkpoint; return its ``storage_id``.
+
+        Same rules as ``store_path`` (``ckpt_dir`` may be None on ranks that have nothing to
+        add with ``shard=True``). Prefer ``store_path`` to avoid the extra copy.
+
+        Raises:
+            FileNotFoundError: when ``ckpt_dir`` is not a directory.
+        """
+        if ckpt_dir is not None and not os.path.isdir(ckpt_dir):
+            raise FileNotFoundError(f"upload(): ckpt_dir {str(ckpt_dir)!r} is not a directory")
+        with self.store_path(metadata, shard=shard) as (path, storage_id):
+            if ckpt_dir is not None:
+                shutil.copytree(ckpt_dir, path, dirs_exist_ok=True)
+        return storage_id
+
+    @contextlib.contextmanager
+    def restore_path(
+        self, storage_id: str, download_mode: DownloadMode = DownloadMode.LocalWorkersShareDownload
+    ) -> Iterator[pathlib.Path]:
+        """Yield a local directory with the checkpoint's files, valid inside the block.
+
+        ``shared_fs``: the checkpoint directory itself (read it, don't modify it).
+
+        Raises:
+            FileNotFoundError: when the checkpoint is not in storage.
+        """
+        if download_mode is DownloadMode.NoSharedDownload or self._dist.local_size == 1:
+            with self._storage.restore_path(storage_id) as path:
+                yield path
+            return
+        if self._dist.local_rank != 0:
+            status, value = self._dist.broadcast_local(None)
+            if status != "ok":
+                raise FileNotFoundError(value)
+            try:
+                yield pathlib.Path(value)
+            finally:
+                self._dist.allgather_local(None)  # the local chief keeps the files until here
+            return
+        try:
+            with self._storage.restore_path(storage_id) as path:
+                self._dist.broadcast_local(("ok", str(path)))
+                try:
+                    yield path
+                finally:
+                    self._dist.allgather_local(None)
+        except FileNotFoundError as exc:
+            self._dist.broadcast_local(("error", str(exc)))
+            raise
+
+    def download(
+        self,
+        storage_id: str,
+        ckpt_dir: str | os.PathLike[str],
+        download_mode: DownloadMode = DownloadMode.LocalWorkersShareDownload,
+    ) -> None:
+        """Copy the checkpoint's files into ``ckpt_dir`` (created if needed).
+
+        With ``LocalWorkersShareDownload`` only the local chief copies and the others wait, so
+        ``ckpt_dir`` must be the same on every local rank.
+        """
+        shared = download_mode is DownloadMode.LocalWorkersShareDownload
+        if not shared or self._dist.local_rank == 0:
+            with self._storage.restore_path(storage_id) as path:
+                shutil.copytree(path, ckpt_dir, dirs_exist_ok=True)
+        if shared:
+            self._dist.allgather_local(None)
+
+    def get_metadata(self, storage_id: str) -> dict[str, Any]:
+        """Return the checkpoint's metadata dict.
+
+        Managed mode asks the registry (``GET checkpoints/{uuid}/``); local mode reads
+        ``metadata.json`` from storage.
+
+        Raises:
+            FileNotFoundError / headway.client.NotFoundError: unknown checkpoint.
+        """
+        metadata = self._registry.get_metadata(storage_id)
+        if metadata is not None:
+            return metadata
+        with self._storage.open_file(storage_id, METADATA_FILE) as fh:
+            return dict(json.load(fh))
+
+    def delete(self, storage_id: str) -> None:
+        """Delete the checkpoint's files (local mode only).
+
+        Raises:
+            NotImplementedError: in managed mode, where the registry owns checkpoint lifetime
+                (its garbage-collection policy deletes files and rows together).
+        """
+        if not isinstance(self._registry, LocalCheckpointRegistry):
+            raise NotImplementedError(
+                "deleting a registered checkpoint is done by the registry, not the trial"
+            )
+        self._storage.delete(storage_id)
+
+
+def _check_metadata(metadata: Any) -> tuple[dict[str, Any], int]:
+    if not isinstance(metadata, dict):
+        raise ValueError(f"checkpoint metadata must be a dict, got {type(metadata).__name__}")
+    if "steps_completed" not in metadata:
+        raise ValueError("checkpoint metadata must contain 'steps_completed' (an int >= 0)")
+    steps = check_steps_completed(metadata["steps_completed"])
+    safe = json_safe_metrics(metadata, what="checkpoint metadata")
+    safe["steps_completed"] = steps
+    return safe, steps
+
+
+def _write_metadata(path: pathlib.Path, metadata: dict[str, Any]) -> None:
+    with open(path / METADATA_FILE, "w", encoding="utf-8") as fh:
+        json.dump(metadata, fh, indent=2, sort_keys=True)

@@ -1,0 +1,265 @@
+"""``core.init()`` and ``core.Context``: the one object a training script talks to.
+
+Follows Determined's ``core/_context.py``: ``init()`` picks managed mode (launched by a Headway
+worker, ``headway.get_cluster_info()`` is not None) or local mode in one place, and builds every
+sub-context with the matching collaborators (REST or local).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import pathlib
+import types
+from typing import Any
+
+from headway._info import ClusterInfo, get_cluster_info
+from headway.client import Session
+from headway.core._checkpoint import (
+    CheckpointContext,
+    LocalCheckpointRegistry,
+    RESTCheckpointRegistry,
+)
+from headway.core._distributed import DistributedContext
+from headway.core._metrics import LocalMetricSink, MetricSink, RegistryMetricReporter
+from headway.core._preempt import PreemptContext, PreemptionWatcher, PreemptMode
+from headway.core._searcher import (
+    LocalSearcherReporter,
+    RegistrySearcherReporter,
+    SearcherContext,
+    parse_max_length,
+)
+from headway.core._train import TrainContext
+from headway.storage import StorageManager, build_storage_manager
+
+logger = logging.getLogger("headway.core")
+
+CLOSE_TIMEOUT_S = 60.0  # longest __exit__ waits for queued metrics to be delivered
+DEFAULT_LOCAL_CHECKPOINT_DIR = "checkpoints"
+
+
+class Context:
+    """The Core API: ``.train``, ``.checkpoint``, ``.preempt``, ``.searcher``, ``.distributed``.
+
+    Made by ``core.init()``. Use it as a context manager: ``__enter__`` starts the background
+    threads (metric reporter, preemption watcher); ``__exit__`` delivers queued metrics (waiting
+    at most about 60 s, with a warning) and stops them. ``start()``/``close()`` do the same
+    without a ``with`` block.
+
+    Attributes:
+        train (TrainContext), checkpoint (CheckpointContext), preempt (PreemptContext),
+        searcher (SearcherContext), distributed (DistributedContext).
+        info (ClusterInfo | None): what the worker told this process; None in local mode.
+    """
+
+    def __init__(
+        self,
+        *,
+        train: TrainContext,
+        checkpoint: CheckpointContext,
+        preempt: PreemptContext,
+        searcher: SearcherContext,
+        distributed: DistributedContext,
+        info: ClusterInfo | None,
+        metric_sink: MetricSink,
+    ) -> None:
+        self.train = train
+        self.checkpoint = checkpoint
+        self.preempt = preempt
+        self.searcher = searcher
+        self.distributed = distributed
+        self.info = info
+        self._metric_sink = metric_sink
+        self._closed = False
+        # Safety net for scripts that never close the context (or report without ``with``):
+        # deliver queued metrics at interpreter exit (atexit runs while daemon threads live).
+        atexit.register(self._close_at_exit)
+
+    def start(self) -> None:
+        """Start the background threads (idempotent)."""
+        self._metric_sink.start()
+        self.preempt.start()
+
+    def _close_at_exit(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            logger.exception("while closing the Core API context at exit")
+
+    def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
+        """Deliver queued metrics (at most ``timeout`` s) and stop the background threads.
+
+        Raises:
+            headway.client.APIError: the registry rejected a metrics batch that was not raised
+                by a later report yet.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self._close_at_exit)
+        self.preempt.close()
+        error = self._metric_sink.close(timeout)
+        if error is not None:
+            raise error
+
+    def __enter__(self) -> Context:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        try:
+            self.close()
+        except Exception:
+            if exc is None:
+                raise
+            # The block already failed: keep its exception, log ours.
+            logger.exception("while closing the Core API context")
+
+
+def init(
+    *,
+    distributed: DistributedContext | None = None,
+    checkpoint_storage: str | dict[str, Any] | None = None,
+    preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+    max_length: int | dict[str, int] | None = None,
+    preempt_poll_interval: float = 1.0,
+) -> Context:
+    """Build the Core API ``Context`` for this process (use it as ``with core.init() as ...``).
+
+    Managed mode when launched by a Headway worker (``headway.get_cluster_info()`` is not None):
+    metrics, checkpoints, preemption and searcher talk to the registry with the trial's token.
+    Local mode otherwise: metrics are logged and kept in memory
+    (``core_context.train.reported_metrics()``), checkpoints go to a local directory,
+    ``should_preempt()`` is always False.
+
+    All arguments are keyword-only so the signature can grow without breaking callers.
+
+    Arguments:
+        distributed (DistributedContext | None): ranks of a multi-worker trial, e.g.
+            ``DistributedContext.from_torch_distributed()``; default: a single worker.
+        checkpoint_storage (str | dict | None): overrides where checkpoints go: a directory path,
+            or a ``checkpoint_storage`` dict (``{"type": "shared_fs", "host_path": ...}``).
+            Default: the experiment's ``checkpoint_storage`` (managed) or ``./checkpoints``
+            (local).
+        preempt_mode (PreemptMode): how ranks learn about preemption (see ``PreemptMode``).
+        max_length (int | dict | None): local mode only: length of the single searcher
+            operation, e.g. ``{"epochs": 3}`` or ``500``; without it ``searcher.operations()``
+            raises in local mode. Ignored in managed mode (the config's ``searcher.max_length``).
+        preempt_poll_interval (float): seconds between preemption polls (managed mode).
+
+    Raises:
+        ValueError: naming the field, for a bad ``checkpoint_storage`` / ``max_length`` / config.
+    """
+    distributed = distributed or DistributedContext.single()
+    info = get_cluster_info()
+    if info is None:
+        return _local_init(distributed, checkpoint_storage, preempt_mode, max_length)
+    return _managed_init(info, distributed, checkpoint_storage, preempt_mode, preempt_poll_interval)
+
+
+def _storage_from_argument(value: str | dict[str, Any]) -> StorageManager:
+    if isinstance(value, dict):
+        return build_storage_manager(value)
+    if isinstance(value, (str, pathlib.Path)):
+        if str(value).startswith("s3://"):
+            bucket, _, prefix = str(value)[len("s3://") :].partition("/")
+            return build_storage_manager({"type": "s3", "bucket": bucket, "prefix": prefix})
+        path = pathlib.Path(value).expanduser().absolute()
+        return build_storage_manager({"type": "shared_fs", "host_path": str(path)})
+    raise ValueError(f"checkpoint_storage must be a path or a dict, got {type(value).__name__}")
+
+
+def _local_init(
+    distributed: DistributedContext,
+    checkpoint_storage: str | dict[str, Any] | None,
+    preempt_mode: PreemptMode,
+    max_length: int | dict[str, int] | None,
+) -> Context:
+    storage = _storage_from_argument(checkpoint_storage or DEFAULT_LOCAL_CHECKPOINT_DIR)
+    length, unit = (
+        (None, None) if max_length is None else parse_max_length(max_length, "max_length")
+    )
+    logger.info("headway.core: local mode (no cluster info); checkpoints in %s", storage)
+    sink = LocalMetricSink()
+    return Context(
+        train=TrainContext(sink=sink, distributed=distributed),
+        checkpoint=CheckpointContext(
+            distributed=distributed, storage_manager=storage, registry=LocalCheckpointRegistry()
+        ),
+        preempt=PreemptContext(distributed=distributed, watcher=None, mode=preempt_mode),
+        searcher=SearcherContext(
+            distributed=distributed,
+            reporter=LocalSearcherReporter(),
+            max_length=length,
+            unit=unit,
+        ),
+        distributed=distributed,
+        info=None,
+        metric_sink=sink,
+    )
+
+
+def _managed_init(
+    info: ClusterInfo,
+    distributed: DistributedContext,
+    checkpoint_storage: str | dict[str, Any] | None,
+    preempt_mode: PreemptMode,
+    preempt_poll_interval: float,
+) -> Context:
+    config = info.trial.config
+    trial_id, run_id = info.trial.trial_id, info.trial.run_id
+    if checkpoint_storage is not None:
+        storage = _storage_from_argument(checkpoint_storage)
+    else:
+        if "checkpoint_storage" not in config:
+            raise ValueError("the experiment config has no checkpoint_storage")
+        storage = build_storage_manager(config["checkpoint_storage"])
+    searcher_config = config.get("searcher") or {}
+    length, unit = parse_max_length(searcher_config.get("max_length"))
+
+    def session(**kwargs: Any) -> Session:
+        # One Session per thread: requests.Session is not documented as thread-safe.
+        return Session(info.master_url, info.token, **kwargs)
+
+    # The reporter retries forever itself, so its session must not retry (or back off) again.
+    sink = RegistryMetricReporter(session(max_retries=0), trial_id)
+    main_session = session()
+    watcher = PreemptionWatcher(
+        session(max_retries=0, timeout=10.0), trial_id, run_id, interval=preempt_poll_interval
+    )
+    return Context(
+        train=TrainContext(
+            sink=sink,
+            distributed=distributed,
+            run_id=run_id,
+            session=main_session,
+            experiment_id=info.trial.experiment_id,
+        ),
+        checkpoint=CheckpointContext(
+            distributed=distributed,
+            storage_manager=storage,
+            registry=RESTCheckpointRegistry(main_session, trial_id, run_id),
+        ),
+        preempt=PreemptContext(
+            distributed=distributed,
+            watcher=watcher,
+            mode=preempt_mode,
+            session=main_session,
+            trial_id=trial_id,
+            run_id=run_id,
+        ),
+        searcher=SearcherContext(
+            distributed=distributed,
+            reporter=RegistrySearcherReporter(session(max_retries=2), trial_id),
+            max_length=length,
+            unit=unit,
+        ),
+        distributed=distributed,
+        info=info,
+        metric_sink=sink,
+    )

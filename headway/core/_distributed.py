@@ -1,0 +1,269 @@
+"""``DistributedContext``: ranks and object collectives used to coordinate Core API calls.
+
+Same names and semantics as Determined's ``core.DistributedContext``; the collectives run over
+``torch.distributed`` object collectives on a gloo group (CPU, so control messages never touch
+the GPU) instead of Determined's ZMQ sockets.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+logger = logging.getLogger("headway.core")
+
+
+class DistributedContext:
+    """Where this process sits among the workers of a trial, plus collectives over them.
+
+    Ranks on one node must be contiguous (``rank == cross_rank * local_size + local_rank``), as
+    ``torchrun`` assigns them. With ``size == 1`` every collective is trivial and torch is never
+    imported. With ``size > 1`` the caller must have called
+    ``torch.distributed.init_process_group()`` first (``headway.launch.torch_distributed`` sets
+    the env vars it reads); every rank must call each collective in the same order.
+
+    Arguments:
+        rank (int): global rank, ``0 <= rank < size``; rank 0 is the chief.
+        size (int): number of workers.
+        local_rank (int), local_size (int): rank and count of workers on this node.
+        cross_rank (int), cross_size (int): index of this node and number of nodes.
+        chief_ip (str | None): address of the chief's node (informational).
+
+    Raises:
+        ValueError: when the ranks are inconsistent (naming the field).
+    """
+
+    def __init__(
+        self,
+        *,
+        rank: int,
+        size: int,
+        local_rank: int,
+        local_size: int,
+        cross_rank: int,
+        cross_size: int,
+        chief_ip: str | None = None,
+    ) -> None:
+        for name, value, bound in (
+            ("rank", rank, size),
+            ("local_rank", local_rank, local_size),
+            ("cross_rank", cross_rank, cross_size),
+        ):
+            if not 0 <= int(value) < int(bound):
+                raise ValueError(f"DistributedContext: {name}={value} is not in [0, {bound})")
+        if local_size * cross_size != size:
+            raise ValueError(
+                f"DistributedContext: local_size * cross_size ({local_size} * {cross_size}) "
+                f"must equal size ({size})"
+            )
+        self._rank = int(rank)
+        self._size = int(size)
+        self._local_rank = int(local_rank)
+        self._local_size = int(local_size)
+        self._cross_rank = int(cross_rank)
+        self._cross_size = int(cross_size)
+        self._chief_ip = chief_ip
+        self._group: Any = None  # gloo group for the whole job, created on first use
+        self._local_group: Any = None
+
+    def __repr__(self) -> str:
+        return (
+            f"DistributedContext(rank={self._rank}, size={self._size}, "
+            f"local_rank={self._local_rank}, local_size={self._local_size}, "
+            f"cross_rank={self._cross_rank}, cross_size={self._cross_size})"
+        )
+
+    @classmethod
+    def single(cls) -> DistributedContext:
+        """A one-worker context (what ``core.init()`` uses when none is given)."""
+        return cls(rank=0, size=1, local_rank=0, local_size=1, cross_rank=0, cross_size=1)
+
+    @classmethod
+    def from_torch_distributed(cls, chief_ip: str | None = None) -> DistributedContext:
+        """Build from the env vars ``torchrun`` sets.
+
+        Reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and ``GROUP_RANK``
+        (the node index); ``cross_size = WORLD_SIZE // LOCAL_WORLD_SIZE``. ``chief_ip`` defaults
+        to ``$HEADWAY_CHIEF_IP`` or ``$MASTER_ADDR``.
+
+        Raises:
+            RuntimeError: naming the missing or non-integer variable.
+        """
+        values = {}
+        for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+            raw = os.environ.get(var)
+            if raw is None:
+                raise RuntimeError(
+                    f"DistributedContext.from_torch_distributed(): ${var} is not set; launch "
+                    "with torchrun or python -m headway.launch.torch_distributed"
+                )
+            try:
+                values[var] = int(raw)
+            except ValueError as exc:
+                raise RuntimeError(f"${var}={raw!r} is not an integer") from exc
+        return cls(
+            rank=values["RANK"],
+            size=values["WORLD_SIZE"],
+            local_rank=values["LOCAL_RANK"],
+            local_size=values["LOCAL_WORLD_SIZE"],
+            cross_rank=values["GROUP_RANK"],
+            cross_size=values["WORLD_SIZE"] // values["LOCAL_WORLD_SIZE"],
+            chief_ip=chief_ip
+            or os.environ.get("HEADWAY_CHIEF_IP")
+            or os.environ.get("MASTER_ADDR"),
+        )
+
+    # -- ranks ---------------------------------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        """Global rank (0 is the chief)."""
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        """Number of workers."""
+        return self._size
+
+    @property
+    def local_rank(self) -> int:
+        """Rank on this node (0 is the local chief)."""
+        return self._local_rank
+
+    @property
+    def local_size(self) -> int:
+        """Workers on this node."""
+        return self._local_size
+
+    @property
+    def cross_rank(self) -> int:
+        """Index of this node."""
+        return self._cross_rank
+
+    @property
+    def cross_size(self) -> int:
+        """Number of nodes."""
+        return self._cross_size
+
+    def get_rank(self) -> int:
+        """Global rank (0 is the chief)."""
+        return self._rank
+
+    def get_size(self) -> int:
+        """Number of workers."""
+        return self._size
+
+    def get_local_rank(self) -> int:
+        """Rank on this node."""
+        return self._local_rank
+
+    def get_local_size(self) -> int:
+        """Workers on this node."""
+        return self._local_size
+
+    def get_cross_rank(self) -> int:
+        """Index of this node."""
+        return self._cross_rank
+
+    def get_cross_size(self) -> int:
+        """Number of nodes."""
+        return self._cross_size
+
+    @property
+    def chief_ip(self) -> str | None:
+        """Address of the chief's node, when known."""
+        return self._chief_ip
+
+    # -- collectives ---------------------------------------------------------------------------
+
+    def broadcast(self, stuff: Any) -> Any:
+        """Return the chief's ``stuff`` on every rank (picklable objects)."""
+        if self._size == 1:
+            return stuff
+        dist, group = self._torch_group(local=False)
+        box = [stuff if self._rank == 0 else None]
+        dist.broadcast_object_list(box, src=0, group=group)
+        return box[0]
+
+    def broadcast_local(self, stuff: Any = None) -> Any:
+        """Return the local chief's ``stuff`` on every rank of this node."""
+        if self._local_size == 1:
+            return stuff
+        dist, group = self._torch_group(local=True)
+        box = [stuff if self._local_rank == 0 else None]
+        dist.broadcast_object_list(box, src=self._local_chief_rank(), group=group)
+        return box[0]
+
+    def gather(self, stuff: Any) -> list[Any] | None:
+        """Return every rank's ``stuff`` (in rank order) on the chief, None elsewhere."""
+        if self._size == 1:
+            return [stuff]
+        dist, group = self._torch_group(local=False)
+        out: list[Any] | None = [None] * self._size if self._rank == 0 else None
+        dist.gather_object(stuff, out, dst=0, group=group)
+        return out
+
+    def gather_local(self, stuff: Any) -> list[Any] | None:
+        """Return every local rank's ``stuff`` on the local chief, None elsewhere."""
+        if self._local_size == 1:
+            return [stuff]
+        dist, group = self._torch_group(local=True)
+        out: list[Any] | None = [None] * self._local_size if self._local_rank == 0 else None
+        dist.gather_object(stuff, out, dst=self._local_chief_rank(), group=group)
+        return out
+
+    def allgather(self, stuff: Any) -> list[Any]:
+        """Return every rank's ``stuff`` (in rank order) on every rank."""
+        if self._size == 1:
+            return [stuff]
+        dist, group = self._torch_group(local=False)
+        out: list[Any] = [None] * self._size
+        dist.all_gather_object(out, stuff, group=group)
+        return out
+
+    def allgather_local(self, stuff: Any) -> list[Any]:
+        """Return every local rank's ``stuff`` on every rank of this node."""
+        if self._local_size == 1:
+            return [stuff]
+        dist, group = self._torch_group(local=True)
+        out: list[Any] = [None] * self._local_size
+        dist.all_gather_object(out, stuff, group=group)
+        return out
+
+    def barrier(self) -> None:
+        """Block until every rank got here."""
+        self.allgather(None)
+
+    def close(self) -> None:
+        """Release the process groups this context created (the default group is left alone)."""
+        self._group = None
+        self._local_group = None
+
+    def _local_chief_rank(self) -> int:
+        return self._cross_rank * self._local_size
+
+    def _torch_group(self, *, local: bool) -> tuple[Any, Any]:
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError(
+                f"DistributedContext with size={self._size} needs "
+                "torch.distributed.init_process_group() to be called first"
+            )
+        if self._group is None:
+            # new_group() is itself a collective: every rank reaches this point on its first
+            # collective, so creating groups lazily keeps all ranks in step.
+            if dist.get_backend() == "gloo":
+                self._group = dist.group.WORLD
+            else:
+                self._group = dist.new_group(backend="gloo")
+            if self._cross_size == 1:
+                self._local_group = self._group
+            else:
+                for node in range(self._cross_size):
+                    ranks = list(range(node * self._local_size, (node + 1) * self._local_size))
+                    group = dist.new_group(ranks=ranks, backend="gloo")
+                    if node == self._cross_rank:
+                        self._local_group = group
+        return dist, (self._local_group if local else self._group)

@@ -1,0 +1,295 @@
+"""Metric values made JSON-safe, and the sinks reports go to (registry thread or local log).
+
+The registry sink follows ARCHITECTURE.md §Metrics and Determined's ``core._metrics``: reports are
+queued by the training thread and POSTed in batches by one background thread that blocks on the
+queue (never spins) and retries transient failures forever; the server is idempotent on
+``(trial, group, steps_completed)``, so a retried batch never duplicates.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import queue
+import sys
+import threading
+import time
+from typing import Any, Protocol
+
+import requests
+
+from headway.client import APIError, Session
+
+logger = logging.getLogger("headway.core")
+
+# Tunables (module level so tests and benchmarks can shorten them).
+BATCH_SIZE = 1000  # reports per POST
+FLUSH_INTERVAL_S = 0.5  # longest a report waits in the queue before its batch is sent
+RETRY_BACKOFF_S = 0.1  # first retry delay; doubles per failure
+RETRY_BACKOFF_MAX_S = 10.0
+
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def json_safe_metrics(metrics: Any, what: str = "metric") -> dict[str, Any]:
+    """Return a JSON-safe deep copy of a metrics dict.
+
+    Accepts Python numbers, bools, strings, None, numpy scalars and arrays, torch tensors
+    (``.item()`` for one element, ``.tolist()`` otherwise), and lists/tuples/dicts of those.
+    NaN and ±inf become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (docs/rest-api.md).
+
+    Raises:
+        TypeError: naming the key, e.g. ``metric 'foo' has a value of type object that is not
+            JSON-serializable``, or when ``metrics`` is not a dict with string keys.
+    """
+    if not isinstance(metrics, dict):
+        raise TypeError(f"metrics must be a dict, got {type(metrics).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{what} names must be strings, got {key!r}")
+        out[key] = _convert(value, key, what)
+    return out
+
+
+def _convert(value: Any, key: str, what: str) -> Any:
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        return _NON_FINITE.get(value, value)
+    if isinstance(value, (list, tuple)):
+        return [_convert(item, key, what) for item in value]
+    if isinstance(value, dict):
+        converted = {}
+        for sub_key, item in value.items():
+            if not isinstance(sub_key, str):
+                raise TypeError(f"{what} {key!r} has a non-string key {sub_key!r}")
+            converted[sub_key] = _convert(item, key, what)
+        return converted
+    plain = _tensor_like_to_python(value)
+    if plain is not _UNCONVERTIBLE:
+        return _convert(plain, key, what)
+    raise TypeError(
+        f"{what} {key!r} has a value of type {type(value).__name__} that is not JSON-serializable"
+    )
+
+
+_UNCONVERTIBLE = object()
+
+
+def _tensor_like_to_python(value: Any) -> Any:
+    # numpy/torch are looked up in sys.modules, never imported: if the user's value is one of
+    # their types, the module is already loaded, and headway.core stays light to import.
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, (np.generic, np.ndarray)):
+        return value.item() if value.ndim == 0 else value.tolist()
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        value = value.detach()
+        return value.item() if value.dim() == 0 else value.cpu().tolist()
+    return _UNCONVERTIBLE
+
+
+def utc_timestamp() -> str:
+    """Now as ISO-8601 UTC with a ``Z`` suffix (the registry's timestamp format)."""
+    now = datetime.datetime.now(datetime.UTC)
+    return now.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class MetricSink(Protocol):
+    """Where ``TrainContext`` sends finished reports (registry thread or local log)."""
+
+    def start(self) -> None: ...
+
+    def submit(self, report: dict[str, Any]) -> None: ...
+
+    def flush(self, timeout: float | None = None) -> bool: ...
+
+    def close(self, timeout: float) -> Exception | None: ...
+
+
+class LocalMetricSink:
+    """Local mode: log each report and keep it in ``reports`` (for tests and notebooks)."""
+
+    def __init__(self) -> None:
+        self.reports: list[dict[str, Any]] = []
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def submit(self, report: dict[str, Any]) -> None:
+        """Log the report at INFO and keep it in memory."""
+        self.reports.append(report)
+        logger.info(
+            "%s metrics at step %d: %s",
+            report["group"],
+            report["steps_completed"],
+            report["metrics"],
+        )
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Nothing is buffered."""
+        return True
+
+    def close(self, timeout: float) -> Exception | None:
+        """Nothing to stop."""
+        return None
+
+
+class _Flush:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+_STOP = object()
+
+
+class RegistryMetricReporter:
+    """Managed mode: a background thread that POSTs ``trials/{id}/metrics/`` in batches.
+
+    A batch is sent when it holds ``BATCH_SIZE`` reports, ``FLUSH_INTERVAL_S`` after its first
+    report, or on ``flush()``/``close()``. Connection errors, timeouts, 429 and 5xx are retried
+    forever with capped exponential backoff, in order. Any other error answer (400: a caller bug)
+    drops that batch, is logged as an error, and is raised by the next ``submit()`` or returned by
+    ``close()``.
+
+    Arguments:
+        session (Session): an authenticated session used by this thread only.
+        trial_id (int): the trial reported for.
+    """
+
+    def __init__(self, session: Session, trial_id: int) -> None:
+        self._session = session
+        self._path = f"trials/{trial_id}/metrics/"
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._thread = threading.Thread(
+            target=self._run, name="headway-metric-reporter", daemon=True
+        )
+        self._abort = threading.Event()
+        self._error: Exception | None = None
+        self._started = False
+        self._closed = False
+        self._start_lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start the thread (idempotent)."""
+        with self._start_lock:
+            if not self._started:
+                self._started = True
+                self._thread.start()
+
+    def submit(self, report: dict[str, Any]) -> None:
+        """Queue one JSON-safe report; raise the error of an earlier rejected batch, if any."""
+        if self._closed:
+            raise RuntimeError("metrics reported after the Core API context was closed")
+        self._raise_pending()
+        self.start()
+        self._queue.put(report)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Send everything queued so far; return False if ``timeout`` s passed first."""
+        if not self._started or self._closed:
+            return True
+        marker = _Flush()
+        self._queue.put(marker)
+        return marker.done.wait(timeout)
+
+    def close(self, timeout: float) -> Exception | None:
+        """Deliver what is queued (waiting at most ``timeout`` s), stop the thread.
+
+        Returns the error of a rejected batch not yet raised, else None.
+        """
+        if self._closed:
+            return None
+        self._closed = True
+        if self._started:
+            self._queue.put(_STOP)
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                logger.warning(
+                    "metric reporter: gave up after %.0f s with about %d reports undelivered "
+                    "(registry unreachable?)",
+                    timeout,
+                    self._queue.qsize(),
+                )
+                self._abort.set()
+        error, self._error = self._error, None
+        return error
+
+    def _raise_pending(self) -> None:
+        error = self._error
+        if error is not None:
+            self._error = None
+            raise error
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()  # blocks: no spinning while idle
+            batch: list[dict[str, Any]] = []
+            markers: list[_Flush] = []
+            stop = item is _STOP
+            if isinstance(item, _Flush):
+                markers.append(item)
+            elif not stop:
+                batch.append(item)
+                deadline = time.monotonic() + FLUSH_INTERVAL_S
+                while len(batch) < BATCH_SIZE:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    try:
+                        item = self._queue.get(timeout=remaining)
+                    except queue.Empty:
+                        break
+                    if item is _STOP:
+                        stop = True
+                        break
+                    if isinstance(item, _Flush):
+                        markers.append(item)
+                        break
+                    batch.append(item)
+            if batch:
+                self._send(batch)
+            for marker in markers:
+                marker.done.set()
+            if stop and self._queue.empty():
+                return
+            if stop:
+                self._queue.put(_STOP)  # reports remain past a full batch: stop after them
+
+    def _send(self, batch: list[dict[str, Any]]) -> None:
+        delay = RETRY_BACKOFF_S
+        failures = 0
+        while True:
+            try:
+                self._session.post(self._path, json={"reports": batch})
+                if failures:
+                    logger.info("metric reporter: delivered after %d retries", failures)
+                return
+            except APIError as exc:
+                if exc.status is not None and exc.status < 500 and exc.status != 429:
+                    logger.error(
+                        "metric reporter: the registry rejected %d reports (dropped): %s",
+                        len(batch),
+                        exc,
+                    )
+                    self._error = exc
+                    return
+                error: Exception = exc
+            except requests.RequestException as exc:  # read timeouts are not ConnectionErrors
+                error = exc
+            failures += 1
+            log = logger.warning if failures in (1, 10) or failures % 100 == 0 else logger.debug
+            log(
+                "metric reporter: attempt %d failed (%s); retrying in %.1f s",
+                failures,
+                error,
+                delay,
+            )
+            if self._abort.wait(delay):
+                logger.error("metric reporter: dropped %d reports at shutdown", len(batch))
+                return
+            delay = min(delay * 2, RETRY_BACKOFF_MAX_S)

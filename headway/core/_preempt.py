@@ -1,0 +1,194 @@
+"""``PreemptContext``: learn that the registry wants this trial to stop (pause, cancel).
+
+Semantics of Determined's ``core.PreemptContext``: ``should_preempt()`` turns True once and stays
+True; the trial should checkpoint and exit. The registry is polled by a background thread, so the
+call in the training loop is an attribute read (ARCHITECTURE.md, performance notes).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+
+import requests
+
+from headway.client import APIError, NotFoundError, Session
+from headway.core._distributed import DistributedContext
+
+logger = logging.getLogger("headway.core")
+
+
+class PreemptMode(enum.Enum):
+    """How the workers of a distributed trial learn about preemption.
+
+    - ``WorkersAskChief`` (default): only the chief polls the registry; every
+      ``should_preempt()`` call broadcasts the chief's answer, so all ranks must call it at the
+      same points (the answer is then identical on every rank).
+    - ``ChiefOnly``: only the chief polls and only the chief may call ``should_preempt()``.
+    - ``WorkersAskMaster``: every rank polls the registry itself; no collective per call.
+    """
+
+    WorkersAskChief = "WORKERS_ASK_CHIEF"
+    ChiefOnly = "CHIEF_ONLY"
+    WorkersAskMaster = "WORKERS_ASK_MASTER"
+
+
+class PreemptionWatcher:
+    """Background thread polling ``GET trials/{id}/preempt/?run_id=`` every ``interval`` s.
+
+    ``should_preempt`` is a plain attribute: False until the registry answers
+    ``{"should_preempt": true}``, then True forever (the thread stops polling). Failed polls are
+    logged and retried at the next tick; the thread sleeps on an Event, so ``close()`` wakes it.
+
+    Arguments:
+        session (Session): used by this thread only.
+        trial_id (int), run_id (int): the run being watched.
+        interval (float): seconds between polls.
+    """
+
+    def __init__(self, session: Session, trial_id: int, run_id: int, interval: float = 1.0) -> None:
+        self.should_preempt = False
+        self._session = session
+        self._path = f"trials/{trial_id}/preempt/"
+        self._params = {"run_id": run_id}
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="headway-preemption-watcher", daemon=True
+        )
+        self._started = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start polling (idempotent)."""
+        with self._lock:
+            if not self._started and not self._stop.is_set():
+                self._started = True
+                self._thread.start()
+
+    def close(self) -> None:
+        """Stop polling; returns within about one request timeout at worst."""
+        self._stop.set()
+        if self._started and self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                answer = self._session.get(self._path, params=self._params)
+            except (APIError, requests.RequestException) as exc:
+                failures += 1
+                log = logger.warning if failures in (1, 10) or failures % 300 == 0 else logger.debug
+                log("preemption watcher: poll %d failed: %s", failures, exc)
+            else:
+                failures = 0
+                if isinstance(answer, dict) and answer.get("should_preempt"):
+                    logger.info("preemption requested by the registry")
+                    self.should_preempt = True
+                    return
+            self._stop.wait(self._interval)
+
+
+class PreemptContext:
+    """Tells the training loop whether to checkpoint and exit now.
+
+    Built by ``core.init()``. In local mode there is no watcher and ``should_preempt()`` is always
+    False (it still performs the same collectives, so distributed code behaves the same).
+
+    Arguments:
+        distributed (DistributedContext): this process's ranks.
+        watcher (PreemptionWatcher | None): the poller (None: never preempt).
+        mode (PreemptMode): see ``PreemptMode``.
+        session (Session | None), trial_id, run_id: for acknowledging (managed mode).
+    """
+
+    def __init__(
+        self,
+        *,
+        distributed: DistributedContext,
+        watcher: PreemptionWatcher | None,
+        mode: PreemptMode = PreemptMode.WorkersAskChief,
+        session: Session | None = None,
+        trial_id: int | None = None,
+        run_id: int | None = None,
+    ) -> None:
+        if not isinstance(mode, PreemptMode):
+            raise ValueError(f"preempt_mode must be a PreemptMode, got {mode!r}")
+        self._dist = distributed
+        self._watcher = watcher
+        self._mode = mode
+        self._session = session
+        self._trial_id = trial_id
+        self._run_id = run_id
+        self._acked = False
+        self._started = False
+
+    @property
+    def mode(self) -> PreemptMode:
+        """The ``PreemptMode`` in use."""
+        return self._mode
+
+    def start(self) -> None:
+        """Start the watcher thread if this rank polls (called by ``Context.__enter__``)."""
+        self._started = True
+        if self._watcher is not None and self._polls_here():
+            self._watcher.start()
+
+    def close(self) -> None:
+        """Stop the watcher thread."""
+        if self._watcher is not None:
+            self._watcher.close()
+
+    def _polls_here(self) -> bool:
+        return self._dist.rank == 0 or self._mode is PreemptMode.WorkersAskMaster
+
+    def should_preempt(self, auto_ack: bool = True) -> bool:
+        """Return True when the trial should checkpoint and exit as soon as possible.
+
+        Arguments:
+            auto_ack (bool): acknowledge the signal the first time True is returned (chief only),
+                telling the registry the trial will exit on its own. Pass False and call
+                ``acknowledge_preemption_signal()`` yourself to acknowledge later.
+
+        Raises:
+            RuntimeError: on a non-chief rank in ``PreemptMode.ChiefOnly``.
+
+        .. note::
+            In ``WorkersAskChief`` mode this is a collective: every rank must call it at the same
+            points. Otherwise it only reads a flag.
+        """
+        if self._mode is PreemptMode.ChiefOnly and self._dist.rank != 0:
+            raise RuntimeError("should_preempt() is chief-only in PreemptMode.ChiefOnly")
+        if not self._started:
+            self.start()  # used without ``with core.init()``: start polling lazily
+        value = self._watcher.should_preempt if self._watcher is not None else False
+        if self._mode is PreemptMode.WorkersAskChief:
+            value = bool(self._dist.broadcast(value))
+        if value and auto_ack and self._dist.rank == 0 and not self._acked:
+            self.acknowledge_preemption_signal()
+        return value
+
+    def acknowledge_preemption_signal(self) -> None:
+        """Tell the registry this run saw the preemption signal and will exit.
+
+        Only the chief acknowledges, once; on other ranks and on repeated calls this does nothing.
+
+        POSTs ``trials/{id}/preempt/ack/`` ``{"run_id": n}``. A registry without that endpoint
+        (404) or an unreachable one is logged, not raised: the trial exits either way.
+        """
+        if self._acked or self._dist.rank != 0:
+            return
+        self._acked = True
+        if self._session is None or self._trial_id is None:
+            logger.info("preemption acknowledged (local mode)")
+            return
+        try:
+            self._session.post(
+                f"trials/{self._trial_id}/preempt/ack/", json={"run_id": self._run_id}
+            )
+        except NotFoundError as exc:
+            logger.info("registry has no preemption ack endpoint (%s); continuing", exc)
+        except (APIError, requests.RequestException) as exc:
+            logger.warning("could not acknowledge preemption: %s", exc)

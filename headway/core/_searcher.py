@@ -1,0 +1,286 @@
+"""``SearcherContext``: how long to train, and reporting progress / the searcher metric back.
+
+Mirrors Determined's ``core.SearcherContext``: ``operations()`` yields ``SearcherOperation``s;
+train until ``op.length`` (in the configured unit), then ``op.report_completed(metric)``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import time
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import requests
+
+from headway.client import APIError, NotFoundError, Session
+from headway.core._distributed import DistributedContext
+
+logger = logging.getLogger("headway.core")
+
+PROGRESS_MIN_INTERVAL_S = 1.0  # report_progress() POSTs at most this often
+
+
+class Unit(enum.StrEnum):
+    """Unit of ``searcher.max_length`` (equal to the config key: ``Unit.BATCHES == "batches"``)."""
+
+    EPOCHS = "epochs"
+    RECORDS = "records"
+    BATCHES = "batches"
+
+
+class SearcherMode(enum.Enum):
+    """Which ranks may iterate ``operations()``.
+
+    - ``WorkersAskChief`` (default): all ranks iterate; the chief's operations are broadcast.
+    - ``ChiefOnly``: only the chief iterates.
+    """
+
+    WorkersAskChief = "WORKERS_ASK_CHIEF"
+    ChiefOnly = "CHIEF_ONLY"
+
+
+class SearcherReporter(Protocol):
+    """Where operations report to (registry or local log)."""
+
+    def progress(self, fraction: float) -> None: ...
+
+    def completed(self, length: int, metric: Any) -> int | None: ...
+
+
+class LocalSearcherReporter:
+    """Local mode: log progress and completion."""
+
+    def progress(self, fraction: float) -> None:
+        """Log the progress fraction."""
+        logger.info("searcher progress: %.1f%%", 100.0 * fraction)
+
+    def completed(self, length: int, metric: Any) -> int | None:
+        """Log the searcher metric; there is never a next operation."""
+        logger.info("searcher operation of length %d completed, metric %s", length, metric)
+        return None
+
+
+class RegistrySearcherReporter:
+    """Managed mode: POST ``trials/{id}/progress/`` and ``trials/{id}/searcher/completed/``.
+
+    A registry without these endpoints (404) is logged once, not raised.
+    """
+
+    def __init__(self, session: Session, trial_id: int) -> None:
+        self._session = session
+        self._trial_id = trial_id
+        self._missing_logged = False
+
+    def progress(self, fraction: float) -> None:
+        """Best effort: failures are logged, never raised (progress is cosmetic)."""
+        try:
+            self._session.post(f"trials/{self._trial_id}/progress/", json={"progress": fraction})
+        except (APIError, requests.RequestException) as exc:
+            self._log_failure("progress", exc)
+
+    def completed(self, length: int, metric: Any) -> int | None:
+        """Report the op; return the next op's length if the registry's answer names one.
+
+        The answer may carry ``{"next_length": N}`` (adaptive searchers); anything else means
+        no further operation.
+        """
+        try:
+            answer = self._session.post(
+                f"trials/{self._trial_id}/searcher/completed/",
+                json={"length": length, "metric": metric},
+            )
+        except NotFoundError as exc:
+            self._log_failure("searcher/completed", exc)
+            return None
+        if isinstance(answer, dict) and isinstance(answer.get("next_length"), int):
+            return int(answer["next_length"])
+        return None
+
+    def _log_failure(self, what: str, exc: Exception) -> None:
+        if not self._missing_logged:
+            self._missing_logged = True
+            logger.warning("could not report searcher %s: %s", what, exc)
+        else:
+            logger.debug("could not report searcher %s: %s", what, exc)
+
+
+class SearcherOperation:
+    """One unit of work from the searcher: train until ``length`` (in the configured unit).
+
+    Arguments:
+        length (int): the target, in ``SearcherContext.get_configured_units()``.
+        is_chief (bool): whether this rank may report.
+        reporter (SearcherReporter): where reports go.
+    """
+
+    def __init__(self, *, length: int, is_chief: bool, reporter: SearcherReporter) -> None:
+        self._length = int(length)
+        self._is_chief = is_chief
+        self._reporter = reporter
+        self._completed = False
+        self._next_length: int | None = None
+        self._last_progress_at = -math.inf
+
+    def __repr__(self) -> str:
+        return f"SearcherOperation(length={self._length}, completed={self._completed})"
+
+    @property
+    def length(self) -> int:
+        """Train until this many units have been completed (absolute, not an increment)."""
+        return self._length
+
+    @property
+    def completed(self) -> bool:
+        """Whether ``report_completed()`` was called."""
+        return self._completed
+
+    def report_progress(self, length: float) -> None:
+        """Report how far training got, in the configured unit (``0 <= length <= op.length``).
+
+        Sent as ``length / op.length`` (clipped to [0, 1]) at most once per second; calls in
+        between are dropped, so it is fine to call it every batch. Chief only.
+
+        Raises:
+            RuntimeError: on a non-chief rank, or after ``report_completed()``.
+        """
+        if not self._is_chief:
+            raise RuntimeError("op.report_progress() may only be called on the chief (rank 0)")
+        if self._completed:
+            raise RuntimeError("op.report_progress() called after op.report_completed()")
+        now = time.monotonic()
+        if now - self._last_progress_at < PROGRESS_MIN_INTERVAL_S:
+            return
+        self._last_progress_at = now
+        fraction = float(length) / self._length if self._length > 0 else 1.0
+        self._reporter.progress(min(max(fraction, 0.0), 1.0))
+
+    def report_completed(self, searcher_metric: Any) -> None:
+        """Report that training reached ``op.length``, with the value of ``searcher.metric``.
+
+        Arguments:
+            searcher_metric (float): the searcher metric (NaN/±inf sent as strings).
+
+        Raises:
+            RuntimeError: on a non-chief rank, or when called twice.
+            TypeError: when ``searcher_metric`` is not a number.
+        """
+        if not self._is_chief:
+            raise RuntimeError("op.report_completed() may only be called on the chief (rank 0)")
+        if self._completed:
+            raise RuntimeError("op.report_completed() was already called for this operation")
+        try:
+            metric = float(searcher_metric)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"searcher_metric must be a number, got {type(searcher_metric).__name__}"
+            ) from None
+        wire: Any = metric if math.isfinite(metric) else _non_finite_name(metric)
+        self._next_length = self._reporter.completed(self._length, wire)
+        self._completed = True
+
+
+def _non_finite_name(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def parse_max_length(
+    max_length: Any, field: str = "searcher.max_length"
+) -> tuple[int, Unit | None]:
+    """Return ``(length, unit)`` from ``{"batches": 500}`` / ``{"epochs": 3}`` / a plain int.
+
+    Raises:
+        ValueError: naming ``field`` when it is not a positive int or one-key unit dict.
+    """
+    if isinstance(max_length, int) and not isinstance(max_length, bool):
+        if max_length <= 0:
+            raise ValueError(f"{field} must be positive, got {max_length}")
+        return max_length, None
+    if isinstance(max_length, dict) and len(max_length) == 1:
+        ((key, value),) = max_length.items()
+        if key in Unit._value2member_map_ and isinstance(value, int) and value > 0:
+            return value, Unit(key)
+    raise ValueError(
+        f"{field} must be a positive int or one of {{'batches': N}}, {{'epochs': N}}, "
+        f"{{'records': N}}; got {max_length!r}"
+    )
+
+
+class SearcherContext:
+    """Gives this trial its training length as ``SearcherOperation``s.
+
+    Built by ``core.init()``. Managed mode: one operation of length ``searcher.max_length`` of
+    the experiment config (in its own unit); a registry answering ``report_completed`` with
+    ``{"next_length": N}`` yields a further operation. Local mode: one operation of
+    ``core.init(max_length=...)``; without it ``operations()`` raises a clear error.
+
+    Arguments:
+        distributed (DistributedContext): ranks.
+        reporter (SearcherReporter): where operations report.
+        max_length (int | None): length of the first operation; None when unknown (local mode
+            without ``max_length``).
+        unit (Unit | None): the unit of the lengths.
+    """
+
+    def __init__(
+        self,
+        *,
+        distributed: DistributedContext,
+        reporter: SearcherReporter,
+        max_length: int | None,
+        unit: Unit | None,
+    ) -> None:
+        self._dist = distributed
+        self._reporter = reporter
+        self._max_length = max_length
+        self._unit = unit
+
+    def get_configured_units(self) -> Unit | None:
+        """The unit of ``op.length`` (``Unit.BATCHES`` / ``EPOCHS`` / ``RECORDS``), or None
+        when the length was given as a plain int in local mode."""
+        return self._unit
+
+    def operations(
+        self, searcher_mode: SearcherMode = SearcherMode.WorkersAskChief, auto_ack: bool = True
+    ) -> Iterator[SearcherOperation]:
+        """Yield the operations to train, one after another.
+
+        The chief must call ``op.report_completed()`` before asking for the next operation.
+
+        Arguments:
+            searcher_mode (SearcherMode): ``WorkersAskChief`` (all ranks iterate; a collective
+                per operation) or ``ChiefOnly``.
+            auto_ack (bool): accepted for Determined compatibility; no effect.
+
+        Raises:
+            RuntimeError: when no length is known (local mode without ``max_length``), on a
+                non-chief rank in ``ChiefOnly`` mode, or when an operation was not completed.
+        """
+        if searcher_mode is SearcherMode.ChiefOnly and self._dist.rank != 0:
+            raise RuntimeError("searcher.operations() is chief-only in SearcherMode.ChiefOnly")
+        if self._max_length is None:
+            raise RuntimeError(
+                "no searcher in local mode: pass core.init(max_length=...) (e.g. "
+                "{'epochs': 3} or an int) to get one operation, or run on a Headway cluster"
+            )
+        broadcast = searcher_mode is SearcherMode.WorkersAskChief
+        is_chief = self._dist.rank == 0
+        length: int | None = self._max_length
+        while True:
+            if broadcast:
+                length = self._dist.broadcast(length)
+            if length is None:
+                return
+            op = SearcherOperation(length=length, is_chief=is_chief, reporter=self._reporter)
+            yield op
+            if is_chief:
+                if not op.completed:
+                    raise RuntimeError(
+                        "op.report_completed() must be called on the chief before the next "
+                        "searcher operation is requested"
+                    )
+                length = op._next_length

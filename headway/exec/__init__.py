@@ -1,0 +1,1 @@
+"""Process entry points run by Headway workers (``python -m headway.exec.harness``)."""

@@ -1,0 +1,143 @@
+"""Run a ``PyTorchTrial`` class: ``python -m headway.exec.harness package.module:TrialClass``.
+
+The worker uses this when an experiment's ``entrypoint`` has the ``module:Class`` form (as
+Determined does for Trial classes). The class is imported from the current directory (the
+unpacked model definition). On the cluster everything comes from ``headway.get_cluster_info()``;
+locally, ``--config exp.yaml`` supplies constant hyperparameters and lengths, e.g.::
+
+    cd examples/digits && python -m headway.exec.harness model_def:DigitsTrial --config const.yaml
+
+Exit status: 0 when training completed or was preempted (after a checkpoint), 1 with a one-line
+message for a bad entrypoint or config, and a traceback for errors raised by the trial itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+import yaml
+
+logger = logging.getLogger("headway.exec")
+
+
+class EntrypointError(Exception):
+    """A user mistake in the entrypoint or config, reported as one line."""
+
+
+def load_trial_class(entrypoint: str) -> type:
+    """Import ``module:Class`` from the current directory and check it is a ``PyTorchTrial``.
+
+    Raises ``EntrypointError`` with a one-line message when the form is wrong, the module or
+    class is missing, or the class does not subclass ``headway.pytorch.PyTorchTrial``. Errors
+    raised while the module itself runs propagate unchanged (they are bugs in the model code).
+    """
+    from headway.pytorch import PyTorchTrial
+
+    module_name, sep, class_name = entrypoint.partition(":")
+    if not sep or not module_name or not class_name:
+        raise EntrypointError(
+            f"entrypoint {entrypoint!r} must have the form package.module:TrialClass"
+        )
+    cwd = os.getcwd()
+    if not sys.path or sys.path[0] != cwd:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise EntrypointError(
+                f"entrypoint {entrypoint!r}: no module named {module_name!r} in {cwd}"
+            ) from None
+        raise
+    trial_class = getattr(module, class_name, None)
+    if trial_class is None:
+        raise EntrypointError(
+            f"entrypoint {entrypoint!r}: module {module_name!r} has no attribute {class_name!r}"
+        )
+    if not isinstance(trial_class, type) or not issubclass(trial_class, PyTorchTrial):
+        raise EntrypointError(
+            f"entrypoint {entrypoint!r}: {class_name} is not a subclass of "
+            "headway.pytorch.PyTorchTrial"
+        )
+    return trial_class
+
+
+def _local_config(path: str | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    if path is None:
+        return None, None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            conf = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as exc:
+        raise EntrypointError(f"--config {path}: {exc}") from None
+    if not isinstance(conf, dict):
+        raise EntrypointError(f"--config {path}: expected a mapping at the top level")
+    hparams: dict[str, Any] = {}
+    for name, value in (conf.get("hyperparameters") or {}).items():
+        if isinstance(value, dict) and "type" in value:
+            if value["type"] != "const":
+                raise EntrypointError(
+                    f"--config {path}: hyperparameters.{name} is a search space "
+                    f"({value['type']}); a local run needs constant values"
+                )
+            value = value.get("val")
+        hparams[name] = value
+    return hparams, conf
+
+
+def _distributed() -> Any:
+    """A DistributedContext when launched with several ranks (torchrun env), else None."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    import torch
+    import torch.distributed as dist
+
+    from headway.core import DistributedContext
+
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    return DistributedContext.from_torch_distributed()
+
+
+def run(entrypoint: str, config_path: str | None = None) -> None:
+    """Build the context, instantiate the trial class and ``fit()`` it."""
+    import headway
+    from headway import pytorch
+
+    trial_class = load_trial_class(entrypoint)
+    hparams, conf = (None, None)
+    if headway.get_cluster_info() is None:
+        hparams, conf = _local_config(config_path)
+    elif config_path is not None:
+        logger.warning("--config is ignored on the cluster")
+    with pytorch.init(hparams=hparams, exp_conf=conf, distributed=_distributed()) as context:
+        trial = trial_class(context)
+        pytorch.Trainer(trial, context).fit()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the process exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m headway.exec.harness", description="Run a Headway PyTorchTrial."
+    )
+    parser.add_argument("entrypoint", help="package.module:TrialClass")
+    parser.add_argument("--config", help="experiment YAML for local runs (constant hparams)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        run(args.entrypoint, args.config)
+    except EntrypointError as exc:
+        print(f"headway.exec.harness: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""Metric reduction: averaging per-batch training metrics, validation reducers, ``MetricReducer``.
+
+Per-batch work is kept tiny on purpose (the harness budget is a few tens of microseconds per
+batch): train_batch outputs are only detached and appended; they are stacked and averaged once per
+report. Determined documents the same reducers (``determined.pytorch.Reducer``, ``MetricReducer``,
+``PyTorchTrialContext.wrap_reducer``).
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+_Path = tuple[str, ...]
+
+
+class Reducer(enum.Enum):
+    """Built-in ways to combine a validation metric over batches (``evaluation_reducer()``).
+
+    ``AVG``: mean weighted by batch length; ``SUM``; ``MAX``; ``MIN``.
+    """
+
+    AVG = "avg"
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+
+class MetricReducer(abc.ABC):
+    """A user-defined metric that the harness resets, reduces per slot, then across slots.
+
+    Register it with ``context.wrap_reducer(reducer, name=...)``. ``update`` is yours to define
+    and call from ``train_batch`` / ``evaluate_batch``.
+
+    - ``reset()``: called before each validation (and after each training report).
+    - ``per_slot_reduce() -> Any``: this slot's partial result (picklable).
+    - ``cross_slot_reduce(per_slot_metrics: list) -> Any``: the final value, or a dict of
+      ``{name: value}`` when the reducer was wrapped without a name.
+    """
+
+    @abc.abstractmethod
+    def reset(self) -> None:
+        """Forget everything accumulated so far."""
+
+    @abc.abstractmethod
+    def per_slot_reduce(self) -> Any:
+        """Return this slot's partial result."""
+
+    @abc.abstractmethod
+    def cross_slot_reduce(self, per_slot_metrics: Sequence[Any]) -> Any:
+        """Combine all slots' partial results into the metric value."""
+
+
+class _FunctionReducer(MetricReducer):
+    """Wraps a plain ``fn(values: list) -> Any`` passed to ``wrap_reducer``; call ``update(v)``."""
+
+    def __init__(self, fn: Callable[[list[Any]], Any]) -> None:
+        self._fn = fn
+        self._values: list[Any] = []
+
+    def update(self, value: Any) -> None:
+        """Record one value (any picklable object)."""
+        self._values.append(value)
+
+    def reset(self) -> None:
+        self._values = []
+
+    def per_slot_reduce(self) -> list[Any]:
+        return self._values
+
+    def cross_slot_reduce(self, per_slot_metrics: Sequence[Any]) -> Any:
+        return self._fn([v for slot in per_slot_metrics for v in slot])
+
+
+def _flatten(metrics: Mapping[str, Any], prefix: _Path, out: dict[_Path, Any]) -> None:
+    for key, value in metrics.items():
+        if not isinstance(key, str):
+            raise TypeError(f"metric names must be strings, got {key!r}")
+        if isinstance(value, Mapping):
+            _flatten(value, prefix + (key,), out)
+        else:
+            out[prefix + (key,)] = value
+
+
+def _unflatten(flat: Mapping[_Path, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path, value in flat.items():
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return out
+
+
+def _as_tensor(value: Any, name: str) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(torch.float64)
+    if isinstance(value, np.ndarray | np.generic | numbers.Number):
+        return torch.as_tensor(np.asarray(value, dtype=np.float64))
+    if isinstance(value, list | tuple):
+        return torch.as_tensor(np.asarray(value, dtype=np.float64))
+    raise TypeError(f"metric {name!r}: cannot average a {type(value).__name__} ({value!r})")
+
+
+def _python(value: torch.Tensor) -> float | list[Any]:
+    return value.item() if value.numel() == 1 and value.dim() == 0 else value.tolist()
+
+
+def _reduce_leaf(
+    values: list[Any], weights: list[float], reducer: Reducer, name: str
+) -> float | list[Any]:
+    if all(type(v) in (float, int) for v in values):
+        # Plain Python numbers (``loss.item()``): no tensor round trip.
+        if reducer is Reducer.AVG:
+            return sum(v * w for v, w in zip(values, weights, strict=True)) / sum(weights)
+        if reducer is Reducer.SUM:
+            return float(sum(values))
+        return float(max(values) if reducer is Reducer.MAX else min(values))
+    try:
+        stacked = torch.stack([_as_tensor(v, name).cpu() for v in values])
+    except RuntimeError as exc:
+        raise ValueError(f"metric {name!r}: values have different shapes across batches") from exc
+    if reducer is Reducer.AVG:
+        w = torch.tensor(weights, dtype=torch.float64).reshape(-1, *([1] * (stacked.dim() - 1)))
+        return _python((stacked * w).sum(0) / w.sum())
+    if reducer is Reducer.SUM:
+        return _python(stacked.sum(0))
+    if reducer is Reducer.MAX:
+        return _python(stacked.max(0).values)
+    return _python(stacked.min(0).values)
+
+
+def reduce_metrics(
+    batches: Sequence[Mapping[str, Any]],
+    weights: Sequence[float] | None = None,
+    reducers: Reducer | Mapping[str, Reducer] = Reducer.AVG,
+) -> dict[str, Any]:
+    """Combine per-batch metric dicts into one dict of Python numbers (or lists).
+
+    Arguments:
+        batches (list[dict]): each ``{name: tensor | number | ndarray | nested dict}``; a name
+            may be missing from some batches (it is combined over the batches that have it).
+        weights (list[float] | None): per-batch weights for ``AVG`` (batch lengths); None -> 1.
+        reducers (Reducer | dict[str, Reducer]): one reducer for all names or per top-level name.
+
+    Scalars become ``float``; non-scalar tensors are combined element-wise and returned as lists.
+    Raises ``TypeError``/``ValueError`` naming the metric for values that cannot be combined.
+    """
+    if weights is None:
+        weights = [1.0] * len(batches)
+    columns: dict[_Path, tuple[list[Any], list[float]]] = {}
+    for metrics, weight in zip(batches, weights, strict=True):
+        flat: dict[_Path, Any] = {}
+        _flatten(metrics, (), flat)
+        for path, value in flat.items():
+            vals, ws = columns.setdefault(path, ([], []))
+            vals.append(value)
+            ws.append(float(weight))
+    out: dict[_Path, Any] = {}
+    for path, (vals, ws) in columns.items():
+        name = ".".join(path)
+        reducer = reducers if isinstance(reducers, Reducer) else reducers.get(path[0], Reducer.AVG)
+        out[path] = _reduce_leaf(vals, ws, reducer, name)
+    return _unflatten(out)
+
+
+def combine_slots(
+    per_slot: Sequence[tuple[dict[str, Any], float]],
+    reducers: Reducer | Mapping[str, Reducer] = Reducer.AVG,
+) -> dict[str, Any]:
+    """Combine each slot's reduced metrics ``(metrics, total_weight)`` into the final metrics."""
+    return reduce_metrics([m for m, _ in per_slot], [w for _, w in per_slot], reducers)
+
+
+def detach_metrics(metrics: Any) -> dict[str, Any]:
+    """Return ``train_batch``'s dict with tensors detached, so no autograd graph is kept alive.
+
+    Raises ``TypeError`` if ``metrics`` is not a dict (Determined requires a dict too).
+    """
+    if type(metrics) is not dict:
+        if isinstance(metrics, Mapping):
+            metrics = dict(metrics)
+        else:
+            raise TypeError(
+                f"train_batch must return a dict of metrics, got {type(metrics).__name__}"
+            )
+    for key, value in metrics.items():
+        if type(value) is torch.Tensor and value.requires_grad:
+            metrics[key] = value.detach()
+        elif isinstance(value, Mapping):
+            metrics[key] = detach_metrics(value)
+    return metrics

@@ -1,0 +1,334 @@
+"""``Trainer`` and ``init()``: run a ``PyTorchTrial`` locally or on the cluster.
+
+Same shape as Determined's PyTorch Trainer API (``det.pytorch.init()`` +
+``Trainer(trial, context).fit(...)``): lengths come from ``fit()``'s arguments locally and from
+the experiment config (searcher operations, ``min_validation_period``, ``min_checkpoint_period``,
+``scheduling_unit``) on the cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import headway
+from headway import core
+from headway.pytorch import _checkpointing as ckpt
+from headway.pytorch._context import PyTorchTrialContext
+from headway.pytorch._dataloader import DataLoader, ResumableLoader, _PlainLoader
+from headway.pytorch._loop import DONE, PREEMPTED, STOPPED, _Loop
+from headway.pytorch._trial import PyTorchTrial
+from headway.pytorch._units import Batch, Epoch, TrainUnit, unit_from_config
+
+logger = logging.getLogger("headway.pytorch")
+
+_POLICIES = ("best", "all", "none")
+
+
+@contextlib.contextmanager
+def init(
+    *,
+    hparams: dict[str, Any] | None = None,
+    exp_conf: dict[str, Any] | None = None,
+    distributed: core.DistributedContext | None = None,
+    checkpoint_storage: Any = None,
+    trial_seed: int | None = None,
+    local_trial_id: int = 0,
+) -> Iterator[PyTorchTrialContext]:
+    """Open a Core API context and yield a ``PyTorchTrialContext`` for building a trial.
+
+    Seeds Python, NumPy and torch from the trial seed before yielding, so a trial's
+    ``__init__`` is reproducible (Determined does the same).
+
+    Arguments:
+        hparams (dict | None): local mode only: the trial's hyperparameters (on the cluster
+            they come from the trial and this is ignored with a warning).
+        exp_conf (dict | None): local mode only: an experiment config for
+            ``get_experiment_config()`` (``searcher.metric`` picks the "best" checkpoints).
+        distributed (core.DistributedContext | None): passed to ``headway.core.init``.
+        checkpoint_storage: passed to ``headway.core.init`` (local mode: a directory or a
+            storage config; default: its local checkpoint directory).
+        trial_seed (int | None): local mode seed (default: ``reproducibility.experiment_seed``
+            from ``exp_conf``, else 0).
+        local_trial_id (int): the trial id a local run stamps on its checkpoints. A local run
+            resumes a checkpoint with the same trial id and warm-starts from any other.
+    """
+    info = headway.get_cluster_info()
+    if info is None:
+        hparams = dict(hparams or {})
+        exp_conf = dict(exp_conf or {})
+        if trial_seed is None:
+            trial_seed = int((exp_conf.get("reproducibility") or {}).get("experiment_seed", 0))
+        trial_id, run_id, experiment_id = local_trial_id, 0, None
+    else:
+        if hparams is not None or exp_conf is not None:
+            logger.warning("pytorch.init(): hparams / exp_conf are ignored on the cluster")
+        hparams = dict(info.trial.hparams)
+        exp_conf = dict(info.trial.config)
+        trial_seed = info.trial.trial_seed
+        trial_id, run_id = info.trial.trial_id, info.trial.run_id
+        experiment_id = info.trial.experiment_id
+    with core.init(distributed=distributed, checkpoint_storage=checkpoint_storage) as core_context:
+        ckpt.seed_everything(trial_seed)
+        yield PyTorchTrialContext(
+            core_context,
+            hparams=hparams,
+            exp_conf=exp_conf,
+            trial_seed=trial_seed,
+            trial_id=trial_id,
+            run_id=run_id,
+            experiment_id=experiment_id,
+        )
+
+
+class Trainer:
+    """Trains a ``PyTorchTrial``: ``Trainer(trial, context).fit(...)``.
+
+    Arguments:
+        trial (PyTorchTrial): built with ``context``.
+        context (PyTorchTrialContext): from ``headway.pytorch.init()``.
+
+    Attributes:
+        latest_checkpoint (str | None): storage id of the last checkpoint ``fit()`` saved.
+    """
+
+    def __init__(self, trial: PyTorchTrial, context: PyTorchTrialContext) -> None:
+        if not isinstance(trial, PyTorchTrial):
+            raise TypeError(f"Trainer needs a PyTorchTrial, got {type(trial).__name__}")
+        self._trial = trial
+        self._context = context
+        self.latest_checkpoint: str | None = None
+
+    def configure_profiler(self, **kwargs: Any) -> None:
+        """Accepted for Determined compatibility; Headway has no built-in profiler yet."""
+        logger.info("configure_profiler(%s) ignored: use torch.profiler directly", kwargs)
+
+    def fit(
+        self,
+        checkpoint_period: TrainUnit | None = None,
+        validation_period: TrainUnit | None = None,
+        max_length: TrainUnit | None = None,
+        reporting_period: TrainUnit = Batch(100),  # noqa: B008 - immutable value object
+        checkpoint_policy: str = "best",
+        latest_checkpoint: str | None = None,
+        step_zero_validation: bool = False,
+        test_mode: bool = False,
+    ) -> None:
+        """Train, validate and checkpoint until the length is reached or the trial is preempted.
+
+        Arguments:
+            checkpoint_period (Batch | Epoch | None): checkpoint this often (plus at the end and on
+                preemption). Cluster: ``min_checkpoint_period`` when not given.
+            validation_period (Batch | Epoch | None): validate this often (plus at the end).
+                Cluster: ``min_validation_period`` when not given.
+            max_length (Batch | Epoch | None): how long to train; required locally. On the
+                cluster the searcher's operations decide and this is ignored.
+            reporting_period (Batch): average and report training metrics this often (cluster:
+                ``scheduling_unit`` batches).
+            checkpoint_policy (str): ``"best"`` (also checkpoint after a validation that
+                improves ``searcher.metric``), ``"all"`` (after every validation) or ``"none"``.
+            latest_checkpoint (str | None): storage id, or a local checkpoint directory, to start
+                from (cluster default: the trial's ``latest_checkpoint``). Same trial id: resume
+                exactly; other trial id: load the state dicts, start counters at 0.
+            step_zero_validation (bool): validate once before training.
+            test_mode (bool): train one batch, validate, checkpoint and return.
+
+        Returns normally on completion and on preemption (after checkpointing), so the process
+        exits 0. Raises ``ValueError`` for inconsistent lengths (naming the argument or field).
+        """
+        ctx = self._context
+        info = headway.get_cluster_info()
+        conf = ctx.get_experiment_config()
+        if checkpoint_policy not in _POLICIES:
+            raise ValueError(f"checkpoint_policy must be one of {_POLICIES}, got {checkpoint_policy!r}")
+        gbs = ctx.get_hparams().get("global_batch_size")
+        searcher = conf.get("searcher") or {}
+        # The config fills in what fit() was not given; on the cluster it always decides the
+        # reporting period, and the searcher (not max_length) decides how long to train.
+        if validation_period is None:
+            validation_period = unit_from_config(
+                conf.get("min_validation_period"), "min_validation_period", gbs
+            )
+        if checkpoint_period is None:
+            checkpoint_period = unit_from_config(
+                conf.get("min_checkpoint_period"), "min_checkpoint_period", gbs
+            )
+        if info is not None:
+            reporting_period = Batch(int(conf.get("scheduling_unit") or 100))
+            if latest_checkpoint is None:
+                latest_checkpoint = info.latest_checkpoint
+        elif max_length is None:
+            max_length = unit_from_config(searcher.get("max_length"), "searcher.max_length", gbs)
+            if max_length is None and not test_mode:
+                raise ValueError(
+                    "fit(max_length=...) is required when training locally "
+                    "(or pass exp_conf with searcher.max_length to pytorch.init)"
+                )
+        callbacks = self._trial.build_callbacks()
+        size, rank = ctx.distributed.size, ctx.distributed.rank
+        train_loader = _resumable(
+            self._trial.build_training_data_loader(), "build_training_data_loader",
+            seed=ctx.get_trial_seed(), rank=rank, size=size, training=True,
+        )
+        val_loader = _resumable(
+            self._trial.build_validation_data_loader(), "build_validation_data_loader",
+            seed=ctx.get_trial_seed(), rank=rank, size=size, training=False,
+        )
+        per_epoch = _batches_per_epoch(train_loader, conf, gbs)
+        ctx._position.batches_per_epoch = per_epoch if train_loader.has_length() else None
+        loop = _Loop(
+            self._trial, ctx, callbacks, train_loader, val_loader,
+            validation_period=_to_batches(validation_period, per_epoch, "validation_period"),
+            checkpoint_period=_to_batches(checkpoint_period, per_epoch, "checkpoint_period"),
+            reporting_period=_to_batches(reporting_period, per_epoch, "reporting_period") or Batch(100),
+            checkpoint_policy=checkpoint_policy,
+            searcher_metric=searcher.get("metric"),
+            smaller_is_better=bool(searcher.get("smaller_is_better", True)),
+        )
+        if latest_checkpoint is not None:
+            self._restore(loop, latest_checkpoint)
+        for cb in callbacks.values():
+            cb.on_trial_startup(ctx._position.batches_trained, latest_checkpoint)
+        try:
+            for cb in callbacks.values():
+                cb.on_training_start()
+            if step_zero_validation and ctx._position.batches_trained == 0:
+                loop.validate()
+            if test_mode:
+                self._finish(loop, loop.train_to(ctx._position.batches_trained + 1), None)
+            elif info is None:
+                target = _to_batches(max_length, per_epoch, "max_length")
+                assert target is not None
+                self._finish(loop, loop.train_to(target.length()), None)
+            else:
+                self._run_searcher(loop, searcher, per_epoch, gbs)
+        finally:
+            self.latest_checkpoint = loop.latest_checkpoint
+            for cb in callbacks.values():
+                cb.on_trial_shutdown()
+
+    def _run_searcher(
+        self, loop: _Loop, searcher: dict[str, Any], per_epoch: int, gbs: int | None
+    ) -> None:
+        unit = _config_unit(searcher.get("max_length"))
+        batches_per_unit = _unit_batches(unit, per_epoch, gbs)
+        for op in self._context._core.searcher.operations():
+            loop.op, loop.op_batches_per_unit = op, batches_per_unit
+            target = math.ceil(op.length * batches_per_unit)
+            if not self._finish(loop, loop.train_to(target), op):
+                return
+
+    def _finish(self, loop: _Loop, outcome: str, op: Any) -> bool:
+        """Close an operation; return False when training must stop (preempted / stopped)."""
+        loop.report_training()
+        steps = loop.pos.batches_trained
+        if outcome == PREEMPTED:
+            loop.checkpoint()
+            self._context._core.preempt.acknowledge_preemption_signal()
+            logger.info("preempted at %d batches; checkpointed, exiting", steps)
+            return False
+        last = loop.last_validation
+        metrics = last["metrics"] if last and last["steps"] == steps else loop.validate()
+        loop.checkpoint()
+        if op is not None and loop.is_chief:
+            value = loop.searcher_value(metrics)
+            op.report_completed(value if value is not None else float("nan"))
+        return outcome == DONE
+
+    def _restore(self, loop: _Loop, latest_checkpoint: str) -> None:
+        ctx = self._context
+        local_dir = pathlib.Path(latest_checkpoint)
+        if local_dir.is_dir():
+            cm: Any = contextlib.nullcontext(local_dir)
+            meta_file = local_dir / "metadata.json"
+            metadata = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+        else:
+            cm = ctx._core.checkpoint.restore_path(latest_checkpoint)
+            metadata = ctx._core.checkpoint.get_metadata(latest_checkpoint) or {}
+        with cm as path:
+            state = ckpt.load_state(pathlib.Path(path), ctx.device)
+            ckpt.apply_weights(state, ctx, loop.named_callbacks)
+            trainer_state = state.get("trainer_state") or {}
+            source_trial = metadata.get("trial_id", trainer_state.get("trial_id"))
+            if source_trial == ctx.get_trial_id() and trainer_state:
+                loop.load_trainer_state(trainer_state)
+                loop.latest_checkpoint = latest_checkpoint
+                ckpt.restore_rng_state(state["rng_state"])
+                logger.info("resumed from %s at %d batches", latest_checkpoint, loop.pos.batches_trained)
+            else:
+                logger.info(
+                    "warm start from %s (trial %s): weights loaded, counters at 0",
+                    latest_checkpoint,
+                    source_trial,
+                )
+            for cb in loop.callbacks:
+                cb.on_checkpoint_load(str(path))
+
+
+def _resumable(
+    loader: Any, where: str, *, seed: int, rank: int, size: int, training: bool
+) -> ResumableLoader | _PlainLoader:
+    if isinstance(loader, DataLoader):
+        return ResumableLoader(loader, seed=seed, rank=rank, size=size, training=training)
+    import torch
+
+    if isinstance(loader, torch.utils.data.DataLoader):
+        logger.warning(
+            "%s() returned a torch DataLoader: its order cannot be resumed exactly and it is "
+            "not sharded; return headway.pytorch.DataLoader instead",
+            where,
+        )
+        return _PlainLoader(loader)
+    raise TypeError(f"{where}() must return a headway.pytorch.DataLoader, got {type(loader).__name__}")
+
+
+def _batches_per_epoch(loader: ResumableLoader | _PlainLoader, conf: dict[str, Any], gbs: Any) -> int:
+    if loader.has_length():
+        n = len(loader)
+        if n == 0:
+            raise ValueError("the training data loader has no batches (dataset smaller than one batch?)")
+        return n
+    records = conf.get("records_per_epoch")
+    if records and gbs:
+        return max(1, math.ceil(int(records) / int(gbs)))
+    return 0  # unknown: Epoch units are refused in _to_batches
+
+
+def _to_batches(unit: TrainUnit | None, per_epoch: int, name: str) -> Batch | None:
+    if unit is None:
+        return None
+    if not isinstance(unit, TrainUnit):
+        raise ValueError(f"{name} must be headway.pytorch.Batch(...) or Epoch(...), got {unit!r}")
+    if isinstance(unit, Epoch):
+        if per_epoch <= 0:
+            raise ValueError(
+                f"{name}={unit!r}: the epoch length is unknown (data loader without len()); "
+                "use Batch(...) or set records_per_epoch"
+            )
+        if isinstance(unit.value, int):
+            return Batch(unit.value * per_epoch)
+        return Batch([v * per_epoch for v in unit.value])
+    return Batch(unit.value)
+
+
+def _config_unit(max_length: Any) -> str:
+    if isinstance(max_length, dict) and len(max_length) == 1:
+        return str(next(iter(max_length)))
+    return "batches"
+
+
+def _unit_batches(unit: str, per_epoch: int, gbs: Any) -> float:
+    if unit == "epochs":
+        if per_epoch <= 0:
+            raise ValueError("searcher.max_length is in epochs but the epoch length is unknown")
+        return float(per_epoch)
+    if unit == "records":
+        if not gbs:
+            raise ValueError("searcher.max_length is in records: set hyperparameters.global_batch_size")
+        return 1.0 / float(gbs)
+    return 1.0

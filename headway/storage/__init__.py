@@ -1,0 +1,29 @@
+"""Checkpoint storage backends, shared by the SDK (writes) and the registry (downloads).
+
+Never imports Django. ``build_storage_manager(config)`` picks the backend from an experiment's
+``checkpoint_storage``; ``iter_tar_chunks`` streams a checkpoint as a tar.
+"""
+
+from headway.storage._base import StorageManager
+from headway.storage._build import build, build_storage_manager
+from headway.storage._shared_fs import SharedFSStorageManager
+from headway.storage._tar import iter_tar_chunks, stream_tar
+
+__all__ = [
+    "S3StorageManager",
+    "SharedFSStorageManager",
+    "StorageManager",
+    "build",
+    "build_storage_manager",
+    "iter_tar_chunks",
+    "stream_tar",
+]
+
+
+def __getattr__(name: str) -> object:
+    # boto3 is heavy; import the S3 backend only when someone asks for it.
+    if name == "S3StorageManager":
+        from headway.storage._s3 import S3StorageManager
+
+        return S3StorageManager
+    raise AttributeError(f"module 'headway.storage' has no attribute {name!r}")

@@ -1,0 +1,112 @@
+"""``StorageManager``: where checkpoint files live, independent of who wrote them.
+
+The interface follows Determined's ``common/storage`` managers (``store_path`` / ``restore_path``
+context managers around a storage id) plus the read-side calls the registry needs to stream
+downloads (``list_files``, ``open_file``).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import pathlib
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+# Storage ids become directory names and URL segments; allow uuids and similar tokens only, so a
+# hostile id ("../x", "a/b") can never address anything outside the storage root.
+_STORAGE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_storage_id(storage_id: str) -> str:
+    """Return ``storage_id`` unchanged if it is a safe single path segment.
+
+    Raises:
+        ValueError: when it is empty, contains ``/``, ``\\``, starts with ``.`` or has other
+            characters than letters, digits, ``.``, ``_`` and ``-``.
+    """
+    if not isinstance(storage_id, str) or not _STORAGE_ID_RE.fullmatch(storage_id):
+        raise ValueError(f"invalid checkpoint storage id {storage_id!r}")
+    return storage_id
+
+
+def check_relpath(relpath: str) -> pathlib.PurePosixPath:
+    """Validate a file path relative to a checkpoint and return it as a ``PurePosixPath``.
+
+    Raises:
+        ValueError: for an empty, absolute or backslashed path, or one containing ``..`` — such
+            paths could escape the checkpoint directory (ARCHITECTURE.md, Security).
+    """
+    if not isinstance(relpath, str) or not relpath or "\x00" in relpath or "\\" in relpath:
+        raise ValueError(f"invalid checkpoint file path {relpath!r}")
+    # Only the canonical form is accepted: no leading "/", no "", "." or ".." segments.
+    if relpath.startswith("/") or any(part in ("", ".", "..") for part in relpath.split("/")):
+        raise ValueError(f"checkpoint file path {relpath!r} must be relative without '..'")
+    path = pathlib.PurePosixPath(relpath)
+    return path
+
+
+def list_local_files(root: pathlib.Path) -> dict[str, int]:
+    """Map every regular file under ``root`` (recursively) to its size in bytes.
+
+    Keys are POSIX relative paths (``"sub/model.pt"``). Symbolic links are skipped, so a listing
+    never points outside ``root``.
+    """
+    resources: dict[str, int] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        resources[path.relative_to(root).as_posix()] = path.stat().st_size
+    return resources
+
+
+class StorageManager(abc.ABC):
+    """Stores checkpoints as directories of files addressed by a storage id (a uuid string).
+
+    Subclasses: ``SharedFSStorageManager`` (a directory shared by all hosts) and
+    ``S3StorageManager``. Layout in every backend: ``<base>/<storage_id>/<files>``.
+    """
+
+    @abc.abstractmethod
+    @contextlib.contextmanager
+    def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
+        """Yield a local directory to write checkpoint ``storage_id`` into.
+
+        On normal exit the files are in storage (uploaded if the backend is remote). If the block
+        raises, everything written is deleted and the exception propagates.
+        """
+
+    @abc.abstractmethod
+    @contextlib.contextmanager
+    def restore_path(self, storage_id: str) -> Iterator[pathlib.Path]:
+        """Yield a local directory holding the files of ``storage_id``; valid inside the block.
+
+        Raises:
+            FileNotFoundError: when the checkpoint does not exist.
+        """
+
+    @abc.abstractmethod
+    def list_files(self, storage_id: str) -> dict[str, int]:
+        """Return ``{relative path: size in bytes}`` for every file of the checkpoint.
+
+        Raises:
+            FileNotFoundError: when the checkpoint does not exist.
+        """
+
+    @abc.abstractmethod
+    def open_file(self, storage_id: str, relpath: str) -> BinaryIO:
+        """Open one file of a checkpoint for streaming binary reads; the caller closes it.
+
+        Raises:
+            ValueError: when ``relpath`` is absolute or contains ``..``.
+            FileNotFoundError: when the checkpoint or file does not exist.
+        """
+
+    @abc.abstractmethod
+    def delete(self, storage_id: str) -> None:
+        """Delete every file of the checkpoint; deleting a missing checkpoint is not an error."""
+
+    @abc.abstractmethod
+    def exists(self, storage_id: str) -> bool:
+        """Return True when the checkpoint has at least one stored file (or directory)."""

@@ -1,0 +1,106 @@
+"""Stream a checkpoint as an uncompressed tar built on the fly, with bounded memory.
+
+The registry wraps ``iter_tar_chunks`` in a ``StreamingHttpResponse`` (ARCHITECTURE.md, step 6):
+no temporary archive, no whole file in memory. The byte layout is plain POSIX tar (PAX headers for
+long or non-ASCII names), so ``tarfile`` and GNU tar read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import tarfile
+import time
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from headway.storage._base import StorageManager, check_relpath
+
+logger = logging.getLogger("headway.storage")
+
+_BLOCK = tarfile.BLOCKSIZE  # 512
+_RECORD = tarfile.RECORDSIZE  # 10240: tar archives end on a record boundary
+
+
+def iter_tar_chunks(
+    manager: StorageManager, storage_id: str, chunk_size: int = 1 << 20
+) -> Iterator[bytes]:
+    """Yield the bytes of an uncompressed tar holding every file of checkpoint ``storage_id``.
+
+    Member names are the files' relative paths (``"model.pt"``, ``"sub/x.bin"``), in sorted order;
+    each file is read in ``chunk_size`` pieces, so memory stays around ``2 * chunk_size`` bytes
+    whatever the checkpoint size.
+
+    Arguments:
+        manager (StorageManager): where the checkpoint lives.
+        storage_id (str): the checkpoint uuid.
+        chunk_size (int): target size in bytes of each yielded chunk (the last may be shorter).
+
+    Raises:
+        FileNotFoundError: when the checkpoint does not exist (raised by the first ``next()``).
+
+    A file that shrank since it was listed is padded with zeros (and logged) so the archive stays
+    well-formed; bytes added after listing are not sent.
+    """
+    if chunk_size <= 0:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    files = manager.list_files(storage_id)
+    mtime = int(time.time())
+    buffer = bytearray()
+    total = 0
+    for relpath in sorted(files):
+        check_relpath(relpath)  # never emit a member that could escape on extraction
+        size = files[relpath]
+        info = tarfile.TarInfo(relpath)
+        info.size = size
+        info.mtime = mtime
+        info.mode = 0o644
+        header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+        buffer += header
+        total += len(header)
+        with manager.open_file(storage_id, relpath) as fh:
+            for piece in _read_exactly(fh, size, chunk_size, relpath):
+                buffer += piece
+                if len(buffer) >= chunk_size:
+                    yield bytes(buffer)
+                    buffer.clear()
+        total += size
+        padding = (-size) % _BLOCK
+        buffer += b"\0" * padding
+        total += padding
+        if len(buffer) >= chunk_size:
+            yield bytes(buffer)
+            buffer.clear()
+    # End of archive: two zero blocks, then zeros up to the record boundary (as tarfile writes).
+    end = 2 * _BLOCK
+    end += (-(total + end)) % _RECORD
+    buffer += b"\0" * end
+    while buffer:
+        yield bytes(buffer[:chunk_size])
+        del buffer[:chunk_size]
+
+
+def _read_exactly(fh: BinaryIO, size: int, chunk_size: int, relpath: str) -> Iterator[bytes]:
+    remaining = size
+    while remaining > 0:
+        piece = fh.read(min(chunk_size, remaining))
+        if not piece:
+            logger.warning("checkpoint file %s shrank while streaming; padding with zeros", relpath)
+            while remaining > 0:
+                pad = min(chunk_size, remaining)
+                yield b"\0" * pad
+                remaining -= pad
+            return
+        remaining -= len(piece)
+        yield piece
+
+
+def stream_tar(manager: StorageManager, storage_id: str, fileobj: BinaryIO) -> int:
+    """Write the tar of checkpoint ``storage_id`` to ``fileobj``; return the bytes written.
+
+    A convenience over ``iter_tar_chunks`` for writers (a local file, a socket).
+    """
+    written = 0
+    for chunk in iter_tar_chunks(manager, storage_id):
+        fileobj.write(chunk)
+        written += len(chunk)
+    return written

@@ -1,0 +1,62 @@
+"""Every state change of experiments, trials, runs and checkpoints happens here.
+
+Views, the REST API, workers and management commands call these functions; none of them writes
+a state field itself. Each transition locks the rows it changes (``select_for_update``, always
+trials before their experiment, so two transitions cannot deadlock) or uses a conditional
+UPDATE, so a double click, a retried task or a racing worker cannot corrupt state.
+Semantics follow Determined (docs/lifecycle.md).
+"""
+
+from registry.lifecycle._checkpoints import checkpoint_register
+from registry.lifecycle._experiments import (
+    experiment_activate,
+    experiment_archive,
+    experiment_cancel,
+    experiment_create,
+    experiment_kill,
+    experiment_pause,
+    experiment_unarchive,
+    parse_config_or_400,
+)
+from registry.lifecycle._runs import (
+    reap_lost_runs,
+    trial_preempt_acknowledge,
+    trial_report_progress,
+    trial_run_claim,
+    trial_run_exited,
+    trial_run_heartbeat,
+    trial_run_running,
+    trial_searcher_completed,
+)
+from registry.lifecycle._continue import trial_continue
+from registry.lifecycle._trials import (
+    trial_activate,
+    trial_cancel,
+    trial_kill,
+    trial_pause,
+)
+
+__all__ = [
+    "checkpoint_register",
+    "experiment_activate",
+    "experiment_archive",
+    "experiment_cancel",
+    "experiment_create",
+    "experiment_kill",
+    "experiment_pause",
+    "experiment_unarchive",
+    "parse_config_or_400",
+    "reap_lost_runs",
+    "trial_activate",
+    "trial_cancel",
+    "trial_continue",
+    "trial_kill",
+    "trial_pause",
+    "trial_preempt_acknowledge",
+    "trial_report_progress",
+    "trial_run_claim",
+    "trial_run_exited",
+    "trial_run_heartbeat",
+    "trial_run_running",
+    "trial_searcher_completed",
+]

@@ -1,0 +1,70 @@
+"""Helpers shared by the lifecycle modules: locking, ending a trial, deriving experiment state."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from registry.models import TERMINAL_STATES, Experiment, RunState, State, Trial, TrialRun
+
+STOPPING_STATES = frozenset({State.STOPPING_CANCELED, State.STOPPING_KILLED, State.STOPPING_ERROR})
+
+
+def lock_trial(trial_id: int) -> Trial:
+    """The trial row, locked until the transaction ends (raises ``Trial.DoesNotExist``)."""
+    return Trial.objects.select_for_update().select_related("experiment").get(id=trial_id)
+
+
+def live_run(trial: Trial) -> TrialRun | None:
+    """The trial's current run unless it has exited (or there is none)."""
+    return (
+        TrialRun.objects.select_for_update()
+        .filter(trial=trial, run_id=trial.run_id)
+        .exclude(state=RunState.EXITED)
+        .first()
+    )
+
+
+def drop_queued_run(run: TrialRun) -> None:
+    """Close a run no worker claimed yet; its task will find nothing to claim."""
+    run.state = RunState.EXITED
+    run.ended_at = timezone.now()
+    run.save(update_fields=["state", "ended_at"])
+
+
+def trial_end(trial: Trial, state: State) -> None:
+    """Move a trial to a terminal state."""
+    trial.state = state
+    trial.ended_at = timezone.now()
+    if state == State.COMPLETED:
+        trial.progress = 1.0
+    trial.save(update_fields=["state", "ended_at", "progress"])
+
+
+def refresh_experiment(experiment_id: int) -> Experiment:
+    """Derive an experiment's progress and state from its trials (locks the experiment row).
+
+    All trials ended: COMPLETED if any completed (and the experiment was not being canceled),
+    CANCELED if it was being canceled/killed or all trials were canceled, else ERROR. Otherwise
+    an ACTIVE/PAUSED experiment is PAUSED exactly when every unfinished trial is PAUSED.
+    """
+    experiment = Experiment.objects.select_for_update().get(id=experiment_id)
+    rows = list(experiment.trials.values_list("state", "progress"))
+    fields = ["progress", "state", "ended_at"]
+    if rows:
+        experiment.progress = sum(p for _, p in rows) / len(rows)
+    states = {s for s, _ in rows}
+    if experiment.state in TERMINAL_STATES:
+        pass
+    elif rows and states <= TERMINAL_STATES:
+        if experiment.state in STOPPING_STATES or states == {State.CANCELED}:
+            experiment.state = State.CANCELED
+        elif State.COMPLETED in states:
+            experiment.state = State.COMPLETED
+        else:
+            experiment.state = State.ERROR
+        experiment.ended_at = timezone.now()
+    elif experiment.state in (State.ACTIVE, State.PAUSED):
+        unfinished = states - TERMINAL_STATES
+        experiment.state = State.PAUSED if unfinished == {State.PAUSED} else State.ACTIVE
+    experiment.save(update_fields=fields)
+    return experiment

@@ -1,0 +1,78 @@
+"""Continue trial: a new single-trial experiment warm-started from a checkpoint of another trial.
+
+Determined's "Continue Trial": the new trial loads the checkpoint's models, optimizers, LR
+schedulers and callbacks, but as its trial id differs from the checkpoint's, its batch and epoch
+counters start at 0 (see the Core API seed and docs/lifecycle.md).
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_lib
+from typing import Any
+
+from django.db import transaction
+
+from registry.errors import IllegalTransition, InvalidInput
+from registry.lifecycle._experiments import experiment_create
+from registry.models import Checkpoint, Experiment, State, Trial
+
+CONTINUABLE = (State.PAUSED, State.COMPLETED, State.CANCELED, State.ERROR)
+
+
+def _as_const_space(hparams: dict[str, Any]) -> dict[str, Any]:
+    """Sampled hparams as a config space of consts (nested dicts stay nested groups)."""
+    return {
+        name: _as_const_space(value) if isinstance(value, dict) else {"type": "const", "val": value}
+        for name, value in hparams.items()
+    }
+
+
+def trial_continue(
+    *,
+    trial_id: int,
+    owner,
+    checkpoint_uuid: uuid_lib.UUID | None = None,
+    max_length: int | dict[str, int] | None = None,
+    hparams: dict[str, Any] | None = None,
+) -> Experiment:
+    """Create the continuing experiment and return it.
+
+    Arguments:
+        checkpoint_uuid: the checkpoint to start from (default: the trial's latest).
+        max_length: new ``searcher.max_length`` (same forms as the config; default: unchanged).
+        hparams: values overriding the source trial's hparams.
+
+    Raises:
+        IllegalTransition: the trial is still ACTIVE or stopping.
+        InvalidInput: no checkpoint, a checkpoint of another trial, or a bad override.
+    """
+    with transaction.atomic():
+        trial = Trial.objects.select_related("experiment").get(id=trial_id)
+        if trial.state not in CONTINUABLE:
+            raise IllegalTransition(
+                f"trial {trial.id} is {trial.state}; it can be continued only when "
+                f"{', '.join(CONTINUABLE)}"
+            )
+        chosen = checkpoint_uuid or trial.latest_checkpoint
+        if chosen is None:
+            raise InvalidInput({"checkpoint": [f"Trial {trial.id} has no checkpoint to continue from."]})
+        if not Checkpoint.objects.filter(uuid=chosen, trial=trial).exists():
+            raise InvalidInput({"checkpoint": [f"Checkpoint {chosen} is not a checkpoint of trial {trial.id}."]})
+        source = trial.experiment
+        config = dict(source.config)
+        config["name"] = f"{source.name} (continued from trial {trial.id})"
+        config["hyperparameters"] = _as_const_space({**trial.hparams, **(hparams or {})})
+        searcher = dict(config["searcher"])
+        searcher["name"] = "single"
+        searcher["source_trial_id"] = trial.id
+        searcher["source_checkpoint_uuid"] = str(chosen)
+        if max_length is not None:
+            searcher["max_length"] = max_length
+        config["searcher"] = searcher
+        return experiment_create(
+            owner=owner,
+            config_source=config,
+            model_definition=bytes(source.model_definition),
+            source_trial=trial,
+            warm_start_checkpoint=chosen,
+        )

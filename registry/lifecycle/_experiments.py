@@ -1,0 +1,235 @@
+"""Creating experiments and the experiment-wide controls (pause, activate, cancel, kill, archive)."""
+
+from __future__ import annotations
+
+import random
+import uuid as uuid_lib
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from headway.config import ConfigError, ExperimentConfig, parse_experiment_config
+from registry.errors import IllegalTransition, InvalidInput, PayloadTooLarge
+from registry.lifecycle._common import STOPPING_STATES, refresh_experiment
+from registry.lifecycle._trials import (
+    trial_activate_locked,
+    trial_cancel_locked,
+    trial_kill_locked,
+    trial_pause_locked,
+)
+from registry.model_definition import ModelDefinitionError, validate_model_definition
+from registry.models import TERMINAL_STATES, Experiment, State, Trial
+from registry.scheduler import schedule_run
+from registry.searcher import Create, Operation, Shutdown, build_searcher
+
+
+def _complete_config(config: ExperimentConfig) -> ExperimentConfig:
+    """Fill server-side defaults: the checkpoint folder and a random experiment seed."""
+    data = config.to_dict()
+    storage = data.get("checkpoint_storage") or {"type": "shared_fs"}
+    if storage.get("type") == "shared_fs" and not storage.get("host_path"):
+        storage["host_path"] = str(settings.HEADWAY_CHECKPOINT_DIR)
+    data["checkpoint_storage"] = storage
+    repro = data.get("reproducibility") or {}
+    if repro.get("experiment_seed") is None:
+        repro["experiment_seed"] = random.SystemRandom().randrange(2**31)
+    data["reproducibility"] = repro
+    return parse_experiment_config(data)
+
+
+def parse_config_or_400(source: dict[str, Any] | str) -> ExperimentConfig:
+    """Validate a config; raise ``InvalidInput`` with ``config.<field>`` keys on error."""
+    try:
+        return parse_experiment_config(source)
+    except ConfigError as exc:
+        errors = {(k if k == "config" else f"config.{k}"): list(v) for k, v in exc.errors.items()}
+        raise InvalidInput(errors or {"config": [str(exc)]}) from None
+
+
+def experiment_create(
+    *,
+    owner,
+    config_source: dict[str, Any] | str,
+    model_definition: bytes,
+    source_trial: Trial | None = None,
+    warm_start_checkpoint: uuid_lib.UUID | None = None,
+) -> Experiment:
+    """Validate config and model definition, store the experiment, create its first trials.
+
+    Nothing is stored unless every check passes; trial runs are enqueued after commit.
+
+    Arguments:
+        source_trial, warm_start_checkpoint: set by "continue trial": the new trials start from
+            that checkpoint's weights (docs/lifecycle.md).
+
+    Raises:
+        InvalidInput: bad config (``config.<field>``), unsafe archive (``model_definition``) or
+            missing entrypoint module/class (``config.entrypoint``).
+        PayloadTooLarge: the archive is over ``HEADWAY_MAX_MODEL_DEF_BYTES``.
+    """
+    config = parse_config_or_400(config_source)
+    limit = settings.HEADWAY_MAX_MODEL_DEF_BYTES
+    if len(model_definition) > limit:
+        raise PayloadTooLarge(
+            f"model_definition is {len(model_definition)} bytes; the limit is {limit} bytes",
+            {"model_definition": [f"Over the {limit}-byte limit."]},
+        )
+    try:
+        validate_model_definition(
+            model_definition, max_bytes=limit, entrypoint_class=config.entrypoint_trial_class
+        )
+    except ModelDefinitionError as exc:
+        field = "config.entrypoint" if exc.field == "entrypoint" else exc.field
+        raise InvalidInput({field: [str(exc)]}) from None
+    config = _complete_config(config)
+    data = config.to_dict()
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            owner=owner,
+            name=config.name,
+            description=config.description,
+            labels=list(config.labels),
+            config=data,
+            original_config=config_source if isinstance(config_source, str) else "",
+            model_definition=model_definition,
+            model_definition_size=len(model_definition),
+            source_trial=source_trial,
+        )
+        searcher = build_searcher(config, data["reproducibility"]["experiment_seed"])
+        _apply_operations(experiment, searcher, searcher.initial_operations(), warm_start_checkpoint)
+    return experiment
+
+
+def _apply_operations(
+    experiment: Experiment, searcher, operations: list[Operation], warm_start=None
+) -> None:
+    """Carry out searcher operations; the caller holds the experiment in a transaction."""
+    pending = list(operations)
+    shutdown = bool(experiment.searcher_state.get("shutdown"))
+    while pending:
+        op = pending.pop(0)
+        if isinstance(op, Create):
+            trial = Trial.objects.create(
+                experiment=experiment,
+                request_id=op.request_id,
+                hparams=op.hparams,
+                seed=op.seed,
+                warm_start_checkpoint=warm_start,
+            )
+            schedule_run(trial)
+            pending.extend(searcher.on_trial_created(op.request_id))
+        elif isinstance(op, Shutdown):
+            shutdown = True
+        # ValidateAfter / Close: trials train to the configured max_length and close themselves.
+    experiment.searcher_state = {**searcher.state_dict(), "shutdown": shutdown}
+    experiment.save(update_fields=["searcher_state"])
+
+
+def _lock_experiment_trials(experiment_id: int) -> tuple[Experiment, list[Trial]]:
+    # Trials first, then the experiment: the same order as trial transitions (no deadlock).
+    trials = list(
+        Trial.objects.select_for_update()
+        .select_related("experiment")
+        .filter(experiment_id=experiment_id)
+        .order_by("id")
+    )
+    experiment = Experiment.objects.select_for_update().get(id=experiment_id)
+    return experiment, trials
+
+
+def _check(experiment: Experiment, allowed: set[State], verb: str) -> None:
+    if experiment.state not in allowed:
+        raise IllegalTransition(
+            f"experiment {experiment.id} is {experiment.state}; it can be {verb} only when "
+            f"{' or '.join(sorted(allowed))}"
+        )
+
+
+def experiment_pause(*, experiment_id: int) -> Experiment:
+    """Pause every running trial (each checkpoints and stops); PAUSED → no-op.
+
+    Raises:
+        IllegalTransition: the experiment has ended or is stopping.
+    """
+    with transaction.atomic():
+        experiment, trials = _lock_experiment_trials(experiment_id)
+        if experiment.state == State.PAUSED:
+            return experiment
+        _check(experiment, {State.ACTIVE}, "paused")
+        for trial in trials:
+            if trial.state == State.ACTIVE:
+                trial_pause_locked(trial)
+        experiment.state = State.PAUSED
+        experiment.save(update_fields=["state"])
+        return refresh_experiment(experiment_id)
+
+
+def experiment_activate(*, experiment_id: int) -> Experiment:
+    """Resume every paused trial from its latest checkpoint; ACTIVE → no-op.
+
+    Raises:
+        IllegalTransition: the experiment has ended or is stopping.
+    """
+    with transaction.atomic():
+        experiment, trials = _lock_experiment_trials(experiment_id)
+        if experiment.state == State.ACTIVE:
+            return experiment
+        _check(experiment, {State.PAUSED}, "activated")
+        for trial in trials:
+            if trial.state == State.PAUSED:
+                trial_activate_locked(trial)
+        experiment.state = State.ACTIVE
+        experiment.save(update_fields=["state"])
+        return refresh_experiment(experiment_id)
+
+
+def _stop(experiment_id: int, stopping: State, stop_trial) -> Experiment:
+    with transaction.atomic():
+        experiment, trials = _lock_experiment_trials(experiment_id)
+        if experiment.state in TERMINAL_STATES or experiment.state in STOPPING_STATES:
+            if experiment.state in (State.CANCELED, stopping):
+                return experiment
+            if not (stopping == State.STOPPING_KILLED and experiment.state in STOPPING_STATES):
+                raise IllegalTransition(
+                    f"experiment {experiment.id} is {experiment.state}; it can no longer be stopped"
+                )
+        experiment.state = stopping
+        experiment.save(update_fields=["state"])
+        for trial in trials:
+            if trial.state not in TERMINAL_STATES:
+                stop_trial(trial)
+        return refresh_experiment(experiment_id)
+
+
+def experiment_cancel(*, experiment_id: int) -> Experiment:
+    """Stop every trial gracefully with a checkpoint; the experiment ends CANCELED."""
+    return _stop(experiment_id, State.STOPPING_CANCELED, trial_cancel_locked)
+
+
+def experiment_kill(*, experiment_id: int) -> Experiment:
+    """Terminate every trial's process now; the experiment ends CANCELED."""
+    return _stop(experiment_id, State.STOPPING_KILLED, trial_kill_locked)
+
+
+def _set_archived(experiment_id: int, archived: bool) -> Experiment:
+    with transaction.atomic():
+        experiment = Experiment.objects.select_for_update().get(id=experiment_id)
+        if archived and not experiment.is_terminal:
+            raise IllegalTransition(
+                f"experiment {experiment.id} is {experiment.state}; only ended experiments "
+                "(COMPLETED, CANCELED, ERROR) can be archived"
+            )
+        experiment.archived = archived
+        experiment.save(update_fields=["archived"])
+        return experiment
+
+
+def experiment_archive(*, experiment_id: int) -> Experiment:
+    """Hide an ended experiment from default lists."""
+    return _set_archived(experiment_id, True)
+
+
+def experiment_unarchive(*, experiment_id: int) -> Experiment:
+    """Show an archived experiment again."""
+    return _set_archived(experiment_id, False)

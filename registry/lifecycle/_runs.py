@@ -1,0 +1,141 @@
+"""A trial's runs: claimed by a worker, heartbeating, acknowledging a stop, exiting or lost."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from registry.lifecycle._common import lock_trial, refresh_experiment, trial_end
+from registry.models import RunState, State, Trial, TrialRun
+from registry.scheduler import schedule_run
+
+logger = logging.getLogger("headway.lifecycle")
+
+
+def trial_run_claim(*, trial_id: int, run_id: int, worker: str) -> TrialRun | None:
+    """Claim a queued run for ``worker``; None when it was already claimed or is stale.
+
+    A conditional UPDATE makes redelivered or duplicated tasks harmless: only one claimer sees
+    a row change.
+    """
+    claimed = TrialRun.objects.filter(
+        trial_id=trial_id, run_id=run_id, state=RunState.QUEUED, trial__state=State.ACTIVE
+    ).update(state=RunState.STARTING, worker=worker, started_at=timezone.now(), heartbeat_at=timezone.now())
+    if claimed != 1:
+        return None
+    return TrialRun.objects.select_related("trial__experiment").get(trial_id=trial_id, run_id=run_id)
+
+
+def trial_run_running(*, trial_id: int, run_id: int) -> None:
+    """Mark a claimed run as RUNNING (its process started)."""
+    TrialRun.objects.filter(trial_id=trial_id, run_id=run_id, state=RunState.STARTING).update(
+        state=RunState.RUNNING, heartbeat_at=timezone.now()
+    )
+
+
+def trial_run_heartbeat(*, trial_id: int, run_id: int) -> str:
+    """Record that the worker running this run is alive; return the run's stop request."""
+    TrialRun.objects.filter(trial_id=trial_id, run_id=run_id).exclude(
+        state=RunState.EXITED
+    ).update(heartbeat_at=timezone.now())
+    return (
+        TrialRun.objects.filter(trial_id=trial_id, run_id=run_id)
+        .values_list("stop_requested", flat=True)
+        .first()
+        or ""
+    )
+
+
+def trial_preempt_acknowledge(*, trial_id: int, run_id: int) -> bool:
+    """The process checkpointed after a stop request and will exit 0 to be resumed later.
+
+    Returns False when the run has no pending stop request (nothing to acknowledge).
+    """
+    return bool(
+        TrialRun.objects.filter(trial_id=trial_id, run_id=run_id)
+        .exclude(stop_requested="")
+        .exclude(state=RunState.EXITED)
+        .update(preempt_acknowledged=True)
+    )
+
+
+def trial_run_exited(*, trial_id: int, run_id: int, exit_code: int | None) -> Trial:
+    """Record a run's exit (``exit_code=None``: its worker was lost) and decide what is next.
+
+    By the trial's state: STOPPING_CANCELED/KILLED → CANCELED; PAUSED stays PAUSED (activate
+    resumes it); ACTIVE: exit 0 after acknowledging a stop → re-queued (resume), exit 0 →
+    COMPLETED, lost worker → re-queued (not counted as a restart), failure → re-queued from the
+    latest checkpoint while ``restarts < max_restarts``, else ERROR. A report for a run that
+    already exited (a retried task) changes nothing.
+    """
+    with transaction.atomic():
+        trial = lock_trial(trial_id)
+        run = TrialRun.objects.select_for_update().filter(trial_id=trial_id, run_id=run_id).first()
+        if run is None or run.state == RunState.EXITED:
+            return trial
+        run.state = RunState.EXITED
+        run.exit_code = exit_code
+        run.ended_at = timezone.now()
+        run.save(update_fields=["state", "exit_code", "ended_at"])
+        if trial.run_id != run_id:
+            return trial  # a superseded run; the trial moved on already
+        if trial.state in (State.STOPPING_CANCELED, State.STOPPING_KILLED):
+            trial_end(trial, State.CANCELED)
+        elif trial.state == State.ACTIVE:
+            _after_active_run(trial, run, exit_code)
+        refresh_experiment(trial.experiment_id)
+    return trial
+
+
+def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None) -> None:
+    if exit_code == 0 and run.preempt_acknowledged:
+        schedule_run(trial)  # preempted, then activated before it exited: resume
+    elif exit_code == 0:
+        trial_end(trial, State.COMPLETED)
+    elif exit_code is None:
+        logger.warning("trial %s lost its worker during run %s; re-queued", trial.id, run.run_id)
+        schedule_run(trial)
+    elif trial.restarts < trial.experiment.config.get("max_restarts", 5):
+        trial.restarts += 1
+        trial.save(update_fields=["restarts"])
+        logger.warning(
+            "trial %s run %s exited with %s; restart %s", trial.id, run.run_id, exit_code, trial.restarts
+        )
+        schedule_run(trial)
+    else:
+        trial_end(trial, State.ERROR)
+
+
+def reap_lost_runs(*, timeout: timedelta) -> list[tuple[int, int]]:
+    """Treat runs whose worker stopped heartbeating for ``timeout`` as lost; re-queue their trials.
+
+    Returns the ``(trial_id, run_id)`` pairs reaped. Safe to run from several places at once:
+    ``trial_run_exited`` ignores runs that already exited.
+    """
+    cutoff = timezone.now() - timeout
+    stale = list(
+        TrialRun.objects.filter(
+            state__in=[RunState.STARTING, RunState.RUNNING], heartbeat_at__lt=cutoff
+        ).values_list("trial_id", "run_id")
+    )
+    for trial_id, run_id in stale:
+        trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=None)
+    return stale
+
+
+def trial_report_progress(*, trial_id: int, progress: float) -> None:
+    """Store a trial's training progress in [0, 1] (clamped) and refresh its experiment's."""
+    progress = min(max(float(progress), 0.0), 1.0)
+    with transaction.atomic():
+        trial = lock_trial(trial_id)
+        trial.progress = progress
+        trial.save(update_fields=["progress"])
+        refresh_experiment(trial.experiment_id)
+
+
+def trial_searcher_completed(*, trial_id: int, length: int, metric: float) -> None:
+    """Record the searcher metric a trial reported for its completed operation."""
+    Trial.objects.filter(id=trial_id).update(searcher_metric_reported=metric)

@@ -1,0 +1,100 @@
+// Experiment page: draw the metrics chart, then poll the live endpoint while the experiment runs.
+// Polling, not a SPA (STYLE.md §9): the server answers an `updated` token and re-sends the figure
+// and the trials table only when that token changed; Plotly.react redraws in place and keeps the
+// user's zoom and log/linear choice (layout.uirevision).
+(function () {
+  "use strict";
+  var POLL_MS = 2000;
+  var MAX_BACKOFF_MS = 30000;
+  var root = document.getElementById("experiment");
+  var chart = document.getElementById("metrics-chart");
+  var figure = JSON.parse(document.getElementById("metrics-figure").textContent);
+  var config = { responsive: true, displaylogo: false };
+  var token = root.dataset.updated;
+  var terminal = root.dataset.terminal === "true";
+  var timer = null;
+  var inFlight = false;
+  var failures = 0;
+
+  Plotly.newPlot(chart, figure.data, figure.layout, config);
+
+  function badge(state) {
+    var span = document.createElement("span");
+    span.className = "badge state-" + state.toLowerCase();
+    span.textContent = state;
+    return span;
+  }
+
+  function showSummary(data) {
+    var state = document.getElementById("experiment-state");
+    state.replaceChildren(badge(data.state));
+    var percent = Math.round(data.progress * 100);
+    var progress = document.querySelector("#experiment-progress .progress");
+    progress.title = percent + "%";
+    progress.querySelector(".progress-bar").style.width = percent + "%";
+    progress.querySelector(".progress-label").textContent = percent + "%";
+    if (data.best_validation !== null) {
+      document.getElementById("experiment-best").textContent =
+        Number(data.best_validation.toPrecision(6)).toString();
+    }
+  }
+
+  function schedule(delay) {
+    clearTimeout(timer);
+    timer = null;
+    if (!terminal && !document.hidden) {
+      timer = setTimeout(poll, delay);
+    }
+  }
+
+  function poll() {
+    if (inFlight || terminal || document.hidden) {
+      return;
+    }
+    inFlight = true;
+    var url = root.dataset.liveUrl + "?since=" + encodeURIComponent(token);
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (response) {
+        // A redirect to the login page (session expired) is not JSON: stop quietly.
+        if (!response.ok || response.redirected) {
+          throw new Error("live update failed: " + response.status);
+        }
+        return response.json();
+      })
+      .then(function (data) {
+        failures = 0;
+        showSummary(data);
+        if (data.updated !== token) {
+          if (data.figure) {
+            Plotly.react(chart, data.figure.data, data.figure.layout, config);
+          }
+          if (data.trials_html !== null) {
+            document.getElementById("trials").innerHTML = data.trials_html;
+          }
+          token = data.updated;
+          root.dataset.updated = token;
+        }
+        terminal = data.terminal;
+        root.dataset.terminal = terminal ? "true" : "false";
+      })
+      .catch(function () {
+        failures += 1;
+      })
+      .finally(function () {
+        inFlight = false;
+        schedule(Math.min(POLL_MS * Math.pow(2, failures), MAX_BACKOFF_MS));
+      });
+  }
+
+  // Hidden tabs do not poll; coming back polls at once.
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) {
+      clearTimeout(timer);
+      timer = null;
+    } else {
+      poll();
+    }
+  });
+
+  schedule(POLL_MS);
+})();
