@@ -26,6 +26,16 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 MANAGE = str(REPO / "manage.py")
 START_TIMEOUT_S = 60.0
+# runserver with Nagle's algorithm off on accepted sockets: the fix proposed in the bench report.
+# wsgiref writes the status/headers and the body in separate send() calls; with Nagle on, the
+# body waits for the client's delayed ACK (40 ms on Linux) on every keep-alive request.
+_NODELAY_RUNSERVER = (
+    "import sys, django; django.setup()\n"
+    "from django.core.servers.basehttp import WSGIRequestHandler\n"
+    "WSGIRequestHandler.disable_nagle_algorithm = True\n"
+    "from django.core.management import call_command\n"
+    "call_command('runserver', '--noreload', sys.argv[1])\n"
+)
 
 
 def free_port() -> int:
@@ -156,7 +166,8 @@ class Server:
 
     Args:
         backend: the database/env to serve.
-        kind: ``runserver`` (Django's threaded dev server, what the embedded setup runs) or
+        kind: ``runserver`` (Django's threaded dev server, what the embedded setup runs),
+            ``runserver_nodelay`` (the same with TCP_NODELAY on accepted sockets) or
             ``gunicorn`` (``workers`` sync processes; only when gunicorn is importable).
         workers: gunicorn worker processes (ignored for runserver).
 
@@ -174,6 +185,8 @@ class Server:
     def _command(self) -> list[str]:
         if self.kind == "runserver":
             return [sys.executable, MANAGE, "runserver", "--noreload", f"127.0.0.1:{self.port}"]
+        if self.kind == "runserver_nodelay":
+            return [sys.executable, "-c", _NODELAY_RUNSERVER, f"127.0.0.1:{self.port}"]
         if self.kind == "gunicorn":
             return [
                 sys.executable, "-m", "gunicorn", "config.wsgi:application",

@@ -247,6 +247,10 @@ def _print_by_package(stats, n_requests: int) -> None:
         print(f"  {label:16s} {secs * 1000 / n_requests:8.3f} ms/request  {pct:5.1f}%")
 
 
+def _round(value: float | bool) -> float | bool:
+    return value if isinstance(value, bool) else round(value, 3)
+
+
 def _fmt(value: float | bool | None, spec: str) -> str:
     if value is None:
         return "-"
@@ -285,8 +289,8 @@ def main() -> None:
     if args.profile_child:
         return _profile_child(args.profile_child)
 
-    kinds = ["runserver"] + (["gunicorn"] if gunicorn_available() else [])
-    if len(kinds) == 1:
+    kinds = ["runserver", "runserver_nodelay"] + (["gunicorn"] if gunicorn_available() else [])
+    if "gunicorn" not in kinds:
         print("note: gunicorn is not installed (not a dependency); measuring runserver only.")
     backends = [Backend.sqlite]
     if not args.no_postgres:
@@ -307,7 +311,7 @@ def main() -> None:
                 r = measure(backend, token, kind)
                 results[f"{backend.label}/{kind}"] = r
                 prefix = backend.label if kind == "runserver" else f"{backend.label}_{kind}"
-                figures.update({f"{prefix}_{k}": round(v, 3) for k, v in r.items()})
+                figures.update({f"{prefix}_{k}": _round(v) for k, v in r.items()})
             embedded = results[f"{backend.label}/runserver"]
             met = (
                 embedded["batched_points_per_s"] >= TARGET_POINTS_PER_S

@@ -310,7 +310,7 @@ def test_preemption_watcher_turns_true_after_the_registry_flips(managed: Any) ->
         fake.should_preempt = False
         assert ctx.preempt.should_preempt() is True  # stays True
     polls = [r for r in fake.requests if r["path"] == "/api/v1/trials/3/preempt/"]
-    assert polls[0]["query"] == {"run_id": "2"}
+    assert polls[0]["query"] == {"run_id": "2", "timeout": "20"}  # a long-poll
     assert fake.posts("/api/v1/trials/3/preempt/ack/") == [{"run_id": 2}]
 
 

@@ -230,7 +230,7 @@ def _managed_init(
     sink = RegistryMetricReporter(session(max_retries=0), trial_id)
     main_session = session()
     watcher = PreemptionWatcher(
-        session(max_retries=0, timeout=10.0), trial_id, run_id, interval=preempt_poll_interval
+        session(max_retries=0, timeout=30.0), trial_id, run_id, interval=preempt_poll_interval
     )
     return Context(
         train=TrainContext(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 
 import requests
 
@@ -35,23 +36,36 @@ class PreemptMode(enum.Enum):
 
 
 class PreemptionWatcher:
-    """Background thread polling ``GET trials/{id}/preempt/?run_id=`` every ``interval`` s.
+    """Background thread long-polling ``GET trials/{id}/preempt/?run_id=&timeout=S``.
 
-    ``should_preempt`` is a plain attribute: False until the registry answers
-    ``{"should_preempt": true}``, then True forever (the thread stops polling). Failed polls are
-    logged and retried at the next tick; the thread sleeps on an Event, so ``close()`` wakes it.
+    The registry holds each request open until the run gets a stop request or ``S`` seconds
+    pass, so a pause reaches ``should_preempt`` within about 0.1 s while an idle trial makes one
+    request per ``S`` seconds. ``should_preempt`` is a plain attribute: False until the registry
+    answers ``{"should_preempt": true}``, then True forever (the thread stops). Failed polls, and
+    answers that came back early without a stop (a registry without long-poll), wait
+    ``interval`` seconds on an Event, so ``close()`` wakes the thread.
 
     Arguments:
         session (Session): used by this thread only.
         trial_id (int), run_id (int): the run being watched.
-        interval (float): seconds between polls.
+        interval (float): seconds to wait after a failed or early-returning poll.
+        long_poll (int): seconds the registry may hold one request (<= 60, below the session's
+            timeout).
     """
 
-    def __init__(self, session: Session, trial_id: int, run_id: int, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        session: Session,
+        trial_id: int,
+        run_id: int,
+        interval: float = 1.0,
+        long_poll: int = 20,
+    ) -> None:
         self.should_preempt = False
         self._session = session
         self._path = f"trials/{trial_id}/preempt/"
-        self._params = {"run_id": run_id}
+        self._long_poll = long_poll
+        self._params = {"run_id": run_id, "timeout": long_poll}
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -68,14 +82,15 @@ class PreemptionWatcher:
                 self._thread.start()
 
     def close(self) -> None:
-        """Stop polling; returns within about one request timeout at worst."""
+        """Stop polling without waiting for an open long-poll (the thread is a daemon)."""
         self._stop.set()
         if self._started and self._thread.is_alive():
-            self._thread.join(timeout=5.0)
+            self._thread.join(timeout=0.1)
 
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
+            began = time.monotonic()
             try:
                 answer = self._session.get(self._path, params=self._params)
             except (APIError, requests.RequestException) as exc:
@@ -88,6 +103,8 @@ class PreemptionWatcher:
                     logger.info("preemption requested by the registry")
                     self.should_preempt = True
                     return
+                if time.monotonic() - began >= self._long_poll / 2:
+                    continue  # a full long-poll: ask again at once
             self._stop.wait(self._interval)
 
 

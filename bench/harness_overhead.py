@@ -1,0 +1,194 @@
+"""Harness overhead: samples/s of one training loop under ``headway.pytorch`` vs raw PyTorch.
+
+Run from the repository root: ``.venv/bin/python bench/harness_overhead.py`` (``make bench``).
+
+Two models on scikit-learn's digits (1,437 training images as 64 features, batch 32, SGD with
+momentum, shuffled every epoch):
+
+- tiny: MLP 64-128-10, where per-batch harness work is most visible;
+- large: MLP 64-2048-2048-2048-10, compute-bound (what the harness should not slow down).
+
+Raw: ``for x, y in torch.utils.data.DataLoader(..., shuffle=True)`` + forward / backward / step.
+Harness: the same model as a ``PyTorchTrial`` run by ``Trainer.fit(max_length=Batch(n))`` in
+local mode (training metrics returned as tensors each batch, averaged and reported every 100
+batches, preemption checked every batch). The harness is timed from ``fit()`` until the final
+validation starts, so data-loader setup and metric reports are included; the end-of-training
+validation and checkpoint are timed separately ("fixed cost"). After a warm-up, raw and harness
+runs alternate ``--repeats`` times and the medians are compared. Targets: >= 0.95x raw on the large
+model, >= 0.85x on the tiny one. ``--profile`` prints a cProfile of one tiny harness run.
+The last line printed is a JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import torch
+from sklearn.datasets import load_digits
+from torch import nn
+
+from headway import pytorch
+
+BATCH = 32
+
+
+def _dataset() -> torch.utils.data.TensorDataset:
+    digits = load_digits()
+    x = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(digits.target, dtype=torch.long)
+    return torch.utils.data.TensorDataset(x[:1437], y[:1437])
+
+
+def _model(kind: str) -> nn.Module:
+    if kind == "tiny":
+        return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    width = 2048
+    return nn.Sequential(
+        nn.Linear(64, width), nn.ReLU(),
+        nn.Linear(width, width), nn.ReLU(),
+        nn.Linear(width, width), nn.ReLU(),
+        nn.Linear(width, 10),
+    )
+
+
+def _optimizer(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def run_raw(kind: str, batches: int, dataset: torch.utils.data.TensorDataset) -> float:
+    """Samples/s of a plain PyTorch loop over ``batches`` batches."""
+    torch.manual_seed(0)
+    model = _model(kind)
+    opt = _optimizer(model)
+    loss_fn = nn.CrossEntropyLoss()
+    start = time.perf_counter()
+    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=True)
+    done = 0
+    while done < batches:
+        for x, y in loader:
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            done += 1
+            if done == batches:
+                break
+    return batches * BATCH / (time.perf_counter() - start)
+
+
+class _Clock(pytorch.PyTorchCallback):
+    def __init__(self) -> None:
+        self.training_done = 0.0
+
+    def on_validation_start(self) -> None:
+        self.training_done = time.perf_counter()
+
+
+class BenchTrial(pytorch.PyTorchTrial):
+    """The raw loop's model, optimizer and data as a PyTorchTrial."""
+
+    def __init__(self, context: pytorch.PyTorchTrialContext) -> None:
+        self.context = context
+        self.dataset: torch.utils.data.TensorDataset = context.get_hparam("dataset")
+        self.model = context.wrap_model(_model(context.get_hparam("kind")))
+        self.opt = context.wrap_optimizer(_optimizer(self.model))
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.clock = _Clock()
+
+    def build_training_data_loader(self) -> pytorch.DataLoader:
+        return pytorch.DataLoader(
+            self.dataset, batch_size=self.context.get_per_slot_batch_size(), shuffle=True
+        )
+
+    def build_validation_data_loader(self) -> pytorch.DataLoader:
+        subset = torch.utils.data.Subset(self.dataset, range(BATCH))
+        return pytorch.DataLoader(subset, batch_size=BATCH)
+
+    def build_callbacks(self) -> dict[str, pytorch.PyTorchCallback]:
+        return {"clock": self.clock}
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
+        x, y = batch
+        loss = self.loss_fn(self.model(x), y)
+        self.context.backward(loss)
+        self.context.step_optimizer(self.opt)
+        return {"loss": loss}
+
+    def evaluate_batch(self, batch: Any) -> dict[str, Any]:
+        x, y = batch
+        return {"validation_loss": self.loss_fn(self.model(x), y)}
+
+
+def run_harness(
+    kind: str, batches: int, dataset: torch.utils.data.TensorDataset
+) -> tuple[float, float]:
+    """(samples/s of the training loop, seconds of the final validation + checkpoint)."""
+    hparams = {"global_batch_size": BATCH, "kind": kind, "dataset": dataset}
+    with tempfile.TemporaryDirectory() as storage:
+        with pytorch.init(hparams=hparams, checkpoint_storage=storage) as context:
+            trial = BenchTrial(context)
+            trainer = pytorch.Trainer(trial, context)
+            start = time.perf_counter()
+            trainer.fit(max_length=pytorch.Batch(batches), checkpoint_policy="none")
+            end = time.perf_counter()
+    return batches * BATCH / (trial.clock.training_done - start), end - trial.clock.training_done
+
+
+def measure(kind: str, batches: int, repeats: int, dataset: Any) -> dict[str, float]:
+    """Warm up both loops, then alternate them ``repeats`` times; return medians."""
+    run_raw(kind, max(batches // 5, 10), dataset)
+    run_harness(kind, max(batches // 5, 10), dataset)
+    raw, harness, fixed = [], [], []
+    for _ in range(repeats):
+        raw.append(run_raw(kind, batches, dataset))
+        sps, cost = run_harness(kind, batches, dataset)
+        harness.append(sps)
+        fixed.append(cost)
+    raw_sps, harness_sps = statistics.median(raw), statistics.median(harness)
+    return {
+        f"{kind}_raw_sps": round(raw_sps, 1),
+        f"{kind}_harness_sps": round(harness_sps, 1),
+        f"{kind}_ratio": round(harness_sps / raw_sps, 3),
+        f"{kind}_overhead_us_per_batch": round((BATCH / harness_sps - BATCH / raw_sps) * 1e6, 1),
+        f"{kind}_fixed_cost_s": round(statistics.median(fixed), 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny-batches", type=int, default=2000)
+    parser.add_argument("--large-batches", type=int, default=150)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    dataset = _dataset()
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(run_harness, "tiny", args.tiny_batches, dataset)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    figures: dict[str, Any] = {"torch_threads": torch.get_num_threads(), "batch_size": BATCH}
+    figures.update(measure("tiny", args.tiny_batches, args.repeats, dataset))
+    figures.update(measure("large", args.large_batches, args.repeats, dataset))
+    print(f"{'model':<8}{'raw samples/s':>16}{'harness samples/s':>20}{'ratio':>8}{'target':>8}"
+          f"{'µs/batch':>10}{'end cost s':>12}")
+    for kind, target in (("tiny", 0.85), ("large", 0.95)):
+        print(
+            f"{kind:<8}{figures[f'{kind}_raw_sps']:>16,.0f}{figures[f'{kind}_harness_sps']:>20,.0f}"
+            f"{figures[f'{kind}_ratio']:>8.3f}{target:>8.2f}"
+            f"{figures[f'{kind}_overhead_us_per_batch']:>10.1f}{figures[f'{kind}_fixed_cost_s']:>12.3f}"
+        )
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
