@@ -15,10 +15,23 @@ from django.db.models import Count, QuerySet
 
 from dashboard.charts import metrics_figure
 from registry.metrics import read_series
-from registry.models import Checkpoint, CheckpointState, Experiment, Trial, TrialLog
+from registry.models import (
+    TERMINAL_STATES,
+    Checkpoint,
+    CheckpointState,
+    Experiment,
+    State,
+    Trial,
+    TrialLog,
+)
 
 CHECKPOINT_DOWNLOAD_URL = "/api/v1/checkpoints/{uuid}/download"
 LOG_TAIL_LINES = 2000
+# Which buttons to show. This only hides controls that ``registry.lifecycle`` would refuse
+# (docs/lifecycle.md); the lifecycle still decides, so a stale page gets its 409 message.
+_STOPPABLE = frozenset({State.ACTIVE, State.PAUSED})
+_KILLABLE = frozenset(State) - TERMINAL_STATES - {State.STOPPING_KILLED}
+CONTINUABLE = frozenset({State.PAUSED, State.COMPLETED, State.CANCELED, State.ERROR})
 
 
 def experiment_list() -> QuerySet[Experiment]:
@@ -56,11 +69,45 @@ def format_length(length: Any) -> str:
     return "" if length is None else str(length)
 
 
+def _actions(state: str) -> list[str]:
+    actions = []
+    if state == State.ACTIVE:
+        actions.append("pause")
+    if state == State.PAUSED:
+        actions.append("activate")
+    if state in _STOPPABLE:
+        actions.append("cancel")
+    if state in _KILLABLE:
+        actions.append("kill")
+    return actions
+
+
+def experiment_actions(experiment: Experiment) -> list[str]:
+    """The experiment controls legal in its current state, in button order.
+
+    ``pause`` when ACTIVE, ``activate`` when PAUSED, ``cancel`` when either, ``kill`` in any
+    unfinished state but STOPPING_KILLED, ``archive`` when ended and not archived, and
+    ``unarchive`` when archived.
+    """
+    actions = _actions(experiment.state)
+    if experiment.archived:
+        actions.append("unarchive")
+    elif experiment.state in TERMINAL_STATES:
+        actions.append("archive")
+    return actions
+
+
+def trial_actions(trial: Trial) -> list[str]:
+    """The trial controls (pause, activate, cancel, kill) legal in its current state."""
+    return _actions(trial.state)
+
+
 def experiment_trials(experiment: Experiment) -> list[Trial]:
     """The experiment's trials with display extras attached.
 
-    Each trial gets ``current_run`` (its latest ``TrialRun`` or None), ``hparams_flat`` and
-    ``checkpoint_list`` (completed checkpoints, newest step first, each with ``download_url``).
+    Each trial gets ``current_run`` (its latest ``TrialRun`` or None), ``hparams_flat``,
+    ``checkpoint_list`` (completed checkpoints, newest step first, each with ``download_url``),
+    ``actions`` (``trial_actions``) and ``can_continue`` (PAUSED or ended, with a checkpoint).
     """
     trials = list(experiment.trials.prefetch_related("runs").order_by("id"))
     checkpoints: dict[int, list[Checkpoint]] = {t.id: [] for t in trials}
@@ -75,6 +122,8 @@ def experiment_trials(experiment: Experiment) -> list[Trial]:
         trial.current_run = runs.get(trial.run_id)
         trial.hparams_flat = flatten_hparams(trial.hparams)
         trial.checkpoint_list = checkpoints.get(trial.id, [])
+        trial.actions = trial_actions(trial)
+        trial.can_continue = trial.state in CONTINUABLE and bool(trial.checkpoint_list)
     return trials
 
 

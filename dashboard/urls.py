@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from dashboard import views
+from dashboard import controls, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -10,4 +10,11 @@ urlpatterns = [
     path("experiments/<int:experiment_id>/", views.experiment, name="experiment"),
     path("experiments/<int:experiment_id>/live", views.experiment_live, name="experiment-live"),
     path("trials/<int:trial_id>/logs/", views.trial_logs, name="trial-logs"),
+    path(
+        "experiments/<int:experiment_id>/control/<str:action>",
+        controls.experiment_control,
+        name="experiment-control",
+    ),
+    path("trials/<int:trial_id>/control/<str:action>", controls.trial_control, name="trial-control"),
+    path("trials/<int:trial_id>/continue", controls.trial_continue, name="trial-continue"),
 ]

@@ -1,6 +1,20 @@
-"""The ``headway`` command line: log in, create and follow experiments, read trials, logs and
-checkpoints over the registry's REST API. Entry point: ``headway.cli.main:main``."""
+"""The ``headway`` command line: log in, create, follow and control experiments and trials,
+read logs and checkpoints over the registry's REST API. Entry point: ``headway.cli.main:main``."""
 
 from headway.cli._model_def import MAX_MODEL_DEF_BYTES, ModelDefinitionError, pack_model_definition
+from headway.cli._overrides import (
+    OverrideError,
+    merge_hparam_overrides,
+    parse_hparam_overrides,
+    parse_max_length,
+)
 
-__all__ = ["MAX_MODEL_DEF_BYTES", "ModelDefinitionError", "pack_model_definition"]
+__all__ = [
+    "MAX_MODEL_DEF_BYTES",
+    "ModelDefinitionError",
+    "OverrideError",
+    "merge_hparam_overrides",
+    "pack_model_definition",
+    "parse_hparam_overrides",
+    "parse_max_length",
+]

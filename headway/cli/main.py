@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import requests
 
-from headway.cli import _auth, _checkpoint, _experiment, _trial
+from headway.cli import _auth, _checkpoint, _controls, _experiment, _trial
 from headway.cli._common import DEFAULT_MASTER, CLIError, master_url
-from headway.client import APIError, UnauthenticatedError
+from headway.client import APIError, ConflictError, UnauthenticatedError
 from headway.config import ConfigError
 
 
@@ -45,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     exp_describe.add_argument("id", metavar="ID", type=int)
     exp_describe.add_argument("--json", action="store_true", help="print raw JSON")
     exp_describe.set_defaults(func=_experiment.cmd_describe)
+    _controls.add_experiment_controls(exp_cmds)
 
-    trial = commands.add_parser("trial", aliases=["t"], help="inspect trials")
+    trial = commands.add_parser("trial", aliases=["t"], help="inspect and control trials")
     trial_cmds = trial.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
     trial_describe = trial_cmds.add_parser("describe", help="show a trial")
     trial_describe.add_argument("id", metavar="ID", type=int)
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--follow", "-f", action="store_true", help="wait for new lines")
     logs.add_argument("--timestamps", "-t", action="store_true", help="prefix timestamps")
     logs.set_defaults(func=_trial.cmd_logs)
+    _controls.add_trial_controls(trial_cmds)
 
     checkpoint = commands.add_parser("checkpoint", aliases=["c"], help="list/download checkpoints")
     ckpt_cmds = checkpoint.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
@@ -98,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CLIError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code if isinstance(exc, CLIError) else 2
+    except ConflictError as exc:
+        # An illegal transition: the master's reason already names the current state.
+        detail = exc.body.get("detail") if isinstance(exc.body, dict) else None
+        print(f"error: {detail or exc}", file=sys.stderr)
+        return 1
     except UnauthenticatedError as exc:
         print(f"error: {exc} (run `headway login` or set $HEADWAY_TOKEN)", file=sys.stderr)
         return 1

@@ -1,0 +1,115 @@
+"""Control views: POST-only forms that pause, activate, cancel, kill, archive and continue.
+
+Each view only validates the request and calls one ``registry.lifecycle`` function, the single
+place that changes states (STYLE.md §3); the outcome is shown with a ``messages`` note on the
+page it redirects to. An illegal transition (a stale page, a double click) becomes an error note,
+never a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_POST
+
+from dashboard.forms import ContinueTrialForm
+from headway.cli import merge_hparam_overrides
+from registry import lifecycle
+from registry.errors import RegistryError
+from registry.models import Experiment, Trial
+
+EXPERIMENT_CONTROLS: dict[str, Callable[..., Experiment]] = {
+    "pause": lifecycle.experiment_pause,
+    "activate": lifecycle.experiment_activate,
+    "cancel": lifecycle.experiment_cancel,
+    "kill": lifecycle.experiment_kill,
+    "archive": lifecycle.experiment_archive,
+    "unarchive": lifecycle.experiment_unarchive,
+}
+TRIAL_CONTROLS: dict[str, Callable[..., Trial]] = {
+    "pause": lifecycle.trial_pause,
+    "activate": lifecycle.trial_activate,
+    "cancel": lifecycle.trial_cancel,
+    "kill": lifecycle.trial_kill,
+}
+
+
+def _service(table: dict[str, Callable[..., Any]], action: str) -> Callable[..., Any]:
+    try:
+        return table[action]
+    except KeyError:
+        raise Http404(f"Unknown control {action!r}.") from None
+
+
+@require_POST
+@login_required
+def experiment_control(request: HttpRequest, experiment_id: int, action: str) -> HttpResponse:
+    """``POST /experiments/<id>/control/<action>``: one of ``EXPERIMENT_CONTROLS``.
+
+    Redirects to the experiment page with ``Experiment <id>: <STATE>`` or the refusal's reason.
+    Raises ``Http404`` for an unknown action or experiment.
+    """
+    service = _service(EXPERIMENT_CONTROLS, action)
+    get_object_or_404(Experiment.objects.only("id"), id=experiment_id)
+    try:
+        experiment = service(experiment_id=experiment_id)
+    except RegistryError as exc:
+        messages.error(request, exc.detail)
+    else:
+        archived = " (archived)" if experiment.archived else ""
+        messages.success(request, f"Experiment {experiment.id}: {experiment.state}{archived}")
+    return redirect("dashboard:experiment", experiment_id)
+
+
+@require_POST
+@login_required
+def trial_control(request: HttpRequest, trial_id: int, action: str) -> HttpResponse:
+    """``POST /trials/<id>/control/<action>``: one of ``TRIAL_CONTROLS``.
+
+    Redirects to the trial's experiment page with ``Trial <id>: <STATE>`` or the refusal's
+    reason. Raises ``Http404`` for an unknown action or trial.
+    """
+    service = _service(TRIAL_CONTROLS, action)
+    trial = get_object_or_404(Trial.objects.only("id", "experiment_id"), id=trial_id)
+    try:
+        trial = service(trial_id=trial.id)
+    except RegistryError as exc:
+        messages.error(request, exc.detail)
+    else:
+        messages.success(request, f"Trial {trial.id}: {trial.state}")
+    return redirect("dashboard:experiment", trial.experiment_id)
+
+
+@require_POST
+@login_required
+def trial_continue(request: HttpRequest, trial_id: int) -> HttpResponse:
+    """``POST /trials/<id>/continue``: a new experiment warm-started from this trial.
+
+    Form fields (``ContinueTrialForm``): ``checkpoint`` (uuid; empty = the trial's latest),
+    ``max_length`` (batches; empty = unchanged), ``hparams`` (``NAME=VALUE`` lines). Redirects
+    to the new experiment's page, or back to the trial's experiment with the error.
+    """
+    trial = get_object_or_404(Trial.objects.only("id", "experiment_id", "hparams"), id=trial_id)
+    form = ContinueTrialForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Trial {trial.id} not continued: {form.error_text()}")
+        return redirect("dashboard:experiment", trial.experiment_id)
+    overrides = form.cleaned_data["hparams"]
+    try:
+        experiment = lifecycle.trial_continue(
+            trial_id=trial.id,
+            owner=request.user,
+            checkpoint_uuid=form.cleaned_data["checkpoint"],
+            max_length=form.cleaned_data["max_length"],
+            hparams=merge_hparam_overrides(trial.hparams, overrides) if overrides else None,
+        )
+    except RegistryError as exc:
+        messages.error(request, f"Trial {trial.id} not continued: {exc.detail}")
+        return redirect("dashboard:experiment", trial.experiment_id)
+    messages.success(request, f"Created experiment {experiment.id} (continues trial {trial.id})")
+    return redirect("dashboard:experiment", experiment.id)
