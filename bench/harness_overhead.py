@@ -51,9 +51,12 @@ def _model(kind: str) -> nn.Module:
         return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     width = 2048
     return nn.Sequential(
-        nn.Linear(64, width), nn.ReLU(),
-        nn.Linear(width, width), nn.ReLU(),
-        nn.Linear(width, width), nn.ReLU(),
+        nn.Linear(64, width),
+        nn.ReLU(),
+        nn.Linear(width, width),
+        nn.ReLU(),
+        nn.Linear(width, width),
+        nn.ReLU(),
         nn.Linear(width, 10),
     )
 
@@ -183,8 +186,10 @@ def main() -> None:
     figures: dict[str, Any] = {"torch_threads": torch.get_num_threads(), "batch_size": BATCH}
     figures.update(measure("tiny", args.tiny_batches, args.repeats, dataset))
     figures.update(measure("large", args.large_batches, args.repeats, dataset))
-    print(f"{'model':<8}{'raw samples/s':>16}{'harness samples/s':>20}{'ratio':>8}{'target':>8}"
-          f"{'µs/batch':>10}{'end cost s':>12}")
+    print(
+        f"{'model':<8}{'raw samples/s':>16}{'harness samples/s':>20}{'ratio':>8}{'target':>8}"
+        f"{'µs/batch':>10}{'end cost s':>12}"
+    )
     for kind, target in (("tiny", 0.85), ("large", 0.95)):
         print(
             f"{kind:<8}{figures[f'{kind}_raw_sps']:>16,.0f}{figures[f'{kind}_harness_sps']:>20,.0f}"

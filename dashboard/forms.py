@@ -32,6 +32,6 @@ class ContinueTrialForm(forms.Form):
         """Every field error on one line, e.g. ``max_length (batches): Ensure this value ...``."""
         parts = []
         for name, errors in self.errors.items():
-            label = self.fields[name].label or name if name in self.fields else name
+            label = (self.fields[name].label or name) if name in self.fields else name
             parts.extend(f"{label}: {error}" for error in errors)
         return "; ".join(parts)

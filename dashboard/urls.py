@@ -15,6 +15,8 @@ urlpatterns = [
         controls.experiment_control,
         name="experiment-control",
     ),
-    path("trials/<int:trial_id>/control/<str:action>", controls.trial_control, name="trial-control"),
+    path(
+        "trials/<int:trial_id>/control/<str:action>", controls.trial_control, name="trial-control"
+    ),
     path("trials/<int:trial_id>/continue", controls.trial_continue, name="trial-continue"),
 ]

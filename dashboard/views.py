@@ -47,6 +47,7 @@ def experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
         "max_length": selectors.format_length(searcher.get("max_length")),
         "figure": selectors.experiment_figure(exp, trials),
         "updated": selectors.update_token(exp, trials),
+        "experiment_actions": selectors.experiment_actions(exp),
     }
     return render(request, "dashboard/experiment.html", context)
 
@@ -57,21 +58,25 @@ def experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
 def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     """Polled by ``static/js/experiment.js``: ``{"updated", "state", "progress", "figure", ...}``.
 
-    ``?since=<token>`` is the token the page already shows; when nothing changed, ``figure`` and
-    ``trials_html`` are null so an idle poll costs a few summary reads and no series reads.
+    ``?since=<token>`` is the token the page already shows; when nothing changed, ``figure``,
+    ``trials_html`` and ``controls_html`` are null so an idle poll costs a few summary reads and
+    no series reads. The two HTML parts carry the control forms legal in the new states.
     """
     exp = _get_experiment(experiment_id)
     trials = selectors.experiment_trials(exp)
     token = selectors.update_token(exp, trials)
     changed = request.GET.get("since") != token
     figure = selectors.experiment_figure(exp, trials) if changed else None
-    trials_html = (
-        render_to_string(
+    trials_html = controls_html = None
+    if changed:
+        trials_html = render_to_string(
             "dashboard/_trials.html", {"experiment": exp, "trials": trials}, request=request
         )
-        if changed
-        else None
-    )
+        controls_html = render_to_string(
+            "dashboard/_experiment_controls.html",
+            {"experiment": exp, "experiment_actions": selectors.experiment_actions(exp)},
+            request=request,
+        )
     return JsonResponse(
         {
             "updated": token,
@@ -81,6 +86,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
             "best_validation": exp.best_validation,
             "figure": figure,
             "trials_html": trials_html,
+            "controls_html": controls_html,
         }
     )
 

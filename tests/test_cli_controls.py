@@ -3,10 +3,7 @@ a real registry (pytest-django's live server); the trial's first run stays QUEUE
 
 from __future__ import annotations
 
-import base64
-import io
 import os
-import tarfile
 import uuid
 
 import pytest
@@ -15,22 +12,13 @@ import requests
 from headway.cli.main import main
 from registry.lifecycle import checkpoint_register
 from registry.models import Experiment, State, Trial
+from tests.conftest import b64, make_tar_gz
 
 CONFIG = (
     "name: t\nentrypoint: python train.py\n"
     "hyperparameters: {lr: 0.1, optimizer: {name: sgd, momentum: 0.9}}\n"
     "searcher: {name: single, metric: loss, max_length: 10}\n"
 )
-
-
-def _model_definition() -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = b"print('training')\n"
-        info = tarfile.TarInfo("train.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return base64.b64encode(buf.getvalue()).decode()
 
 
 @pytest.fixture
@@ -50,7 +38,7 @@ def server(live_server, transactional_db, django_user_model, monkeypatch, tmp_pa
 def experiment_id(server: str) -> int:
     answer = requests.post(
         f"{server}/api/v1/experiments/",
-        json={"config": CONFIG, "model_definition": _model_definition()},
+        json={"config": CONFIG, "model_definition": b64(make_tar_gz({"train.py": "print(1)\n"}))},
         headers={"Authorization": f"Token {os.environ['HEADWAY_TOKEN']}"},
         timeout=30,
     )

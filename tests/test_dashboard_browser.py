@@ -1,4 +1,5 @@
-"""The experiment page in a real headless Chromium: login form, Plotly chart, live update."""
+"""The experiment page in a real headless Chromium: login form, Plotly chart, live update,
+and a control button (trial Pause)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
+from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
-from registry.models import Experiment, Trial
+from registry.models import Experiment, State, Trial
+from tests.conftest import make_tar_gz
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -100,3 +103,48 @@ def test_it_draws_and_live_updates_the_metrics_chart(live_server, tmp_path, monk
     data = shot.read_bytes()
     assert len(data) > 1000
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _log_in(page, url: str, username: str, password: str) -> None:
+    """Open ``url``, which sends an anonymous user to the login form, and log in."""
+    page.goto(url)
+    assert "/accounts/login/" in page.url
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(url)
+
+
+def test_pause_button_pauses_the_trial(live_server, monkeypatch):
+    _require_chromium()
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    user = get_user_model().objects.create_user("dora", password="pw-dora")
+    experiment = experiment_create(
+        owner=user,
+        config_source="name: pausable\nentrypoint: python train.py\n"
+        "searcher: {name: single, metric: loss, max_length: 10}\n",
+        model_definition=make_tar_gz({"train.py": "print('hi')\n"}),
+    )
+    trial = experiment.trials.get()  # its run stays QUEUED: no worker in this test
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            url = f"{live_server.url}/experiments/{experiment.id}/"
+            _log_in(page, url, "dora", "pw-dora")
+            row = f"#trial-{trial.id}"
+            page.wait_for_selector(f"{row} .badge.state-active")
+            page.click(f"{row} button[data-action=pause]")
+            # The form POSTs, the view redirects back: the row shows PAUSED and Activate.
+            page.wait_for_selector(f"{row} .badge.state-paused", timeout=15_000)
+            page.wait_for_selector(f"{row} button[data-action=activate]")
+            assert page.url == url
+            assert f"Trial {trial.id}: PAUSED" in page.inner_text(".messages")
+        finally:
+            browser.close()
+
+    trial.refresh_from_db()
+    assert trial.state == State.PAUSED

@@ -205,3 +205,16 @@ def test_preempt_endpoint_answers_and_acknowledges(api, trial):
     ack = api.post(f"/api/v1/trials/{trial.id}/preempt/ack/", {"run_id": 1}, format="json")
     assert ack.json() == {"acknowledged": True}
     assert current_run(trial).preempt_acknowledged
+
+
+@pytest.mark.parametrize(("metric", "stored"), [(0.25, 0.25), ("NaN", None), ("-Infinity", None)])
+def test_searcher_completed_accepts_non_finite_metrics(api, trial, metric, stored):
+    run = start(trial)
+    api.credentials(HTTP_AUTHORIZATION=f"Token {run.token}")
+    response = api.post(
+        f"/api/v1/trials/{trial.id}/searcher/completed/", {"length": 10, "metric": metric}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert reload(trial).searcher_metric_reported == stored
+    bad = api.post(f"/api/v1/trials/{trial.id}/searcher/completed/", {"length": 10, "metric": "x"}, format="json")
+    assert bad.status_code == 400 and "metric" in bad.json()["errors"]

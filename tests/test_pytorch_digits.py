@@ -22,7 +22,9 @@ def test_digits_reaches_90_percent(tmp_path: pathlib.Path, monkeypatch, seed: in
     conf = yaml.safe_load((DIGITS / "const.yaml").read_text())
     metric = conf["searcher"]["metric"]
     with pytorch.init(
-        hparams=conf["hyperparameters"], exp_conf=conf, trial_seed=seed,
+        hparams=conf["hyperparameters"],
+        exp_conf=conf,
+        trial_seed=seed,
         checkpoint_storage=str(tmp_path),
     ) as ctx:
         pytorch.Trainer(model_def.DigitsTrial(ctx), ctx).fit(checkpoint_policy="none")

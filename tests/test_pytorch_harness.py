@@ -18,7 +18,11 @@ def _harness(cwd: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = str(REPO)
     return subprocess.run(
         [sys.executable, "-m", "headway.exec.harness", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -86,8 +86,12 @@ class _FakePreempt:
         self.acknowledged += 1
 
 
-def _run(tmp_path: pathlib.Path, preempt: _FakePreempt | None = None, stop_after: int | None = None,
-         **fit_kwargs: Any) -> tuple[LinearTrial, pytorch.Trainer, dict[str, list[Any]]]:
+def _run(
+    tmp_path: pathlib.Path,
+    preempt: _FakePreempt | None = None,
+    stop_after: int | None = None,
+    **fit_kwargs: Any,
+) -> tuple[LinearTrial, pytorch.Trainer, dict[str, list[Any]]]:
     with pytorch.init(hparams={"global_batch_size": 10}, checkpoint_storage=str(tmp_path)) as ctx:
         if preempt is not None:
             # Only the signal is faked; the rest of the Core API context is the real local one.
@@ -130,8 +134,11 @@ def test_it_counts_epoch_periods_in_batches_of_the_loader(tmp_path: pathlib.Path
     )
     assert [s for s, _ in reports["validation"]] == [10, 20, 30]
     assert _checkpoint_steps(tmp_path) == [20, 30]
-    assert trial.callback.events[:3] == [("epoch_start", 0), ("epoch_end", 0), ("validation",
-                                                                                 trial.callback.events[2][1])]
+    assert trial.callback.events[:3] == [
+        ("epoch_start", 0),
+        ("epoch_end", 0),
+        ("validation", trial.callback.events[2][1]),
+    ]
     assert trial.flags[0] == (True, False) and trial.flags[9] == (False, True)
 
 
@@ -145,14 +152,17 @@ def test_it_averages_training_metrics_over_each_reporting_period(tmp_path: pathl
 
 def test_it_weights_validation_metrics_by_batch_length(tmp_path: pathlib.Path) -> None:
     _, _, reports = _run(tmp_path, max_length=Batch(1))
-    (_, metrics), = reports["validation"]
+    ((_, metrics),) = reports["validation"]
     assert metrics["n"] == pytest.approx((10 * 10 + 10 * 10 + 5 * 5) / 25)
 
 
 def test_it_checkpoints_and_acknowledges_on_preemption(tmp_path: pathlib.Path) -> None:
     preempt = _FakePreempt(after=7)
     trial, trainer, reports = _run(
-        tmp_path, preempt=preempt, max_length=Batch(30), validation_period=Batch(5),
+        tmp_path,
+        preempt=preempt,
+        max_length=Batch(30),
+        validation_period=Batch(5),
         checkpoint_policy="none",
     )
     assert len(trial.flags) == 7
@@ -163,8 +173,11 @@ def test_it_checkpoints_and_acknowledges_on_preemption(tmp_path: pathlib.Path) -
     assert trial.callback.events[-1] == ("shutdown", None)
 
     resumed, _, reports = _run(
-        tmp_path, max_length=Batch(30), latest_checkpoint=trainer.latest_checkpoint,
-        checkpoint_policy="none", reporting_period=Batch(5),
+        tmp_path,
+        max_length=Batch(30),
+        latest_checkpoint=trainer.latest_checkpoint,
+        checkpoint_policy="none",
+        reporting_period=Batch(5),
     )
     assert len(resumed.flags) == 23
     assert reports["training"][0][0] == 10  # reporting stays aligned with the trial's steps
@@ -189,10 +202,10 @@ def test_it_checkpoints_on_best_validation_by_default(tmp_path: pathlib.Path) ->
     with pytorch.init(
         hparams={"global_batch_size": 10}, exp_conf=conf, checkpoint_storage=str(tmp_path)
     ) as ctx:
-        pytorch.Trainer(LinearTrial(ctx), ctx).fit(
-            max_length=Batch(20), validation_period=Batch(5)
-        )
-        errors = [r["metrics"]["validation_error"] for r in ctx._core.train.reported_metrics("validation")]
+        pytorch.Trainer(LinearTrial(ctx), ctx).fit(max_length=Batch(20), validation_period=Batch(5))
+        errors = [
+            r["metrics"]["validation_error"] for r in ctx._core.train.reported_metrics("validation")
+        ]
     improving = [5 * (i + 1) for i, e in enumerate(errors) if e == min(errors[: i + 1])]
     assert _checkpoint_steps(tmp_path) == sorted(set(improving) | {20})
 

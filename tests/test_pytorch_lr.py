@@ -93,8 +93,10 @@ def test_step_optimizer_needs_a_wrapped_optimizer(tmp_path: pathlib.Path) -> Non
 
 def test_context_config_accessors(tmp_path: pathlib.Path) -> None:
     with pytorch.init(
-        hparams={"global_batch_size": 8, "lr": 0.1}, exp_conf={"data": {"x": 1}},
-        checkpoint_storage=str(tmp_path), local_trial_id=4,
+        hparams={"global_batch_size": 8, "lr": 0.1},
+        exp_conf={"data": {"x": 1}},
+        checkpoint_storage=str(tmp_path),
+        local_trial_id=4,
     ) as ctx:
         assert ctx.get_hparam("lr") == 0.1
         assert ctx.get_hparams()["global_batch_size"] == 8

@@ -17,8 +17,18 @@ from headway.pytorch._metrics import combine_slots, detach_metrics, reduce_metri
 
 def test_it_averages_tensors_numbers_and_arrays() -> None:
     batches = [
-        {"loss": torch.tensor(1.0), "acc": 0.5, "n": np.float32(2.0), "v": torch.tensor([1.0, 3.0])},
-        {"loss": torch.tensor(3.0), "acc": 1.0, "n": np.float32(4.0), "v": torch.tensor([3.0, 5.0])},
+        {
+            "loss": torch.tensor(1.0),
+            "acc": 0.5,
+            "n": np.float32(2.0),
+            "v": torch.tensor([1.0, 3.0]),
+        },
+        {
+            "loss": torch.tensor(3.0),
+            "acc": 1.0,
+            "n": np.float32(4.0),
+            "v": torch.tensor([3.0, 5.0]),
+        },
     ]
     out = reduce_metrics(batches)
     assert out == {"loss": 2.0, "acc": 0.75, "n": 3.0, "v": [2.0, 4.0]}
@@ -31,7 +41,10 @@ def test_it_reduces_nested_dicts_and_missing_names() -> None:
 
 
 def test_it_weights_and_uses_reducers() -> None:
-    batches = [{"x": torch.tensor(1.0), "s": 1, "m": 4.0}, {"x": torch.tensor(4.0), "s": 2, "m": 2.0}]
+    batches = [
+        {"x": torch.tensor(1.0), "s": 1, "m": 4.0},
+        {"x": torch.tensor(4.0), "s": 2, "m": 2.0},
+    ]
     out = reduce_metrics(batches, [1, 2], {"s": Reducer.SUM, "m": Reducer.MIN})
     assert out == {"x": pytest.approx(3.0), "s": 3.0, "m": 2.0}
     assert reduce_metrics(batches, reducers=Reducer.MAX)["x"] == 4.0

@@ -103,8 +103,14 @@ class ResumeTrial(PyTorchTrial):
 HPARAMS = {"global_batch_size": 16}
 
 
-def _fit(storage: pathlib.Path, length: int, *, trial_id: int = 0, latest: str | None = None,
-         **fit_kwargs: Any) -> tuple[ResumeTrial, pytorch.Trainer, dict[str, list[dict[str, Any]]]]:
+def _fit(
+    storage: pathlib.Path,
+    length: int,
+    *,
+    trial_id: int = 0,
+    latest: str | None = None,
+    **fit_kwargs: Any,
+) -> tuple[ResumeTrial, pytorch.Trainer, dict[str, list[dict[str, Any]]]]:
     with pytorch.init(
         hparams=HPARAMS, checkpoint_storage=str(storage), trial_seed=7, local_trial_id=trial_id
     ) as ctx:
@@ -128,8 +134,14 @@ def test_it_writes_the_documented_checkpoint_format(tmp_path: pathlib.Path) -> N
     ckpt_dir = tmp_path / str(trainer.latest_checkpoint)
     assert (ckpt_dir / "state-dict.pth").is_file()
     state = torch.load(ckpt_dir / "state-dict.pth", weights_only=False)
-    assert {"models_state_dict", "optimizers_state_dict", "lr_schedulers_state_dict",
-            "callbacks", "rng_state", "trainer_state"} <= set(state)
+    assert {
+        "models_state_dict",
+        "optimizers_state_dict",
+        "lr_schedulers_state_dict",
+        "callbacks",
+        "rng_state",
+        "trainer_state",
+    } <= set(state)
     assert len(state["models_state_dict"]) == 1
     assert set(state["models_state_dict"][0]) == set(trial.model.state_dict())
     assert state["lr_schedulers_state_dict"][0]["last_epoch"] == 20

@@ -50,7 +50,9 @@ class DigitsTrial(PyTorchTrial):
     def __init__(self, context: PyTorchTrialContext) -> None:
         self.context = context
         self.train_set, self.validation_set = digits_datasets()
-        model = build_model(int(context.get_hparam("channels")), float(context.get_hparam("dropout")))
+        model = build_model(
+            int(context.get_hparam("channels")), float(context.get_hparam("dropout"))
+        )
         self.model = context.wrap_model(model)
         self.optimizer = context.wrap_optimizer(
             torch.optim.Adam(self.model.parameters(), lr=float(context.get_hparam("lr")))

@@ -209,7 +209,9 @@ class _Loop:
             return self._evaluate_batches
         if cls.evaluate_full_dataset is not PyTorchTrial.evaluate_full_dataset:
             return self._evaluate_full
-        raise TypeError(f"{cls.__name__} must implement evaluate_batch() or evaluate_full_dataset()")
+        raise TypeError(
+            f"{cls.__name__} must implement evaluate_batch() or evaluate_full_dataset()"
+        )
 
     def _evaluate_batches(self) -> dict[str, Any]:
         outputs: list[dict[str, Any]] = []
@@ -359,4 +361,3 @@ class _Loop:
         self.latest_checkpoint = str(storage_id)
         logger.info("checkpoint %s saved at %d batches", storage_id, steps)
         return self.latest_checkpoint
-

@@ -38,9 +38,7 @@ class LRScheduler:
 
     def __init__(self, scheduler: Any, step_mode: StepMode, frequency: int = 1) -> None:
         if not isinstance(step_mode, LRScheduler.StepMode):
-            raise ValueError(
-                f"step_mode must be an LRScheduler.StepMode, got {step_mode!r}"
-            )
+            raise ValueError(f"step_mode must be an LRScheduler.StepMode, got {step_mode!r}")
         if not isinstance(frequency, int) or frequency < 1:
             raise ValueError(f"frequency must be a positive integer, got {frequency!r}")
         self.scheduler = scheduler

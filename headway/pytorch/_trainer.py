@@ -21,7 +21,7 @@ from headway import core
 from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._context import PyTorchTrialContext
 from headway.pytorch._dataloader import DataLoader, ResumableLoader, _PlainLoader
-from headway.pytorch._loop import DONE, PREEMPTED, STOPPED, _Loop
+from headway.pytorch._loop import DONE, PREEMPTED, _Loop
 from headway.pytorch._trial import PyTorchTrial
 from headway.pytorch._units import Batch, Epoch, TrainUnit, unit_from_config
 
@@ -145,7 +145,9 @@ class Trainer:
         info = headway.get_cluster_info()
         conf = ctx.get_experiment_config()
         if checkpoint_policy not in _POLICIES:
-            raise ValueError(f"checkpoint_policy must be one of {_POLICIES}, got {checkpoint_policy!r}")
+            raise ValueError(
+                f"checkpoint_policy must be one of {_POLICIES}, got {checkpoint_policy!r}"
+            )
         gbs = ctx.get_hparams().get("global_batch_size")
         searcher = conf.get("searcher") or {}
         # The config fills in what fit() was not given; on the cluster it always decides the
@@ -172,20 +174,33 @@ class Trainer:
         callbacks = self._trial.build_callbacks()
         size, rank = ctx.distributed.size, ctx.distributed.rank
         train_loader = _resumable(
-            self._trial.build_training_data_loader(), "build_training_data_loader",
-            seed=ctx.get_trial_seed(), rank=rank, size=size, training=True,
+            self._trial.build_training_data_loader(),
+            "build_training_data_loader",
+            seed=ctx.get_trial_seed(),
+            rank=rank,
+            size=size,
+            training=True,
         )
         val_loader = _resumable(
-            self._trial.build_validation_data_loader(), "build_validation_data_loader",
-            seed=ctx.get_trial_seed(), rank=rank, size=size, training=False,
+            self._trial.build_validation_data_loader(),
+            "build_validation_data_loader",
+            seed=ctx.get_trial_seed(),
+            rank=rank,
+            size=size,
+            training=False,
         )
         per_epoch = _batches_per_epoch(train_loader, conf, gbs)
         ctx._position.batches_per_epoch = per_epoch if train_loader.has_length() else None
         loop = _Loop(
-            self._trial, ctx, callbacks, train_loader, val_loader,
+            self._trial,
+            ctx,
+            callbacks,
+            train_loader,
+            val_loader,
             validation_period=_to_batches(validation_period, per_epoch, "validation_period"),
             checkpoint_period=_to_batches(checkpoint_period, per_epoch, "checkpoint_period"),
-            reporting_period=_to_batches(reporting_period, per_epoch, "reporting_period") or Batch(100),
+            reporting_period=_to_batches(reporting_period, per_epoch, "reporting_period")
+            or Batch(100),
             checkpoint_policy=checkpoint_policy,
             searcher_metric=searcher.get("metric"),
             smaller_is_better=bool(searcher.get("smaller_is_better", True)),
@@ -259,7 +274,9 @@ class Trainer:
                 loop.load_trainer_state(trainer_state)
                 loop.latest_checkpoint = latest_checkpoint
                 ckpt.restore_rng_state(state["rng_state"])
-                logger.info("resumed from %s at %d batches", latest_checkpoint, loop.pos.batches_trained)
+                logger.info(
+                    "resumed from %s at %d batches", latest_checkpoint, loop.pos.batches_trained
+                )
             else:
                 logger.info(
                     "warm start from %s (trial %s): weights loaded, counters at 0",
@@ -284,14 +301,20 @@ def _resumable(
             where,
         )
         return _PlainLoader(loader)
-    raise TypeError(f"{where}() must return a headway.pytorch.DataLoader, got {type(loader).__name__}")
+    raise TypeError(
+        f"{where}() must return a headway.pytorch.DataLoader, got {type(loader).__name__}"
+    )
 
 
-def _batches_per_epoch(loader: ResumableLoader | _PlainLoader, conf: dict[str, Any], gbs: Any) -> int:
+def _batches_per_epoch(
+    loader: ResumableLoader | _PlainLoader, conf: dict[str, Any], gbs: Any
+) -> int:
     if loader.has_length():
         n = len(loader)
         if n == 0:
-            raise ValueError("the training data loader has no batches (dataset smaller than one batch?)")
+            raise ValueError(
+                "the training data loader has no batches (dataset smaller than one batch?)"
+            )
         return n
     records = conf.get("records_per_epoch")
     if records and gbs:
@@ -329,6 +352,8 @@ def _unit_batches(unit: str, per_epoch: int, gbs: Any) -> float:
         return float(per_epoch)
     if unit == "records":
         if not gbs:
-            raise ValueError("searcher.max_length is in records: set hyperparameters.global_batch_size")
+            raise ValueError(
+                "searcher.max_length is in records: set hyperparameters.global_batch_size"
+            )
         return 1.0 / float(gbs)
     return 1.0

@@ -90,6 +90,8 @@ def unit_from_config(value: Any, field: str, global_batch_size: int | None) -> T
         return Epoch(n)
     if kind == "records":
         if not global_batch_size:
-            raise ValueError(f"{field} is in records: hyperparameters.global_batch_size is required")
+            raise ValueError(
+                f"{field} is in records: hyperparameters.global_batch_size is required"
+            )
         return Batch(math.ceil(n / global_batch_size))
     raise ValueError(f"{field}: unknown unit {kind!r} (use batches, epochs or records)")

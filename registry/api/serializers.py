@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import math
 import binascii
 
 from rest_framework import serializers
@@ -129,9 +130,25 @@ class ProgressSerializer(serializers.Serializer):
     progress = serializers.FloatField(min_value=0.0, max_value=1.0)
 
 
+class SearcherMetricField(serializers.Field):
+    """A finite number, or ``"NaN"``/``"Infinity"``/``"-Infinity"`` (kept as no value)."""
+
+    NON_FINITE = ("NaN", "Infinity", "-Infinity")
+
+    def to_internal_value(self, data):
+        if data in self.NON_FINITE:
+            return None
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            raise serializers.ValidationError("Must be a number, or NaN/Infinity/-Infinity.")
+        return float(data) if math.isfinite(data) else None
+
+    def to_representation(self, value):
+        return value
+
+
 class SearcherCompletedSerializer(serializers.Serializer):
     length = serializers.IntegerField(min_value=0)
-    metric = serializers.FloatField()
+    metric = SearcherMetricField(allow_null=True)
 
 
 class LoginSerializer(serializers.Serializer):

@@ -136,6 +136,6 @@ def trial_report_progress(*, trial_id: int, progress: float) -> None:
         refresh_experiment(trial.experiment_id)
 
 
-def trial_searcher_completed(*, trial_id: int, length: int, metric: float) -> None:
+def trial_searcher_completed(*, trial_id: int, length: int, metric: float | None) -> None:
     """Record the searcher metric a trial reported for its completed operation."""
     Trial.objects.filter(id=trial_id).update(searcher_metric_reported=metric)

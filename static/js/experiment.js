@@ -39,6 +39,16 @@
     }
   }
 
+  // A half-filled "Continue trial" form must not be wiped by a live swap: while one is open or
+  // focused, the update waits (the token is kept, so the next poll brings it again).
+  function trialsBusy() {
+    var trials = document.getElementById("trials");
+    var active = document.activeElement;
+    return Boolean(
+      trials.querySelector("details[open]") || (active && active.form && trials.contains(active))
+    );
+  }
+
   function schedule(delay) {
     clearTimeout(timer);
     timer = null;
@@ -64,17 +74,24 @@
       .then(function (data) {
         failures = 0;
         showSummary(data);
-        if (data.updated !== token) {
+        var pending = data.updated !== token;
+        if (pending && !trialsBusy()) {
           if (data.figure) {
             Plotly.react(chart, data.figure.data, data.figure.layout, config);
           }
           if (data.trials_html !== null) {
             document.getElementById("trials").innerHTML = data.trials_html;
           }
+          // The control buttons follow the new state (e.g. Activate once PAUSED).
+          if (data.controls_html !== null) {
+            document.getElementById("experiment-controls").innerHTML = data.controls_html;
+          }
           token = data.updated;
           root.dataset.updated = token;
+          pending = false;
         }
-        terminal = data.terminal;
+        // An update waiting for a busy form keeps the polling alive even once the run ended.
+        terminal = data.terminal && !pending;
         root.dataset.terminal = terminal ? "true" : "false";
       })
       .catch(function () {
