@@ -55,6 +55,15 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _unconsumed_queue():
+    """Runs that tests enqueue go to a queue no demo/serve worker reads (the cluster fixture
+    points its own worker at another queue)."""
+    from django.conf import settings
+
+    settings.CELERY_TASK_DEFAULT_QUEUE = "headway-tests-unconsumed"
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-password")
