@@ -22,6 +22,8 @@ ALLOWED_HOSTS = envstr("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver,[::1]").
 CSRF_TRUSTED_ORIGINS = [o for o in envstr("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
+    # Before staticfiles so that registry's runserver (TCP_NODELAY) overrides staticfiles' one.
+    "registry",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -31,7 +33,6 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
-    "registry",
     "dashboard",
     "workers",
 ]
@@ -66,7 +67,16 @@ TEMPLATES = [
 ]
 
 _SQLITE_URL = f"sqlite:///{VAR_DIR / 'headway.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(envstr("DATABASE_URL", _SQLITE_URL), conn_max_age=0)}
+# Persistent connections: opening one per request (conn_max_age=0) cost a connect + SQLite
+# set-up (or a PostgreSQL backend start) and, on SQLite, a WAL checkpoint at close; see
+# bench/metrics_ingest.py. Health checks drop a connection the database closed meanwhile.
+DATABASES = {
+    "default": dj_database_url.parse(
+        envstr("DATABASE_URL", _SQLITE_URL),
+        conn_max_age=envint("HEADWAY_DB_CONN_MAX_AGE", 600),
+        conn_health_checks=True,
+    )
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web server read while the worker writes; IMMEDIATE takes the write lock at
     # BEGIN so two writers queue on the busy timeout instead of failing with "database is locked".

@@ -8,12 +8,13 @@ so list pages never scan raw reports.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
@@ -134,6 +135,61 @@ def _best_validation(experiment: Experiment, trial: Trial) -> float | None:
     return best
 
 
+def _group_high_water(summary: dict, group: str) -> int:
+    """The highest step holding a metric in ``group``, from the summary (-1 when none).
+
+    Every stored row with a metric contributed its step to some ``last_step``, so a batch whose
+    steps all lie above this cannot replace a stored report: no query needed to know it.
+    """
+    return max((e["last_step"] for e in summary.get(group, {}).values()), default=-1)
+
+
+_PG_TYPES = ("bigint", "varchar", "bigint", "integer", "double precision", "timestamptz", "jsonb")
+_UPSERT_ROWS_PER_STATEMENT = 1000  # 7,000 parameters: under SQLite's 32,766 limit
+
+
+def _upsert_rows(params: list[tuple]) -> None:
+    """``INSERT .. ON CONFLICT (trial, group, step) DO UPDATE`` of ``MetricReport`` rows.
+
+    Args:
+        params: ``(trial_id, group, steps_completed, run_id, epoch, reported_at, metrics)``
+            tuples; ``reported_at`` adapted for the database, ``metrics`` a JSON-able dict.
+
+    Hand-written rather than ``bulk_create(update_conflicts=True)``: the ORM prepares every field
+    of every model instance in Python, which was half the cost of a 100-report batch. One
+    multi-row statement per 1,000 rows rather than ``executemany``: psycopg runs executemany as
+    one pipelined statement per row, a network wait each. Valid for SQLite >= 3.24 and
+    PostgreSQL >= 9.5.
+    """
+    q = connection.ops.quote_name
+    cols = ("trial_id", "group", "steps_completed", "run_id", "epoch", "reported_at", "metrics")
+    updates = ("metrics", "run_id", "epoch", "reported_at")
+    head = f"INSERT INTO {q(MetricReport._meta.db_table)} ({', '.join(q(c) for c in cols)}) VALUES "
+    tail = (
+        f" ON CONFLICT ({q('trial_id')}, {q('group')}, {q('steps_completed')}) DO UPDATE SET "
+        + ", ".join(f"{q(c)} = EXCLUDED.{q(c)}" for c in updates)
+    )
+    row = f"({', '.join(['%s'] * len(cols))})"
+    if connection.vendor == "postgresql":
+        # One jsonb parameter expanded server-side: psycopg neither parses a statement with
+        # 7,000 placeholders nor waits once per row (executemany), and dumps one string.
+        record = ", ".join(f"{q(c)} {t}" for c, t in zip(cols, _PG_TYPES, strict=True))
+        rows = [dict(zip(cols, values, strict=True)) for values in params]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                head.replace(" VALUES ", " ")
+                + f"SELECT * FROM jsonb_to_recordset(%s::jsonb) AS r({record})"
+                + tail,
+                [json.dumps(rows, default=str)],
+            )
+        return
+    with connection.cursor() as cursor:
+        for i in range(0, len(params), _UPSERT_ROWS_PER_STATEMENT):
+            chunk = params[i : i + _UPSERT_ROWS_PER_STATEMENT]
+            flat = [v for *values, metrics in chunk for v in (*values, json.dumps(metrics))]
+            cursor.execute(head + ", ".join([row] * len(chunk)) + tail, flat)
+
+
 def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None = None) -> int:
     """Store a validated batch for one trial, idempotently; return the number of reports.
 
@@ -143,41 +199,38 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
     Raises:
         Trial.DoesNotExist: when the trial is gone.
     """
-    now = timezone.now()
+    adapt_dt = connection.ops.adapt_datetimefield_value
+    now = adapt_dt(timezone.now())
     with transaction.atomic():
         # Lock the trial so concurrent batches merge their summaries one after the other.
         trial = Trial.objects.select_for_update().select_related("experiment").get(id=trial_id)
         experiment = trial.experiment
-        rows = [
-            MetricReport(
-                trial_id=trial.id,
-                group=r.group,
-                steps_completed=r.steps_completed,
-                run_id=r.run_id if r.run_id is not None else (run_id or trial.run_id),
-                epoch=r.epoch,
-                reported_at=r.timestamp or now,
-                metrics={k: _encode_value(v) for k, v in r.metrics.items()},
+        default_run = run_id or trial.run_id
+        params = [
+            (
+                trial.id,
+                r.group,
+                r.steps_completed,
+                r.run_id if r.run_id is not None else default_run,
+                r.epoch,
+                adapt_dt(r.timestamp) if r.timestamp else now,
+                {k: _encode_value(v) for k, v in r.metrics.items()},
             )
             for r in reports
         ]
+        summary = trial.summary_metrics or {}
         by_group: dict[str, set[int]] = {}
         for r in reports:
             by_group.setdefault(r.group, set()).add(r.steps_completed)
         superseded = {
             group
             for group, steps in by_group.items()
-            if MetricReport.objects.filter(
+            if min(steps) <= _group_high_water(summary, group)
+            and MetricReport.objects.filter(
                 trial_id=trial.id, group=group, steps_completed__in=steps
             ).exists()
         }
-        MetricReport.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["trial", "group", "steps_completed"],
-            update_fields=["metrics", "run_id", "epoch", "reported_at"],
-            batch_size=1000,
-        )
-        summary = trial.summary_metrics or {}
+        _upsert_rows(params)
         for group in superseded:
             summary[group] = _rebuild_group_summary(trial, group)
         for r in reports:
@@ -203,7 +256,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                     best_validation=trial.best_validation
                 )
         trial.save(update_fields=fields)
-    return len(rows)
+    return len(params)
 
 
 def read_series(

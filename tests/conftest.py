@@ -114,8 +114,8 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
     queue = f"headway-test-{uuid.uuid4().hex[:10]}"
     checkpoint_dir = base / "checkpoints"
     work_dir = base / "work"
-    # The live server runs in this process: point its settings where the worker writes.
-    settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    # The live server runs in this process: point its settings where the worker writes (the
+    # queue is set per test by `cluster_token`, so other tests' runs never reach this worker).
     settings.HEADWAY_CHECKPOINT_DIR = checkpoint_dir
     settings.HEADWAY_WORK_DIR = work_dir
     settings.HEADWAY_MASTER_URL = live_server.url
@@ -138,11 +138,15 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
     worker_log = base / "worker.log"
     with open(worker_log, "wb") as log:
         proc = subprocess.Popen(
-            worker_command(concurrency=2), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+            worker_command(concurrency=2, queue=queue), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
         )
     try:
         yield types.SimpleNamespace(
-            url=live_server.url, checkpoint_dir=checkpoint_dir, worker_log=worker_log, env=env
+            url=live_server.url,
+            queue=queue,
+            checkpoint_dir=checkpoint_dir,
+            worker_log=worker_log,
+            env=env,
         )
     finally:
         proc.terminate()
@@ -153,10 +157,11 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
 
 
 @pytest.fixture
-def cluster_token(cluster, transactional_db, django_user_model):
-    """A user token valid on the cluster's live server."""
+def cluster_token(cluster, transactional_db, django_user_model, settings):
+    """A user token valid on the cluster's live server; runs created meanwhile go to its worker."""
     from rest_framework.authtoken.models import Token
 
+    settings.CELERY_TASK_DEFAULT_QUEUE = cluster.queue
     user = django_user_model.objects.create_user("researcher", password="researcher-password")
     return Token.objects.create(user=user).key
 

@@ -218,3 +218,44 @@ def test_it_requires_a_length_locally(tmp_path: pathlib.Path) -> None:
 def test_step_zero_validation(tmp_path: pathlib.Path) -> None:
     _, _, reports = _run(tmp_path, max_length=Batch(2), step_zero_validation=True)
     assert [s for s, _ in reports["validation"]] == [0, 2]
+
+
+def test_on_the_cluster_the_config_and_searcher_decide(tmp_path: pathlib.Path) -> None:
+    import json
+
+    from headway import core
+    from headway._info import ClusterInfo, TrialInfo
+
+    conf = {
+        "searcher": {"name": "single", "metric": "validation_error", "max_length": {"epochs": 2}},
+        "min_validation_period": {"batches": 5},
+        "min_checkpoint_period": {"epochs": 1},
+        "scheduling_unit": 4,
+    }
+    hparams = {"global_batch_size": 10}
+    info = ClusterInfo(
+        master_url="http://registry.invalid",
+        token="t",
+        trial=TrialInfo(
+            trial_id=9, experiment_id=1, run_id=2, hparams=hparams, trial_seed=3, config=conf
+        ),
+        latest_checkpoint=None,
+    )
+    # The real local Core API context (no server), presented as a managed one.
+    with core.init(
+        checkpoint_storage=str(tmp_path), max_length=conf["searcher"]["max_length"]
+    ) as cc:
+        cc.info = info
+        ctx = PyTorchTrialContext(
+            cc, hparams=hparams, exp_conf=conf, trial_seed=3, trial_id=9, run_id=2
+        )
+        trial = LinearTrial(ctx)
+        pytorch.Trainer(trial, ctx).fit(max_length=Batch(3), checkpoint_policy="none")
+        training = [r["steps_completed"] for r in cc.train.reported_metrics("training")]
+        validation = [r["steps_completed"] for r in cc.train.reported_metrics("validation")]
+    assert len(trial.flags) == 20  # 2 epochs of 10 batches; fit's max_length was ignored
+    assert training == [4, 8, 12, 16, 20]
+    assert validation == [5, 10, 15, 20]
+    assert _checkpoint_steps(tmp_path) == [10, 20]
+    metadata = [json.loads(p.read_text()) for p in tmp_path.glob("*/metadata.json")]
+    assert {(m["trial_id"], m["run_id"]) for m in metadata} == {(9, 2)}

@@ -232,3 +232,14 @@ def test_it_refuses_a_checkpoint_with_other_objects(tmp_path: pathlib.Path) -> N
             pytorch.Trainer(TwoModels(ctx), ctx).fit(
                 max_length=Batch(5), latest_checkpoint=trainer.latest_checkpoint
             )
+
+
+def test_it_loads_a_trial_from_a_checkpoint_outside_the_harness(tmp_path: pathlib.Path) -> None:
+    trained, trainer, _ = _fit(tmp_path, 10)
+    loaded = pytorch.load_trial_from_checkpoint_path(
+        tmp_path / str(trainer.latest_checkpoint), ResumeTrial, hparams=HPARAMS
+    )
+    assert isinstance(loaded.context, pytorch.CheckpointLoadContext)
+    assert not loaded.model.training
+    for a, b in zip(_params(trained), _params(loaded), strict=True):
+        assert torch.equal(a, b)

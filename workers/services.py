@@ -13,11 +13,14 @@ from pathlib import Path
 from django.conf import settings
 
 
-def worker_command(concurrency: int) -> list[str]:
-    """The Celery worker command line for this host (threads pool: each task waits on a process)."""
+def worker_command(concurrency: int, queue: str | None = None) -> list[str]:
+    """The Celery worker command line for this host (threads pool: each task waits on a process).
+
+    ``queue`` defaults to ``CELERY_TASK_DEFAULT_QUEUE``, the queue trial runs are sent to.
+    """
     return [
         sys.executable, "-m", "celery", "-A", "config", "worker",
-        "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
+        "-Q", queue or settings.CELERY_TASK_DEFAULT_QUEUE,
         "--pool=threads", f"--concurrency={concurrency}",
         "--without-gossip", "--without-mingle", "-l", "info",
         "-B",  # embedded beat: sends the lost-run reaper (CELERY_BEAT_SCHEDULE)
@@ -58,7 +61,17 @@ class Services:
         )
 
     def start(self, timeout: float = 60.0) -> None:
-        """Start both and wait until ``/healthz`` answers; raise RuntimeError after ``timeout``."""
+        """Start both and wait until ``/healthz`` answers; raise RuntimeError after ``timeout``.
+
+        On failure both children are stopped before the error propagates.
+        """
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
         self._spawn("web", web_command(self.port))
         self._spawn("worker", worker_command(self.concurrency))
         deadline = time.monotonic() + timeout
@@ -75,12 +88,19 @@ class Services:
         raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
 
     def wait(self) -> None:
-        """Block until a child exits or Ctrl-C."""
+        """Block until a child exits, Ctrl-C or SIGTERM (then the caller stops the children)."""
+
+        def _terminate(signum, frame):
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, _terminate)
         try:
             while all(child.poll() is None for child in self.children):
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     def stop(self) -> None:
         for child in self.children:

@@ -16,6 +16,7 @@ from headway.pytorch._callback import PyTorchCallback
 from headway.pytorch._checkpointing import STATE_FILE
 from headway.pytorch._context import PyTorchTrialContext
 from headway.pytorch._dataloader import DataLoader
+from headway.pytorch._load import CheckpointLoadContext, load_trial_from_checkpoint_path
 from headway.pytorch._lr_scheduler import LRScheduler
 from headway.pytorch._metrics import MetricReducer, Reducer
 from headway.pytorch._trainer import Trainer, init
@@ -25,6 +26,7 @@ from headway.pytorch._units import Batch, Epoch, TrainUnit
 __all__ = [
     "STATE_FILE",
     "Batch",
+    "CheckpointLoadContext",
     "DataLoader",
     "Epoch",
     "LRScheduler",
@@ -37,4 +39,5 @@ __all__ = [
     "TrainUnit",
     "Trainer",
     "init",
+    "load_trial_from_checkpoint_path",
 ]

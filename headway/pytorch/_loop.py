@@ -255,7 +255,6 @@ class _Loop:
         Validation runs in eval mode under ``no_grad`` and leaves every RNG as it found it, so
         how often a trial validates never changes how it trains.
         """
-        self.report_training()
         for cb in self.callbacks:
             cb.on_validation_start()
         for reducer, _, _, for_validation in self.ctx._reducers:

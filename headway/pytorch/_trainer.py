@@ -123,11 +123,12 @@ class Trainer:
 
         Arguments:
             checkpoint_period (Batch | Epoch | None): checkpoint this often (plus at the end and on
-                preemption). Cluster: ``min_checkpoint_period`` when not given.
+                preemption). Default: the config's ``min_checkpoint_period``.
             validation_period (Batch | Epoch | None): validate this often (plus at the end).
-                Cluster: ``min_validation_period`` when not given.
-            max_length (Batch | Epoch | None): how long to train; required locally. On the
-                cluster the searcher's operations decide and this is ignored.
+                Default: the config's ``min_validation_period``.
+            max_length (Batch | Epoch | None): how long to train locally (default: the config's
+                ``searcher.max_length``; one of them is required). On the cluster the searcher's
+                operations decide and this is ignored with a warning.
             reporting_period (Batch): average and report training metrics this often (cluster:
                 ``scheduling_unit`` batches).
             checkpoint_policy (str): ``"best"`` (also checkpoint after a validation that
@@ -142,7 +143,7 @@ class Trainer:
         exits 0. Raises ``ValueError`` for inconsistent lengths (naming the argument or field).
         """
         ctx = self._context
-        info = headway.get_cluster_info()
+        info = ctx._core.info  # ClusterInfo on the cluster, None locally
         conf = ctx.get_experiment_config()
         if checkpoint_policy not in _POLICIES:
             raise ValueError(
@@ -161,6 +162,10 @@ class Trainer:
                 conf.get("min_checkpoint_period"), "min_checkpoint_period", gbs
             )
         if info is not None:
+            if max_length is not None:
+                logger.warning(
+                    "fit(max_length=%r) ignored: the searcher decides on the cluster", max_length
+                )
             reporting_period = Batch(int(conf.get("scheduling_unit") or 100))
             if latest_checkpoint is None:
                 latest_checkpoint = info.latest_checkpoint

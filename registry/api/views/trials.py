@@ -1,6 +1,7 @@
 """``/api/v1/trials/{id}/``: the trial, and the endpoints its SDK calls with a trial token."""
 
 from django.db.models import Count
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -39,6 +40,14 @@ def _int_param(request, name: str, default: int, *, lo: int, hi: int) -> int:
     return value
 
 
+def _trial_pk(pk: str | None) -> int:
+    """The trial id from the URL; 404 (as get_object would) when it is not an integer."""
+    try:
+        return int(pk)
+    except (TypeError, ValueError):
+        raise Http404("No Trial matches the given query.") from None
+
+
 class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = TrialSerializer
     queryset = Trial.objects.select_related("experiment")
@@ -70,14 +79,22 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     )
     @action(detail=True, methods=["get", "post"])
     def metrics(self, request, pk=None):
-        trial = self.get_object()
         if request.method == "POST":
-            reports = metrics.parse_reports(request.data)
+            # The hot path of every trial: metrics_report locks the trial row anyway, so
+            # check access without a second fetch of the trial (get_object).
+            trial_id = _trial_pk(pk)
             run = trial_run_of(request)
-            accepted = metrics.metrics_report(
-                trial_id=trial.id, reports=reports, run_id=run.run_id if run else None
-            )
+            if run is not None and run.trial_id != trial_id:
+                raise PermissionDenied(f"This trial token may only access trial {run.trial_id}.")
+            reports = metrics.parse_reports(request.data)
+            try:
+                accepted = metrics.metrics_report(
+                    trial_id=trial_id, reports=reports, run_id=run.run_id if run else None
+                )
+            except Trial.DoesNotExist:
+                raise Http404("No Trial matches the given query.") from None
             return Response({"accepted": accepted})
+        trial = self.get_object()
         group = request.query_params.get("group") or None
         name = request.query_params.get("name") or None
         max_points = _int_param(request, "max_points", 2000, lo=0, hi=1_000_000)
