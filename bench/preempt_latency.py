@@ -35,7 +35,7 @@ from _server import REPO, free_port  # noqa: E402
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "8"))
 BATCH_S = 0.005
 
-SCRIPT = f'''
+SCRIPT = f"""
 import json, time
 import headway as det
 
@@ -52,7 +52,7 @@ with det.core.init() as ctx:
                 (path / "weights.bin").write_bytes(b"0" * 1_000_000)
             print(json.dumps({{"preempted_at": t, "checkpoint_s": time.perf_counter() - began}}), flush=True)
             break
-'''
+"""
 CONFIG = "name: preempt-bench\nentrypoint: python loop.py\nsearcher: {name: single, metric: loss, max_length: 1}\n"
 
 
@@ -85,7 +85,9 @@ def main() -> None:
     var_dir = Path(tempfile.mkdtemp(prefix="headway-preempt-bench-"))
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(HEADWAY_VAR_DIR=str(var_dir), HEADWAY_PORT=str(port), HEADWAY_LOG_FLUSH_SECONDS="0.05")
+    env.update(
+        HEADWAY_VAR_DIR=str(var_dir), HEADWAY_PORT=str(port), HEADWAY_LOG_FLUSH_SECONDS="0.05"
+    )
     manage = [sys.executable, str(REPO / "manage.py")]
     subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=REPO)
     token = subprocess.run(
@@ -107,15 +109,21 @@ def main() -> None:
             http.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
             floor.append(time.perf_counter() - began)
         experiment = http.post(
-            f"{api}/experiments/", json={"config": CONFIG, "model_definition": model_definition()}, timeout=30
+            f"{api}/experiments/",
+            json={"config": CONFIG, "model_definition": model_definition()},
+            timeout=30,
         ).json()
-        trial_id = http.get(f"{api}/experiments/{experiment['id']}/trials/", timeout=30).json()["results"][0]["id"]
+        trial_id = http.get(f"{api}/experiments/{experiment['id']}/trials/", timeout=30).json()[
+            "results"
+        ][0]["id"]
         signal, paused, checkpoint = [], [], []
-        for round_no in range(1, ROUNDS + 1):
-            def messages():
-                return [x["message"] for x in http.get(f"{api}/trials/{trial_id}/logs/", params={"limit": 10000}, timeout=30).json()["results"]]
 
-            wait(lambda: messages().count("READY") >= round_no, 120, f"run {round_no} to start", 0.05)
+        def messages() -> list[str]:
+            logs = http.get(f"{api}/trials/{trial_id}/logs/", params={"limit": 10000}, timeout=30)
+            return [line["message"] for line in logs.json()["results"]]
+
+        for round_no in range(1, ROUNDS + 1):
+            wait(lambda n=round_no: messages().count("READY") >= n, 120, f"run {round_no}", 0.05)
             time.sleep(1.0)  # let the watcher's long-poll settle, as in a long-running trial
             sent = time.time()
             http.post(f"{api}/trials/{trial_id}/pause", timeout=30).raise_for_status()
@@ -125,7 +133,9 @@ def main() -> None:
                 60, "PAUSED", 0.01,
             )  # fmt: skip
             done = time.time()
-            report = [json.loads(m) for m in messages() if m.startswith('{"preempted_at"')][round_no - 1]
+            report = [json.loads(m) for m in messages() if m.startswith('{"preempted_at"')][
+                round_no - 1
+            ]
             signal.append(report["preempted_at"] - sent)
             checkpoint.append(report["checkpoint_s"])
             paused.append(done - sent - report["checkpoint_s"])

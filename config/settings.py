@@ -135,7 +135,9 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = envstr("REDIS_URL", "")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("HEADWAY_VISIBILITY_TIMEOUT", 43200)}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": envint("HEADWAY_VISIBILITY_TIMEOUT", 43200)
+    }
 else:
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("out", "processed", "control"):
@@ -165,8 +167,12 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Headway
-HEADWAY_MASTER_URL = envstr("HEADWAY_MASTER_URL", f"http://127.0.0.1:{envint('HEADWAY_PORT', 8000)}")
-HEADWAY_CHECKPOINT_DIR = Path(envstr("HEADWAY_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints"))).resolve()
+HEADWAY_MASTER_URL = envstr(
+    "HEADWAY_MASTER_URL", f"http://127.0.0.1:{envint('HEADWAY_PORT', 8000)}"
+)
+HEADWAY_CHECKPOINT_DIR = Path(
+    envstr("HEADWAY_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints"))
+).resolve()
 HEADWAY_WORK_DIR = Path(envstr("HEADWAY_WORK_DIR", str(VAR_DIR / "work"))).resolve()
 # Model definitions are stored with the experiment; Determined's limit is 96 MiB.
 HEADWAY_MAX_MODEL_DEF_BYTES = envint("HEADWAY_MAX_MODEL_DEF_BYTES", 32 * 1024 * 1024)

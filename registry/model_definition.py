@@ -63,7 +63,9 @@ def read_members(data: bytes, *, max_bytes: int) -> dict[str, tarfile.TarInfo]:
                     raise ModelDefinitionError(f"model definition has over {MAX_MEMBERS} files")
                 members[name] = member
     except (tarfile.TarError, EOFError, OSError) as exc:
-        raise ModelDefinitionError(f"model definition is not a valid tar.gz archive: {exc}") from exc
+        raise ModelDefinitionError(
+            f"model definition is not a valid tar.gz archive: {exc}"
+        ) from exc
     return members
 
 

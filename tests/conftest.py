@@ -56,9 +56,11 @@ def b64(data: bytes) -> str:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _unconsumed_queue():
+def _unconsumed_queue(request):
     """Runs that tests enqueue go to a queue no demo/serve worker reads (the cluster fixture
-    points its own worker at another queue)."""
+    points its own worker at another queue). A no-op for SDK-only runs (``-p no:django``)."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
     from django.conf import settings
 
     settings.CELERY_TASK_DEFAULT_QUEUE = "headway-tests-unconsumed"
@@ -109,7 +111,9 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
         db["ENGINE"].endswith("postgresql"),
         "integration tests need PostgreSQL: set DATABASE_URL=postgres://...",
     )
-    require(_redis_ok(settings.REDIS_URL), "integration tests need Redis: set REDIS_URL=redis://...")
+    require(
+        _redis_ok(settings.REDIS_URL), "integration tests need Redis: set REDIS_URL=redis://..."
+    )
     base = tmp_path_factory.mktemp("cluster")
     queue = f"headway-test-{uuid.uuid4().hex[:10]}"
     checkpoint_dir = base / "checkpoints"
@@ -138,7 +142,11 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
     worker_log = base / "worker.log"
     with open(worker_log, "wb") as log:
         proc = subprocess.Popen(
-            worker_command(concurrency=2, queue=queue), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+            worker_command(concurrency=2, queue=queue),
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         yield types.SimpleNamespace(
@@ -214,10 +222,14 @@ class ClusterAPI:
         return wait_for(check, timeout, what)
 
     def logs(self, trial_id: int) -> list[str]:
-        return [line["message"] for line in self.get(f"trials/{trial_id}/logs/", limit=10000)["results"]]
+        return [
+            line["message"] for line in self.get(f"trials/{trial_id}/logs/", limit=10000)["results"]
+        ]
 
     def series(self, trial_id: int, group: str, name: str) -> tuple[list[int], list]:
-        (series,) = self.get(f"trials/{trial_id}/metrics/", group=group, name=name, max_points=0)["series"]
+        (series,) = self.get(f"trials/{trial_id}/metrics/", group=group, name=name, max_points=0)[
+            "series"
+        ]
         return series["steps"], series["values"]
 
     def checkpoint_state(self, uuid: str) -> dict:
@@ -225,7 +237,9 @@ class ClusterAPI:
         import torch
 
         response = self.http.get(
-            f"{self.url}/api/v1/checkpoints/{uuid}/download", params={"path": "state-dict.pth"}, timeout=60
+            f"{self.url}/api/v1/checkpoints/{uuid}/download",
+            params={"path": "state-dict.pth"},
+            timeout=60,
         )
         assert response.status_code == 200, response.text
         return torch.load(io.BytesIO(response.content), weights_only=False)

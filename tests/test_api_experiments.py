@@ -74,7 +74,9 @@ def test_it_accepts_the_config_as_an_object(api):
         ("name: [unclosed", "config", ["line"]),
         (CONFIG + "bogus_field: 1\n", "config.bogus_field", ["bogus_field", "searcher"]),
         (
-            CONFIG.replace("{type: log, minval: -3, maxval: -1}", "{type: int, minval: 0.5, maxval: 3}"),
+            CONFIG.replace(
+                "{type: log, minval: -3, maxval: -1}", "{type: int, minval: 0.5, maxval: 3}"
+            ),
             "config.hyperparameters.lr.minval",
             [],
         ),
@@ -146,7 +148,11 @@ def test_it_rejects_unsafe_model_definitions(api, archive, words):
 
 def test_it_rejects_oversize_model_definitions(api, settings):
     settings.HEADWAY_MAX_MODEL_DEF_BYTES = 1000
-    response = create(api, model=make_tar_gz({"model_def.py": "class TinyTrial: pass\n", "big": b"\x00" * 1}) + b"\x00" * 2000)
+    response = create(
+        api,
+        model=make_tar_gz({"model_def.py": "class TinyTrial: pass\n", "big": b"\x00" * 1})
+        + b"\x00" * 2000,
+    )
     assert response.status_code == 413
     assert "limit" in response.json()["detail"]
     assert_nothing_stored()

@@ -25,7 +25,9 @@ def training(step, **metrics):
 
 def test_it_stores_a_batch_and_keeps_summaries(api, trial):
     reports = [training(s, loss=1.0 / s) for s in range(1, 11)]
-    reports.append({"group": "validation", "steps_completed": 10, "metrics": {"validation_loss": 0.3}})
+    reports.append(
+        {"group": "validation", "steps_completed": 10, "metrics": {"validation_loss": 0.3}}
+    )
     response = post(api, trial, reports)
     assert response.status_code == 200 and response.json() == {"accepted": 11}
     trial.refresh_from_db()
@@ -51,13 +53,16 @@ def test_non_finite_values_are_stored_and_read_as_gaps(api, trial):
     # The SDK sends the strings; a client using Python's json sends the bare literals.
     post(api, trial, [training(1, loss="NaN"), training(2, loss="Infinity"), training(3, loss=2.0)])
     raw = '{"reports": [{"group": "training", "steps_completed": 4, "metrics": {"loss": NaN}}]}'
-    response = api.post(
-        f"/api/v1/trials/{trial.id}/metrics/", raw, content_type="application/json"
-    )
+    response = api.post(f"/api/v1/trials/{trial.id}/metrics/", raw, content_type="application/json")
     assert response.status_code == 200, response.content
-    stored = [r.metrics["loss"] for r in MetricReport.objects.filter(trial=trial).order_by("steps_completed")]
+    stored = [
+        r.metrics["loss"]
+        for r in MetricReport.objects.filter(trial=trial).order_by("steps_completed")
+    ]
     assert stored == ["NaN", "Infinity", 2.0, "NaN"]
-    series = api.get(f"/api/v1/trials/{trial.id}/metrics/?group=training&name=loss").json()["series"]
+    series = api.get(f"/api/v1/trials/{trial.id}/metrics/?group=training&name=loss").json()[
+        "series"
+    ]
     assert series[0]["steps"] == [1, 2, 3, 4] and series[0]["values"] == [None, None, 2.0, None]
 
 
@@ -68,7 +73,10 @@ def test_non_finite_values_are_stored_and_read_as_gaps(api, trial):
         ({"group": "training", "steps_completed": -1, "metrics": {}}, "reports[1].steps_completed"),
         ({"group": "Bad Group", "steps_completed": 1, "metrics": {}}, "reports[1].group"),
         ({"group": "training", "steps_completed": 1, "metrics": [1]}, "reports[1].metrics"),
-        ({"group": "training", "steps_completed": 1, "metrics": {}, "extra": 1}, "reports[1].extra"),
+        (
+            {"group": "training", "steps_completed": 1, "metrics": {}, "extra": 1},
+            "reports[1].extra",
+        ),
     ],
 )
 def test_a_bad_report_rejects_the_whole_batch(api, trial, report, field):

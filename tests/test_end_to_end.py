@@ -43,7 +43,13 @@ def load_example_module():
 
 def test_the_digits_example_trains_end_to_end(cluster, cluster_token):
     created = headway_cli(
-        cluster, cluster_token, "experiment", "create", str(EXAMPLE / "const.yaml"), str(EXAMPLE), "--follow"
+        cluster,
+        cluster_token,
+        "experiment",
+        "create",
+        str(EXAMPLE / "const.yaml"),
+        str(EXAMPLE),
+        "--follow",
     )
     worker_log = cluster.worker_log.read_text(errors="replace")[-3000:]
     assert created.returncode == 0, f"{created.stdout}\n{created.stderr}\nworker:\n{worker_log}"
@@ -54,13 +60,21 @@ def test_the_digits_example_trains_end_to_end(cluster, cluster_token):
     api = f"{cluster.url}/api/v1"
     experiment = session.get(f"{api}/experiments/", timeout=30).json()["results"][0]
     assert experiment["state"] == "COMPLETED"
-    (trial,) = session.get(f"{api}/experiments/{experiment['id']}/trials/", timeout=30).json()["results"]
+    (trial,) = session.get(f"{api}/experiments/{experiment['id']}/trials/", timeout=30).json()[
+        "results"
+    ]
     assert trial["state"] == "COMPLETED" and trial["run_id"] == 1 and trial["restarts"] == 0
 
     # Metrics: both groups stored with strictly increasing steps_completed.
-    series = session.get(f"{api}/trials/{trial['id']}/metrics/?max_points=0", timeout=30).json()["series"]
+    series = session.get(f"{api}/trials/{trial['id']}/metrics/?max_points=0", timeout=30).json()[
+        "series"
+    ]
     by_key = {(s["group"], s["name"]): s for s in series}
-    for key in [("training", "loss"), ("validation", "validation_accuracy"), ("validation", "validation_loss")]:
+    for key in [
+        ("training", "loss"),
+        ("validation", "validation_accuracy"),
+        ("validation", "validation_loss"),
+    ]:
         steps = by_key[key]["steps"]
         assert len(steps) >= 2, key
         assert all(a < b for a, b in zip(steps, steps[1:], strict=False)), key
@@ -79,7 +93,12 @@ def test_the_digits_example_trains_end_to_end(cluster, cluster_token):
         names = set(tar.getnames())
         assert names == set(checkpoint["resources"])
         state = torch.load(io.BytesIO(tar.extractfile("state-dict.pth").read()), weights_only=False)
-    assert set(state) >= {"models_state_dict", "optimizers_state_dict", "lr_schedulers_state_dict", "callbacks"}
+    assert set(state) >= {
+        "models_state_dict",
+        "optimizers_state_dict",
+        "lr_schedulers_state_dict",
+        "callbacks",
+    }
 
     example = load_example_module()
     hparams = trial["hparams"]
@@ -95,13 +114,17 @@ def test_the_digits_example_trains_end_to_end(cluster, cluster_token):
 
     # One file of the checkpoint.
     single = session.get(
-        f"{api}/checkpoints/{checkpoint_uuid}/download", params={"path": "metadata.json"}, timeout=30
+        f"{api}/checkpoints/{checkpoint_uuid}/download",
+        params={"path": "metadata.json"},
+        timeout=30,
     )
     assert single.status_code == 200
     assert json.loads(single.content)["steps_completed"] == checkpoint["steps_completed"]
 
     # CLI reads back what the cluster recorded.
-    described = headway_cli(cluster, cluster_token, "experiment", "describe", str(experiment["id"]), "--json")
+    described = headway_cli(
+        cluster, cluster_token, "experiment", "describe", str(experiment["id"]), "--json"
+    )
     assert described.returncode == 0, described.stderr
     assert json.loads(described.stdout)["experiment"]["state"] == "COMPLETED"
     logs = headway_cli(cluster, cluster_token, "trial", "logs", str(trial["id"]))
@@ -117,7 +140,9 @@ def test_a_failing_entrypoint_ends_in_error_after_its_restarts(cluster, cluster_
         "name: failing\nentrypoint: python train.py\nmax_restarts: 1\n"
         "searcher: {name: single, metric: loss, max_length: 10}\n"
     )
-    created = headway_cli(cluster, cluster_token, "experiment", "create", str(config), str(tmp_path), "--follow")
+    created = headway_cli(
+        cluster, cluster_token, "experiment", "create", str(config), str(tmp_path), "--follow"
+    )
     assert created.returncode == 1, created.stdout + created.stderr
     session = requests.Session()
     session.headers["Authorization"] = f"Token {cluster_token}"
@@ -127,7 +152,9 @@ def test_a_failing_entrypoint_ends_in_error_after_its_restarts(cluster, cluster_
         f"{cluster.url}/api/v1/experiments/{experiment['id']}/trials/", timeout=30
     ).json()["results"]
     assert trial["state"] == "ERROR" and trial["restarts"] == 1 and trial["run_id"] == 2
-    lines = session.get(f"{cluster.url}/api/v1/trials/{trial['id']}/logs/", timeout=30).json()["results"]
+    lines = session.get(f"{cluster.url}/api/v1/trials/{trial['id']}/logs/", timeout=30).json()[
+        "results"
+    ]
     messages = [line["message"] for line in lines]
     assert messages.count("about to fail") == 2
     assert "[headway] run 2 exited with code 3" in messages

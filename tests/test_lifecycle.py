@@ -186,12 +186,16 @@ def test_control_endpoints_answer_409_with_the_state(api, trial):
     response = api.post(f"/api/v1/trials/{trial.id}/continue", {}, format="json")
     assert response.status_code == 400 and "no checkpoint" in response.json()["detail"]
     assert api.post(f"/api/v1/experiments/{trial.experiment_id}/pause").json()["state"] == "PAUSED"
-    assert api.post(f"/api/v1/experiments/{trial.experiment_id}/activate").json()["state"] == "ACTIVE"
+    assert (
+        api.post(f"/api/v1/experiments/{trial.experiment_id}/activate").json()["state"] == "ACTIVE"
+    )
     assert api.post(f"/api/v1/experiments/{trial.experiment_id}/kill").status_code == 200
     response = api.post(f"/api/v1/trials/{trial.id}/activate")
     assert response.status_code == 409
     assert "STOPPING_KILLED" in response.json()["detail"]
-    bad = api.post(f"/api/v1/trials/{trial.id}/continue", {"max_length": {"weeks": 2}}, format="json")
+    bad = api.post(
+        f"/api/v1/trials/{trial.id}/continue", {"max_length": {"weeks": 2}}, format="json"
+    )
     assert bad.status_code == 400 and "max_length" in bad.json()["errors"]
 
 
@@ -212,9 +216,15 @@ def test_searcher_completed_accepts_non_finite_metrics(api, trial, metric, store
     run = start(trial)
     api.credentials(HTTP_AUTHORIZATION=f"Token {run.token}")
     response = api.post(
-        f"/api/v1/trials/{trial.id}/searcher/completed/", {"length": 10, "metric": metric}, format="json"
+        f"/api/v1/trials/{trial.id}/searcher/completed/",
+        {"length": 10, "metric": metric},
+        format="json",
     )
     assert response.status_code == 200, response.json()
     assert reload(trial).searcher_metric_reported == stored
-    bad = api.post(f"/api/v1/trials/{trial.id}/searcher/completed/", {"length": 10, "metric": "x"}, format="json")
+    bad = api.post(
+        f"/api/v1/trials/{trial.id}/searcher/completed/",
+        {"length": 10, "metric": "x"},
+        format="json",
+    )
     assert bad.status_code == 400 and "metric" in bad.json()["errors"]

@@ -104,7 +104,9 @@ def test_sigkill_restarts_from_the_latest_checkpoint_and_supersedes_metrics(clus
 
     # Run 2 restored run 1's latest checkpoint; every report after that step is run 2's (run 1's
     # reports for those steps were superseded), every report up to it is run 1's.
-    restored = Checkpoint.objects.filter(trial_id=trial["id"], run_id=1).order_by("-steps_completed")[0]
+    restored = Checkpoint.objects.filter(trial_id=trial["id"], run_id=1).order_by(
+        "-steps_completed"
+    )[0]
     rows = MetricReport.objects.filter(trial_id=trial["id"], group="training")
     for step, run_id in rows.values_list("steps_completed", "run_id"):
         assert run_id == (1 if step <= restored.steps_completed else 2), (step, run_id)
@@ -112,7 +114,9 @@ def test_sigkill_restarts_from_the_latest_checkpoint_and_supersedes_metrics(clus
 
 def test_sigkill_with_no_restarts_left_is_an_error(cluster_api):
     trial = cluster_api.submit(RESUMABLE / "exp.yaml", RESUMABLE, max_restarts=0)
-    cluster_api.wait_trial(trial["id"], lambda t: t["run_state"] == "RUNNING" and t["steps_completed"] > 0, "running")
+    cluster_api.wait_trial(
+        trial["id"], lambda t: t["run_state"] == "RUNNING" and t["steps_completed"] > 0, "running"
+    )
     for pid in trial_process_ids(trial["id"], 1):
         os.kill(pid, signal.SIGKILL)
     done = cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "ERROR", "ERROR")
@@ -131,7 +135,9 @@ def test_kill_ends_a_process_that_ignores_sigterm(cluster_api, tmp_path):
         "searcher: {name: single, metric: loss, max_length: 10}\n"
     )
     trial = cluster_api.submit(tmp_path / "exp.yaml", tmp_path)
-    wait_for(lambda: "ignoring SIGTERM" in cluster_api.logs(trial["id"]), 120, "the process to start")
+    wait_for(
+        lambda: "ignoring SIGTERM" in cluster_api.logs(trial["id"]), 120, "the process to start"
+    )
     requested = time.monotonic()
     cluster_api.post(f"trials/{trial['id']}/kill")
     cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "CANCELED", "CANCELED", timeout=30)
@@ -166,7 +172,9 @@ def test_core_api_script_pauses_resumes_and_continues(cluster_api):
     experiment = cluster_api.post(f"trials/{trial['id']}/continue", {"max_length": 3})
     (continued,) = cluster_api.get(f"experiments/{experiment['id']}/trials/")["results"]
     assert continued["warm_start_checkpoint"] == done["latest_checkpoint"]
-    finished = cluster_api.wait_trial(continued["id"], lambda t: t["state"] == "COMPLETED", "continued")
+    finished = cluster_api.wait_trial(
+        continued["id"], lambda t: t["state"] == "COMPLETED", "continued"
+    )
     warm = _log_json(cluster_api.logs(finished["id"]), "restored")
     assert warm["start_epoch"] == 0 and warm["from_trial"] == trial["id"]
     assert warm["weight_sum"] == pytest.approx(final, abs=1e-6)
@@ -178,7 +186,9 @@ def test_concurrent_pause_and_activate_leave_a_consistent_state(cluster_api, clu
 
     def toggle(i: int) -> None:
         action = "pause" if i % 2 == 0 else "activate"
-        response = cluster_api.http.post(f"{cluster.url}/api/v1/trials/{trial['id']}/{action}", timeout=60)
+        response = cluster_api.http.post(
+            f"{cluster.url}/api/v1/trials/{trial['id']}/{action}", timeout=60
+        )
         if response.status_code not in (200, 409):
             errors.append(f"{action}: {response.status_code} {response.text}")
 
@@ -189,7 +199,9 @@ def test_concurrent_pause_and_activate_leave_a_consistent_state(cluster_api, clu
         thread.join()
     assert not errors
     cluster_api.post(f"trials/{trial['id']}/kill")
-    final = cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "CANCELED", "CANCELED", timeout=60)
+    final = cluster_api.wait_trial(
+        trial["id"], lambda t: t["state"] == "CANCELED", "CANCELED", timeout=60
+    )
 
     from registry.models import RunState, TrialRun
 

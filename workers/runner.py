@@ -113,7 +113,12 @@ class _LogWriter:
 
     def add(self, message: str) -> None:
         self.pending.append(
-            TrialLog(trial_id=self.trial_id, run_id=self.run_id, message=message, timestamp=timezone.now())
+            TrialLog(
+                trial_id=self.trial_id,
+                run_id=self.run_id,
+                message=message,
+                timestamp=timezone.now(),
+            )
         )
 
     def flush(self) -> None:
@@ -123,9 +128,7 @@ class _LogWriter:
 
 
 def _stop_requested(run: TrialRun) -> str:
-    return (
-        TrialRun.objects.filter(id=run.id).values_list("stop_requested", flat=True).first() or ""
-    )
+    return TrialRun.objects.filter(id=run.id).values_list("stop_requested", flat=True).first() or ""
 
 
 class _Killer:
@@ -186,14 +189,18 @@ def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
     shutil.rmtree(run_dir, ignore_errors=True)
     code_dir = run_dir / "code"
     code_dir.mkdir(parents=True)
-    experiment = Experiment.objects.only("model_definition", "config").get(id=run.trial.experiment_id)
+    experiment = Experiment.objects.only("model_definition", "config").get(
+        id=run.trial.experiment_id
+    )
     extract_model_definition(bytes(experiment.model_definition), str(code_dir))
     info_path = run_dir / "cluster_info.json"
     info_path.write_text(json.dumps(_cluster_info(run)))
     config = parse_experiment_config(experiment.config)
     entrypoint = config.entrypoint
     is_trial_class = config.entrypoint_trial_class is not None
-    logs.add(f"[headway] run {run.run_id} of trial {run.trial_id} starting on {worker_name()}: {entrypoint}")
+    logs.add(
+        f"[headway] run {run.run_id} of trial {run.trial_id} starting on {worker_name()}: {entrypoint}"
+    )
     process = subprocess.Popen(
         _command(entrypoint, is_trial_class),
         cwd=code_dir,
@@ -233,4 +240,3 @@ def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
             last_beat = now
         killer.escalate(logs)
     return process.wait()
-

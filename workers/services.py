@@ -56,7 +56,11 @@ class Services:
         env = dict(os.environ, HEADWAY_PORT=str(self.port))
         self.children.append(
             subprocess.Popen(
-                command, cwd=settings.BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT if out else None
+                command,
+                cwd=settings.BASE_DIR,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT if out else None,
             )
         )
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import math
 import binascii
+import math
 
 from rest_framework import serializers
 

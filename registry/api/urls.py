@@ -18,6 +18,10 @@ router.register("checkpoints", views.CheckpointViewSet, basename="checkpoint")
 urlpatterns = [
     path("auth/login/", views.LoginView.as_view(), name="login"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("schema/ui/", SpectacularSwaggerView.as_view(url_name="registry-api:schema"), name="schema-ui"),
+    path(
+        "schema/ui/",
+        SpectacularSwaggerView.as_view(url_name="registry-api:schema"),
+        name="schema-ui",
+    ),
     path("", include(router.urls)),
 ]

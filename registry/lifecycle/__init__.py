@@ -8,6 +8,7 @@ Semantics follow Determined (docs/lifecycle.md).
 """
 
 from registry.lifecycle._checkpoints import checkpoint_register
+from registry.lifecycle._continue import trial_continue
 from registry.lifecycle._experiments import (
     experiment_activate,
     experiment_archive,
@@ -28,7 +29,6 @@ from registry.lifecycle._runs import (
     trial_run_running,
     trial_searcher_completed,
 )
-from registry.lifecycle._continue import trial_continue
 from registry.lifecycle._trials import (
     trial_activate,
     trial_cancel,

@@ -55,9 +55,13 @@ def trial_continue(
             )
         chosen = checkpoint_uuid or trial.latest_checkpoint
         if chosen is None:
-            raise InvalidInput({"checkpoint": [f"Trial {trial.id} has no checkpoint to continue from."]})
+            raise InvalidInput(
+                {"checkpoint": [f"Trial {trial.id} has no checkpoint to continue from."]}
+            )
         if not Checkpoint.objects.filter(uuid=chosen, trial=trial).exists():
-            raise InvalidInput({"checkpoint": [f"Checkpoint {chosen} is not a checkpoint of trial {trial.id}."]})
+            raise InvalidInput(
+                {"checkpoint": [f"Checkpoint {chosen} is not a checkpoint of trial {trial.id}."]}
+            )
         source = trial.experiment
         config = dict(source.config)
         config["name"] = f"{source.name} (continued from trial {trial.id})"

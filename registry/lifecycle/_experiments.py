@@ -97,7 +97,9 @@ def experiment_create(
             source_trial=source_trial,
         )
         searcher = build_searcher(config, data["reproducibility"]["experiment_seed"])
-        _apply_operations(experiment, searcher, searcher.initial_operations(), warm_start_checkpoint)
+        _apply_operations(
+            experiment, searcher, searcher.initial_operations(), warm_start_checkpoint
+        )
     return experiment
 
 

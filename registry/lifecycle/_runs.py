@@ -23,10 +23,17 @@ def trial_run_claim(*, trial_id: int, run_id: int, worker: str) -> TrialRun | No
     """
     claimed = TrialRun.objects.filter(
         trial_id=trial_id, run_id=run_id, state=RunState.QUEUED, trial__state=State.ACTIVE
-    ).update(state=RunState.STARTING, worker=worker, started_at=timezone.now(), heartbeat_at=timezone.now())
+    ).update(
+        state=RunState.STARTING,
+        worker=worker,
+        started_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+    )
     if claimed != 1:
         return None
-    return TrialRun.objects.select_related("trial__experiment").get(trial_id=trial_id, run_id=run_id)
+    return TrialRun.objects.select_related("trial__experiment").get(
+        trial_id=trial_id, run_id=run_id
+    )
 
 
 def trial_run_running(*, trial_id: int, run_id: int) -> None:
@@ -38,9 +45,9 @@ def trial_run_running(*, trial_id: int, run_id: int) -> None:
 
 def trial_run_heartbeat(*, trial_id: int, run_id: int) -> str:
     """Record that the worker running this run is alive; return the run's stop request."""
-    TrialRun.objects.filter(trial_id=trial_id, run_id=run_id).exclude(
-        state=RunState.EXITED
-    ).update(heartbeat_at=timezone.now())
+    TrialRun.objects.filter(trial_id=trial_id, run_id=run_id).exclude(state=RunState.EXITED).update(
+        heartbeat_at=timezone.now()
+    )
     return (
         TrialRun.objects.filter(trial_id=trial_id, run_id=run_id)
         .values_list("stop_requested", flat=True)
@@ -102,7 +109,11 @@ def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None) -> Non
         trial.restarts += 1
         trial.save(update_fields=["restarts"])
         logger.warning(
-            "trial %s run %s exited with %s; restart %s", trial.id, run.run_id, exit_code, trial.restarts
+            "trial %s run %s exited with %s; restart %s",
+            trial.id,
+            run.run_id,
+            exit_code,
+            trial.restarts,
         )
         schedule_run(trial)
     else:

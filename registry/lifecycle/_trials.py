@@ -11,7 +11,13 @@ from collections.abc import Callable
 from django.db import transaction
 
 from registry.errors import IllegalTransition
-from registry.lifecycle._common import drop_queued_run, live_run, lock_trial, refresh_experiment, trial_end
+from registry.lifecycle._common import (
+    drop_queued_run,
+    live_run,
+    lock_trial,
+    refresh_experiment,
+    trial_end,
+)
 from registry.models import RunState, State, Trial
 from registry.scheduler import schedule_run
 

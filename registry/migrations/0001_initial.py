@@ -2,13 +2,13 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import registry.models.trial
 from django.conf import settings
 from django.db import migrations, models
 
+import registry.models.trial
+
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,141 +17,278 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Experiment',
+            name="Experiment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=256)),
-                ('description', models.TextField(blank=True, default='')),
-                ('labels', models.JSONField(default=list)),
-                ('config', models.JSONField()),
-                ('original_config', models.TextField(blank=True, default='')),
-                ('model_definition', models.BinaryField()),
-                ('model_definition_size', models.PositiveBigIntegerField(default=0)),
-                ('state', models.CharField(choices=[('ACTIVE', 'Active'), ('PAUSED', 'Paused'), ('STOPPING_COMPLETED', 'Stopping Completed'), ('STOPPING_CANCELED', 'Stopping Canceled'), ('STOPPING_KILLED', 'Stopping Killed'), ('STOPPING_ERROR', 'Stopping Error'), ('COMPLETED', 'Completed'), ('CANCELED', 'Canceled'), ('ERROR', 'Error')], default='ACTIVE', max_length=32)),
-                ('archived', models.BooleanField(default=False)),
-                ('progress', models.FloatField(default=0.0)),
-                ('searcher_state', models.JSONField(default=dict)),
-                ('best_validation', models.FloatField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=256)),
+                ("description", models.TextField(blank=True, default="")),
+                ("labels", models.JSONField(default=list)),
+                ("config", models.JSONField()),
+                ("original_config", models.TextField(blank=True, default="")),
+                ("model_definition", models.BinaryField()),
+                ("model_definition_size", models.PositiveBigIntegerField(default=0)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("ACTIVE", "Active"),
+                            ("PAUSED", "Paused"),
+                            ("STOPPING_COMPLETED", "Stopping Completed"),
+                            ("STOPPING_CANCELED", "Stopping Canceled"),
+                            ("STOPPING_KILLED", "Stopping Killed"),
+                            ("STOPPING_ERROR", "Stopping Error"),
+                            ("COMPLETED", "Completed"),
+                            ("CANCELED", "Canceled"),
+                            ("ERROR", "Error"),
+                        ],
+                        default="ACTIVE",
+                        max_length=32,
+                    ),
+                ),
+                ("archived", models.BooleanField(default=False)),
+                ("progress", models.FloatField(default=0.0)),
+                ("searcher_state", models.JSONField(default=dict)),
+                ("best_validation", models.FloatField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='Trial',
+            name="Trial",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('request_id', models.CharField(blank=True, default='', max_length=64)),
-                ('hparams', models.JSONField(default=dict)),
-                ('seed', models.BigIntegerField(default=0)),
-                ('state', models.CharField(choices=[('ACTIVE', 'Active'), ('PAUSED', 'Paused'), ('STOPPING_COMPLETED', 'Stopping Completed'), ('STOPPING_CANCELED', 'Stopping Canceled'), ('STOPPING_KILLED', 'Stopping Killed'), ('STOPPING_ERROR', 'Stopping Error'), ('COMPLETED', 'Completed'), ('CANCELED', 'Canceled'), ('ERROR', 'Error')], default='ACTIVE', max_length=32)),
-                ('run_id', models.PositiveIntegerField(default=0)),
-                ('restarts', models.PositiveIntegerField(default=0)),
-                ('steps_completed', models.PositiveBigIntegerField(default=0)),
-                ('progress', models.FloatField(default=0.0)),
-                ('best_validation', models.FloatField(blank=True, null=True)),
-                ('latest_checkpoint', models.UUIDField(blank=True, null=True)),
-                ('warm_start_checkpoint', models.UUIDField(blank=True, null=True)),
-                ('summary_metrics', models.JSONField(default=dict)),
-                ('searcher_metric_reported', models.FloatField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('experiment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='trials', to='registry.experiment')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("request_id", models.CharField(blank=True, default="", max_length=64)),
+                ("hparams", models.JSONField(default=dict)),
+                ("seed", models.BigIntegerField(default=0)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("ACTIVE", "Active"),
+                            ("PAUSED", "Paused"),
+                            ("STOPPING_COMPLETED", "Stopping Completed"),
+                            ("STOPPING_CANCELED", "Stopping Canceled"),
+                            ("STOPPING_KILLED", "Stopping Killed"),
+                            ("STOPPING_ERROR", "Stopping Error"),
+                            ("COMPLETED", "Completed"),
+                            ("CANCELED", "Canceled"),
+                            ("ERROR", "Error"),
+                        ],
+                        default="ACTIVE",
+                        max_length=32,
+                    ),
+                ),
+                ("run_id", models.PositiveIntegerField(default=0)),
+                ("restarts", models.PositiveIntegerField(default=0)),
+                ("steps_completed", models.PositiveBigIntegerField(default=0)),
+                ("progress", models.FloatField(default=0.0)),
+                ("best_validation", models.FloatField(blank=True, null=True)),
+                ("latest_checkpoint", models.UUIDField(blank=True, null=True)),
+                ("warm_start_checkpoint", models.UUIDField(blank=True, null=True)),
+                ("summary_metrics", models.JSONField(default=dict)),
+                ("searcher_metric_reported", models.FloatField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "experiment",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="trials",
+                        to="registry.experiment",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.AddField(
-            model_name='experiment',
-            name='source_trial',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='registry.trial'),
+            model_name="experiment",
+            name="source_trial",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="registry.trial",
+            ),
         ),
         migrations.CreateModel(
-            name='Checkpoint',
+            name="Checkpoint",
             fields=[
-                ('uuid', models.UUIDField(primary_key=True, serialize=False)),
-                ('run_id', models.PositiveIntegerField(default=0)),
-                ('steps_completed', models.BigIntegerField()),
-                ('state', models.CharField(choices=[('COMPLETED', 'Completed'), ('DELETED', 'Deleted')], default='COMPLETED', max_length=16)),
-                ('resources', models.JSONField(default=dict)),
-                ('metadata', models.JSONField(default=dict)),
-                ('size', models.PositiveBigIntegerField(default=0)),
-                ('storage', models.JSONField(default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('trial', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='checkpoints', to='registry.trial')),
+                ("uuid", models.UUIDField(primary_key=True, serialize=False)),
+                ("run_id", models.PositiveIntegerField(default=0)),
+                ("steps_completed", models.BigIntegerField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("COMPLETED", "Completed"), ("DELETED", "Deleted")],
+                        default="COMPLETED",
+                        max_length=16,
+                    ),
+                ),
+                ("resources", models.JSONField(default=dict)),
+                ("metadata", models.JSONField(default=dict)),
+                ("size", models.PositiveBigIntegerField(default=0)),
+                ("storage", models.JSONField(default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "trial",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="checkpoints",
+                        to="registry.trial",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-steps_completed', '-created_at'],
+                "ordering": ["-steps_completed", "-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='TrialLog',
+            name="TrialLog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('run_id', models.PositiveIntegerField(default=0)),
-                ('timestamp', models.DateTimeField(default=django.utils.timezone.now)),
-                ('message', models.TextField()),
-                ('trial', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='registry.trial')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("run_id", models.PositiveIntegerField(default=0)),
+                ("timestamp", models.DateTimeField(default=django.utils.timezone.now)),
+                ("message", models.TextField()),
+                (
+                    "trial",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="registry.trial",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='TrialRun',
+            name="TrialRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('run_id', models.PositiveIntegerField()),
-                ('state', models.CharField(choices=[('QUEUED', 'Queued'), ('STARTING', 'Starting'), ('RUNNING', 'Running'), ('EXITED', 'Exited')], default='QUEUED', max_length=16)),
-                ('token', models.CharField(default=registry.models.trial._new_token, max_length=40, unique=True)),
-                ('worker', models.CharField(blank=True, default='', max_length=255)),
-                ('exit_code', models.IntegerField(blank=True, null=True)),
-                ('stop_requested', models.CharField(blank=True, default='', max_length=16)),
-                ('preempt_acknowledged', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('trial', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='registry.trial')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("run_id", models.PositiveIntegerField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("QUEUED", "Queued"),
+                            ("STARTING", "Starting"),
+                            ("RUNNING", "Running"),
+                            ("EXITED", "Exited"),
+                        ],
+                        default="QUEUED",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "token",
+                    models.CharField(
+                        default=registry.models.trial._new_token, max_length=40, unique=True
+                    ),
+                ),
+                ("worker", models.CharField(blank=True, default="", max_length=255)),
+                ("exit_code", models.IntegerField(blank=True, null=True)),
+                ("stop_requested", models.CharField(blank=True, default="", max_length=16)),
+                ("preempt_acknowledged", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "trial",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="registry.trial",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['trial_id', 'run_id'],
+                "ordering": ["trial_id", "run_id"],
             },
         ),
         migrations.CreateModel(
-            name='MetricReport',
+            name="MetricReport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('group', models.CharField(max_length=32)),
-                ('steps_completed', models.BigIntegerField()),
-                ('run_id', models.PositiveIntegerField(default=0)),
-                ('epoch', models.FloatField(blank=True, null=True)),
-                ('reported_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('metrics', models.JSONField()),
-                ('trial', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='registry.trial')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("group", models.CharField(max_length=32)),
+                ("steps_completed", models.BigIntegerField()),
+                ("run_id", models.PositiveIntegerField(default=0)),
+                ("epoch", models.FloatField(blank=True, null=True)),
+                ("reported_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("metrics", models.JSONField()),
+                (
+                    "trial",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="registry.trial",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('trial', 'group', 'steps_completed'), name='unique_metric_step')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("trial", "group", "steps_completed"), name="unique_metric_step"
+                    )
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='experiment',
-            index=models.Index(fields=['state'], name='registry_ex_state_20a9ed_idx'),
+            model_name="experiment",
+            index=models.Index(fields=["state"], name="registry_ex_state_20a9ed_idx"),
         ),
         migrations.AddIndex(
-            model_name='checkpoint',
-            index=models.Index(fields=['trial', 'steps_completed'], name='registry_ch_trial_i_b6a79c_idx'),
+            model_name="checkpoint",
+            index=models.Index(
+                fields=["trial", "steps_completed"], name="registry_ch_trial_i_b6a79c_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='triallog',
-            index=models.Index(fields=['trial', 'id'], name='registry_tr_trial_i_e03586_idx'),
+            model_name="triallog",
+            index=models.Index(fields=["trial", "id"], name="registry_tr_trial_i_e03586_idx"),
         ),
         migrations.AddConstraint(
-            model_name='trialrun',
-            constraint=models.UniqueConstraint(fields=('trial', 'run_id'), name='unique_run_per_trial'),
+            model_name="trialrun",
+            constraint=models.UniqueConstraint(
+                fields=("trial", "run_id"), name="unique_run_per_trial"
+            ),
         ),
     ]

@@ -60,7 +60,9 @@ class SearchMethod(abc.ABC):
     def on_trial_created(self, request_id: str) -> list[Operation]:
         return []
 
-    def on_validation_completed(self, request_id: str, metric: float, length: int) -> list[Operation]:
+    def on_validation_completed(
+        self, request_id: str, metric: float, length: int
+    ) -> list[Operation]:
         return []
 
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:

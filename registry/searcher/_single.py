@@ -26,7 +26,9 @@ class SingleSearch(SearchMethod):
             ValidateAfter(request_id="1", length=self.config.searcher.max_length.value),
         ]
 
-    def on_validation_completed(self, request_id: str, metric: float, length: int) -> list[Operation]:
+    def on_validation_completed(
+        self, request_id: str, metric: float, length: int
+    ) -> list[Operation]:
         if length >= self.config.searcher.max_length.value:
             return [Close(request_id)]
         return []

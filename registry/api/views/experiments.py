@@ -17,9 +17,7 @@ from registry.api.serializers import (
 from registry.models import Checkpoint, Experiment, State
 
 
-class ExperimentViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
-):
+class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = ExperimentSerializer
 
     def get_queryset(self):
@@ -36,7 +34,9 @@ class ExperimentViewSet(
             if state not in State.values:
                 from registry.errors import InvalidInput
 
-                raise InvalidInput({"state": [f"Unknown state; allowed: {', '.join(State.values)}."]})
+                raise InvalidInput(
+                    {"state": [f"Unknown state; allowed: {', '.join(State.values)}."]}
+                )
             qs = qs.filter(state=state)
         archived = self.request.query_params.get("archived")
         if archived in ("true", "false"):

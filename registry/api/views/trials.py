@@ -13,10 +13,10 @@ from registry import lifecycle, metrics
 from registry.api.permissions import trial_run_of
 from registry.api.serializers import (
     CheckpointRegisterSerializer,
+    CheckpointSerializer,
     ContinueTrialSerializer,
     ExperimentSerializer,
     PreemptAckSerializer,
-    CheckpointSerializer,
     ProgressSerializer,
     SearcherCompletedSerializer,
     TrialLogSerializer,

@@ -37,7 +37,11 @@ class Command(BaseCommand):
         else:
             user.set_password(password)
             user.save(update_fields=["password"])
-        shown = "(from HEADWAY_ADMIN_PASSWORD)" if os.environ.get("HEADWAY_ADMIN_PASSWORD") else password
+        shown = (
+            "(from HEADWAY_ADMIN_PASSWORD)"
+            if os.environ.get("HEADWAY_ADMIN_PASSWORD")
+            else password
+        )
         self.stdout.write(f"Dashboard login: admin / {shown}")
         token, _ = Token.objects.get_or_create(user=user)
         return token.key
@@ -46,7 +50,9 @@ class Command(BaseCommand):
         token = self._admin_token()
         master = f"http://127.0.0.1:{port}"
         services = Services(port=port, log_dir=settings.VAR_DIR / "logs")
-        self.stdout.write(f"Starting web + worker on {master} (logs in {settings.VAR_DIR / 'logs'}) ...")
+        self.stdout.write(
+            f"Starting web + worker on {master} (logs in {settings.VAR_DIR / 'logs'}) ..."
+        )
         services.start()
         try:
             example = settings.BASE_DIR / "examples" / "digits"
@@ -71,7 +77,9 @@ class Command(BaseCommand):
         trials = session.get(f"experiments/{experiment['id']}/trials/")["results"]
         metric = experiment["searcher_metric"]
         self.stdout.write("")
-        self.stdout.write(f"Experiment {experiment['id']} ({experiment['name']}): {experiment['state']}")
+        self.stdout.write(
+            f"Experiment {experiment['id']} ({experiment['name']}): {experiment['state']}"
+        )
         for trial in trials:
             validation = trial["summary_metrics"].get("validation", {})
             final = validation.get(metric, {}).get("last")
@@ -86,5 +94,7 @@ class Command(BaseCommand):
                     f"  download: {master}/api/v1/checkpoints/{trial['latest_checkpoint']}/download"
                 )
         self.stdout.write(f"Dashboard: {master}/experiments/{experiment['id']}/")
-        self.stdout.write(f"REST API:  {master}/api/v1/experiments/{experiment['id']}/ (schema: {master}/api/v1/schema/ui/)")
+        self.stdout.write(
+            f"REST API:  {master}/api/v1/experiments/{experiment['id']}/ (schema: {master}/api/v1/schema/ui/)"
+        )
         return experiment["state"] == "COMPLETED"
