@@ -43,6 +43,7 @@ format: install
 bench: migrate
 	$(PY) bench/harness_overhead.py
 	$(PY) bench/metrics_ingest.py
+	$(PY) bench/preempt_latency.py
 
 clean:
 	rm -rf var/

@@ -197,7 +197,24 @@ class DataLoader:
         return len(self.get_data_loader())
 
 
-class ResumableLoader:
+class _LoaderLength:
+    """``len()`` and ``has_length()`` of a wrapper holding a torch loader in ``self.loader``."""
+
+    loader: torch.utils.data.DataLoader
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def has_length(self) -> bool:
+        """Whether the number of batches per epoch is known (False for most IterableDatasets)."""
+        try:
+            len(self.loader)
+        except TypeError:
+            return False
+        return True
+
+
+class ResumableLoader(_LoaderLength):
     """The harness's view of a ``DataLoader``: ``len()`` and ``iter_from(epoch, batch)``.
 
     ``training`` pads shards so that all slots run the same number of batches per epoch (as
@@ -251,17 +268,6 @@ class ResumableLoader:
         self._epoch = 0
         self._skip = 0
 
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def has_length(self) -> bool:
-        """Whether the number of batches per epoch is known (False for most IterableDatasets)."""
-        try:
-            len(self.loader)
-        except TypeError:
-            return False
-        return True
-
     def set_position(self, epoch: int, skip: int) -> None:
         """Make the next ``iter()`` yield epoch ``epoch`` starting at its batch ``skip``."""
         self._epoch = epoch
@@ -279,23 +285,12 @@ class ResumableLoader:
         return it
 
 
-class _PlainLoader:
+class _PlainLoader(_LoaderLength):
     """A plain ``torch.utils.data.DataLoader`` returned by a trial: resumed by dropping batches."""
 
     def __init__(self, loader: torch.utils.data.DataLoader) -> None:
         self.loader = loader
         self._skip = 0
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def has_length(self) -> bool:
-        """Whether ``len()`` works on the loader."""
-        try:
-            len(self.loader)
-        except TypeError:
-            return False
-        return True
 
     def set_position(self, epoch: int, skip: int) -> None:
         """Start the next ``iter()`` at batch ``skip`` (the epoch only matters to samplers)."""

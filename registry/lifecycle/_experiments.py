@@ -148,23 +148,29 @@ def _check(experiment: Experiment, allowed: set[State], verb: str) -> None:
         )
 
 
+def _toggle(
+    experiment_id: int, source: State, target: State, verb: str, toggle_trial
+) -> Experiment:
+    with transaction.atomic():
+        experiment, trials = _lock_experiment_trials(experiment_id)
+        if experiment.state == target:
+            return experiment
+        _check(experiment, {source}, verb)
+        for trial in trials:
+            if trial.state == source:
+                toggle_trial(trial)
+        experiment.state = target
+        experiment.save(update_fields=["state"])
+        return refresh_experiment(experiment_id)
+
+
 def experiment_pause(*, experiment_id: int) -> Experiment:
     """Pause every running trial (each checkpoints and stops); PAUSED → no-op.
 
     Raises:
         IllegalTransition: the experiment has ended or is stopping.
     """
-    with transaction.atomic():
-        experiment, trials = _lock_experiment_trials(experiment_id)
-        if experiment.state == State.PAUSED:
-            return experiment
-        _check(experiment, {State.ACTIVE}, "paused")
-        for trial in trials:
-            if trial.state == State.ACTIVE:
-                trial_pause_locked(trial)
-        experiment.state = State.PAUSED
-        experiment.save(update_fields=["state"])
-        return refresh_experiment(experiment_id)
+    return _toggle(experiment_id, State.ACTIVE, State.PAUSED, "paused", trial_pause_locked)
 
 
 def experiment_activate(*, experiment_id: int) -> Experiment:
@@ -173,17 +179,7 @@ def experiment_activate(*, experiment_id: int) -> Experiment:
     Raises:
         IllegalTransition: the experiment has ended or is stopping.
     """
-    with transaction.atomic():
-        experiment, trials = _lock_experiment_trials(experiment_id)
-        if experiment.state == State.ACTIVE:
-            return experiment
-        _check(experiment, {State.PAUSED}, "activated")
-        for trial in trials:
-            if trial.state == State.PAUSED:
-                trial_activate_locked(trial)
-        experiment.state = State.ACTIVE
-        experiment.save(update_fields=["state"])
-        return refresh_experiment(experiment_id)
+    return _toggle(experiment_id, State.PAUSED, State.ACTIVE, "activated", trial_activate_locked)
 
 
 def _stop(experiment_id: int, stopping: State, stop_trial) -> Experiment:
