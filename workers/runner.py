@@ -30,7 +30,7 @@ from django.utils import timezone
 from headway.config import parse_experiment_config
 from registry import lifecycle
 from registry.model_definition import extract_model_definition
-from registry.models import Experiment, TrialLog, TrialRun
+from registry.models import Checkpoint, Experiment, TrialLog, TrialRun
 
 logger = logging.getLogger("headway.worker")
 
@@ -49,8 +49,9 @@ def _cluster_info(run: TrialRun) -> dict:
     latest = trial.latest_checkpoint or trial.warm_start_checkpoint
     latest_steps = None
     if latest is not None:
+        # A warm start's checkpoint belongs to the source trial: look it up by uuid alone.
         latest_steps = (
-            trial.checkpoints.filter(uuid=latest).values_list("steps_completed", flat=True).first()
+            Checkpoint.objects.filter(uuid=latest).values_list("steps_completed", flat=True).first()
         )
     return {
         "master_url": settings.HEADWAY_MASTER_URL,
