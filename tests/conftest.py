@@ -66,6 +66,26 @@ def _unconsumed_queue(request):
     settings.CELERY_TASK_DEFAULT_QUEUE = "headway-tests-unconsumed"
 
 
+@pytest.fixture(scope="session")
+def _moto_server():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_endpoint(_moto_server, monkeypatch) -> str:
+    """A real S3 endpoint over HTTP (moto's server mode) with test credentials in the env."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return _moto_server
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-password")

@@ -228,3 +228,32 @@ def test_searcher_completed_accepts_non_finite_metrics(api, trial, metric, store
         format="json",
     )
     assert bad.status_code == 400 and "metric" in bad.json()["errors"]
+
+
+def test_a_config_can_name_the_checkpoint_or_trial_to_start_from(api, trial):
+    checkpoint, _ = lifecycle.checkpoint_register(
+        trial_id=trial.id,
+        uuid="00000000-0000-0000-0000-0000000000aa",
+        steps_completed=10,
+        run_id=1,
+        resources={"state-dict.pth": 10},
+        metadata={"steps_completed": 10},
+    )
+    by_trial = CONFIG_WITH_SOURCE.format(source=f"source_trial_id: {trial.id}")
+    response = create(api, config=by_trial)
+    assert response.status_code == 201, response.json()
+    (started,) = Trial.objects.filter(experiment_id=response.json()["id"])
+    assert str(started.warm_start_checkpoint) == str(checkpoint.uuid)
+    missing = CONFIG_WITH_SOURCE.format(
+        source="source_checkpoint_uuid: 00000000-0000-0000-0000-0000000000bb"
+    )
+    response = create(api, config=missing)
+    assert response.status_code == 400
+    assert "config.searcher.source_checkpoint_uuid" in response.json()["errors"]
+
+
+CONFIG_WITH_SOURCE = """
+name: warm
+entrypoint: model_def:TinyTrial
+searcher: {{name: single, metric: validation_loss, max_length: 10, {source}}}
+"""

@@ -4,33 +4,18 @@ from __future__ import annotations
 
 import io
 import tarfile
-from collections.abc import Iterator
 
 import pytest
 
-moto_server = pytest.importorskip("moto.server")
-
-from headway.storage import S3StorageManager, build_storage_manager, iter_tar_chunks  # noqa: E402
+from headway.storage import S3StorageManager, build_storage_manager, iter_tar_chunks
 
 SID = "6f1c8a2e-1111-4c52-8d5e-5a1f7a3a2f10"
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
-def manager(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> S3StorageManager:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+def manager(s3_endpoint: str) -> S3StorageManager:
     mgr = build_storage_manager(
-        {"type": "s3", "bucket": "ckpts", "prefix": "exp/", "endpoint_url": endpoint}
+        {"type": "s3", "bucket": "ckpts", "prefix": "exp/", "endpoint_url": s3_endpoint}
     )
     assert isinstance(mgr, S3StorageManager)
     mgr._client.create_bucket(Bucket="ckpts")

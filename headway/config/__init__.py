@@ -10,6 +10,7 @@
 from headway.config._errors import ConfigError
 from headway.config._experiment import (
     CheckpointStorageConfig,
+    S3Config,
     ExperimentConfig,
     ReproducibilityConfig,
     ResourcesConfig,
@@ -35,6 +36,7 @@ __all__ = [
     "UNITS",
     "CategoricalHyperparameter",
     "CheckpointStorageConfig",
+    "S3Config",
     "ConfigError",
     "ConstHyperparameter",
     "DoubleHyperparameter",

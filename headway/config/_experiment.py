@@ -41,25 +41,47 @@ class SingleSearcherConfig(StrictModel):
 SearcherConfig = tagged_union("searcher", "name", {"single": SingleSearcherConfig})
 
 
-class SharedFSConfig(StrictModel):
-    """``checkpoint_storage.type: shared_fs``: a directory every worker host mounts.
+class _GCPolicy(StrictModel):
+    """Garbage-collection policy shared by every storage type (Determined's defaults): keep the
+    best ``save_experiment_best`` checkpoints of the experiment, the best ``save_trial_best`` and
+    the latest ``save_trial_latest`` of every trial."""
 
-    Checkpoints go to ``<host_path>/<storage_path>/<uuid>/``. ``host_path`` may be left out; the
-    server fills its local default. ``save_*`` are the garbage-collection policy (Determined's
-    defaults): keep the best ``save_experiment_best`` checkpoints of the experiment, the best
-    ``save_trial_best`` and the latest ``save_trial_latest`` of every trial.
-    """
-
-    type: Literal["shared_fs"]
-    host_path: Annotated[str, Field(min_length=1)] | None = None
-    storage_path: str | None = None
     save_experiment_best: Annotated[int, Field(ge=0)] = 0
     save_trial_best: Annotated[int, Field(ge=0)] = 1
     save_trial_latest: Annotated[int, Field(ge=0)] = 1
 
 
-# ``s3`` (bucket, prefix, endpoint_url) is one more model and one more entry here.
-CheckpointStorageConfig = tagged_union("storage", "type", {"shared_fs": SharedFSConfig})
+class SharedFSConfig(_GCPolicy):
+    """``checkpoint_storage.type: shared_fs``: a directory every worker host mounts.
+
+    Checkpoints go to ``<host_path>/<storage_path>/<uuid>/``. ``host_path`` may be left out; the
+    server fills its local default.
+    """
+
+    type: Literal["shared_fs"]
+    host_path: Annotated[str, Field(min_length=1)] | None = None
+    storage_path: str | None = None
+
+
+class S3Config(_GCPolicy):
+    """``checkpoint_storage.type: s3``: an S3 (or S3-compatible, e.g. MinIO) bucket.
+
+    Checkpoints go to ``s3://<bucket>/<prefix>/<uuid>/``. Credentials are NOT part of the config
+    (it is shown over the API): workers and the server read boto3's usual sources
+    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, profiles, instance roles).
+    ``endpoint_url`` points at MinIO or another S3-compatible server.
+    """
+
+    type: Literal["s3"]
+    bucket: Annotated[str, Field(min_length=3, max_length=63)]
+    prefix: str = ""
+    endpoint_url: str | None = None
+    region: str | None = None
+
+
+CheckpointStorageConfig = tagged_union(
+    "storage", "type", {"shared_fs": SharedFSConfig, "s3": S3Config}
+)
 
 
 class ResourcesConfig(StrictModel):

@@ -19,7 +19,7 @@ from registry.lifecycle._trials import (
     trial_pause_locked,
 )
 from registry.model_definition import ModelDefinitionError, validate_model_definition
-from registry.models import TERMINAL_STATES, Experiment, State, Trial
+from registry.models import TERMINAL_STATES, Checkpoint, Experiment, State, Trial
 from registry.scheduler import schedule_run
 from registry.searcher import Create, Operation, Shutdown, build_searcher
 
@@ -84,6 +84,8 @@ def experiment_create(
         raise InvalidInput({field: [str(exc)]}) from None
     config = _complete_config(config)
     data = config.to_dict()
+    if warm_start_checkpoint is None:
+        warm_start_checkpoint = _configured_warm_start(config)
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,
@@ -101,6 +103,33 @@ def experiment_create(
             experiment, searcher, searcher.initial_operations(), warm_start_checkpoint
         )
     return experiment
+
+
+def _configured_warm_start(config: ExperimentConfig) -> uuid_lib.UUID | None:
+    """The checkpoint named by ``searcher.source_checkpoint_uuid`` / ``source_trial_id``.
+
+    Raises:
+        InvalidInput: naming the field when the checkpoint or trial (or its checkpoint) is missing.
+    """
+    searcher = config.searcher
+    if searcher.source_checkpoint_uuid:
+        field = "config.searcher.source_checkpoint_uuid"
+        try:
+            wanted = uuid_lib.UUID(str(searcher.source_checkpoint_uuid))
+        except ValueError:
+            raise InvalidInput({field: ["Not a checkpoint uuid."]}) from None
+        if not Checkpoint.objects.filter(uuid=wanted).exists():
+            raise InvalidInput({field: [f"No checkpoint {wanted}."]})
+        return wanted
+    if searcher.source_trial_id:
+        field = "config.searcher.source_trial_id"
+        trial = Trial.objects.filter(id=searcher.source_trial_id).first()
+        if trial is None:
+            raise InvalidInput({field: [f"No trial {searcher.source_trial_id}."]})
+        if trial.latest_checkpoint is None:
+            raise InvalidInput({field: [f"Trial {trial.id} has no checkpoint to start from."]})
+        return trial.latest_checkpoint
+    return None
 
 
 def _apply_operations(

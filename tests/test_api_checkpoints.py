@@ -1,0 +1,102 @@
+"""REST: registering checkpoints and downloading them (whole tar or one file) from shared_fs
+and from S3 (moto's server mode, a real HTTP endpoint)."""
+
+import io
+import json
+import tarfile
+import uuid
+
+import pytest
+
+from headway.storage import build_storage_manager
+from registry.models import Trial
+from tests.test_api_experiments import CONFIG, create
+
+pytestmark = pytest.mark.django_db
+
+FILES = {"state-dict.pth": b"\x00weights" * 1000, "code/notes.txt": b"hello"}
+
+
+@pytest.fixture(params=["shared_fs", "s3"])
+def storage(request, tmp_path):
+    if request.param == "shared_fs":
+        return {"type": "shared_fs", "host_path": str(tmp_path)}
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = f"ckpt-{uuid.uuid4().hex[:8]}"
+    config = {"type": "s3", "bucket": bucket, "prefix": "runs", "endpoint_url": endpoint}
+    build_storage_manager(config)._client.create_bucket(Bucket=bucket)
+    return config
+
+
+@pytest.fixture
+def stored(api, storage):
+    """A trial whose checkpoint's files are in storage and registered over REST."""
+    config = CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
+    response = create(api, config=config)
+    assert response.status_code == 201, response.json()
+    trial = Trial.objects.get(experiment_id=response.json()["id"])
+    storage_id = str(uuid.uuid4())
+    manager = build_storage_manager(trial.experiment.config["checkpoint_storage"])
+    with manager.store_path(storage_id) as path:
+        for name, data in FILES.items():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            (path / name).write_bytes(data)
+    body = {
+        "uuid": storage_id,
+        "steps_completed": 40,
+        "resources": {name: len(data) for name, data in FILES.items()},
+        "metadata": {"steps_completed": 40},
+    }
+    registered = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
+    assert registered.status_code == 201, registered.json()
+    again = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
+    assert again.status_code == 200  # idempotent on uuid
+    return trial, storage_id, manager
+
+
+def test_it_registers_and_lists(api, stored):
+    trial, storage_id, _ = stored
+    trial.refresh_from_db()
+    assert str(trial.latest_checkpoint) == storage_id
+    listed = api.get(f"/api/v1/experiments/{trial.experiment_id}/checkpoints/").json()["results"]
+    assert [c["uuid"] for c in listed] == [storage_id]
+    assert listed[0]["size"] == sum(len(d) for d in FILES.values())
+
+
+def test_it_streams_a_tar_of_the_checkpoint(api, stored):
+    _, storage_id, _ = stored
+    response = api.get(f"/api/v1/checkpoints/{storage_id}/download")
+    assert response.status_code == 200 and response["Content-Type"] == "application/x-tar"
+    with tarfile.open(fileobj=io.BytesIO(b"".join(response.streaming_content))) as tar:
+        assert {m: tar.extractfile(m).read() for m in tar.getnames()} == FILES
+
+
+def test_it_serves_one_file_and_rejects_others(api, stored):
+    _, storage_id, _ = stored
+    one = api.get(f"/api/v1/checkpoints/{storage_id}/download", {"path": "code/notes.txt"})
+    assert one.status_code == 200 and b"".join(one.streaming_content) == b"hello"
+    for bad in ("../secret", "/etc/passwd", "missing.txt"):
+        response = api.get(f"/api/v1/checkpoints/{storage_id}/download", {"path": bad})
+        assert response.status_code == 400 and "path" in response.json()["errors"]
+
+
+def test_it_answers_410_when_the_files_are_gone(api, stored):
+    _, storage_id, manager = stored
+    manager.delete(storage_id)
+    response = api.get(f"/api/v1/checkpoints/{storage_id}/download")
+    assert response.status_code == 410
+
+
+def test_it_rejects_a_bad_registration(api, stored):
+    trial, _, _ = stored
+    response = api.post(
+        f"/api/v1/trials/{trial.id}/checkpoints/",
+        {"uuid": "nope", "steps_completed": -1, "resources": {"a": "big"}},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert {"uuid", "steps_completed", "resources.a"} <= set(response.json()["errors"])
+
+
+def test_unknown_checkpoint_is_404(api):
+    assert api.get(f"/api/v1/checkpoints/{uuid.uuid4()}/").status_code == 404
