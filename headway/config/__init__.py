@@ -10,10 +10,10 @@
 from headway.config._errors import ConfigError
 from headway.config._experiment import (
     CheckpointStorageConfig,
-    S3Config,
     ExperimentConfig,
     ReproducibilityConfig,
     ResourcesConfig,
+    S3Config,
     SearcherConfig,
     SharedFSConfig,
     SingleSearcherConfig,
