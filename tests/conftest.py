@@ -64,6 +64,9 @@ def _unconsumed_queue(request):
     from django.conf import settings
 
     settings.CELERY_TASK_DEFAULT_QUEUE = "headway-tests-unconsumed"
+    # Persistent connections would outlive the live server's requests and block dropping the
+    # test database at the end of the session.
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 
 @pytest.fixture(scope="session")
