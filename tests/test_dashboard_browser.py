@@ -13,6 +13,7 @@ from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
 from registry.models import Experiment, State, Trial
 from tests.conftest import make_tar_gz
+from tests.test_dashboard import CONFIG
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -25,16 +26,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-CONFIG = {
-    "searcher": {
-        "name": "single",
-        "metric": "validation_accuracy",
-        "smaller_is_better": False,
-        "max_length": {"batches": 100},
-    },
-    "entrypoint": "model_def:T",
-    "hyperparameters": {},
-}
 TRACE_COUNT = "document.getElementById('metrics-chart').data.length"
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

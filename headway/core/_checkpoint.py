@@ -291,11 +291,11 @@ class CheckpointContext:
         """Delete the checkpoint's files (local mode only).
 
         Raises:
-            NotImplementedError: in managed mode, where the registry owns checkpoint lifetime
+            RuntimeError: in managed mode, where the registry owns checkpoint lifetime
                 (its garbage-collection policy deletes files and rows together).
         """
         if not isinstance(self._registry, LocalCheckpointRegistry):
-            raise NotImplementedError(
+            raise RuntimeError(
                 "deleting a registered checkpoint is done by the registry, not the trial"
             )
         self._storage.delete(storage_id)

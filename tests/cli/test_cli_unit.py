@@ -15,97 +15,13 @@ from typing import Any
 import pytest
 
 from headway.cli import (
-    OverrideError,
     _common,
-    merge_hparam_overrides,
-    parse_hparam_overrides,
-    parse_max_length,
 )
 from headway.cli._model_def import ModelDefinitionError, pack_model_definition
 from headway.cli._token import read_token, resolve_token, save_token, token_file
 from headway.cli.main import build_parser, main
-from headway.client import ConflictError, Session
-
-GOOD_CONFIG = """
-name: digits
-entrypoint: model_def:DigitsTrial
-hyperparameters:
-  global_batch_size: 32
-searcher: {name: single, metric: validation_loss, max_length: {batches: 100}}
-"""
-
-
-class FakeResponse:
-    """What ``Session.stream`` returns, as far as the CLI uses it."""
-
-    def __init__(self, body: bytes) -> None:
-        self.raw = io.BytesIO(body)
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class FakeSession:
-    """Answers GET/POST from a route table; records every call."""
-
-    routes: dict[tuple[str, str], Any] = {}
-    calls: list[tuple[str, str, Any]] = []
-
-    def __init__(self, master_url: str, token: str | None = None, **_: Any) -> None:
-        self.master_url = master_url
-        self.token = token
-
-    def _answer(self, method: str, path: str, payload: Any) -> Any:
-        FakeSession.calls.append((method, path, payload))
-        answer = FakeSession.routes[(method, path)]
-        return answer(payload) if callable(answer) else answer
-
-    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        return self._answer("GET", path, params)
-
-    def post(self, path: str, json: Any = None) -> Any:
-        return self._answer("POST", path, json)
-
-    def stream(self, path: str, params: dict[str, Any] | None = None) -> FakeResponse:
-        return self._answer("STREAM", path, params)
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> type[FakeSession]:
-    FakeSession.routes = {}
-    FakeSession.calls = []
-    monkeypatch.setattr(_common, "Session", FakeSession)
-    monkeypatch.setattr(_common, "POLL_INTERVAL_S", 0.0)
-    monkeypatch.setenv("HEADWAY_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("HEADWAY_TOKEN", raising=False)
-    monkeypatch.delenv("HEADWAY_MASTER", raising=False)
-    return FakeSession
-
-
-@pytest.fixture
-def model_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "model"
-    (root / "pkg" / "__pycache__").mkdir(parents=True)
-    (root / ".git").mkdir()
-    (root / "model_def.py").write_text("class DigitsTrial: ...\n")
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
-    (root / "stale.pyc").write_bytes(b"\0")
-    (root / ".git" / "HEAD").write_text("ref: x\n")
-    return root
-
-
-def _names(archive: bytes) -> dict[str, tarfile.TarInfo]:
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        return {member.name: member for member in tar.getmembers()}
-
-
-def _write_config(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "exp.yaml"
-    path.write_text(text)
-    return path
-
+from headway.client import Session
+from tests.cli.fakes import GOOD_CONFIG, FakeResponse, FakeSession, names_in, write_config
 
 # --- parser -------------------------------------------------------------------------------
 
@@ -151,14 +67,14 @@ def test_master_url_prefers_flag_then_env_then_default(monkeypatch: pytest.Monke
 
 
 def test_pack_skips_caches_and_vcs(model_dir: Path) -> None:
-    names = _names(pack_model_definition(model_dir, 1 << 20))
+    names = names_in(pack_model_definition(model_dir, 1 << 20))
     assert set(names) == {"model_def.py", "pkg", "pkg/__init__.py"}
     assert names["model_def.py"].uid == 0 and names["model_def.py"].uname == ""
 
 
 def test_pack_keeps_inside_symlinks_relative(model_dir: Path) -> None:
     (model_dir / "pkg" / "alias.py").symlink_to(model_dir / "model_def.py")
-    member = _names(pack_model_definition(model_dir, 1 << 20))["pkg/alias.py"]
+    member = names_in(pack_model_definition(model_dir, 1 << 20))["pkg/alias.py"]
     assert member.issym() and member.linkname == "../model_def.py"
 
 
@@ -194,7 +110,7 @@ def test_create_with_a_bad_config_exits_2_without_any_request(
         raise AssertionError("no request may be sent for a bad config")
 
     monkeypatch.setattr(Session, "request", no_http)
-    config = _write_config(
+    config = write_config(
         tmp_path, GOOD_CONFIG.replace("max_length: {batches: 100}", "max_length: 0")
     )
     assert main(["experiment", "create", str(config), str(model_dir)]) == 2
@@ -207,7 +123,7 @@ def test_create_with_a_bad_config_exits_2_without_any_request(
 def test_create_with_a_missing_model_dir_exits_2(
     fake: type[FakeSession], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _write_config(tmp_path, GOOD_CONFIG)
+    config = write_config(tmp_path, GOOD_CONFIG)
     assert main(["experiment", "create", str(config), str(tmp_path / "missing")]) == 2
     assert "missing does not exist" in capsys.readouterr().err
     assert fake.calls == []
@@ -223,7 +139,7 @@ def test_create_with_a_missing_config_file_exits_2(
 def test_create_posts_config_text_and_packed_code_then_follows(
     fake: type[FakeSession], tmp_path: Path, model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _write_config(tmp_path, GOOD_CONFIG)
+    config = write_config(tmp_path, GOOD_CONFIG)
     fake.routes[("POST", "experiments/")] = {"id": 7, "state": "ACTIVE"}
     states = iter([("ACTIVE", 0.2), ("ACTIVE", 0.7), ("COMPLETED", 1.0)])
 
@@ -236,7 +152,7 @@ def test_create_posts_config_text_and_packed_code_then_follows(
     method, path, body = fake.calls[0]
     assert (method, path) == ("POST", "experiments/")
     assert body["config"] == GOOD_CONFIG
-    assert "model_def.py" in _names(base64.b64decode(body["model_definition"]))
+    assert "model_def.py" in names_in(base64.b64decode(body["model_definition"]))
     out = capsys.readouterr().out
     assert "Created experiment 7" in out and "Experiment 7 COMPLETED" in out
 
@@ -247,7 +163,7 @@ def test_follow_exits_1_unless_completed(
 ) -> None:
     fake.routes[("POST", "experiments/")] = {"id": 8}
     fake.routes[("GET", "experiments/8/")] = {"id": 8, "state": final, "progress": 0.5}
-    config = _write_config(tmp_path, GOOD_CONFIG)
+    config = write_config(tmp_path, GOOD_CONFIG)
     assert main(["experiment", "create", str(config), str(model_dir), "-f"]) == 1
 
 
@@ -403,113 +319,3 @@ def test_connection_refused_gives_one_line_and_exit_1(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ")
     assert master in err and "connection refused" in err
-
-
-# --- controls -----------------------------------------------------------------------------
-
-
-def test_parser_builds_the_control_commands() -> None:
-    parser = build_parser()
-    for action in ("pause", "activate", "cancel", "kill", "archive", "unarchive"):
-        args = parser.parse_args(["experiment", action, "3"])
-        assert (args.func.__name__, args.action, args.id) == ("cmd_experiment_control", action, 3)
-    for action in ("pause", "activate", "cancel", "kill"):
-        args = parser.parse_args(["t", action, "7"])
-        assert (args.func.__name__, args.action, args.id) == ("cmd_trial_control", action, 7)
-    args = parser.parse_args(
-        ["t", "continue", "7", "--checkpoint", "u", "--max-length", "epochs=2", "--hparam", "a=1"]
-    )
-    assert (args.checkpoint, args.max_length, args.hparam, args.follow) == (
-        "u",
-        "epochs=2",
-        ["a=1"],
-        False,
-    )
-
-
-def test_hparam_overrides_are_yaml_scalars_nested_by_dotted_names() -> None:
-    overrides = parse_hparam_overrides(
-        ["lr=0.01", "wd=1e-4", "layers=3", "opt.name=adam", "opt.beta= 0.9", " ", "x=", "on=true"]
-    )
-    assert overrides == {
-        "lr": 0.01,
-        "wd": 1e-4,
-        "layers": 3,
-        "opt": {"name": "adam", "beta": 0.9},
-        "x": None,
-        "on": True,
-    }
-    current = {"lr": 0.1, "opt": {"name": "sgd", "momentum": 0.9, "beta": 0.5}}
-    merged = merge_hparam_overrides(current, {"opt": {"beta": 0.9}})
-    assert merged == {"opt": {"name": "sgd", "momentum": 0.9, "beta": 0.9}}
-    assert current["opt"]["beta"] == 0.5  # not modified
-
-
-@pytest.mark.parametrize("item", ["lr", "=1", "a..b=1", "lr=[1"])
-def test_bad_hparam_overrides_name_the_item(item: str) -> None:
-    with pytest.raises(OverrideError, match="hyperparameter"):
-        parse_hparam_overrides([item])
-
-
-def test_max_length_override_forms() -> None:
-    assert parse_max_length("20") == 20
-    assert parse_max_length("epochs=2") == {"epochs": 2}
-    assert parse_max_length(" Records = 5 ") == {"records": 5}
-    for bad in ("0", "-1", "x", "weeks=2", "epochs=", "batches=1.5"):
-        with pytest.raises(OverrideError, match="max_length"):
-            parse_max_length(bad)
-
-
-def test_controls_post_and_print_the_new_state(
-    fake: type[FakeSession], capsys: pytest.CaptureFixture[str]
-) -> None:
-    fake.routes[("POST", "experiments/3/archive/")] = {
-        "id": 3,
-        "state": "CANCELED",
-        "archived": True,
-    }
-    fake.routes[("POST", "trials/7/pause/")] = {"id": 7, "state": "PAUSED"}
-    assert main(["experiment", "archive", "3"]) == 0
-    assert main(["trial", "pause", "7"]) == 0
-    assert capsys.readouterr().out.splitlines() == [
-        "Experiment 3: CANCELED (archived)",
-        "Trial 7: PAUSED",
-    ]
-
-
-def test_conflict_prints_the_masters_reason_and_exits_1(
-    fake: type[FakeSession], capsys: pytest.CaptureFixture[str]
-) -> None:
-    detail = "trial 7 is COMPLETED; it can be paused only when ACTIVE"
-
-    def conflict(_: Any) -> Any:
-        raise ConflictError(f"POST trials/7/pause/: HTTP 409: {detail}", 409, {"detail": detail})
-
-    fake.routes[("POST", "trials/7/pause/")] = conflict
-    assert main(["trial", "pause", "7"]) == 1
-    assert capsys.readouterr().err.strip() == f"error: {detail}"
-
-
-def test_continue_merges_nested_overrides_and_follows(
-    fake: type[FakeSession], capsys: pytest.CaptureFixture[str]
-) -> None:
-    fake.routes[("GET", "trials/7/")] = {"id": 7, "hparams": {"opt": {"name": "sgd", "lr": 0.1}}}
-    fake.routes[("POST", "trials/7/continue/")] = {"id": 12, "state": "ACTIVE"}
-    fake.routes[("GET", "experiments/12/")] = {"id": 12, "state": "COMPLETED", "progress": 1.0}
-    argv = ["t", "continue", "7", "--max-length", "batches=5", "--hparam", "opt.lr=0.5", "-f"]
-    assert main(argv) == 0
-    posted = [payload for method, path, payload in fake.calls if method == "POST"]
-    assert posted == [
-        {"max_length": {"batches": 5}, "hparams": {"opt": {"name": "sgd", "lr": 0.5}}}
-    ]
-    out = capsys.readouterr().out
-    assert "Created experiment 12 (continues trial 7)" in out
-    assert "Experiment 12 COMPLETED" in out
-
-
-def test_continue_with_a_bad_override_sends_nothing(
-    fake: type[FakeSession], capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["t", "continue", "7", "--hparam", "lr"]) == 2
-    assert fake.calls == []
-    assert "NAME=VALUE" in capsys.readouterr().err
