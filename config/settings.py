@@ -160,7 +160,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "reap-lost-runs": {
         "task": "headway.reap_lost_runs",
-        "schedule": 30.0,
+        "schedule": float(envstr("HEADWAY_REAPER_INTERVAL_SECONDS", "30")),
         "options": {"queue": CELERY_TASK_DEFAULT_QUEUE, "expires": 60},
     },
 }
@@ -178,7 +178,9 @@ HEADWAY_WORK_DIR = Path(envstr("HEADWAY_WORK_DIR", str(VAR_DIR / "work"))).resol
 HEADWAY_MAX_MODEL_DEF_BYTES = envint("HEADWAY_MAX_MODEL_DEF_BYTES", 32 * 1024 * 1024)
 # Kill: seconds between SIGTERM and SIGKILL of a trial's process group.
 HEADWAY_KILL_GRACE_SECONDS = float(envstr("HEADWAY_KILL_GRACE_SECONDS", "10"))
-# A run whose worker has not heartbeated for this long is lost; its trial is re-queued.
+# Workers heartbeat each run this often; a run whose worker has not heartbeated for the timeout
+# is lost and its trial re-queued (the reaper runs every HEADWAY_REAPER_INTERVAL_SECONDS).
+HEADWAY_HEARTBEAT_SECONDS = float(envstr("HEADWAY_HEARTBEAT_SECONDS", "10"))
 HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = envint("HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60)
 HEADWAY_LOG_FLUSH_SECONDS = float(envstr("HEADWAY_LOG_FLUSH_SECONDS", "0.5"))
 # Torch/OMP threads per slot handed to trial processes (0 = leave torch's default).

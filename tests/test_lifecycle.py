@@ -257,3 +257,16 @@ name: warm
 entrypoint: model_def:TinyTrial
 searcher: {{name: single, metric: validation_loss, max_length: 10, {source}}}
 """
+
+
+def test_worker_shutdown_preempts_without_overriding_a_users_stop(trial):
+    start(trial)
+    assert lifecycle.trial_run_preempt(trial_id=trial.id, run_id=1)
+    assert current_run(trial).stop_requested == "preempt" and reload(trial).state == State.ACTIVE
+    lifecycle.trial_preempt_acknowledge(trial_id=trial.id, run_id=1)
+    lifecycle.trial_run_exited(trial_id=trial.id, run_id=1, exit_code=0)
+    assert reload(trial).state == State.ACTIVE and trial.run_id == 2  # resumes elsewhere
+    run = start(reload(trial))
+    lifecycle.trial_pause(trial_id=trial.id)
+    assert not lifecycle.trial_run_preempt(trial_id=trial.id, run_id=run.run_id)
+    assert current_run(trial).stop_requested == "pause"

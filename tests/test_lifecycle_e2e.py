@@ -208,3 +208,95 @@ def test_concurrent_pause_and_activate_leave_a_consistent_state(cluster_api, clu
     runs = list(TrialRun.objects.filter(trial_id=trial["id"]).order_by("run_id"))
     assert [r.run_id for r in runs] == list(range(1, final["run_id"] + 1))  # no duplicates, no gaps
     assert all(r.state == RunState.EXITED for r in runs)
+
+
+@pytest.fixture
+def dedicated_workers(cluster, settings, tmp_path):
+    """Start workers on a queue of their own, with fast heartbeats and reaping.
+
+    Yields ``start(name) -> Popen``; each worker runs in its own session (so a test can kill the
+    worker with its beat child, as when its host dies) and is killed at teardown.
+    """
+    import subprocess
+    import uuid
+
+    from tests.conftest import REPO
+    from workers.services import worker_command
+
+    queue = f"headway-dedicated-{uuid.uuid4().hex[:8]}"
+    settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    started: list[subprocess.Popen] = []
+
+    def start(name: str) -> subprocess.Popen:
+        env = dict(
+            cluster.env,
+            HEADWAY_QUEUE=queue,
+            HEADWAY_VAR_DIR=str(tmp_path / name),
+            HEADWAY_HEARTBEAT_SECONDS="0.5",
+            HEADWAY_HEARTBEAT_TIMEOUT_SECONDS="4",
+            HEADWAY_REAPER_INTERVAL_SECONDS="1",
+        )
+        with open(tmp_path / f"{name}.log", "wb") as log:
+            worker = subprocess.Popen(
+                worker_command(concurrency=1, queue=queue),
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        worker.wait()
+
+
+def test_a_lost_worker_s_trial_is_requeued_and_finished_by_another_worker(
+    cluster_api, dedicated_workers
+):
+    from registry.models import TrialRun
+
+    lost = dedicated_workers("lost")
+    trial = cluster_api.submit(RESUMABLE / "exp.yaml", RESUMABLE)
+    cluster_api.wait_trial(trial["id"], lambda t: t["steps_completed"] >= 10, "training")
+    # The worker host vanishes (worker + its beat); the trial process, in a session of its own,
+    # is left behind as an orphan.
+    os.killpg(lost.pid, signal.SIGKILL)
+    lost.wait()
+    dedicated_workers("rescuer")
+    done = cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "COMPLETED", "COMPLETED")
+    assert done["run_id"] == 2 and done["restarts"] == 0  # a lost worker is not the trial's failure
+    first = TrialRun.objects.get(trial_id=trial["id"], run_id=1)
+    assert first.state == "EXITED" and first.exit_code is None
+    steps, _ = cluster_api.series(trial["id"], "training", "loss")
+    assert steps == sorted(set(steps)) and steps[-1] == 120
+    # The orphaned process learns its run is over (should_preempt) and exits by itself.
+    wait_for(
+        lambda: not trial_process_ids(trial["id"], 1), 60, "the orphaned run 1 process to exit"
+    )
+
+
+def test_a_worker_shutting_down_preempts_its_trial_which_resumes_elsewhere(
+    cluster_api, dedicated_workers
+):
+    from registry.models import TrialRun
+
+    leaving = dedicated_workers("leaving")
+    trial = cluster_api.submit(RESUMABLE / "exp.yaml", RESUMABLE)
+    cluster_api.wait_trial(trial["id"], lambda t: t["steps_completed"] >= 10, "training")
+    leaving.terminate()  # warm shutdown, as on a deploy or Ctrl-C
+    assert leaving.wait(timeout=60) == 0
+    first = TrialRun.objects.get(trial_id=trial["id"], run_id=1)
+    assert first.exit_code == 0 and first.preempt_acknowledged  # checkpointed, then stopped
+    assert not trial_process_ids(trial["id"], 1)
+    dedicated_workers("next")
+    done = cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "COMPLETED", "COMPLETED")
+    assert done["run_id"] == 2 and done["restarts"] == 0
+    steps, _ = cluster_api.series(trial["id"], "training", "loss")
+    assert steps == sorted(set(steps)) and steps[-1] == 120

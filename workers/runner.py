@@ -16,7 +16,6 @@ import logging
 import os
 import queue
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -31,10 +30,10 @@ from headway.config import parse_experiment_config
 from registry import lifecycle
 from registry.model_definition import extract_model_definition
 from registry.models import Checkpoint, Experiment, TrialLog, TrialRun
+from workers import supervision
 
 logger = logging.getLogger("headway.worker")
 
-HEARTBEAT_SECONDS = 10.0
 _EOF = object()
 
 
@@ -132,40 +131,12 @@ def _stop_requested(run: TrialRun) -> str:
     return TrialRun.objects.filter(id=run.id).values_list("stop_requested", flat=True).first() or ""
 
 
-class _Killer:
-    """SIGTERM to the run's process group, then SIGKILL after ``grace`` seconds.
-
-    The process was started in its own session, so its group holds every child it spawned
-    (data-loader workers, torchrun ranks): the whole tree goes, even if it ignores SIGTERM.
-    """
-
-    def __init__(self, process: subprocess.Popen, grace: float) -> None:
-        self.process = process
-        self.grace = grace
-        self.started = False
-        self.deadline = 0.0
-        self.escalated = False
-
-    def _signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.process.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def start(self) -> None:
-        self.started = True
-        self.deadline = time.monotonic() + self.grace
-        self._signal(signal.SIGTERM)
-
-    def escalate(self, logs: _LogWriter) -> None:
-        if self.started and not self.escalated and time.monotonic() >= self.deadline:
-            self.escalated = True
-            logs.add(f"[headway] still running {self.grace:g} s after SIGTERM: SIGKILL")
-            self._signal(signal.SIGKILL)
-
-
 def run_trial(trial_id: int, run_id: int) -> int | None:
-    """Run ``run_id`` of trial ``trial_id`` to its end; return the exit code (None if not claimed)."""
+    """Run ``run_id`` of trial ``trial_id`` to its end; return the exit code.
+
+    None when the run was not claimed, or when it was stopped by this worker's shutdown
+    (reported as lost: the trial is re-queued).
+    """
     run = lifecycle.trial_run_claim(trial_id=trial_id, run_id=run_id, worker=worker_name())
     if run is None:
         logger.info("trial %s run %s already claimed or no longer runnable", trial_id, run_id)
@@ -178,6 +149,10 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
         logger.exception("trial %s run %s could not be launched", trial_id, run_id)
         logs.add(f"[headway] could not launch the trial: {exc}")
         exit_code = 1
+    if exit_code != 0 and supervision.shutting_down.is_set():
+        # Stopped because this worker is going away: the trial's fault is not in it.
+        logs.add(f"[headway] run {run_id} stopped by the worker's shutdown (code {exit_code})")
+        exit_code = None
     logs.add(f"[headway] run {run_id} exited with code {exit_code}")
     logs.flush()
     lifecycle.trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code)
@@ -217,7 +192,22 @@ def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
     lifecycle.trial_run_running(trial_id=run.trial_id, run_id=run.run_id)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
-    killer = _Killer(process, settings.HEADWAY_KILL_GRACE_SECONDS)
+    killer = supervision.ProcessGroupKiller(process, settings.HEADWAY_KILL_GRACE_SECONDS)
+    supervision.register(run.trial_id, run.run_id, killer)
+    try:
+        _supervise(run, killer, lines, logs)
+    finally:
+        supervision.unregister(run.trial_id, run.run_id)
+    return process.wait()
+
+
+def _supervise(
+    run: TrialRun,
+    killer: supervision.ProcessGroupKiller,
+    lines: queue.Queue,
+    logs: _LogWriter,
+) -> None:
+    """Copy output to the logs, heartbeat, and signal the process when a kill is due."""
     flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
     last_flush = last_beat = time.monotonic()
     while True:
@@ -226,18 +216,19 @@ def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
         except queue.Empty:
             item = None
         if item is _EOF:
-            break
+            return
         if item is not None:
             logs.add(item)
         now = time.monotonic()
         if now - last_flush >= flush_every or len(logs.pending) >= 500:
             logs.flush()
             last_flush = now
-            if not killer.started and _stop_requested(run) == "kill":
-                logs.add("[headway] kill requested: SIGTERM to the trial's process group")
-                killer.start()
-        if now - last_beat >= HEARTBEAT_SECONDS:
+            if not killer.scheduled and _stop_requested(run) == "kill":
+                logs.add("[headway] kill requested")
+                killer.schedule()
+        if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS:
             lifecycle.trial_run_heartbeat(trial_id=run.trial_id, run_id=run.run_id)
             last_beat = now
-        killer.escalate(logs)
-    return process.wait()
+        message = killer.escalate()
+        if message:
+            logs.add(message)

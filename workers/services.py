@@ -32,6 +32,13 @@ def web_command(port: int) -> list[str]:
     return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
 
 
+def _signal_group(child: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(child.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 class Services:
     """Web server + worker as child processes; ``stop()`` (or leaving the ``with``) ends both.
 
@@ -61,6 +68,8 @@ class Services:
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT if out else None,
+                # Own process group: stop() reaches the worker's embedded beat child too.
+                start_new_session=True,
             )
         )
 
@@ -107,14 +116,21 @@ class Services:
             signal.signal(signal.SIGTERM, previous)
 
     def stop(self) -> None:
+        """SIGTERM each child's process group; SIGKILL what is left after the grace period.
+
+        The worker's warm shutdown preempts running trials (they checkpoint and are re-queued),
+        which can take up to twice ``HEADWAY_KILL_GRACE_SECONDS``.
+        """
         for child in self.children:
             if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
+                _signal_group(child, signal.SIGTERM)
+        deadline = time.monotonic() + 2 * settings.HEADWAY_KILL_GRACE_SECONDS + 10
         for child in self.children:
             try:
-                child.wait(timeout=15)
+                child.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
-                child.kill()
+                pass
+            _signal_group(child, signal.SIGKILL)
 
     def __enter__(self) -> Services:
         self.start()

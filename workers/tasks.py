@@ -1,6 +1,7 @@
 """Celery tasks. Each is a thin entry point over a service in ``workers.runner``."""
 
 from celery import shared_task
+from celery.signals import worker_shutting_down
 
 
 @shared_task(
@@ -26,3 +27,13 @@ def reap_lost_runs() -> None:
     from registry import lifecycle
 
     lifecycle.reap_lost_runs(timeout=timedelta(seconds=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS))
+
+
+@worker_shutting_down.connect
+def preempt_running_trials(**kwargs) -> None:
+    """Warm shutdown: running trials checkpoint and stop, and are re-queued to resume elsewhere."""
+    from django.conf import settings
+
+    from workers import supervision
+
+    supervision.preempt_all_runs(grace=settings.HEADWAY_KILL_GRACE_SECONDS)

@@ -26,6 +26,7 @@ from registry.lifecycle._runs import (
     trial_run_claim,
     trial_run_exited,
     trial_run_heartbeat,
+    trial_run_preempt,
     trial_run_running,
     trial_searcher_completed,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "trial_run_claim",
     "trial_run_exited",
     "trial_run_heartbeat",
+    "trial_run_preempt",
     "trial_run_running",
     "trial_searcher_completed",
 ]

@@ -56,6 +56,20 @@ def trial_run_heartbeat(*, trial_id: int, run_id: int) -> str:
     )
 
 
+def trial_run_preempt(*, trial_id: int, run_id: int) -> bool:
+    """Ask a running process to checkpoint and stop so its trial resumes elsewhere.
+
+    Used when the worker running it shuts down. The trial stays ACTIVE: the process's exit 0
+    after acknowledging re-queues it (``trial_run_exited``). Returns False when the run has
+    exited or already has a stop request (a pause, cancel or kill wins).
+    """
+    return bool(
+        TrialRun.objects.filter(trial_id=trial_id, run_id=run_id, stop_requested="")
+        .exclude(state=RunState.EXITED)
+        .update(stop_requested="preempt")
+    )
+
+
 def trial_preempt_acknowledge(*, trial_id: int, run_id: int) -> bool:
     """The process checkpointed after a stop request and will exit 0 to be resumed later.
 

@@ -1,0 +1,98 @@
+"""Supervising trial processes: killing a run's process group, and worker shutdown.
+
+When a worker shuts down (deploy, Ctrl-C, SIGTERM), the runs it is running are preempted like a
+pause: the trial checkpoints, acknowledges and exits 0, and the lifecycle re-queues it to resume
+on another worker (Determined does the same when an agent goes away). A process that does not
+stop within the grace period gets SIGTERM, then SIGKILL, and its run is reported lost, which
+also re-queues the trial without counting a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from registry import lifecycle
+
+logger = logging.getLogger("headway.worker")
+
+
+class ProcessGroupKiller:
+    """SIGTERM to a run's process group when due, then SIGKILL ``grace`` seconds later.
+
+    The process was started in its own session, so its group holds every child it spawned
+    (data-loader workers, torchrun ranks): the whole tree goes, even if it ignores SIGTERM.
+    ``escalate()`` is called from the runner's loop (at least every log-flush interval).
+    """
+
+    def __init__(self, process: subprocess.Popen, grace: float) -> None:
+        self.process = process
+        self.grace = grace
+        self.term_at: float | None = None
+        self.kill_at: float | None = None
+        self.killed = False
+
+    @property
+    def scheduled(self) -> bool:
+        return self.term_at is not None
+
+    def schedule(self, delay: float = 0.0) -> None:
+        """Send SIGTERM ``delay`` seconds from now (an earlier schedule wins)."""
+        term_at = time.monotonic() + delay
+        if self.term_at is None or term_at < self.term_at:
+            self.term_at = term_at
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def escalate(self) -> str | None:
+        """Send whatever signal is due; return a line for the trial's log when one was sent."""
+        now = time.monotonic()
+        if self.term_at is not None and self.kill_at is None and now >= self.term_at:
+            self.kill_at = now + self.grace
+            self._signal(signal.SIGTERM)
+            return "[headway] SIGTERM to the trial's process group"
+        if self.kill_at is not None and not self.killed and now >= self.kill_at:
+            self.killed = True
+            self._signal(signal.SIGKILL)
+            return f"[headway] still running {self.grace:g} s after SIGTERM: SIGKILL"
+        return None
+
+
+_active: dict[tuple[int, int], ProcessGroupKiller] = {}
+_lock = threading.Lock()
+shutting_down = threading.Event()
+
+
+def register(trial_id: int, run_id: int, killer: ProcessGroupKiller) -> None:
+    """Track a running process so worker shutdown can preempt it."""
+    with _lock:
+        _active[(trial_id, run_id)] = killer
+
+
+def unregister(trial_id: int, run_id: int) -> None:
+    with _lock:
+        _active.pop((trial_id, run_id), None)
+
+
+def preempt_all_runs(grace: float) -> int:
+    """Worker shutdown: ask every running trial to checkpoint and stop; return how many.
+
+    Each process gets ``grace`` seconds to stop by itself before SIGTERM (and SIGKILL after
+    another ``grace``), so the worker's warm shutdown always ends.
+    """
+    shutting_down.set()
+    with _lock:
+        running = list(_active.items())
+    for (trial_id, run_id), killer in running:
+        logger.warning("worker shutting down: preempting trial %s run %s", trial_id, run_id)
+        lifecycle.trial_run_preempt(trial_id=trial_id, run_id=run_id)
+        killer.schedule(delay=grace)
+    return len(running)
