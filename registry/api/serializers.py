@@ -60,7 +60,8 @@ class ExperimentCreateSerializer(serializers.Serializer):
 
 class TrialSerializer(serializers.ModelSerializer):
     experiment_id = serializers.IntegerField(read_only=True)
-    run_state = serializers.SerializerMethodField()
+    # Annotated by ``Trial.objects.with_run_state()`` (one query for a whole page of trials).
+    run_state = serializers.CharField(read_only=True, allow_null=True)
 
     class Meta:
         model = Trial
@@ -83,10 +84,6 @@ class TrialSerializer(serializers.ModelSerializer):
             "ended_at",
         ]
         read_only_fields = fields
-
-    def get_run_state(self, trial: Trial) -> str | None:
-        run = trial.runs.filter(run_id=trial.run_id).only("state").first()
-        return run.state if run else None
 
 
 class CheckpointSerializer(serializers.ModelSerializer):

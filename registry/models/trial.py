@@ -8,6 +8,15 @@ from django.utils import timezone
 from registry.models.states import TERMINAL_STATES, RunState, State
 
 
+class TrialQuerySet(models.QuerySet):
+    def with_run_state(self) -> "TrialQuerySet":
+        """Annotate ``run_state``: the state of each trial's current run, in the same query."""
+        current = TrialRun.objects.filter(
+            trial=models.OuterRef("pk"), run_id=models.OuterRef("run_id")
+        )
+        return self.annotate(run_state=models.Subquery(current.values("state")[:1]))
+
+
 class Trial(models.Model):
     experiment = models.ForeignKey(
         "registry.Experiment", on_delete=models.CASCADE, related_name="trials"
@@ -31,6 +40,8 @@ class Trial(models.Model):
     searcher_metric_reported = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TrialQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]

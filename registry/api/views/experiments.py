@@ -97,7 +97,7 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     @action(detail=True, methods=["get"])
     def trials(self, request, pk=None):
         experiment = self.get_object()
-        page = self.paginate_queryset(experiment.trials.order_by("id"))
+        page = self.paginate_queryset(experiment.trials.with_run_state().order_by("id"))
         return self.get_paginated_response(TrialSerializer(page, many=True).data)
 
     @extend_schema(responses=CheckpointSerializer(many=True))

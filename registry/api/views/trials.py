@@ -50,7 +50,7 @@ def _trial_pk(pk: str | None) -> int:
 
 class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = TrialSerializer
-    queryset = Trial.objects.select_related("experiment")
+    queryset = Trial.objects.with_run_state().select_related("experiment")
     # Actions a trial token may call (for its own trial only, checked in get_object).
     allow_trial_token = (
         "retrieve",
@@ -174,7 +174,7 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
 
     def _control(self, service):
         trial = service(trial_id=self.get_object().id)
-        return Response(TrialSerializer(Trial.objects.get(id=trial.id)).data)
+        return Response(TrialSerializer(self.get_queryset().get(id=trial.id)).data)
 
     @extend_schema(request=None, responses=TrialSerializer)
     @action(detail=True, methods=["post"])
