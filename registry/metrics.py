@@ -24,7 +24,6 @@ from registry.errors import InvalidInput
 from registry.models import Experiment, MetricReport, Trial
 
 MAX_REPORTS_PER_BATCH = 10_000
-_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 GroupName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 MetricName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
@@ -71,6 +70,10 @@ def numeric_value(value: Any) -> float | None:
 def parse_reports(payload: Any) -> list[ReportIn]:
     """Validate a POSTed ``{"reports": [...]}`` body.
 
+    Metric values are any JSON value; non-finite floats (the bare ``NaN`` literals) are encoded
+    as strings on storage, and the strings ``"NaN"``/``"Infinity"``/``"-Infinity"`` are kept as
+    they are, so both spellings store and read back (as gaps) the same way.
+
     Raises:
         InvalidInput: naming ``reports[i].field`` (or ``reports[i].metrics.KEY``).
     """
@@ -89,14 +92,6 @@ def parse_reports(payload: Any) -> list[ReportIn]:
         for err in exc.errors():
             errors.setdefault(_loc_to_field(err["loc"]), []).append(err["msg"])
         raise InvalidInput(errors) from None
-    for i, report in enumerate(reports):
-        for key, value in report.metrics.items():
-            if isinstance(value, str) and value in _NON_FINITE:
-                report.metrics[key] = _NON_FINITE[value]
-            elif isinstance(value, dict | list):
-                continue
-            elif value is not None and not isinstance(value, int | float | str | bool):
-                raise InvalidInput({f"reports[{i}].metrics.{key}": ["Not a JSON value."]})
     return reports
 
 

@@ -131,10 +131,3 @@ class Services:
             except subprocess.TimeoutExpired:
                 pass
             _signal_group(child, signal.SIGKILL)
-
-    def __enter__(self) -> Services:
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
