@@ -26,7 +26,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from headway.config import parse_experiment_config
+from headway.expconf import parse_experiment_config
 from registry import lifecycle
 from registry.model_definition import extract_model_definition
 from registry.models import Checkpoint, Experiment, TrialLog, TrialRun

@@ -23,7 +23,7 @@ from headway.cli._output import (
     truncate,
 )
 from headway.client import Session
-from headway.config import ConfigError, parse_experiment_config
+from headway.expconf import ConfigError, parse_experiment_config
 
 
 def cmd_create(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from headway.config import UNITS, ConfigError, load_yaml
+from headway.expconf import UNITS, ConfigError, load_yaml
 
 
 class OverrideError(ValueError):

@@ -11,7 +11,7 @@ import requests
 from headway.cli import _auth, _checkpoint, _controls, _experiment, _trial
 from headway.cli._common import DEFAULT_MASTER, CLIError, master_url
 from headway.client import APIError, ConflictError, UnauthenticatedError
-from headway.config import ConfigError
+from headway.expconf import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:

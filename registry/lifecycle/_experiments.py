@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from headway.config import ConfigError, ExperimentConfig, parse_experiment_config
+from headway.expconf import ConfigError, ExperimentConfig, parse_experiment_config
 from registry.errors import IllegalTransition, InvalidInput, PayloadTooLarge
 from registry.lifecycle._common import STOPPING_STATES, refresh_experiment
 from registry.lifecycle._trials import (

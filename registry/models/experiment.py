@@ -12,7 +12,7 @@ class Experiment(models.Model):
     name = models.CharField(max_length=256)
     description = models.TextField(blank=True, default="")
     labels = models.JSONField(default=list)
-    # Validated config with defaults filled in (headway.config.ExperimentConfig.to_dict()).
+    # Validated config with defaults filled in (headway.expconf.ExperimentConfig.to_dict()).
     config = models.JSONField()
     original_config = models.TextField(blank=True, default="")
     # The uploaded model definition, a size-limited tar.gz checked by registry.model_definition.

@@ -4,7 +4,7 @@ A searcher answers events with operations (``Create``, ``ValidateAfter``, ``Clos
 ``Shutdown``); its state serialises to JSON on the experiment so a restarted server resumes it.
 """
 
-from headway.config import ExperimentConfig
+from headway.expconf import ExperimentConfig
 from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
 from registry.searcher._single import SingleSearch
 

@@ -6,7 +6,7 @@ import abc
 import dataclasses
 from typing import Any
 
-from headway.config import ExperimentConfig
+from headway.expconf import ExperimentConfig
 
 
 @dataclasses.dataclass(frozen=True)

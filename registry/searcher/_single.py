@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from headway.config import sample_hparams
+from headway.expconf import sample_hparams
 from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
 
 

@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from headway.config._base import StrictModel, tagged_union
-from headway.config._errors import ConfigError
-from headway.config._hparams import Hyperparameter
-from headway.config._length import Length
+from headway.expconf._base import StrictModel, tagged_union
+from headway.expconf._errors import ConfigError
+from headway.expconf._hparams import Hyperparameter
+from headway.expconf._length import Length
 
 # ``package.module:ClassName`` -> a PyTorchTrial run by ``headway.exec.harness``.
 _TRIAL_CLASS = re.compile(r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<cls>[A-Za-z_]\w*)$")

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from headway.config._base import FIELD_ERROR, UNION_ERROR, UNIONS, is_tag, model_at
+from headway.expconf._base import FIELD_ERROR, UNION_ERROR, UNIONS, is_tag, model_at
 
 _TYPE_NAMES = {
     "int_type": "an integer",

@@ -24,8 +24,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 from typing_extensions import TypeAliasType
 
-from headway.config._base import StrictModel, field_error, tagged_union
-from headway.config._errors import ConfigError
+from headway.expconf._base import StrictModel, field_error, tagged_union
+from headway.expconf._errors import ConfigError
 
 # Finite floats only: NaN or infinite bounds can never be sampled meaningfully.
 _Float = Annotated[float, Field(allow_inf_nan=False)]

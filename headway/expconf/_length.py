@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
 
-from headway.config._errors import ConfigError
+from headway.expconf._errors import ConfigError
 
 Unit = Literal["batches", "epochs", "records"]
 UNITS: tuple[str, ...] = ("batches", "epochs", "records")

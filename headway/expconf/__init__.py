@@ -2,13 +2,13 @@
 
 .. code::
 
-    from headway.config import parse_experiment_config, sample_hparams
+    from headway.expconf import parse_experiment_config, sample_hparams
     cfg = parse_experiment_config(open("exp.yaml").read())
     hparams = sample_hparams(cfg.hyperparameters, random.Random(cfg.reproducibility.experiment_seed))
 """
 
-from headway.config._errors import ConfigError
-from headway.config._experiment import (
+from headway.expconf._errors import ConfigError
+from headway.expconf._experiment import (
     CheckpointStorageConfig,
     ExperimentConfig,
     ReproducibilityConfig,
@@ -20,7 +20,7 @@ from headway.config._experiment import (
     load_yaml,
     parse_experiment_config,
 )
-from headway.config._hparams import (
+from headway.expconf._hparams import (
     CategoricalHyperparameter,
     ConstHyperparameter,
     DoubleHyperparameter,
@@ -30,7 +30,7 @@ from headway.config._hparams import (
     parse_hyperparameters,
     sample_hparams,
 )
-from headway.config._length import UNITS, Length, length_to_batches
+from headway.expconf._length import UNITS, Length, length_to_batches
 
 __all__ = [
     "UNITS",

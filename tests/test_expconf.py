@@ -1,4 +1,4 @@
-"""Unit tests of ``headway.config``: parsing, normalisation, error paths and sampling."""
+"""Unit tests of ``headway.expconf``: parsing, normalisation, error paths and sampling."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from headway.config import (
+from headway.expconf import (
     ConfigError,
     ExperimentConfig,
     Length,
