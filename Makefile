@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -n 2
 
-.PHONY: install migrate demo serve test lint format bench clean
+.PHONY: install migrate demo serve test test-fast lint format bench clean
 
 # torch is pinned here: 2.13.0 is the CPU build on this disk; a looser pin pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml Makefile
@@ -32,9 +32,15 @@ serve: migrate
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS) $(ARGS)
 
+## make test-fast: the unit tests only (no slow, integration or browser tests).
+test-fast: install
+	$(PY) -m pytest $(PYTEST_ARGS) -m "not slow and not integration and not browser" $(ARGS)
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 
 format: install
 	$(VENV)/bin/ruff check --fix .

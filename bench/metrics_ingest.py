@@ -147,11 +147,8 @@ def bench_healthz(session: requests.Session, url: str) -> float:
 
 def verify(session: requests.Session, url: str, trial_id: int) -> bool:
     """Whether the batched trial's m0 series reads back as 10,000 points in step order."""
-    resp = session.get(
-        f"{url}/api/v1/trials/{trial_id}/metrics/",
-        params={"max_points": 0, "name": "m0"},
-        timeout=60,
-    )
+    params: dict[str, str | int] = {"max_points": 0, "name": "m0"}
+    resp = session.get(f"{url}/api/v1/trials/{trial_id}/metrics/", params=params, timeout=60)
     resp.raise_for_status()
     series = resp.json()["series"]
     return (

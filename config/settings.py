@@ -11,6 +11,7 @@ import dj_database_url
 import plotly
 
 from config.env import envbool, envint, envstr
+from headway.archive import MAX_MODEL_DEF_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("HEADWAY_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -87,7 +88,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = []
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -135,7 +136,7 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = envstr("REDIS_URL", "")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "visibility_timeout": envint("HEADWAY_VISIBILITY_TIMEOUT", 43200)
     }
 else:
@@ -174,8 +175,9 @@ HEADWAY_CHECKPOINT_DIR = Path(
     envstr("HEADWAY_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints"))
 ).resolve()
 HEADWAY_WORK_DIR = Path(envstr("HEADWAY_WORK_DIR", str(VAR_DIR / "work"))).resolve()
-# Model definitions are stored with the experiment; Determined's limit is 96 MiB.
-HEADWAY_MAX_MODEL_DEF_BYTES = envint("HEADWAY_MAX_MODEL_DEF_BYTES", 32 * 1024 * 1024)
+# Model definitions are stored with the experiment; the rule and its default live in
+# headway.archive (shared with the CLI's packer).
+HEADWAY_MAX_MODEL_DEF_BYTES = envint("HEADWAY_MAX_MODEL_DEF_BYTES", MAX_MODEL_DEF_BYTES)
 # Kill: seconds between SIGTERM and SIGKILL of a trial's process group.
 HEADWAY_KILL_GRACE_SECONDS = float(envstr("HEADWAY_KILL_GRACE_SECONDS", "10"))
 # Workers heartbeat each run this often; a run whose worker has not heartbeated for the timeout

@@ -30,7 +30,7 @@ class ContinueTrialForm(forms.Form):
 
     def error_text(self) -> str:
         """Every field error on one line, e.g. ``max_length (batches): Ensure this value ...``."""
-        parts = []
+        parts: list[str] = []
         for name, errors in self.errors.items():
             label = (self.fields[name].label or name) if name in self.fields else name
             parts.extend(f"{label}: {error}" for error in errors)

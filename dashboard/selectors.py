@@ -14,13 +14,13 @@ from typing import Any
 from django.db.models import Count, QuerySet
 
 from dashboard.charts import metrics_figure
+from headway.expconf import ConfigError, Length
+from registry.lifecycle import EXPERIMENT_CONTROLS, TRIAL_CONTROLS, legal_controls
 from registry.metrics import read_series
 from registry.models import (
-    TERMINAL_STATES,
     Checkpoint,
     CheckpointState,
     Experiment,
-    State,
     Trial,
     TrialLog,
 )
@@ -29,9 +29,6 @@ CHECKPOINT_DOWNLOAD_URL = "/api/v1/checkpoints/{uuid}/download"
 LOG_TAIL_LINES = 2000
 # Which buttons to show. This only hides controls that ``registry.lifecycle`` would refuse
 # (docs/lifecycle.md); the lifecycle still decides, so a stale page gets its 409 message.
-_STOPPABLE = frozenset({State.ACTIVE, State.PAUSED})
-_KILLABLE = frozenset(State) - TERMINAL_STATES - {State.STOPPING_KILLED}
-CONTINUABLE = frozenset({State.PAUSED, State.COMPLETED, State.CANCELED, State.ERROR})
 
 
 def experiment_list() -> QuerySet[Experiment]:
@@ -60,46 +57,30 @@ def flatten_hparams(hparams: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def format_length(length: Any) -> str:
-    """``{"batches": 100}`` -> ``"100 batches"``; a bare int means batches (Determined)."""
-    if isinstance(length, dict) and len(length) == 1:
-        unit, value = next(iter(length.items()))
-        return f"{value} {unit}"
-    if isinstance(length, int) and not isinstance(length, bool):
-        return f"{length} batches"
-    return "" if length is None else str(length)
-
-
-def _actions(state: str) -> list[str]:
-    actions = []
-    if state == State.ACTIVE:
-        actions.append("pause")
-    if state == State.PAUSED:
-        actions.append("activate")
-    if state in _STOPPABLE:
-        actions.append("cancel")
-    if state in _KILLABLE:
-        actions.append("kill")
-    return actions
+    """``{"batches": 100}`` -> ``"100 batches"`` (``Length``'s own text); empty for None."""
+    if length is None:
+        return ""
+    try:
+        return str(Length.parse(length))
+    except ConfigError:
+        return str(length)
 
 
 def experiment_actions(experiment: Experiment) -> list[str]:
     """The experiment controls legal in its current state, in button order.
 
-    ``pause`` when ACTIVE, ``activate`` when PAUSED, ``cancel`` when either, ``kill`` in any
-    unfinished state but STOPPING_KILLED, ``archive`` when ended and not archived, and
+    Read from ``registry.lifecycle``'s table; ``archive`` only while not archived, and
     ``unarchive`` when archived.
     """
-    actions = _actions(experiment.state)
+    actions = legal_controls(EXPERIMENT_CONTROLS, experiment.state)
     if experiment.archived:
-        actions.append("unarchive")
-    elif experiment.state in TERMINAL_STATES:
-        actions.append("archive")
+        return [a for a in actions if a != "archive"] + ["unarchive"]
     return actions
 
 
 def trial_actions(trial: Trial) -> list[str]:
     """The trial controls (pause, activate, cancel, kill) legal in its current state."""
-    return _actions(trial.state)
+    return [a for a in legal_controls(TRIAL_CONTROLS, trial.state) if a != "continue"]
 
 
 def experiment_trials(experiment: Experiment) -> list[Trial]:
@@ -114,16 +95,20 @@ def experiment_trials(experiment: Experiment) -> list[Trial]:
     rows = Checkpoint.objects.filter(
         trial__experiment=experiment, state=CheckpointState.COMPLETED
     ).order_by("-steps_completed", "-created_at")
+    # The display extras are plain attributes set on model instances for the templates; mypy
+    # knows only the models' fields, hence the attr-defined ignores below.
     for checkpoint in rows:
-        checkpoint.download_url = CHECKPOINT_DOWNLOAD_URL.format(uuid=checkpoint.uuid)
+        checkpoint.download_url = CHECKPOINT_DOWNLOAD_URL.format(uuid=checkpoint.uuid)  # type: ignore[attr-defined]
         checkpoints.setdefault(checkpoint.trial_id, []).append(checkpoint)
     for trial in trials:
         runs = {run.run_id: run for run in trial.runs.all()}
-        trial.current_run = runs.get(trial.run_id)
-        trial.hparams_flat = flatten_hparams(trial.hparams)
-        trial.checkpoint_list = checkpoints.get(trial.id, [])
-        trial.actions = trial_actions(trial)
-        trial.can_continue = trial.state in CONTINUABLE and bool(trial.checkpoint_list)
+        trial.current_run = runs.get(trial.run_id)  # type: ignore[attr-defined]
+        trial.hparams_flat = flatten_hparams(trial.hparams)  # type: ignore[attr-defined]
+        trial.checkpoint_list = checkpoints.get(trial.id, [])  # type: ignore[attr-defined]
+        trial.actions = trial_actions(trial)  # type: ignore[attr-defined]
+        trial.can_continue = "continue" in legal_controls(TRIAL_CONTROLS, trial.state) and bool(  # type: ignore[attr-defined]
+            trial.checkpoint_list  # type: ignore[attr-defined]
+        )
     return trials
 
 

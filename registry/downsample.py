@@ -39,16 +39,17 @@ def downsample_minmax(
         lo = b * n // buckets
         hi = (b + 1) * n // buckets
         lo_i = hi_i = gap_i = None
+        lo_v = hi_v = 0.0  # values[lo_i] and values[hi_i], once those are set
         for i in range(lo, hi):
             v = values[i]
             if v is None:
                 if gap_i is None:
                     gap_i = i
                 continue
-            if lo_i is None or v < values[lo_i]:
-                lo_i = i
-            if hi_i is None or v > values[hi_i]:
-                hi_i = i
+            if lo_i is None or v < lo_v:
+                lo_i, lo_v = i, v
+            if hi_i is None or v > hi_v:
+                hi_i, hi_v = i, v
         keep.extend(i for i in {lo_i, hi_i, gap_i} if i is not None)
     keep.append(n - 1)
     ordered = sorted(set(keep))

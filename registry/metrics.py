@@ -9,7 +9,6 @@ so list pages never scan raw reports.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Any
@@ -19,6 +18,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from headway.metric_values import chartable, encode_value
 from registry.downsample import downsample_minmax
 from registry.errors import InvalidInput
 from registry.models import Experiment, MetricReport, Trial
@@ -52,21 +52,6 @@ def _loc_to_field(loc: Iterable[Any]) -> str:
     return out
 
 
-def _encode_value(value: Any) -> Any:
-    """Store non-finite floats as the strings JSON columns accept (jsonb rejects NaN)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
-
-
-def numeric_value(value: Any) -> float | None:
-    """The chartable float of a stored value: None for non-finite, non-numeric or bool values."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def parse_reports(payload: Any) -> list[ReportIn]:
     """Validate a POSTed ``{"reports": [...]}`` body.
 
@@ -98,7 +83,7 @@ def parse_reports(payload: Any) -> list[ReportIn]:
 def _merge_summary(summary: dict, group: str, step: int, metrics: dict[str, Any]) -> None:
     by_name = summary.setdefault(group, {})
     for name, value in metrics.items():
-        number = numeric_value(value)
+        number = chartable(value)
         entry = by_name.setdefault(
             name, {"last": None, "last_step": -1, "min": None, "max": None, "count": 0}
         )
@@ -124,7 +109,7 @@ def _best_validation(experiment: Experiment, trial: Trial) -> float | None:
     rows = MetricReport.objects.filter(trial=trial, group="validation")
     best = None
     for metrics in rows.values_list("metrics", flat=True).iterator():
-        value = numeric_value(metrics.get(name))
+        value = chartable(metrics.get(name))
         if value is not None and experiment.is_better(value, best):
             best = value
     return best
@@ -209,7 +194,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                 r.run_id if r.run_id is not None else default_run,
                 r.epoch,
                 adapt_dt(r.timestamp) if r.timestamp else now,
-                {k: _encode_value(v) for k, v in r.metrics.items()},
+                {k: encode_value(v) for k, v in r.metrics.items()},
             )
             for r in reports
         ]
@@ -239,7 +224,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                 trial.best_validation = _best_validation(experiment, trial)
             else:
                 for r in reports:
-                    value = numeric_value(r.metrics.get(experiment.searcher_metric))
+                    value = chartable(r.metrics.get(experiment.searcher_metric))
                     if r.group == "validation" and value is not None:
                         if experiment.is_better(value, trial.best_validation):
                             trial.best_validation = value
@@ -262,10 +247,10 @@ def read_series(
     Returns a list of ``{"group", "name", "count", "downsampled", "steps", "values"}`` where
     ``values`` holds floats or None (non-finite or non-numeric values are gaps).
     """
-    rows = MetricReport.objects.filter(trial_id=trial_id)
+    reports = MetricReport.objects.filter(trial_id=trial_id)
     if group:
-        rows = rows.filter(group=group)
-    rows = rows.order_by("group", "steps_completed").values_list(
+        reports = reports.filter(group=group)
+    rows = reports.order_by("group", "steps_completed").values_list(
         "group", "steps_completed", "metrics"
     )
     series: dict[tuple[str, str], tuple[list[int], list[float | None]]] = {}
@@ -275,7 +260,7 @@ def read_series(
                 continue
             steps, values = series.setdefault((row_group, metric_name), ([], []))
             steps.append(step)
-            values.append(numeric_value(value))
+            values.append(chartable(value))
     out = []
     for (row_group, metric_name), (steps, values) in sorted(series.items()):
         ds_steps, ds_values = downsample_minmax(steps, values, max_points)

@@ -1,58 +1,17 @@
-"""Shared fixtures: service checks that skip locally but fail in CI, a real Celery worker, tokens."""
+"""Shared fixtures: moto S3, users and tokens, a real Celery worker (helpers: helpers.py)."""
 
 from __future__ import annotations
 
-import base64
 import io
 import os
 import subprocess
-import tarfile
-import time
 import types
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
-REPO = Path(__file__).resolve().parent.parent
-
-
-def require(condition: bool, why: str) -> None:
-    """Skip when a needed service is missing, except in CI where that fails the run."""
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"{why} (CI=true: a missing service must fail, not skip)")
-    pytest.skip(why)
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.25):
-    """Poll ``predicate`` until it returns something truthy; fail naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def make_tar_gz(files: dict[str, bytes | str]) -> bytes:
-    """A tar.gz with the given regular files (name -> content)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, content in files.items():
-            data = content.encode() if isinstance(content, str) else content
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
+from tests.helpers import REPO, b64, require, wait_for
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -67,6 +26,20 @@ def _unconsumed_queue(request):
     # Persistent connections would outlive the live server's requests and block dropping the
     # test database at the end of the session.
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing(request):
+    """Test users' passwords need no brute-force resistance: the default hasher's iterations
+    cost seconds per user on a loaded CI machine. A no-op for SDK-only runs."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    from django.conf import settings
+    from django.contrib.auth import hashers
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    hashers.get_hashers.cache_clear()
+    hashers.get_hashers_by_algorithm.cache_clear()
 
 
 @pytest.fixture(scope="session")
@@ -271,3 +244,14 @@ class ClusterAPI:
 @pytest.fixture
 def cluster_api(cluster, cluster_token) -> ClusterAPI:
     return ClusterAPI(cluster.url, cluster_token)
+
+
+@pytest.fixture
+def fresh_supervision(monkeypatch):
+    """The worker's supervision state (running processes, shutdown flag), empty for this test."""
+    import threading
+
+    from workers import supervision
+
+    monkeypatch.setattr(supervision, "_active", {})
+    monkeypatch.setattr(supervision, "shutting_down", threading.Event())

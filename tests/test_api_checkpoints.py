@@ -10,7 +10,7 @@ import pytest
 
 from headway.storage import build_storage_manager
 from registry.models import Trial
-from tests.test_api_experiments import CONFIG, create
+from tests.helpers import TINY_CONFIG, create_experiment
 
 pytestmark = pytest.mark.django_db
 
@@ -31,8 +31,8 @@ def storage(request, tmp_path):
 @pytest.fixture
 def stored(api, storage):
     """A trial whose checkpoint's files are in storage and registered over REST."""
-    config = CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
-    response = create(api, config=config)
+    config = TINY_CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
+    response = create_experiment(api, config=config)
     assert response.status_code == 201, response.json()
     trial = Trial.objects.get(experiment_id=response.json()["id"])
     storage_id = str(uuid.uuid4())

@@ -6,25 +6,9 @@ import tarfile
 import pytest
 
 from registry.models import Experiment, RunState, Trial, TrialRun
-from tests.conftest import b64, make_tar_gz
+from tests.helpers import TINY_CONFIG, TINY_MODEL, create_experiment, make_tar_gz
 
 pytestmark = pytest.mark.django_db
-
-CONFIG = """
-name: tiny
-entrypoint: model_def:TinyTrial
-hyperparameters:
-  global_batch_size: 8
-  lr: {type: log, minval: -3, maxval: -1}
-searcher: {name: single, metric: validation_loss, max_length: {batches: 10}}
-"""
-MODEL = make_tar_gz({"model_def.py": "class TinyTrial:\n    pass\n"})
-
-
-def create(api, config=CONFIG, model=MODEL):
-    return api.post(
-        "/api/v1/experiments/", {"config": config, "model_definition": b64(model)}, format="json"
-    )
 
 
 def assert_nothing_stored():
@@ -33,7 +17,7 @@ def assert_nothing_stored():
 
 
 def test_it_creates_an_experiment_with_one_queued_trial(api):
-    response = create(api)
+    response = create_experiment(api)
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["name"] == "tiny" and body["state"] == "ACTIVE" and body["num_trials"] == 1
@@ -48,14 +32,14 @@ def test_it_creates_an_experiment_with_one_queued_trial(api):
 
 
 def test_it_lists_and_describes(api):
-    experiment_id = create(api).json()["id"]
+    experiment_id = create_experiment(api).json()["id"]
     listing = api.get("/api/v1/experiments/").json()
     assert listing["count"] == 1 and listing["results"][0]["id"] == experiment_id
     assert api.get(f"/api/v1/experiments/{experiment_id}/").json()["id"] == experiment_id
     trials = api.get(f"/api/v1/experiments/{experiment_id}/trials/").json()["results"]
     assert len(trials) == 1 and trials[0]["run_state"] == "QUEUED"
     archive = api.get(f"/api/v1/experiments/{experiment_id}/model_definition")
-    assert archive.status_code == 200 and b"".join(archive) == MODEL
+    assert archive.status_code == 200 and b"".join(archive) == TINY_MODEL
 
 
 def test_it_accepts_the_config_as_an_object(api):
@@ -63,7 +47,7 @@ def test_it_accepts_the_config_as_an_object(api):
         "entrypoint": "python train.py",
         "searcher": {"name": "single", "metric": "loss", "max_length": 5},
     }
-    response = create(api, config=config)
+    response = create_experiment(api, config=config)
     assert response.status_code == 201, response.json()
     assert response.json()["config"]["searcher"]["max_length"] == {"batches": 5}
 
@@ -72,20 +56,20 @@ def test_it_accepts_the_config_as_an_object(api):
     ("config", "field", "words"),
     [
         ("name: [unclosed", "config", ["line"]),
-        (CONFIG + "bogus_field: 1\n", "config.bogus_field", ["bogus_field", "searcher"]),
+        (TINY_CONFIG + "bogus_field: 1\n", "config.bogus_field", ["bogus_field", "searcher"]),
         (
-            CONFIG.replace(
+            TINY_CONFIG.replace(
                 "{type: log, minval: -3, maxval: -1}", "{type: int, minval: 0.5, maxval: 3}"
             ),
             "config.hyperparameters.lr.minval",
             [],
         ),
-        (CONFIG.replace("name: single", "name: nope"), "config.searcher.name", ["single"]),
+        (TINY_CONFIG.replace("name: single", "name: nope"), "config.searcher.name", ["single"]),
     ],
     ids=["malformed-yaml", "unknown-field", "wrong-hparam-type", "bad-searcher"],
 )
 def test_it_rejects_bad_config(api, config, field, words):
-    response = create(api, config=config)
+    response = create_experiment(api, config=config)
     assert response.status_code == 400
     body = response.json()
     assert field in body["errors"], body
@@ -96,14 +80,14 @@ def test_it_rejects_bad_config(api, config, field, words):
 
 def test_it_rejects_a_missing_entrypoint_class(api):
     model = make_tar_gz({"model_def.py": "class SomethingElse:\n    pass\n"})
-    response = create(api, model=model)
+    response = create_experiment(api, model=model)
     assert response.status_code == 400
     assert "TinyTrial" in response.json()["errors"]["config.entrypoint"][0]
     assert_nothing_stored()
 
 
 def test_it_rejects_a_missing_entrypoint_module(api):
-    response = create(api, model=make_tar_gz({"other.py": "x = 1\n"}))
+    response = create_experiment(api, model=make_tar_gz({"other.py": "x = 1\n"}))
     assert response.status_code == 400
     assert "model_def.py" in response.json()["errors"]["config.entrypoint"][0]
     assert_nothing_stored()
@@ -140,7 +124,7 @@ def _symlink(name: str, target: str) -> tarfile.TarInfo:
     ids=["dotdot", "absolute", "symlink-out", "symlink-in", "garbage"],
 )
 def test_it_rejects_unsafe_model_definitions(api, archive, words):
-    response = create(api, model=archive)
+    response = create_experiment(api, model=archive)
     assert response.status_code == 400
     assert words in response.json()["errors"]["model_definition"][0]
     assert_nothing_stored()
@@ -148,7 +132,7 @@ def test_it_rejects_unsafe_model_definitions(api, archive, words):
 
 def test_it_rejects_oversize_model_definitions(api, settings):
     settings.HEADWAY_MAX_MODEL_DEF_BYTES = 1000
-    response = create(
+    response = create_experiment(
         api,
         model=make_tar_gz({"model_def.py": "class TinyTrial: pass\n", "big": b"\x00" * 1})
         + b"\x00" * 2000,
@@ -160,7 +144,7 @@ def test_it_rejects_oversize_model_definitions(api, settings):
 
 def test_it_rejects_a_non_base64_model_definition(api):
     response = api.post(
-        "/api/v1/experiments/", {"config": CONFIG, "model_definition": "%%%"}, format="json"
+        "/api/v1/experiments/", {"config": TINY_CONFIG, "model_definition": "%%%"}, format="json"
     )
     assert response.status_code == 400
     assert "model_definition" in response.json()["errors"]
@@ -179,8 +163,8 @@ def test_it_serves_the_openapi_schema(api):
 
 
 def test_a_trial_token_is_scoped_to_its_trial(api):
-    first = create(api).json()["id"]
-    second = create(api).json()["id"]
+    first = create_experiment(api).json()["id"]
+    second = create_experiment(api).json()["id"]
     run = TrialRun.objects.get(trial__experiment_id=first)
     other = Trial.objects.get(experiment_id=second)
     api.credentials(HTTP_AUTHORIZATION=f"Token {run.token}")

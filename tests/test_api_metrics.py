@@ -5,14 +5,14 @@ import math
 import pytest
 
 from registry.models import MetricReport, Trial
-from tests.test_api_experiments import create
+from tests.helpers import create_experiment
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def trial(api):
-    return Trial.objects.get(experiment_id=create(api).json()["id"])
+    return Trial.objects.get(experiment_id=create_experiment(api).json()["id"])
 
 
 def post(api, trial, reports):

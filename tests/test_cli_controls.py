@@ -12,7 +12,7 @@ import requests
 from headway.cli.main import main
 from registry.lifecycle import checkpoint_register
 from registry.models import Experiment, State, Trial
-from tests.conftest import b64, make_tar_gz
+from tests.helpers import b64, make_tar_gz
 
 CONFIG = (
     "name: t\nentrypoint: python train.py\n"

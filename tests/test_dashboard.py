@@ -13,17 +13,8 @@ from dashboard.charts import isolated_marker_sizes, metrics_figure, trace_name
 from dashboard.selectors import flatten_hparams, format_length
 from registry.metrics import read_series
 from registry.models import Checkpoint, Experiment, MetricReport, State, Trial, TrialLog
+from tests.helpers import DASHBOARD_CONFIG
 
-CONFIG = {
-    "searcher": {
-        "name": "single",
-        "metric": "validation_accuracy",
-        "smaller_is_better": False,
-        "max_length": {"batches": 100},
-    },
-    "entrypoint": "model_def:T",
-    "hyperparameters": {},
-}
 CHECKPOINT_UUID = uuid.UUID("0f4b8a52-6a43-4f55-9d9c-3f3b2a1d0e77")
 
 
@@ -43,7 +34,7 @@ def experiment(alice):
     exp = Experiment.objects.create(
         owner=alice,
         name="digits-mlp",
-        config=CONFIG,
+        config=DASHBOARD_CONFIG,
         model_definition=b"",
         labels=["mnist-ish", "baseline"],
         progress=0.5,

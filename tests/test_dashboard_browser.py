@@ -12,8 +12,7 @@ from django.contrib.auth import get_user_model
 from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
 from registry.models import Experiment, State, Trial
-from tests.conftest import make_tar_gz
-from tests.test_dashboard import CONFIG
+from tests.helpers import DASHBOARD_CONFIG, make_tar_gz
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -55,7 +54,7 @@ def test_it_draws_and_live_updates_the_metrics_chart(live_server, tmp_path, monk
 
     user = get_user_model().objects.create_user("bob", password="pw-bob")
     experiment = Experiment.objects.create(
-        owner=user, name="browser-exp", config=CONFIG, model_definition=b""
+        owner=user, name="browser-exp", config=DASHBOARD_CONFIG, model_definition=b""
     )
     trial = Trial.objects.create(experiment=experiment, hparams={"lr": 0.01})
     for step, loss in [(10, 2.0), (20, float("nan")), (30, 1.0), (40, 0.7)]:

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from registry.lifecycle import checkpoint_register, experiment_create
 from registry.models import Experiment, RunState, State, Trial
-from tests.conftest import make_tar_gz
+from tests.helpers import make_tar_gz
 
 CONFIG = (
     "name: controls\nentrypoint: python train.py\n"
@@ -109,7 +109,7 @@ def test_experiment_controls_and_archive(client_alice: Client, experiment: Exper
     assert _messages(post("activate")) == [("success", f"Experiment {experiment.id}: ACTIVE")]
     response = post("archive")  # not ended yet
     assert _messages(response)[0][0] == "error"
-    assert "only ended experiments" in _messages(response)[0][1]
+    assert "can be archived only when COMPLETED" in _messages(response)[0][1]
     assert _messages(post("kill")) == [("success", f"Experiment {experiment.id}: CANCELED")]
     assert _messages(post("archive")) == [
         ("success", f"Experiment {experiment.id}: CANCELED (archived)")

@@ -15,7 +15,7 @@ import pytest
 import requests
 import torch
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 pytestmark = [pytest.mark.integration]
 

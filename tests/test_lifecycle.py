@@ -5,17 +5,19 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from dashboard.selectors import trial_actions
 from registry import lifecycle
 from registry.errors import IllegalTransition, InvalidInput
+from registry.lifecycle import TRIAL_CONTROLS, check_control, legal_controls
 from registry.models import Experiment, RunState, State, Trial, TrialRun
-from tests.test_api_experiments import create
+from tests.helpers import create_experiment
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def trial(api):
-    return Trial.objects.get(experiment_id=create(api).json()["id"])
+    return Trial.objects.get(experiment_id=create_experiment(api).json()["id"])
 
 
 def start(trial):
@@ -102,7 +104,7 @@ def test_activate_withdraws_an_unacknowledged_pause(trial):
 
 
 def test_cancel_and_kill_end_canceled(api):
-    first = Trial.objects.get(experiment_id=create(api).json()["id"])
+    first = Trial.objects.get(experiment_id=create_experiment(api).json()["id"])
     start(first)
     lifecycle.trial_cancel(trial_id=first.id)
     assert reload(first).state == State.STOPPING_CANCELED
@@ -110,7 +112,7 @@ def test_cancel_and_kill_end_canceled(api):
     lifecycle.trial_run_exited(trial_id=first.id, run_id=1, exit_code=0)
     assert reload(first).state == State.CANCELED
 
-    second = Trial.objects.get(experiment_id=create(api).json()["id"])
+    second = Trial.objects.get(experiment_id=create_experiment(api).json()["id"])
     start(second)
     lifecycle.trial_kill(trial_id=second.id)
     assert reload(second).state == State.STOPPING_KILLED
@@ -132,7 +134,9 @@ def test_experiment_controls_reach_every_trial(trial):
     start(trial)
     lifecycle.experiment_pause(experiment_id=trial.experiment_id)
     assert reload(trial).state == State.PAUSED
-    with pytest.raises(IllegalTransition, match="only ended experiments"):
+    with pytest.raises(
+        IllegalTransition, match="can be archived only when COMPLETED, CANCELED, ERROR"
+    ):
         lifecycle.experiment_archive(experiment_id=trial.experiment_id)
     lifecycle.trial_run_exited(trial_id=trial.id, run_id=1, exit_code=0)  # checkpointed, exited
     assert reload(trial).state == State.PAUSED
@@ -240,14 +244,14 @@ def test_a_config_can_name_the_checkpoint_or_trial_to_start_from(api, trial):
         metadata={"steps_completed": 10},
     )
     by_trial = CONFIG_WITH_SOURCE.format(source=f"source_trial_id: {trial.id}")
-    response = create(api, config=by_trial)
+    response = create_experiment(api, config=by_trial)
     assert response.status_code == 201, response.json()
     (started,) = Trial.objects.filter(experiment_id=response.json()["id"])
     assert str(started.warm_start_checkpoint) == str(checkpoint.uuid)
     missing = CONFIG_WITH_SOURCE.format(
         source="source_checkpoint_uuid: 00000000-0000-0000-0000-0000000000bb"
     )
-    response = create(api, config=missing)
+    response = create_experiment(api, config=missing)
     assert response.status_code == 400
     assert "config.searcher.source_checkpoint_uuid" in response.json()["errors"]
 
@@ -270,3 +274,41 @@ def test_worker_shutdown_preempts_without_overriding_a_users_stop(trial):
     lifecycle.trial_pause(trial_id=trial.id)
     assert not lifecycle.trial_run_preempt(trial_id=trial.id, run_id=run.run_id)
     assert current_run(trial).stop_requested == "pause"
+
+
+def test_dashboard_offers_exactly_the_controls_the_lifecycle_accepts(trial):
+    """Every state of the transition table: offered controls act, the others are refused."""
+    for state in State:
+        offered = set(legal_controls(TRIAL_CONTROLS, state))
+        for control, rule in TRIAL_CONTROLS.items():
+            if control in offered:
+                assert check_control(TRIAL_CONTROLS, control, "trial 1", state) is True
+            elif state in rule.no_op:
+                assert check_control(TRIAL_CONTROLS, control, "trial 1", state) is False
+            else:
+                with pytest.raises(IllegalTransition, match=f"trial 1 is {state}"):
+                    check_control(TRIAL_CONTROLS, control, "trial 1", state)
+    trial.state = State.PAUSED
+    assert trial_actions(trial) == ["activate", "cancel", "kill"]
+
+
+def searcher_state(trial):
+    return Experiment.objects.get(id=trial.experiment_id).searcher_state
+
+
+def test_searcher_hears_the_trial_close_in_the_same_transaction(trial):
+    assert searcher_state(trial) == {"created": True, "closed": False, "shutdown": False}
+    start(trial)
+    lifecycle.trial_searcher_completed(trial_id=trial.id, length=10, metric=0.5)
+    assert reload(trial).searcher_metric_reported == 0.5
+    lifecycle.trial_searcher_completed(trial_id=trial.id, length=10, metric=None)  # NaN
+    assert reload(trial).searcher_metric_reported is None
+    lifecycle.trial_run_exited(trial_id=trial.id, run_id=1, exit_code=0)
+    assert searcher_state(trial) == {"created": True, "closed": True, "shutdown": True}
+
+
+def test_searcher_hears_a_killed_trial_exit_early(trial):
+    lifecycle.trial_kill(trial_id=trial.id)  # queued run: ends CANCELED at once
+    assert reload(trial).state == State.CANCELED
+    state = searcher_state(trial)
+    assert state["shutdown"] is True and state["closed"] is False

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.integration]
 
@@ -220,7 +220,7 @@ def dedicated_workers(cluster, settings, tmp_path):
     import subprocess
     import uuid
 
-    from tests.conftest import REPO
+    from tests.helpers import REPO
     from workers.services import worker_command
 
     queue = f"headway-dedicated-{uuid.uuid4().hex[:8]}"

@@ -26,9 +26,9 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
+from headway.archive import extract_model_definition
 from headway.expconf import parse_experiment_config
 from registry import lifecycle
-from registry.model_definition import extract_model_definition
 from registry.models import Checkpoint, Experiment, TrialLog, TrialRun
 from workers import supervision
 
@@ -143,6 +143,7 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
         return None
     logs = _LogWriter(trial_id, run_id)
     run_dir = settings.HEADWAY_WORK_DIR / f"trial-{trial_id}-run-{run_id}"
+    exit_code: int | None
     try:
         exit_code = _launch_and_wait(run, run_dir, logs)
     except Exception as exc:  # a failure to launch is the trial's failure, not the worker's

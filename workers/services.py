@@ -28,7 +28,7 @@ def worker_command(concurrency: int, queue: str | None = None) -> list[str]:
 
 
 def web_command(port: int) -> list[str]:
-    """The web server command line (Django's threaded server; gunicorn in docker-compose)."""
+    """The web server command line (Django's threaded server, as docker-compose runs it too)."""
     return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
 
 

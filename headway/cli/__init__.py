@@ -1,7 +1,7 @@
 """The ``headway`` command line: log in, create, follow and control experiments and trials,
 read logs and checkpoints over the registry's REST API. Entry point: ``headway.cli.main:main``."""
 
-from headway.cli._model_def import MAX_MODEL_DEF_BYTES, ModelDefinitionError, pack_model_definition
+from headway.archive import MAX_MODEL_DEF_BYTES, ModelDefinitionError, pack_model_definition
 from headway.cli._overrides import (
     OverrideError,
     merge_hparam_overrides,

@@ -91,7 +91,7 @@ def cmd_trial_continue(args: argparse.Namespace) -> int:
     return follow_experiment(session, int(experiment["id"]))
 
 
-def add_experiment_controls(commands: argparse._SubParsersAction) -> None:
+def add_experiment_controls(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``pause | activate | cancel | kill | archive | unarchive ID`` under ``experiment``."""
     helps = {
         "pause": "pause every running trial (each checkpoints and stops)",
@@ -107,7 +107,7 @@ def add_experiment_controls(commands: argparse._SubParsersAction) -> None:
         sub.set_defaults(func=cmd_experiment_control, action=action)
 
 
-def add_trial_controls(commands: argparse._SubParsersAction) -> None:
+def add_trial_controls(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``pause | activate | cancel | kill | continue`` under ``trial``."""
     helps = {
         "pause": "checkpoint and stop one trial",

@@ -10,9 +10,14 @@ from typing import Any
 
 from tqdm import tqdm
 
+from headway.archive import (
+    MAX_MODEL_DEF_BYTES,
+    ModelDefinitionError,
+    check_model_definition,
+    pack_model_definition,
+)
 from headway.cli import _common
 from headway.cli._common import CLIError, fetch_all, make_session
-from headway.cli._model_def import MAX_MODEL_DEF_BYTES, ModelDefinitionError, pack_model_definition
 from headway.cli._output import (
     fmt,
     fmt_percent,
@@ -29,7 +34,9 @@ from headway.expconf import ConfigError, parse_experiment_config
 def cmd_create(args: argparse.Namespace) -> int:
     """Validate CONFIG locally, pack MODEL_DIR, POST both; optionally follow the experiment.
 
-    Nothing is sent when the config or the directory is invalid (exit 2).
+    Nothing is sent when the config or the directory is invalid (exit 2). The packed archive
+    goes through the registry's own check (``headway.archive.check_model_definition``, with the
+    default size limit), so a refusal here reads exactly as the registry's would.
     """
     config_path = Path(args.config)
     try:
@@ -37,12 +44,17 @@ def cmd_create(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         raise CLIError(f"cannot read config {config_path}: {exc}", 2) from None
     try:
-        parse_experiment_config(config_text)
+        config = parse_experiment_config(config_text)
     except ConfigError as exc:
         exc.title = f"invalid experiment config {config_path}"
         raise CLIError(str(exc), 2) from None
     try:
         archive = pack_model_definition(Path(args.model_dir), MAX_MODEL_DEF_BYTES)
+        check_model_definition(
+            archive,
+            max_bytes=MAX_MODEL_DEF_BYTES,
+            entrypoint_class=config.entrypoint_trial_class,
+        )
     except ModelDefinitionError as exc:
         raise CLIError(str(exc), 2) from None
     session = make_session(args)

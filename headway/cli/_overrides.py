@@ -10,7 +10,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from headway.expconf import UNITS, ConfigError, load_yaml
+from headway.expconf import ConfigError, Length, load_yaml
 
 
 class OverrideError(ValueError):
@@ -97,13 +97,13 @@ def parse_max_length(text: str) -> int | dict[str, int]:
         OverrideError: an unknown unit or a count that is not a positive integer.
     """
     unit, sep, count = text.strip().rpartition("=")
-    unit = unit.strip().lower()
-    if sep and unit not in UNITS:
-        raise OverrideError(f"max_length {text!r}: unit must be one of {', '.join(UNITS)}")
     try:
-        value = int(count.strip())
+        value: Any = int(count.strip())
     except ValueError:
-        value = 0
-    if value <= 0:
-        raise OverrideError(f"max_length {text!r}: expected a positive integer N or UNIT=N")
-    return {unit: value} if sep else value
+        value = count.strip()
+    try:
+        length = Length.parse({unit.strip().lower(): value} if sep else value, "max_length")
+    except ConfigError as exc:
+        (message,) = exc.errors["max_length"]
+        raise OverrideError(f"max_length {text!r}: {message} (N or UNIT=N)") from None
+    return length.value if not sep else {length.unit.value: length.value}

@@ -12,8 +12,9 @@ from headway.core._checkpoint import CheckpointContext, DownloadMode
 from headway.core._context import Context, init
 from headway.core._distributed import DistributedContext
 from headway.core._preempt import PreemptContext, PreemptMode
-from headway.core._searcher import SearcherContext, SearcherMode, SearcherOperation, Unit
+from headway.core._searcher import SearcherContext, SearcherMode, SearcherOperation
 from headway.core._train import TrainContext
+from headway.expconf import Unit
 
 __all__ = [
     "CheckpointContext",

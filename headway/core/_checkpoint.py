@@ -45,7 +45,11 @@ class CheckpointRegistry(Protocol):
     """Where finished checkpoints are recorded (the registry, or a log in local mode)."""
 
     def register(
-        self, storage_id: str, steps_completed: int, resources: dict[str, int], metadata: dict
+        self,
+        storage_id: str,
+        steps_completed: int,
+        resources: dict[str, int],
+        metadata: dict[str, Any],
     ) -> None: ...
 
     def get_metadata(self, storage_id: str) -> dict[str, Any] | None: ...
@@ -55,7 +59,11 @@ class LocalCheckpointRegistry:
     """Local mode: log registrations; metadata is read back from ``metadata.json``."""
 
     def register(
-        self, storage_id: str, steps_completed: int, resources: dict[str, int], metadata: dict
+        self,
+        storage_id: str,
+        steps_completed: int,
+        resources: dict[str, int],
+        metadata: dict[str, Any],
     ) -> None:
         """Log the checkpoint."""
         logger.info(
@@ -80,7 +88,11 @@ class RESTCheckpointRegistry:
         self._run_id = run_id
 
     def register(
-        self, storage_id: str, steps_completed: int, resources: dict[str, int], metadata: dict
+        self,
+        storage_id: str,
+        steps_completed: int,
+        resources: dict[str, int],
+        metadata: dict[str, Any],
     ) -> None:
         """Register a stored checkpoint (idempotent on uuid, so the Session's retries are safe)."""
         self._session.post(

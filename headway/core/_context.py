@@ -27,9 +27,9 @@ from headway.core._searcher import (
     LocalSearcherReporter,
     RegistrySearcherReporter,
     SearcherContext,
-    parse_max_length,
 )
 from headway.core._train import TrainContext
+from headway.expconf import Length, Unit
 from headway.storage import StorageManager, build_storage_manager
 
 logger = logging.getLogger("headway.core")
@@ -181,9 +181,7 @@ def _local_init(
     max_length: int | dict[str, int] | None,
 ) -> Context:
     storage = _storage_from_argument(checkpoint_storage or DEFAULT_LOCAL_CHECKPOINT_DIR)
-    length, unit = (
-        (None, None) if max_length is None else parse_max_length(max_length, "max_length")
-    )
+    length, unit = _local_init_length(max_length)
     logger.info("headway.core: local mode (no cluster info); checkpoints in %s", storage)
     sink = LocalMetricSink()
     return Context(
@@ -204,6 +202,14 @@ def _local_init(
     )
 
 
+def _local_init_length(max_length: int | dict[str, int] | None) -> tuple[int | None, Unit | None]:
+    """``core.init(max_length=)`` in local mode: a bare int is a count with no unit."""
+    if max_length is None:
+        return None, None
+    length = Length.parse(max_length, "max_length")
+    return length.value, (None if isinstance(max_length, int) else length.unit)
+
+
 def _managed_init(
     info: ClusterInfo,
     distributed: DistributedContext,
@@ -220,7 +226,8 @@ def _managed_init(
             raise ValueError("the experiment config has no checkpoint_storage")
         storage = build_storage_manager(config["checkpoint_storage"])
     searcher_config = config.get("searcher") or {}
-    length, unit = parse_max_length(searcher_config.get("max_length"))
+    max_length = Length.parse(searcher_config.get("max_length"), "searcher.max_length")
+    length, unit = max_length.value, max_length.unit
 
     def session(**kwargs: Any) -> Session:
         # One Session per thread: requests.Session is not documented as thread-safe.

@@ -20,8 +20,8 @@ class DistributedContext:
     Ranks on one node must be contiguous (``rank == cross_rank * local_size + local_rank``), as
     ``torchrun`` assigns them. With ``size == 1`` every collective is trivial and torch is never
     imported. With ``size > 1`` the caller must have called
-    ``torch.distributed.init_process_group()`` first (``headway.launch.torch_distributed`` sets
-    the env vars it reads); every rank must call each collective in the same order.
+    ``torch.distributed.init_process_group()`` first (``torchrun`` sets the env vars it reads);
+    every rank must call each collective in the same order.
 
     Arguments:
         rank (int): global rank, ``0 <= rank < size``; rank 0 is the chief.
@@ -96,7 +96,7 @@ class DistributedContext:
             if raw is None:
                 raise RuntimeError(
                     f"DistributedContext.from_torch_distributed(): ${var} is not set; launch "
-                    "with torchrun or python -m headway.launch.torch_distributed"
+                    "with torchrun"
                 )
             try:
                 values[var] = int(raw)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import math
 import queue
 import sys
 import threading
@@ -20,6 +19,7 @@ from typing import Any, Protocol
 import requests
 
 from headway.client import APIError, Session
+from headway.metric_values import encode_float
 
 logger = logging.getLogger("headway.core")
 
@@ -28,8 +28,6 @@ BATCH_SIZE = 1000  # reports per POST
 FLUSH_INTERVAL_S = 0.5  # longest a report waits in the queue before its batch is sent
 RETRY_BACKOFF_S = 0.1  # first retry delay; doubles per failure
 RETRY_BACKOFF_MAX_S = 10.0
-
-_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
 def json_safe_metrics(metrics: Any, what: str = "metric") -> dict[str, Any]:
@@ -57,9 +55,7 @@ def _convert(value: Any, key: str, what: str) -> Any:
     if value is None or isinstance(value, (bool, str, int)):
         return value
     if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        return _NON_FINITE.get(value, value)
+        return encode_float(value)
     if isinstance(value, (list, tuple)):
         return [_convert(item, key, what) for item in value]
     if isinstance(value, dict):

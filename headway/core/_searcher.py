@@ -17,18 +17,12 @@ import requests
 
 from headway.client import APIError, NotFoundError, Session
 from headway.core._distributed import DistributedContext
+from headway.expconf import Unit
+from headway.metric_values import encode_float
 
 logger = logging.getLogger("headway.core")
 
 PROGRESS_MIN_INTERVAL_S = 1.0  # report_progress() POSTs at most this often
-
-
-class Unit(enum.StrEnum):
-    """Unit of ``searcher.max_length`` (equal to the config key: ``Unit.BATCHES == "batches"``)."""
-
-    EPOCHS = "epochs"
-    RECORDS = "records"
-    BATCHES = "batches"
 
 
 class SearcherMode(enum.Enum):
@@ -177,37 +171,8 @@ class SearcherOperation:
             raise TypeError(
                 f"searcher_metric must be a number, got {type(searcher_metric).__name__}"
             ) from None
-        wire: Any = metric if math.isfinite(metric) else _non_finite_name(metric)
-        self._next_length = self._reporter.completed(self._length, wire)
+        self._next_length = self._reporter.completed(self._length, encode_float(metric))
         self._completed = True
-
-
-def _non_finite_name(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    return "Infinity" if value > 0 else "-Infinity"
-
-
-def parse_max_length(
-    max_length: Any, field: str = "searcher.max_length"
-) -> tuple[int, Unit | None]:
-    """Return ``(length, unit)`` from ``{"batches": 500}`` / ``{"epochs": 3}`` / a plain int.
-
-    Raises:
-        ValueError: naming ``field`` when it is not a positive int or one-key unit dict.
-    """
-    if isinstance(max_length, int) and not isinstance(max_length, bool):
-        if max_length <= 0:
-            raise ValueError(f"{field} must be positive, got {max_length}")
-        return max_length, None
-    if isinstance(max_length, dict) and len(max_length) == 1:
-        ((key, value),) = max_length.items()
-        if key in Unit._value2member_map_ and isinstance(value, int) and value > 0:
-            return value, Unit(key)
-    raise ValueError(
-        f"{field} must be a positive int or one of {{'batches': N}}, {{'epochs': N}}, "
-        f"{{'records': N}}; got {max_length!r}"
-    )
 
 
 class SearcherContext:

@@ -30,10 +30,11 @@ from headway.expconf._hparams import (
     parse_hyperparameters,
     sample_hparams,
 )
-from headway.expconf._length import UNITS, Length, length_to_batches
+from headway.expconf._length import UNITS, Length, Unit, length_to_batches
 
 __all__ = [
     "UNITS",
+    "Unit",
     "CategoricalHyperparameter",
     "CheckpointStorageConfig",
     "S3Config",

@@ -40,6 +40,23 @@ def field_error(field: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(FIELD_ERROR, "{message}", {"field": field, "message": message})
 
 
+def reject_unsupported(data: Any, unsupported: dict[str, str]) -> Any:
+    """For a ``mode="before"`` model validator: refuse keys Headway does not implement yet.
+
+    Arguments:
+        data: the raw mapping being validated (anything else passes through).
+        unsupported: key -> why it is refused and what to do instead.
+
+    Raises:
+        PydanticCustomError: a ``field_error`` naming the first unsupported key present.
+    """
+    if isinstance(data, dict):
+        for key, why in unsupported.items():
+            if key in data:
+                raise field_error(key, f"not supported: {why}")
+    return data
+
+
 @dataclasses.dataclass(frozen=True)
 class _UnionInfo:
     key: str

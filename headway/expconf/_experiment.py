@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from headway.expconf._base import StrictModel, tagged_union
+from headway.expconf._base import StrictModel, reject_unsupported, tagged_union
 from headway.expconf._errors import ConfigError
 from headway.expconf._hparams import Hyperparameter
 from headway.expconf._length import Length
@@ -38,20 +38,38 @@ class SingleSearcherConfig(StrictModel):
 
 
 # New searchers (random, grid, adaptive_asha) are one more model and one more entry here.
-SearcherConfig = tagged_union("searcher", "name", {"single": SingleSearcherConfig})
+if TYPE_CHECKING:
+    # What the type checker sees; at run time the same members form a pydantic tagged union.
+    SearcherConfig: TypeAlias = SingleSearcherConfig
+else:
+    SearcherConfig = tagged_union("searcher", "name", {"single": SingleSearcherConfig})
 
 
-class _GCPolicy(StrictModel):
-    """Garbage-collection policy shared by every storage type (Determined's defaults): keep the
-    best ``save_experiment_best`` checkpoints of the experiment, the best ``save_trial_best`` and
-    the latest ``save_trial_latest`` of every trial."""
-
-    save_experiment_best: Annotated[int, Field(ge=0)] = 0
-    save_trial_best: Annotated[int, Field(ge=0)] = 1
-    save_trial_latest: Annotated[int, Field(ge=0)] = 1
+_NO_RETENTION = (
+    "Headway keeps every checkpoint until checkpoint retention (garbage collection) is built; "
+    "leave it out"
+)
 
 
-class SharedFSConfig(_GCPolicy):
+class _StorageConfig(StrictModel):
+    """Fields every storage type shares. Determined's retention fields (``save_experiment_best``,
+    ``save_trial_best``, ``save_trial_latest``) are refused, not ignored: nothing deletes
+    checkpoints yet."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_retention(cls, data: Any) -> Any:
+        return reject_unsupported(
+            data,
+            {
+                "save_experiment_best": _NO_RETENTION,
+                "save_trial_best": _NO_RETENTION,
+                "save_trial_latest": _NO_RETENTION,
+            },
+        )
+
+
+class SharedFSConfig(_StorageConfig):
     """``checkpoint_storage.type: shared_fs``: a directory every worker host mounts.
 
     Checkpoints go to ``<host_path>/<storage_path>/<uuid>/``. ``host_path`` may be left out; the
@@ -63,7 +81,7 @@ class SharedFSConfig(_GCPolicy):
     storage_path: str | None = None
 
 
-class S3Config(_GCPolicy):
+class S3Config(_StorageConfig):
     """``checkpoint_storage.type: s3``: an S3 (or S3-compatible, e.g. MinIO) bucket.
 
     Checkpoints go to ``s3://<bucket>/<prefix>/<uuid>/``. Credentials are NOT part of the config
@@ -79,15 +97,29 @@ class S3Config(_GCPolicy):
     region: str | None = None
 
 
-CheckpointStorageConfig = tagged_union(
-    "storage", "type", {"shared_fs": SharedFSConfig, "s3": S3Config}
-)
+if TYPE_CHECKING:
+    CheckpointStorageConfig: TypeAlias = SharedFSConfig | S3Config
+else:
+    CheckpointStorageConfig = tagged_union(
+        "storage", "type", {"shared_fs": SharedFSConfig, "s3": S3Config}
+    )
 
 
 class ResourcesConfig(StrictModel):
-    """``resources``: ``slots_per_trial`` devices (GPUs) per trial; >1 runs torchrun."""
+    """``resources.slots_per_trial``: devices (GPUs) per trial. Only 1 for now: a trial runs as
+    one process, and a larger value is refused rather than silently run on one slot."""
 
     slots_per_trial: Annotated[int, Field(ge=1)] = 1
+
+    @field_validator("slots_per_trial")
+    @classmethod
+    def _one_slot(cls, value: int) -> int:
+        if value > 1:
+            raise ValueError(
+                f"{value} is not supported: a trial runs as one process until distributed "
+                "training (several ranks) is built; use 1"
+            )
+        return value
 
 
 class ReproducibilityConfig(StrictModel):

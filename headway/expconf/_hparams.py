@@ -5,13 +5,12 @@ Forms, as in Determined's experiment config reference ("Hyperparameters"):
 * a bare value (scalar or list) is a constant; a mapping without ``type`` is a nested group whose
   values are hyperparameters themselves (recursively);
 * ``{type: const, val: X}``;
-* ``{type: int, minval, maxval, count?}`` -- an integer in ``[minval, maxval]``;
-* ``{type: double, minval, maxval, count?}`` -- a float in ``[minval, maxval]``;
-* ``{type: log, base: 10, minval, maxval, count?}`` -- ``base ** u`` with ``u`` in
-  ``[minval, maxval]``;
+* ``{type: int, minval, maxval}`` -- an integer in ``[minval, maxval]``;
+* ``{type: double, minval, maxval}`` -- a float in ``[minval, maxval]``;
+* ``{type: log, base: 10, minval, maxval}`` -- ``base ** u`` with ``u`` in ``[minval, maxval]``;
 * ``{type: categorical, vals: [...]}``.
 
-``count`` is the number of grid points for the grid searcher.
+Determined's ``count`` (grid points) is refused until there is a grid searcher.
 """
 
 from __future__ import annotations
@@ -19,17 +18,16 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 from typing_extensions import TypeAliasType
 
-from headway.expconf._base import StrictModel, field_error, tagged_union
+from headway.expconf._base import StrictModel, field_error, reject_unsupported, tagged_union
 from headway.expconf._errors import ConfigError
 
 # Finite floats only: NaN or infinite bounds can never be sampled meaningfully.
 _Float = Annotated[float, Field(allow_inf_nan=False)]
-_Count = Annotated[int, Field(ge=1)]
 
 
 class ConstHyperparameter(StrictModel):
@@ -46,7 +44,15 @@ class ConstHyperparameter(StrictModel):
 
 
 class _RangeHyperparameter(StrictModel):
-    """Shared ``minval < maxval`` check; the error names ``maxval``."""
+    """Shared ``minval < maxval`` check (the error names ``maxval``); ``count`` is refused."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_count(cls, data: Any) -> Any:
+        return reject_unsupported(
+            data,
+            {"count": "grid points need the grid searcher; only 'single' exists; leave it out"},
+        )
 
     @model_validator(mode="after")
     def _check_order(self) -> Any:
@@ -62,7 +68,6 @@ class IntHyperparameter(_RangeHyperparameter):
     type: Literal["int"]
     minval: int
     maxval: int
-    count: _Count | None = None
 
 
 class DoubleHyperparameter(_RangeHyperparameter):
@@ -71,7 +76,6 @@ class DoubleHyperparameter(_RangeHyperparameter):
     type: Literal["double"]
     minval: _Float
     maxval: _Float
-    count: _Count | None = None
 
 
 class LogHyperparameter(_RangeHyperparameter):
@@ -84,7 +88,6 @@ class LogHyperparameter(_RangeHyperparameter):
     base: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     minval: _Float
     maxval: _Float
-    count: _Count | None = None
 
     @model_validator(mode="after")
     def _check_base(self) -> LogHyperparameter:
@@ -105,23 +108,34 @@ def _kind_of_untyped(value: Any) -> str:
     return "nested" if isinstance(value, dict) else "const"
 
 
-Hyperparameter = TypeAliasType(
-    "Hyperparameter",
-    tagged_union(
-        "hp",
-        "type",
-        {
-            "const": ConstHyperparameter,
-            "int": IntHyperparameter,
-            "double": DoubleHyperparameter,
-            "log": LogHyperparameter,
-            "categorical": CategoricalHyperparameter,
-            "nested": dict[str, "Hyperparameter"],
-        },
-        fallback=_kind_of_untyped,
-        hidden=("nested",),
-    ),
-)
+if TYPE_CHECKING:
+    # What the type checker sees; at run time the same members form a pydantic tagged union.
+    Hyperparameter: TypeAlias = (
+        ConstHyperparameter
+        | IntHyperparameter
+        | DoubleHyperparameter
+        | LogHyperparameter
+        | CategoricalHyperparameter
+        | dict[str, "Hyperparameter"]
+    )
+else:
+    Hyperparameter = TypeAliasType(
+        "Hyperparameter",
+        tagged_union(
+            "hp",
+            "type",
+            {
+                "const": ConstHyperparameter,
+                "int": IntHyperparameter,
+                "double": DoubleHyperparameter,
+                "log": LogHyperparameter,
+                "categorical": CategoricalHyperparameter,
+                "nested": dict[str, "Hyperparameter"],
+            },
+            fallback=_kind_of_untyped,
+            hidden=("nested",),
+        ),
+    )
 """One hyperparameter: one of the models above, or a nested ``dict[str, Hyperparameter]``."""
 
 HyperparameterSpace = dict[str, Hyperparameter]

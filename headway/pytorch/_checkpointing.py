@@ -82,7 +82,8 @@ def load_state(path: pathlib.Path, device: torch.device) -> dict[str, Any]:
         raise FileNotFoundError(f"checkpoint {path} has no {STATE_FILE}")
     # weights_only=False: optimizer and RNG states hold plain Python objects; checkpoints are
     # written by the trial itself (downloads are validated by the storage layer).
-    return torch.load(file, map_location=device, weights_only=False)
+    state: dict[str, Any] = torch.load(file, map_location=device, weights_only=False)
+    return state
 
 
 def _check_count(kind: str, saved: list[Any], live: list[Any]) -> None:

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from headway.pytorch._lr_scheduler import LRScheduler
 from headway.pytorch._metrics import MetricReducer, _FunctionReducer
+
+if TYPE_CHECKING:
+    from headway.core import DistributedContext
 
 logger = logging.getLogger("headway.pytorch")
 
@@ -62,7 +65,7 @@ class PyTorchTrialContext:
         device: torch.device | None = None,
     ) -> None:
         self._core = core_context
-        self.distributed = core_context.distributed
+        self.distributed: DistributedContext = core_context.distributed
         self._hparams = hparams
         self._exp_conf = exp_conf
         self._trial_seed = trial_seed

@@ -180,7 +180,7 @@ class DataLoader:
 
     def get_data_loader(
         self, repeat: bool = False, skip: int = 0, num_replicas: int = 1, rank: int = 0
-    ) -> torch.utils.data.DataLoader:
+    ) -> torch.utils.data.DataLoader[Any]:
         """Build the plain torch DataLoader for epoch 0 of one slot, from batch ``skip`` on.
 
         ``repeat`` is accepted for Determined compatibility; repeating is the harness's job.
@@ -200,7 +200,7 @@ class DataLoader:
 class _LoaderLength:
     """``len()`` and ``has_length()`` of a wrapper holding a torch loader in ``self.loader``."""
 
-    loader: torch.utils.data.DataLoader
+    loader: torch.utils.data.DataLoader[Any]
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -279,7 +279,7 @@ class ResumableLoader(_LoaderLength):
             self._batch_sampler.set_epoch(epoch, skip)
 
     def __iter__(self) -> Iterator[Any]:
-        it = iter(self.loader)
+        it: Iterator[Any] = iter(self.loader)
         if self._batch_sampler is None and self._skip:
             it = itertools.islice(it, self._skip, None)
         return it
@@ -288,14 +288,14 @@ class ResumableLoader(_LoaderLength):
 class _PlainLoader(_LoaderLength):
     """A plain ``torch.utils.data.DataLoader`` returned by a trial: resumed by dropping batches."""
 
-    def __init__(self, loader: torch.utils.data.DataLoader) -> None:
+    def __init__(self, loader: torch.utils.data.DataLoader[Any]) -> None:
         self.loader = loader
         self._skip = 0
 
     def set_position(self, epoch: int, skip: int) -> None:
         """Start the next ``iter()`` at batch ``skip`` (the epoch only matters to samplers)."""
         sampler = getattr(self.loader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
+        if sampler is not None and hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
         self._skip = skip
 

@@ -68,7 +68,7 @@ def load_trial_from_checkpoint_path(
     trial wraps a different number of objects than the checkpoint holds.
     """
     context = CheckpointLoadContext(hparams=hparams, device=device)
-    trial = trial_class(context, **(trial_kwargs or {}))  # type: ignore[call-arg]
+    trial = trial_class(context, **(trial_kwargs or {}))
     state = ckpt.load_state(pathlib.Path(path), context.device)
     ckpt.apply_weights(state, context, {})
     for model in context.models:

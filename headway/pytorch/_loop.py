@@ -18,7 +18,7 @@ import torch
 from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._callback import PyTorchCallback
 from headway.pytorch._context import PyTorchTrialContext
-from headway.pytorch._dataloader import ResumableLoader
+from headway.pytorch._dataloader import ResumableLoader, _PlainLoader
 from headway.pytorch._lr_scheduler import LRScheduler
 from headway.pytorch._metrics import combine_slots, detach_metrics, reduce_metrics
 from headway.pytorch._trial import PyTorchTrial
@@ -37,8 +37,8 @@ class _Loop:
         trial: PyTorchTrial,
         context: PyTorchTrialContext,
         callbacks: dict[str, PyTorchCallback],
-        train_loader: ResumableLoader,
-        val_loader: ResumableLoader,
+        train_loader: ResumableLoader | _PlainLoader,
+        val_loader: ResumableLoader | _PlainLoader,
         *,
         validation_period: Batch | None,
         checkpoint_period: Batch | None,

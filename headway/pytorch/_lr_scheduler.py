@@ -53,11 +53,13 @@ class LRScheduler:
 
     def get_last_lr(self) -> list[float]:
         """The learning rates the scheduler set last."""
-        return self.scheduler.get_last_lr()
+        lrs: list[float] = self.scheduler.get_last_lr()
+        return lrs
 
     def state_dict(self) -> dict[str, Any]:
         """The underlying scheduler's state."""
-        return self.scheduler.state_dict()
+        state: dict[str, Any] = self.scheduler.state_dict()
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the underlying scheduler's state."""

@@ -118,7 +118,8 @@ def _reduce_leaf(
     if all(type(v) in (float, int) for v in values):
         # Plain Python numbers (``loss.item()``): no tensor round trip.
         if reducer is Reducer.AVG:
-            return sum(v * w for v, w in zip(values, weights, strict=True)) / sum(weights)
+            avg: float = sum(v * w for v, w in zip(values, weights, strict=True)) / sum(weights)
+            return avg
         if reducer is Reducer.SUM:
             return float(sum(values))
         return float(max(values) if reducer is Reducer.MAX else min(values))
@@ -195,4 +196,5 @@ def detach_metrics(metrics: Any) -> dict[str, Any]:
             metrics[key] = value.detach()
         elif isinstance(value, Mapping):
             metrics[key] = detach_metrics(value)
-    return metrics
+    detached: dict[str, Any] = metrics
+    return detached

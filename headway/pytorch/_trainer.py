@@ -18,6 +18,7 @@ from typing import Any
 
 import headway
 from headway import core
+from headway.expconf import Length
 from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._context import PyTorchTrialContext
 from headway.pytorch._dataloader import DataLoader, ResumableLoader, _PlainLoader
@@ -235,8 +236,10 @@ class Trainer:
     def _run_searcher(
         self, loop: _Loop, searcher: dict[str, Any], per_epoch: int, gbs: int | None
     ) -> None:
-        unit = _config_unit(searcher.get("max_length"))
-        batches_per_unit = _unit_batches(unit, per_epoch, gbs)
+        max_length = Length.parse(searcher.get("max_length"), "searcher.max_length")
+        batches_per_unit = max_length.batches_per_unit(
+            batches_per_epoch=per_epoch or None, global_batch_size=gbs, field="searcher.max_length"
+        )
         for op in self._context._core.searcher.operations():
             loop.op, loop.op_batches_per_unit = op, batches_per_unit
             target = math.ceil(op.length * batches_per_unit)
@@ -342,23 +345,3 @@ def _to_batches(unit: TrainUnit | None, per_epoch: int, name: str) -> Batch | No
             return Batch(unit.value * per_epoch)
         return Batch([v * per_epoch for v in unit.value])
     return Batch(unit.value)
-
-
-def _config_unit(max_length: Any) -> str:
-    if isinstance(max_length, dict) and len(max_length) == 1:
-        return str(next(iter(max_length)))
-    return "batches"
-
-
-def _unit_batches(unit: str, per_epoch: int, gbs: Any) -> float:
-    if unit == "epochs":
-        if per_epoch <= 0:
-            raise ValueError("searcher.max_length is in epochs but the epoch length is unknown")
-        return float(per_epoch)
-    if unit == "records":
-        if not gbs:
-            raise ValueError(
-                "searcher.max_length is in records: set hyperparameters.global_batch_size"
-            )
-        return 1.0 / float(gbs)
-    return 1.0

@@ -64,7 +64,9 @@ class PyTorchTrial(abc.ABC):
             f"{type(self).__name__} must implement evaluate_batch() or evaluate_full_dataset()"
         )
 
-    def evaluate_full_dataset(self, data_loader: torch.utils.data.DataLoader) -> dict[str, Any]:
+    def evaluate_full_dataset(
+        self, data_loader: torch.utils.data.DataLoader[Any]
+    ) -> dict[str, Any]:
         """Alternative to ``evaluate_batch``: validate over the whole (plain torch) loader."""
         raise NotImplementedError(
             f"{type(self).__name__} must implement evaluate_batch() or evaluate_full_dataset()"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
+
+from headway.expconf import Length, Unit
 
 
 class TrainUnit:
@@ -47,7 +48,7 @@ class TrainUnit:
         return self.value if isinstance(self.value, int) else self.value[-1]
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.value == other.value  # type: ignore[attr-defined]
+        return type(self) is type(other) and self.value == other.value
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, str(self.value)))
@@ -72,26 +73,16 @@ def unit_from_config(value: Any, field: str, global_batch_size: int | None) -> T
     """Turn an experiment-config length like ``{"batches": 500}`` into a ``TrainUnit``.
 
     ``{"records": n}`` becomes ``Batch(ceil(n / global_batch_size))``. ``None`` stays None.
-    Raises ``ValueError`` naming ``field`` for any other shape.
+
+    Raises:
+        ConfigError: (a ``ValueError``) naming ``field`` for anything that is not a length, or
+            ``hyperparameters.global_batch_size`` when records need it.
     """
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        # A bare int (Determined's older configs) means batches.
-        return Batch(value)
-    if not isinstance(value, dict) or len(value) != 1:
-        raise ValueError(f"{field}: expected {{batches|epochs|records: N}}, got {value!r}")
-    ((kind, n),) = value.items()
-    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-        raise ValueError(f"{field}.{kind}: expected a positive integer, got {n!r}")
-    if kind == "batches":
-        return Batch(n)
-    if kind == "epochs":
-        return Epoch(n)
-    if kind == "records":
-        if not global_batch_size:
-            raise ValueError(
-                f"{field} is in records: hyperparameters.global_batch_size is required"
-            )
-        return Batch(math.ceil(n / global_batch_size))
-    raise ValueError(f"{field}: unknown unit {kind!r} (use batches, epochs or records)")
+    length = Length.parse(value, field)
+    if length.unit is Unit.EPOCHS:
+        return Epoch(length.value)
+    return Batch(
+        length.to_batches(records_per_epoch=None, global_batch_size=global_batch_size, field=field)
+    )

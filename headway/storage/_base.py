@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from headway.archive import check_member_path
+
 # Storage ids become directory names and URL segments; allow uuids and similar tokens only, so a
 # hostile id ("../x", "a/b") can never address anything outside the storage root.
 _STORAGE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -34,16 +36,17 @@ def check_storage_id(storage_id: str) -> str:
 def check_relpath(relpath: str) -> pathlib.PurePosixPath:
     """Validate a file path relative to a checkpoint and return it as a ``PurePosixPath``.
 
+    The safety rule is ``headway.archive.check_member_path``, the one every archive member passes
+    (ARCHITECTURE.md, Security); storage adds that the path be canonical, because it is also an
+    object key (``"a//b"`` and ``"a/b"`` would be different S3 objects).
+
     Raises:
-        ValueError: for an empty, absolute or backslashed path, or one containing ``..`` — such
-            paths could escape the checkpoint directory (ARCHITECTURE.md, Security).
+        ValueError: for an empty, absolute or backslashed path, one containing ``..`` or a NUL
+            (``UnsafeArchivePath``), or one with ``""`` or ``"."`` segments or a trailing ``/``.
     """
-    if not isinstance(relpath, str) or not relpath or "\x00" in relpath or "\\" in relpath:
-        raise ValueError(f"invalid checkpoint file path {relpath!r}")
-    # Only the canonical form is accepted: no leading "/", no "", "." or ".." segments.
-    if relpath.startswith("/") or any(part in ("", ".", "..") for part in relpath.split("/")):
-        raise ValueError(f"checkpoint file path {relpath!r} must be relative without '..'")
-    path = pathlib.PurePosixPath(relpath)
+    path = check_member_path(relpath, what="checkpoint file path")
+    if not path.parts or str(path) != relpath:
+        raise ValueError(f"checkpoint file path {relpath!r} is not canonical (no '', '.' segments)")
     return path
 
 

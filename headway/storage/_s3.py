@@ -12,7 +12,7 @@ import os
 import pathlib
 import tempfile
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import boto3
 import botocore.exceptions
@@ -24,6 +24,9 @@ from headway.storage._base import (
     check_storage_id,
     list_local_files,
 )
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
 _TRANSFER = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20)
 
@@ -150,7 +153,8 @@ class S3StorageManager(StorageManager):
         """Return the streaming body of one object (``read(n)``, ``close()``, ``with``)."""
         key = self._key_prefix(storage_id) + str(check_relpath(relpath))
         try:
-            return self._client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            # botocore's StreamingBody is a file-like io.IOBase; callers only read and close it.
+            return cast(BinaryIO, self._client.get_object(Bucket=self.bucket, Key=key)["Body"])
         except botocore.exceptions.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 raise FileNotFoundError(f"checkpoint {storage_id} has no file {relpath!r}") from exc
@@ -168,7 +172,9 @@ class S3StorageManager(StorageManager):
         prefix = self._key_prefix(storage_id)
         keys = [prefix + rel for rel in self._keys(storage_id)]
         for start in range(0, len(keys), 1000):
-            chunk = [{"Key": key} for key in keys[start : start + 1000]]
+            chunk: list[ObjectIdentifierTypeDef] = [
+                {"Key": key} for key in keys[start : start + 1000]
+            ]
             self._client.delete_objects(Bucket=self.bucket, Delete={"Objects": chunk})
 
     def exists(self, storage_id: str) -> bool:

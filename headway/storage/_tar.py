@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from headway.storage._base import StorageManager, check_relpath
+from headway.archive import check_member_path
+from headway.storage._base import StorageManager
 
 logger = logging.getLogger("headway.storage")
 
@@ -48,7 +49,8 @@ def iter_tar_chunks(
     buffer = bytearray()
     total = 0
     for relpath in sorted(files):
-        check_relpath(relpath)  # never emit a member that could escape on extraction
+        # Never emit a member that could escape on extraction (the rule every archive follows).
+        check_member_path(relpath, what="checkpoint file path")
         size = files[relpath]
         info = tarfile.TarInfo(relpath)
         info.size = size

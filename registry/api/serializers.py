@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 
 from rest_framework import serializers
 
+from headway.expconf import ConfigError, Length
+from headway.metric_values import chartable, decode_number
 from registry.models import Checkpoint, Experiment, Trial, TrialLog
 
 
@@ -130,14 +131,11 @@ class ProgressSerializer(serializers.Serializer):
 class SearcherMetricField(serializers.Field):
     """A finite number, or ``"NaN"``/``"Infinity"``/``"-Infinity"`` (kept as no value)."""
 
-    NON_FINITE = ("NaN", "Infinity", "-Infinity")
-
     def to_internal_value(self, data):
-        if data in self.NON_FINITE:
-            return None
-        if isinstance(data, bool) or not isinstance(data, int | float):
+        number = decode_number(data)
+        if number is None:
             raise serializers.ValidationError("Must be a number, or NaN/Infinity/-Infinity.")
-        return float(data) if math.isfinite(data) else None
+        return chartable(number)
 
     def to_representation(self, value):
         return value
@@ -161,22 +159,11 @@ class MaxLengthField(serializers.Field):
     """``max_length`` as a bare int (batches) or ``{"batches"|"epochs"|"records": N}``."""
 
     def to_internal_value(self, data):
-        if isinstance(data, bool):
-            raise serializers.ValidationError("Must be a positive integer or {unit: N}.")
-        if isinstance(data, int) and data > 0:
-            return data
-        if (
-            isinstance(data, dict)
-            and len(data) == 1
-            and next(iter(data)) in ("batches", "epochs", "records")
-            and isinstance(next(iter(data.values())), int)
-            and not isinstance(next(iter(data.values())), bool)
-            and next(iter(data.values())) > 0
-        ):
-            return data
-        raise serializers.ValidationError(
-            "Must be a positive integer (batches) or {batches|epochs|records: N}."
-        )
+        try:
+            Length.parse(data, self.field_name or "max_length")
+        except ConfigError as exc:
+            raise serializers.ValidationError(list(exc.errors.values())[0]) from None
+        return data
 
     def to_representation(self, value):
         return value

@@ -30,6 +30,13 @@ from registry.lifecycle._runs import (
     trial_run_running,
     trial_searcher_completed,
 )
+from registry.lifecycle._transitions import (
+    EXPERIMENT_CONTROLS,
+    TRIAL_CONTROLS,
+    Control,
+    check_control,
+    legal_controls,
+)
 from registry.lifecycle._trials import (
     trial_activate,
     trial_cancel,
@@ -38,6 +45,11 @@ from registry.lifecycle._trials import (
 )
 
 __all__ = [
+    "EXPERIMENT_CONTROLS",
+    "TRIAL_CONTROLS",
+    "Control",
+    "check_control",
+    "legal_controls",
     "checkpoint_register",
     "experiment_activate",
     "experiment_archive",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from registry.lifecycle._search import deliver_trial_ended
 from registry.models import TERMINAL_STATES, Experiment, RunState, State, Trial, TrialRun
 
 STOPPING_STATES = frozenset({State.STOPPING_CANCELED, State.STOPPING_KILLED, State.STOPPING_ERROR})
@@ -32,12 +33,13 @@ def drop_queued_run(run: TrialRun) -> None:
 
 
 def trial_end(trial: Trial, state: State) -> None:
-    """Move a trial to a terminal state."""
+    """Move a locked trial to a terminal state and tell the searcher (same transaction)."""
     trial.state = state
     trial.ended_at = timezone.now()
     if state == State.COMPLETED:
         trial.progress = 1.0
     trial.save(update_fields=["state", "ended_at", "progress"])
+    deliver_trial_ended(trial, state)
 
 
 def refresh_experiment(experiment_id: int) -> Experiment:

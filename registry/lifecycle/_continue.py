@@ -12,11 +12,10 @@ from typing import Any
 
 from django.db import transaction
 
-from registry.errors import IllegalTransition, InvalidInput
+from registry.errors import InvalidInput
 from registry.lifecycle._experiments import experiment_create
-from registry.models import Checkpoint, Experiment, State, Trial
-
-CONTINUABLE = (State.PAUSED, State.COMPLETED, State.CANCELED, State.ERROR)
+from registry.lifecycle._transitions import TRIAL_CONTROLS, check_control
+from registry.models import Checkpoint, Experiment, Trial
 
 
 def _as_const_space(hparams: dict[str, Any]) -> dict[str, Any]:
@@ -48,11 +47,7 @@ def trial_continue(
     """
     with transaction.atomic():
         trial = Trial.objects.select_related("experiment").get(id=trial_id)
-        if trial.state not in CONTINUABLE:
-            raise IllegalTransition(
-                f"trial {trial.id} is {trial.state}; it can be continued only when "
-                f"{', '.join(CONTINUABLE)}"
-            )
+        check_control(TRIAL_CONTROLS, "continue", f"trial {trial.id}", trial.state)
         chosen = checkpoint_uuid or trial.latest_checkpoint
         if chosen is None:
             raise InvalidInput(

@@ -9,19 +9,25 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from headway.archive import (
+    EntrypointNotFound,
+    ModelDefinitionError,
+    ModelDefinitionTooLarge,
+    check_model_definition,
+)
 from headway.expconf import ConfigError, ExperimentConfig, parse_experiment_config
-from registry.errors import IllegalTransition, InvalidInput, PayloadTooLarge
-from registry.lifecycle._common import STOPPING_STATES, refresh_experiment
+from registry.errors import InvalidInput, PayloadTooLarge
+from registry.lifecycle._common import refresh_experiment
+from registry.lifecycle._search import apply_operations
+from registry.lifecycle._transitions import EXPERIMENT_CONTROLS, check_control
 from registry.lifecycle._trials import (
     trial_activate_locked,
     trial_cancel_locked,
     trial_kill_locked,
     trial_pause_locked,
 )
-from registry.model_definition import ModelDefinitionError, validate_model_definition
 from registry.models import TERMINAL_STATES, Checkpoint, Experiment, State, Trial
-from registry.scheduler import schedule_run
-from registry.searcher import Create, Operation, Shutdown, build_searcher
+from registry.searcher import build_searcher
 
 
 def _complete_config(config: ExperimentConfig) -> ExperimentConfig:
@@ -66,22 +72,23 @@ def experiment_create(
     Raises:
         InvalidInput: bad config (``config.<field>``), unsafe archive (``model_definition``) or
             missing entrypoint module/class (``config.entrypoint``).
-        PayloadTooLarge: the archive is over ``HEADWAY_MAX_MODEL_DEF_BYTES``.
+        PayloadTooLarge: the archive is over ``HEADWAY_MAX_MODEL_DEF_BYTES`` packed, or four
+            times that unpacked.
     """
     config = parse_config_or_400(config_source)
-    limit = settings.HEADWAY_MAX_MODEL_DEF_BYTES
-    if len(model_definition) > limit:
-        raise PayloadTooLarge(
-            f"model_definition is {len(model_definition)} bytes; the limit is {limit} bytes",
-            {"model_definition": [f"Over the {limit}-byte limit."]},
-        )
+    # The rules (and the messages) are headway.archive's, shared with the CLI's packer.
     try:
-        validate_model_definition(
-            model_definition, max_bytes=limit, entrypoint_class=config.entrypoint_trial_class
+        check_model_definition(
+            model_definition,
+            max_bytes=settings.HEADWAY_MAX_MODEL_DEF_BYTES,
+            entrypoint_class=config.entrypoint_trial_class,
         )
+    except ModelDefinitionTooLarge as exc:
+        raise PayloadTooLarge(str(exc), {"model_definition": [str(exc)]}) from None
+    except EntrypointNotFound as exc:
+        raise InvalidInput({"config.entrypoint": [str(exc)]}) from None
     except ModelDefinitionError as exc:
-        field = "config.entrypoint" if exc.field == "entrypoint" else exc.field
-        raise InvalidInput({field: [str(exc)]}) from None
+        raise InvalidInput({"model_definition": [str(exc)]}) from None
     config = _complete_config(config)
     data = config.to_dict()
     if warm_start_checkpoint is None:
@@ -99,9 +106,7 @@ def experiment_create(
             source_trial=source_trial,
         )
         searcher = build_searcher(config, data["reproducibility"]["experiment_seed"])
-        _apply_operations(
-            experiment, searcher, searcher.initial_operations(), warm_start_checkpoint
-        )
+        apply_operations(experiment, searcher, searcher.initial_operations(), warm_start_checkpoint)
     return experiment
 
 
@@ -132,31 +137,6 @@ def _configured_warm_start(config: ExperimentConfig) -> uuid_lib.UUID | None:
     return None
 
 
-def _apply_operations(
-    experiment: Experiment, searcher, operations: list[Operation], warm_start=None
-) -> None:
-    """Carry out searcher operations; the caller holds the experiment in a transaction."""
-    pending = list(operations)
-    shutdown = bool(experiment.searcher_state.get("shutdown"))
-    while pending:
-        op = pending.pop(0)
-        if isinstance(op, Create):
-            trial = Trial.objects.create(
-                experiment=experiment,
-                request_id=op.request_id,
-                hparams=op.hparams,
-                seed=op.seed,
-                warm_start_checkpoint=warm_start,
-            )
-            schedule_run(trial)
-            pending.extend(searcher.on_trial_created(op.request_id))
-        elif isinstance(op, Shutdown):
-            shutdown = True
-        # ValidateAfter / Close: trials train to the configured max_length and close themselves.
-    experiment.searcher_state = {**searcher.state_dict(), "shutdown": shutdown}
-    experiment.save(update_fields=["searcher_state"])
-
-
 def _lock_experiment_trials(experiment_id: int) -> tuple[Experiment, list[Trial]]:
     # Trials first, then the experiment: the same order as trial transitions (no deadlock).
     trials = list(
@@ -169,22 +149,19 @@ def _lock_experiment_trials(experiment_id: int) -> tuple[Experiment, list[Trial]
     return experiment, trials
 
 
-def _check(experiment: Experiment, allowed: set[State], verb: str) -> None:
-    if experiment.state not in allowed:
-        raise IllegalTransition(
-            f"experiment {experiment.id} is {experiment.state}; it can be {verb} only when "
-            f"{' or '.join(sorted(allowed))}"
-        )
+def _acts(experiment: Experiment, control: str) -> bool:
+    return check_control(
+        EXPERIMENT_CONTROLS, control, f"experiment {experiment.id}", experiment.state
+    )
 
 
 def _toggle(
-    experiment_id: int, source: State, target: State, verb: str, toggle_trial
+    experiment_id: int, source: State, target: State, control: str, toggle_trial
 ) -> Experiment:
     with transaction.atomic():
         experiment, trials = _lock_experiment_trials(experiment_id)
-        if experiment.state == target:
+        if not _acts(experiment, control):
             return experiment
-        _check(experiment, {source}, verb)
         for trial in trials:
             if trial.state == source:
                 toggle_trial(trial)
@@ -199,7 +176,7 @@ def experiment_pause(*, experiment_id: int) -> Experiment:
     Raises:
         IllegalTransition: the experiment has ended or is stopping.
     """
-    return _toggle(experiment_id, State.ACTIVE, State.PAUSED, "paused", trial_pause_locked)
+    return _toggle(experiment_id, State.ACTIVE, State.PAUSED, "pause", trial_pause_locked)
 
 
 def experiment_activate(*, experiment_id: int) -> Experiment:
@@ -208,19 +185,14 @@ def experiment_activate(*, experiment_id: int) -> Experiment:
     Raises:
         IllegalTransition: the experiment has ended or is stopping.
     """
-    return _toggle(experiment_id, State.PAUSED, State.ACTIVE, "activated", trial_activate_locked)
+    return _toggle(experiment_id, State.PAUSED, State.ACTIVE, "activate", trial_activate_locked)
 
 
-def _stop(experiment_id: int, stopping: State, stop_trial) -> Experiment:
+def _stop(experiment_id: int, stopping: State, control: str, stop_trial) -> Experiment:
     with transaction.atomic():
         experiment, trials = _lock_experiment_trials(experiment_id)
-        if experiment.state in TERMINAL_STATES or experiment.state in STOPPING_STATES:
-            if experiment.state in (State.CANCELED, stopping):
-                return experiment
-            if not (stopping == State.STOPPING_KILLED and experiment.state in STOPPING_STATES):
-                raise IllegalTransition(
-                    f"experiment {experiment.id} is {experiment.state}; it can no longer be stopped"
-                )
+        if not _acts(experiment, control):
+            return experiment
         experiment.state = stopping
         experiment.save(update_fields=["state"])
         for trial in trials:
@@ -231,22 +203,19 @@ def _stop(experiment_id: int, stopping: State, stop_trial) -> Experiment:
 
 def experiment_cancel(*, experiment_id: int) -> Experiment:
     """Stop every trial gracefully with a checkpoint; the experiment ends CANCELED."""
-    return _stop(experiment_id, State.STOPPING_CANCELED, trial_cancel_locked)
+    return _stop(experiment_id, State.STOPPING_CANCELED, "cancel", trial_cancel_locked)
 
 
 def experiment_kill(*, experiment_id: int) -> Experiment:
     """Terminate every trial's process now; the experiment ends CANCELED."""
-    return _stop(experiment_id, State.STOPPING_KILLED, trial_kill_locked)
+    return _stop(experiment_id, State.STOPPING_KILLED, "kill", trial_kill_locked)
 
 
 def _set_archived(experiment_id: int, archived: bool) -> Experiment:
     with transaction.atomic():
         experiment = Experiment.objects.select_for_update().get(id=experiment_id)
-        if archived and not experiment.is_terminal:
-            raise IllegalTransition(
-                f"experiment {experiment.id} is {experiment.state}; only ended experiments "
-                "(COMPLETED, CANCELED, ERROR) can be archived"
-            )
+        if archived:
+            _acts(experiment, "archive")
         experiment.archived = archived
         experiment.save(update_fields=["archived"])
         return experiment

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
 from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from registry.lifecycle._common import lock_trial, refresh_experiment, trial_end
+from registry.lifecycle._search import deliver_event
 from registry.models import RunState, State, Trial, TrialRun
 from registry.scheduler import schedule_run
 
@@ -162,5 +164,14 @@ def trial_report_progress(*, trial_id: int, progress: float) -> None:
 
 
 def trial_searcher_completed(*, trial_id: int, length: int, metric: float | None) -> None:
-    """Record the searcher metric a trial reported for its completed operation."""
-    Trial.objects.filter(id=trial_id).update(searcher_metric_reported=metric)
+    """Record the searcher metric a trial reported for its completed operation.
+
+    Delivers ``on_validation_completed(request_id, metric, length)`` to the searcher (a NaN or
+    infinite metric arrives as None and is passed on as NaN).
+    """
+    with transaction.atomic():
+        trial = lock_trial(trial_id)
+        trial.searcher_metric_reported = metric
+        trial.save(update_fields=["searcher_metric_reported"])
+        value = math.nan if metric is None else metric
+        deliver_event(trial, lambda s: s.on_validation_completed(trial.request_id, value, length))

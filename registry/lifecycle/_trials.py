@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 from django.db import transaction
 
-from registry.errors import IllegalTransition
 from registry.lifecycle._common import (
     drop_queued_run,
     live_run,
@@ -18,22 +17,19 @@ from registry.lifecycle._common import (
     refresh_experiment,
     trial_end,
 )
+from registry.lifecycle._transitions import TRIAL_CONTROLS, check_control
 from registry.models import RunState, State, Trial
 from registry.scheduler import schedule_run
 
 
-def _illegal(trial: Trial, verb: str, allowed: str) -> IllegalTransition:
-    return IllegalTransition(
-        f"trial {trial.id} is {trial.state}; it can be {verb} only when {allowed}"
-    )
+def _acts(trial: Trial, control: str) -> bool:
+    return check_control(TRIAL_CONTROLS, control, f"trial {trial.id}", trial.state)
 
 
 def trial_pause_locked(trial: Trial) -> None:
     """ACTIVE → PAUSED: a queued run is dropped; a running one is asked to checkpoint and exit."""
-    if trial.state == State.PAUSED:
+    if not _acts(trial, "pause"):
         return
-    if trial.state != State.ACTIVE:
-        raise _illegal(trial, "paused", "ACTIVE")
     trial.state = State.PAUSED
     trial.save(update_fields=["state"])
     run = live_run(trial)
@@ -52,10 +48,8 @@ def trial_activate_locked(trial: Trial) -> None:
     If the pausing run has not exited yet, its stop request is withdrawn; if it already
     acknowledged, ``trial_run_exited`` re-queues the trial when it exits.
     """
-    if trial.state == State.ACTIVE:
+    if not _acts(trial, "activate"):
         return
-    if trial.state != State.PAUSED:
-        raise _illegal(trial, "activated", "PAUSED")
     trial.state = State.ACTIVE
     trial.save(update_fields=["state"])
     run = live_run(trial)
@@ -67,12 +61,8 @@ def trial_activate_locked(trial: Trial) -> None:
 
 
 def _stop_locked(trial: Trial, stopping: State, reason: str) -> None:
-    if trial.state in (State.CANCELED, stopping):
+    if not _acts(trial, reason):
         return
-    if trial.state in (State.COMPLETED, State.ERROR) or (
-        trial.state == State.STOPPING_KILLED and stopping == State.STOPPING_CANCELED
-    ):
-        raise _illegal(trial, "stopped", "ACTIVE, PAUSED or STOPPING_CANCELED")
     run = live_run(trial)
     if run is None or run.state == RunState.QUEUED:
         if run is not None:

@@ -15,7 +15,7 @@ class Experiment(models.Model):
     # Validated config with defaults filled in (headway.expconf.ExperimentConfig.to_dict()).
     config = models.JSONField()
     original_config = models.TextField(blank=True, default="")
-    # The uploaded model definition, a size-limited tar.gz checked by registry.model_definition.
+    # The uploaded model definition, a size-limited tar.gz checked by headway.archive.
     model_definition = models.BinaryField()
     model_definition_size = models.PositiveBigIntegerField(default=0)
     state = models.CharField(max_length=32, choices=State.choices, default=State.ACTIVE)

@@ -1,4 +1,9 @@
-"""Operations and the ``SearchMethod`` interface (Determined's searcher events)."""
+"""Operations and the ``SearchMethod`` interface (Determined's searcher events).
+
+Today a trial trains to the config's ``searcher.max_length`` and closes itself, so the only
+operations are ``Create`` and ``Shutdown``; ``ValidateAfter`` / ``Close`` arrive with the searchers
+that stop or extend trials (docs/decisions.md).
+"""
 
 from __future__ import annotations
 
@@ -19,26 +24,11 @@ class Create:
 
 
 @dataclasses.dataclass(frozen=True)
-class ValidateAfter:
-    """Train trial ``request_id`` until ``length`` (in the config's max_length unit), then validate."""
-
-    request_id: str
-    length: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Close:
-    """The trial needs no more training."""
-
-    request_id: str
-
-
-@dataclasses.dataclass(frozen=True)
 class Shutdown:
     """The search is over."""
 
 
-Operation = Create | ValidateAfter | Close | Shutdown
+Operation = Create | Shutdown
 
 
 class SearchMethod(abc.ABC):
@@ -55,20 +45,25 @@ class SearchMethod(abc.ABC):
 
     @abc.abstractmethod
     def initial_operations(self) -> list[Operation]:
-        """Operations at experiment start (usually Create + ValidateAfter per trial)."""
+        """Operations at experiment start (a ``Create`` per first trial)."""
 
     def on_trial_created(self, request_id: str) -> list[Operation]:
+        """The trial asked for by ``Create(request_id)`` exists and is queued."""
         return []
 
     def on_validation_completed(
         self, request_id: str, metric: float, length: int
     ) -> list[Operation]:
+        """The trial completed its operation of ``length`` with searcher ``metric`` (may be NaN)."""
         return []
 
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:
+        """The trial ended before the searcher was done with it (``reason``: ``errored`` or
+        ``user_canceled``)."""
         return []
 
     def on_trial_closed(self, request_id: str) -> list[Operation]:
+        """The trial ended COMPLETED."""
         return []
 
     def progress(self) -> float | None:

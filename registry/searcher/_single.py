@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from headway.expconf import sample_hparams
-from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
+from registry.searcher._base import Create, Operation, SearchMethod, Shutdown
 
 
 class SingleSearch(SearchMethod):
@@ -21,17 +21,7 @@ class SingleSearch(SearchMethod):
         rng = random.Random(self.seed)
         hparams = sample_hparams(self.config.hyperparameters, rng)
         self.created = True
-        return [
-            Create(request_id="1", hparams=hparams, seed=rng.randrange(2**31)),
-            ValidateAfter(request_id="1", length=self.config.searcher.max_length.value),
-        ]
-
-    def on_validation_completed(
-        self, request_id: str, metric: float, length: int
-    ) -> list[Operation]:
-        if length >= self.config.searcher.max_length.value:
-            return [Close(request_id)]
-        return []
+        return [Create(request_id="1", hparams=hparams, seed=rng.randrange(2**31))]
 
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:
         return [Shutdown()]

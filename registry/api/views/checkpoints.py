@@ -1,13 +1,13 @@
 """``/api/v1/checkpoints/{uuid}/``: metadata, and a streamed tar (or one file) of its files."""
 
 import mimetypes
-from pathlib import PurePosixPath
 
 from django.http import FileResponse, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
 
+from headway.archive import UnsafeArchivePath, check_member_path
 from headway.storage import build_storage_manager, iter_tar_chunks
 from registry.api.serializers import CheckpointSerializer
 from registry.errors import InvalidInput, RegistryError
@@ -38,8 +38,11 @@ class CheckpointViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
             raise CheckpointGone(f"The files of checkpoint {storage_id} are no longer in storage.")
         path = request.query_params.get("path")
         if path:
-            rel = PurePosixPath(path)
-            if rel.is_absolute() or ".." in rel.parts or str(rel) not in checkpoint.resources:
+            try:
+                rel = check_member_path(path, what="checkpoint file path")
+            except UnsafeArchivePath:
+                rel = None
+            if rel is None or str(rel) not in checkpoint.resources:
                 raise InvalidInput(
                     {"path": [f"{path!r} is not a file of this checkpoint; see its resources."]}
                 )

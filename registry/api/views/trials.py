@@ -42,9 +42,11 @@ def _int_param(request, name: str, default: int, *, lo: int, hi: int) -> int:
 
 def _trial_pk(pk: str | None) -> int:
     """The trial id from the URL; 404 (as get_object would) when it is not an integer."""
+    if pk is None:
+        raise Http404("No Trial matches the given query.")
     try:
         return int(pk)
-    except (TypeError, ValueError):
+    except ValueError:
         raise Http404("No Trial matches the given query.") from None
 
 

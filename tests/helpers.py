@@ -1,0 +1,98 @@
+"""Helpers shared by test modules: service checks, polling, archives, experiment configs.
+
+Test modules import from here, never from each other or from ``conftest.py``; what needs
+pytest's set-up and teardown is a fixture in ``conftest.py`` instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def require(condition: bool, why: str) -> None:
+    """Skip when a needed service is missing, except in CI where that fails the run."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"{why} (CI=true: a missing service must fail, not skip)")
+    pytest.skip(why)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.25):
+    """Poll ``predicate`` until it returns something truthy; fail naming ``what`` on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def make_tar_gz(files: dict[str, bytes | str]) -> bytes:
+    """A tar.gz with the given regular files (name -> content)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, content in files.items():
+            data = content.encode() if isinstance(content, str) else content
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie nobody reaped yet counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    # The state follows the parenthesised command name, which may itself contain spaces.
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+# A valid experiment with one trial whose entrypoint class exists in TINY_MODEL.
+TINY_CONFIG = """
+name: tiny
+entrypoint: model_def:TinyTrial
+hyperparameters:
+  global_batch_size: 8
+  lr: {type: log, minval: -3, maxval: -1}
+searcher: {name: single, metric: validation_loss, max_length: {batches: 10}}
+"""
+TINY_MODEL = make_tar_gz({"model_def.py": "class TinyTrial:\n    pass\n"})
+
+
+def create_experiment(api, config=TINY_CONFIG, model=TINY_MODEL):
+    """POST an experiment with the DRF test client ``api``; return the response."""
+    return api.post(
+        "/api/v1/experiments/", {"config": config, "model_definition": b64(model)}, format="json"
+    )
+
+
+# A stored experiment's config as the dashboard reads it (built with the ORM, not validated).
+DASHBOARD_CONFIG = {
+    "searcher": {
+        "name": "single",
+        "metric": "validation_accuracy",
+        "smaller_is_better": False,
+        "max_length": {"batches": 100},
+    },
+    "entrypoint": "model_def:T",
+    "hyperparameters": {},
+}

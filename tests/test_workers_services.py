@@ -1,0 +1,149 @@
+"""``serve``/``demo``'s child processes: their command lines, start-up check and stopping.
+
+The web server and worker are external programs here: small ``python -c`` stand-ins take their
+place, so the start-up and stop logic runs against real processes in seconds.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import process_alive, wait_for
+from workers import services
+
+# Answers /healthz on HEADWAY_PORT, as the real web server does.
+HEALTHZ = """
+import http.server, os
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+port = int(os.environ["HEADWAY_PORT"])
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+SLEEPER = "import time; time.sleep(300)"
+
+# Obeys SIGTERM itself, but first starts a child that ignores it; reports both once set up.
+PARENT_OF_STUBBORN = """
+import os, subprocess, sys, time
+child = subprocess.Popen(
+    [sys.executable, "-c",
+     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True);"
+     " time.sleep(300)"],
+    stdout=subprocess.PIPE,
+)
+child.stdout.readline()
+print("ready", os.getpid(), child.pid, os.environ["HEADWAY_PORT"], os.getcwd(), flush=True)
+time.sleep(300)
+"""
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def stand_ins(monkeypatch):
+    """Replace the web server and worker command lines with the given ``python -c`` scripts."""
+
+    def install(web: str, worker: str) -> None:
+        monkeypatch.setattr(services, "web_command", lambda port: _python(web))
+        monkeypatch.setattr(services, "worker_command", lambda concurrency: _python(worker))
+
+    return install
+
+
+@pytest.fixture
+def children():
+    """Services objects made by the test; whatever still runs at teardown is stopped."""
+    made: list[services.Services] = []
+
+    def make(**kwargs) -> services.Services:
+        made.append(services.Services(**kwargs))
+        return made[-1]
+
+    yield make
+    for svc in made:
+        svc.stop()
+
+
+def test_the_worker_reads_the_queue_runs_are_sent_to(settings):
+    settings.CELERY_TASK_DEFAULT_QUEUE = "runs-here"
+    command = services.worker_command(concurrency=3)
+    assert command[:6] == [sys.executable, "-m", "celery", "-A", "config", "worker"]
+    assert command[command.index("-Q") + 1] == "runs-here"
+    assert "--pool=threads" in command and "--concurrency=3" in command
+    assert "-B" in command  # the embedded beat sends the lost-run reaper
+    explicit = services.worker_command(concurrency=1, queue="elsewhere")
+    assert explicit[explicit.index("-Q") + 1] == "elsewhere"
+
+
+def test_the_web_server_listens_on_localhost_at_the_port():
+    assert services.web_command(8123) == [
+        sys.executable,
+        "manage.py",
+        "runserver",
+        "--noreload",
+        "127.0.0.1:8123",
+    ]
+
+
+def test_start_returns_once_healthz_answers(stand_ins, children, tmp_path):
+    stand_ins(web=HEALTHZ, worker=SLEEPER)
+    svc = children(port=_free_port(), log_dir=tmp_path)
+    svc.start(timeout=120)
+    assert [child.poll() for child in svc.children] == [None, None]
+    assert (tmp_path / "web.log").exists() and (tmp_path / "worker.log").exists()
+
+
+def test_start_fails_and_stops_both_when_a_child_exits(stand_ins, children):
+    stand_ins(web="raise SystemExit(3)", worker=SLEEPER)
+    svc = children(port=_free_port())
+    with pytest.raises(RuntimeError, match="exited at start"):
+        svc.start(timeout=120)
+    web, worker = svc.children
+    assert web.returncode == 3
+    assert worker.returncode == -signal.SIGTERM
+
+
+def test_stop_ends_each_childs_whole_process_group(children, settings, tmp_path):
+    settings.HEADWAY_KILL_GRACE_SECONDS = 0.5
+    svc = children(port=_free_port(), log_dir=tmp_path)
+    svc._spawn("worker", _python(PARENT_OF_STUBBORN))
+    log = tmp_path / "worker.log"
+    line = wait_for(
+        lambda: log.exists() and log.read_text().endswith("\n") and log.read_text(),
+        60,
+        "the child to be ready",
+    )
+    ready, parent, child, port, cwd = line.split()
+    assert (ready, int(port), Path(cwd)) == ("ready", svc.port, Path(settings.BASE_DIR))
+    svc.stop()
+    assert svc.children[0].returncode == -signal.SIGTERM
+    # The child ignored SIGTERM: the SIGKILL to the group after the wait ended it.
+    wait_for(lambda: not process_alive(int(child)), 60, "the stubborn child to die")
+    assert not process_alive(int(parent))
+
+
+def test_wait_returns_when_a_child_exits_and_restores_sigterm(children):
+    svc = children(port=_free_port())
+    svc._spawn("web", _python(""))
+    svc._spawn("worker", _python(SLEEPER))
+    handler = signal.getsignal(signal.SIGTERM)
+    svc.wait()
+    assert svc.children[0].poll() == 0 and svc.children[1].poll() is None
+    assert signal.getsignal(signal.SIGTERM) is handler
