@@ -109,3 +109,54 @@ def test_context_config_accessors(tmp_path: pathlib.Path) -> None:
     with pytorch.init(hparams={}, checkpoint_storage=str(tmp_path)) as ctx:
         with pytest.raises(ValueError, match="global_batch_size"):
             ctx.get_per_slot_batch_size()
+
+
+class AccumulateTrial(PyTorchTrial):
+    """One weight, loss = w * x: each batch's gradient is x; steps every second batch."""
+
+    def __init__(self, context: PyTorchTrialContext) -> None:
+        self.context = context
+        self.model = context.wrap_model(nn.Linear(1, 1, bias=False))
+        nn.init.zeros_(self.model.weight)
+        self.optimizer = context.wrap_optimizer(
+            torch.optim.SGD(self.model.parameters(), lr=1.0),
+            backward_passes_per_step=2,
+            average_aggregated_gradients=context.get_hparam("average"),
+        )
+
+    def build_training_data_loader(self) -> DataLoader:
+        x = torch.tensor([[1.0], [3.0]])  # batch size 1: gradients 1 then 3
+        return DataLoader(torch.utils.data.TensorDataset(x), batch_size=1)
+
+    def build_validation_data_loader(self) -> DataLoader:
+        return self.build_training_data_loader()
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
+        (x,) = batch
+        self.context.backward(self.model(x).sum())
+        self.context.step_optimizer(self.optimizer)
+        return {}
+
+    def evaluate_batch(self, batch: Any) -> dict[str, Any]:
+        return {"zero": 0.0}
+
+
+@pytest.mark.parametrize(("average", "expected_weight"), [(True, -2.0), (False, -4.0)])
+def test_aggregated_gradients_are_averaged_or_summed(
+    tmp_path: pathlib.Path, average: bool, expected_weight: float
+) -> None:
+    hparams = {"global_batch_size": 1, "average": average}
+    with pytorch.init(hparams=hparams, checkpoint_storage=str(tmp_path)) as ctx:
+        trial = AccumulateTrial(ctx)
+        pytorch.Trainer(trial, ctx).fit(max_length=Batch(2), checkpoint_policy="none")
+    assert trial.model.weight.item() == pytest.approx(expected_weight)
+
+
+def test_unsupported_determined_options_are_refused_by_name(tmp_path: pathlib.Path) -> None:
+    with pytorch.init(hparams={"global_batch_size": 1}, checkpoint_storage=str(tmp_path)) as ctx:
+        model = ctx.wrap_model(nn.Linear(1, 1))
+        with pytest.raises(ValueError, match="fp16_compression"):
+            ctx.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=1.0), fp16_compression=True)
+        trainer = pytorch.Trainer(SchedTrial.__new__(SchedTrial), ctx)
+        with pytest.raises(RuntimeError, match="configure_profiler"):
+            trainer.configure_profiler(sync_timings=True, enabled=True)

@@ -80,6 +80,7 @@ class PyTorchTrialContext:
         self._scalers: list[Any] = []
         self._reducers: list[tuple[MetricReducer, str | None, bool, bool]] = []
         self._backward_passes: dict[int, int] = {}
+        self._average_gradients: dict[int, bool] = {}
         self._stop_requested = False
         self._position = _Position()
 
@@ -196,7 +197,8 @@ class PyTorchTrialContext:
         self,
         optimizer: torch.optim.Optimizer,
         backward_passes_per_step: int = 1,
-        **kwargs: Any,
+        fp16_compression: bool = False,
+        average_aggregated_gradients: bool = True,
     ) -> torch.optim.Optimizer:
         """Register ``optimizer`` for checkpointing and ``step_optimizer``.
 
@@ -204,18 +206,28 @@ class PyTorchTrialContext:
             optimizer (torch.optim.Optimizer): built over wrapped models' parameters.
             backward_passes_per_step (int): aggregate gradients over this many batches; the
                 optimizer only steps on every n-th ``step_optimizer`` call.
-            kwargs: Determined's ``fp16_compression`` / ``average_aggregated_gradients`` are
-                accepted and ignored.
+            fp16_compression (bool): Determined's fp16 gradient compression for multi-process
+                all-reduce; only False is supported (a trial runs as one process).
+            average_aggregated_gradients (bool): with ``backward_passes_per_step > 1``, divide
+                the accumulated gradients by the number of passes before stepping (True, the
+                default, as Determined), or step on their sum (False).
+
+        Raises:
+            ValueError: naming the argument: a non-positive ``backward_passes_per_step``, or
+                ``fp16_compression=True``.
         """
         if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
             raise ValueError(
                 f"backward_passes_per_step must be a positive int, got {backward_passes_per_step}"
             )
-        unknown = set(kwargs) - {"fp16_compression", "average_aggregated_gradients"}
-        if unknown:
-            raise TypeError(f"wrap_optimizer() got unexpected arguments {sorted(unknown)}")
+        if fp16_compression:
+            raise ValueError(
+                "wrap_optimizer(fp16_compression=True) is not supported: it compresses gradients "
+                "for multi-process all-reduce, and a Headway trial runs as one process"
+            )
         self.optimizers.append(optimizer)
         self._backward_passes[id(optimizer)] = backward_passes_per_step
+        self._average_gradients[id(optimizer)] = bool(average_aggregated_gradients)
         return optimizer
 
     def wrap_lr_scheduler(
@@ -295,6 +307,8 @@ class PyTorchTrialContext:
             raise ValueError("step_optimizer(): wrap the optimizer with wrap_optimizer() first")
         if passes > 1 and (self._position.batches_trained + 1) % passes != 0:
             return
+        if passes > 1 and self._average_gradients[id(optimizer)]:
+            _scale_gradients(optimizer, 1.0 / passes)
         if clip_grads is not None:
             if scaler is not None:
                 scaler.unscale_(optimizer)
@@ -318,6 +332,14 @@ class PyTorchTrialContext:
         ndarrays become tensors; other leaves are returned unchanged.
         """
         return _to_device(data, self.device)
+
+
+@torch.no_grad()
+def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if param.grad is not None:
+                param.grad.mul_(factor)
 
 
 def _to_device(data: Any, device: torch.device) -> Any:

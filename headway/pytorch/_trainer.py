@@ -106,8 +106,16 @@ class Trainer:
         self.latest_checkpoint: str | None = None
 
     def configure_profiler(self, **kwargs: Any) -> None:
-        """Accepted for Determined compatibility; Headway has no built-in profiler yet."""
-        logger.info("configure_profiler(%s) ignored: use torch.profiler directly", kwargs)
+        """Determined's profiler hook. Headway has no built-in profiler yet.
+
+        Raises:
+            RuntimeError: always, naming the method; use ``torch.profiler`` inside
+                ``train_batch`` instead.
+        """
+        raise RuntimeError(
+            "Trainer.configure_profiler() is not supported: Headway has no built-in profiler; "
+            "use torch.profiler inside train_batch"
+        )
 
     def fit(
         self,
