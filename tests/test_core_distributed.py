@@ -10,6 +10,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.slow  # two processes that import torch and join a gloo group
+
 WORKER = textwrap.dedent(
     """
     import json, os, pathlib, sys

@@ -17,7 +17,7 @@ import torch
 
 from tests.helpers import REPO
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 EXAMPLE = REPO / "examples" / "digits"
 

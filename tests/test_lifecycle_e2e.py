@@ -15,7 +15,7 @@ import torch
 
 from tests.helpers import wait_for
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RESUMABLE = FIXTURES / "resumable"

@@ -10,6 +10,8 @@ import yaml
 
 from headway import pytorch
 
+pytestmark = pytest.mark.slow  # trains a CNN for minutes
+
 DIGITS = pathlib.Path(__file__).resolve().parents[1] / "examples" / "digits"
 
 

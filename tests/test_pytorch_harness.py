@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each test starts a Python that imports torch
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DIGITS = REPO / "examples" / "digits"
 

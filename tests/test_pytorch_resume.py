@@ -157,7 +157,10 @@ def test_it_writes_the_documented_checkpoint_format(tmp_path: pathlib.Path) -> N
     assert trial.recorder.events[:2] == ["training_start", "checkpoint_save"]
 
 
-@pytest.mark.parametrize("stop_at", [13, 20, 37])  # epoch boundary, mid-epoch, mid-epoch later
+@pytest.mark.parametrize(
+    "stop_at",  # epoch boundary, mid-epoch, mid-epoch later (longest)
+    [13, 20, pytest.param(37, marks=pytest.mark.slow)],
+)
 def test_it_resumes_bitwise_equal_to_an_uninterrupted_run(
     tmp_path: pathlib.Path, stop_at: int
 ) -> None:

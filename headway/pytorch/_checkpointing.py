@@ -34,13 +34,17 @@ def capture_rng_state() -> dict[str, Any]:
 
 
 def restore_rng_state(state: dict[str, Any]) -> None:
-    """Inverse of ``capture_rng_state`` (CUDA states are restored only when devices match)."""
+    """Inverse of ``capture_rng_state`` (CUDA states are restored only when devices match).
+
+    Generator states must be CPU ByteTensors; a checkpoint loaded with ``map_location`` on a GPU
+    holds them on the GPU, so they are moved back first.
+    """
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
-    torch.random.set_rng_state(state["torch"])
+    torch.random.set_rng_state(state["torch"].cpu())
     cuda = state.get("cuda")
     if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(cuda)
+        torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
 
 
 def seed_everything(seed: int) -> None:
