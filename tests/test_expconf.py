@@ -10,8 +10,10 @@ import pytest
 from headway.expconf import (
     ConfigError,
     ExperimentConfig,
+    GridSearcherConfig,
     Length,
     LogHyperparameter,
+    RandomSearcherConfig,
     length_to_batches,
     parse_experiment_config,
     parse_hyperparameters,
@@ -154,8 +156,8 @@ def test_it_reports_every_error_at_once() -> None:
 
 
 def test_it_lists_allowed_values_for_a_bad_searcher_name() -> None:
-    errors = _errors({**MINIMAL, "searcher": {**MINIMAL["searcher"], "name": "random"}})
-    assert errors["searcher.name"] == ["invalid value 'random'; allowed: single"]
+    errors = _errors({**MINIMAL, "searcher": {**MINIMAL["searcher"], "name": "bayesian"}})
+    assert errors["searcher.name"] == ["invalid value 'bayesian'; allowed: single, random, grid"]
 
 
 def test_it_lists_allowed_storage_types() -> None:
@@ -296,3 +298,90 @@ def test_fields_not_implemented_yet_are_refused_by_name(
     errors = _errors({**MINIMAL, **section})
     assert list(errors) == [path]
     assert "not supported" in errors[path][0] and hint in errors[path][0]
+
+
+def _searcher(name: str, **fields: object) -> dict[str, object]:
+    return {"name": name, "metric": "loss", "max_length": 10, **fields}
+
+
+def test_random_and_grid_searchers_parse_with_determined_defaults() -> None:
+    cfg = parse_experiment_config({**MINIMAL, "searcher": _searcher("random", max_trials=5)})
+    assert isinstance(cfg.searcher, RandomSearcherConfig)
+    assert cfg.searcher.max_trials == 5 and cfg.searcher.max_concurrent_trials == 16
+    assert parse_experiment_config(cfg.to_dict()) == cfg
+    cfg = parse_experiment_config(
+        {**MINIMAL, "searcher": _searcher("grid", max_concurrent_trials=0)}
+    )
+    assert isinstance(cfg.searcher, GridSearcherConfig)
+    assert cfg.searcher.max_concurrent_trials == 0
+
+
+@pytest.mark.parametrize(
+    ("searcher", "path", "message"),
+    [
+        (_searcher("random"), "searcher.max_trials", "field required"),
+        (_searcher("random", max_trials=0), "searcher.max_trials", "must be > 0, got 0"),
+        (
+            _searcher("random", max_trials=2, max_concurrent_trials=-1),
+            "searcher.max_concurrent_trials",
+            "must be >= 0, got -1",
+        ),
+        (_searcher("grid", max_trials=2), "searcher.max_trials", "unknown field 'max_trials'"),
+        (
+            _searcher("single", max_concurrent_trials=2),
+            "searcher.max_concurrent_trials",
+            "unknown field 'max_concurrent_trials'",
+        ),
+    ],
+)
+def test_searcher_fields_are_checked_by_name(
+    searcher: dict[str, object], path: str, message: str
+) -> None:
+    errors = _errors({**MINIMAL, "searcher": searcher})
+    assert list(errors) == [path]
+    assert errors[path][0].startswith(message)
+
+
+_LR = {"type": "log", "minval": -3, "maxval": -1}
+
+
+def test_grid_requires_count_on_every_range_hyperparameter() -> None:
+    space = {
+        "units": {"type": "int", "minval": 1, "maxval": 4, "count": 4},
+        "opt": {"lr": _LR, "name": "sgd"},
+        "act": {"type": "categorical", "vals": ["relu"]},
+    }
+    errors = _errors({**MINIMAL, "hyperparameters": space, "searcher": _searcher("grid")})
+    assert errors == {"hyperparameters.opt.lr.count": ["required by the grid searcher"]}
+    space["opt"] = {"lr": {**_LR, "count": 3}, "name": "sgd"}
+    cfg = parse_experiment_config(
+        {**MINIMAL, "hyperparameters": space, "searcher": _searcher("grid")}
+    )
+    assert cfg.hyperparameters["opt"]["lr"].count == 3
+
+
+@pytest.mark.parametrize(
+    "searcher", [_searcher("single"), _searcher("random", max_trials=2)], ids=["single", "random"]
+)
+def test_count_is_refused_by_the_other_searchers(searcher: dict[str, object]) -> None:
+    space = {"g": {"d": {"type": "double", "minval": 0.0, "maxval": 1.0, "count": 2}}}
+    errors = _errors({**MINIMAL, "hyperparameters": space, "searcher": searcher})
+    assert errors == {
+        "hyperparameters.g.d.count": [
+            f"not supported by the {searcher['name']} searcher: count (grid points) is used "
+            "only by the grid searcher; leave it out or use searcher.name: grid"
+        ]
+    }
+
+
+def test_count_must_be_positive() -> None:
+    space = {"lr": {**_LR, "count": 0}}
+    errors = _errors({**MINIMAL, "hyperparameters": space, "searcher": _searcher("grid")})
+    assert errors == {"hyperparameters.lr.count": ["must be >= 1, got 0"]}
+
+
+def test_sampling_does_not_depend_on_key_order() -> None:
+    # A database may hand the config back with its keys reordered (PostgreSQL jsonb does).
+    space = {"b": {"type": "int", "minval": 0, "maxval": 9}, "a": {"y": 0.5, "x": _LR}}
+    reordered = {"a": {"x": _LR, "y": 0.5}, "b": space["b"]}
+    assert sample_hparams(space, random.Random(3)) == sample_hparams(reordered, random.Random(3))

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from headway.expconf._base import StrictModel, reject_unsupported, tagged_union
-from headway.expconf._errors import ConfigError
-from headway.expconf._hparams import Hyperparameter
+from headway.expconf._base import StrictModel, field_error, reject_unsupported, tagged_union
+from headway.expconf._errors import ConfigError, format_path
+from headway.expconf._hparams import GRID_COUNT_REQUIRED, Hyperparameter, range_hyperparameters
 from headway.expconf._length import Length
 
 # ``package.module:ClassName`` -> a PyTorchTrial run by ``headway.exec.harness``.
@@ -18,7 +18,18 @@ _TRIAL_CLASS = re.compile(r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<cls
 _PositiveInt = Annotated[int, Field(gt=0)]
 
 
-class SingleSearcherConfig(StrictModel):
+class _SearcherFields(StrictModel):
+    """Fields every searcher has (``name`` is narrowed to a literal by each searcher)."""
+
+    name: str
+    metric: Annotated[str, Field(min_length=1)]
+    smaller_is_better: bool = True
+    max_length: Length
+    source_trial_id: _PositiveInt | None = None
+    source_checkpoint_uuid: Annotated[str, Field(min_length=1)] | None = None
+
+
+class SingleSearcherConfig(_SearcherFields):
     """``searcher.name: single``: one trial with the hyperparameters' sampled values.
 
     Attributes:
@@ -30,19 +41,52 @@ class SingleSearcherConfig(StrictModel):
     """
 
     name: Literal["single"]
-    metric: Annotated[str, Field(min_length=1)]
-    smaller_is_better: bool = True
-    max_length: Length
-    source_trial_id: _PositiveInt | None = None
-    source_checkpoint_uuid: Annotated[str, Field(min_length=1)] | None = None
 
 
-# New searchers (random, grid, adaptive_asha) are one more model and one more entry here.
+class RandomSearcherConfig(_SearcherFields):
+    """``searcher.name: random``: ``max_trials`` trials with independently sampled hyperparameters,
+    each trained to ``max_length``.
+
+    Attributes:
+        max_trials (int): how many trials to create (> 0).
+        max_concurrent_trials (int): how many may be unfinished at once (default 16, as in
+            Determined); 0 means no limit.
+
+    The other fields are ``single``'s; ``source_*`` warm-starts every trial.
+    """
+
+    name: Literal["random"]
+    max_trials: _PositiveInt
+    max_concurrent_trials: Annotated[int, Field(ge=0)] = 16
+
+
+class GridSearcherConfig(_SearcherFields):
+    """``searcher.name: grid``: one trial per point of the grid over the hyperparameters
+    (``headway.expconf.grid_points``), each trained to ``max_length``. Every int/double/log
+    hyperparameter needs ``count``.
+
+    Attributes:
+        max_concurrent_trials (int): as for ``random``.
+    """
+
+    name: Literal["grid"]
+    max_concurrent_trials: Annotated[int, Field(ge=0)] = 16
+
+
+# A new searcher (adaptive_asha) is one more model and one more entry here.
 if TYPE_CHECKING:
     # What the type checker sees; at run time the same members form a pydantic tagged union.
-    SearcherConfig: TypeAlias = SingleSearcherConfig
+    SearcherConfig: TypeAlias = SingleSearcherConfig | RandomSearcherConfig | GridSearcherConfig
 else:
-    SearcherConfig = tagged_union("searcher", "name", {"single": SingleSearcherConfig})
+    SearcherConfig = tagged_union(
+        "searcher",
+        "name",
+        {
+            "single": SingleSearcherConfig,
+            "random": RandomSearcherConfig,
+            "grid": GridSearcherConfig,
+        },
+    )
 
 
 _NO_RETENTION = (
@@ -163,6 +207,23 @@ class ExperimentConfig(StrictModel):
                 f"'{head[:-3].replace('/', '.')}:{value.split(':', 1)[1]}'"
             )
         return value
+
+    @model_validator(mode="after")
+    def _check_grid_counts(self) -> ExperimentConfig:
+        # ``count`` means grid points: required with ``grid``, refused (not ignored) otherwise.
+        # pydantic keeps one error per validator, so the first offending field (sorted) is named.
+        grid = self.searcher.name == "grid"
+        for route, hp in range_hyperparameters(self.hyperparameters):
+            path = format_path(("hyperparameters", *route, "count"))
+            if grid and hp.count is None:
+                raise field_error(path, GRID_COUNT_REQUIRED)
+            if not grid and hp.count is not None:
+                raise field_error(
+                    path,
+                    f"not supported by the {self.searcher.name} searcher: count (grid points) is "
+                    "used only by the grid searcher; leave it out or use searcher.name: grid",
+                )
+        return self
 
     @property
     def entrypoint_trial_class(self) -> tuple[str, str] | None:

@@ -10,24 +10,32 @@ Forms, as in Determined's experiment config reference ("Hyperparameters"):
 * ``{type: log, base: 10, minval, maxval}`` -- ``base ** u`` with ``u`` in ``[minval, maxval]``;
 * ``{type: categorical, vals: [...]}``.
 
-Determined's ``count`` (grid points) is refused until there is a grid searcher.
+``count`` on ``int``/``double``/``log`` is the number of grid points for the grid searcher
+(``grid_points``); ``ExperimentConfig`` requires it with ``grid`` and refuses it otherwise.
+Names are visited in sorted order, as Determined does, so samples and grid points do not depend
+on the key order a config (or a database's JSON column) happens to have.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
+import math
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 from typing_extensions import TypeAliasType
 
-from headway.expconf._base import StrictModel, field_error, reject_unsupported, tagged_union
-from headway.expconf._errors import ConfigError
+from headway.expconf._base import StrictModel, field_error, tagged_union
+from headway.expconf._errors import ConfigError, format_path
 
 # Finite floats only: NaN or infinite bounds can never be sampled meaningfully.
 _Float = Annotated[float, Field(allow_inf_nan=False)]
+# Grid points along one int/double/log axis (the grid searcher's ``count``).
+_Count = Annotated[int, Field(ge=1)]
+GRID_COUNT_REQUIRED = "required by the grid searcher"
 
 
 class ConstHyperparameter(StrictModel):
@@ -44,15 +52,10 @@ class ConstHyperparameter(StrictModel):
 
 
 class _RangeHyperparameter(StrictModel):
-    """Shared ``minval < maxval`` check (the error names ``maxval``); ``count`` is refused."""
+    """Shared ``minval < maxval`` check (the error names ``maxval``).
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_count(cls, data: Any) -> Any:
-        return reject_unsupported(
-            data,
-            {"count": "grid points need the grid searcher; only 'single' exists; leave it out"},
-        )
+    ``count`` (declared by each subclass, after the bounds) is the number of grid points.
+    """
 
     @model_validator(mode="after")
     def _check_order(self) -> Any:
@@ -68,6 +71,7 @@ class IntHyperparameter(_RangeHyperparameter):
     type: Literal["int"]
     minval: int
     maxval: int
+    count: _Count | None = None
 
 
 class DoubleHyperparameter(_RangeHyperparameter):
@@ -76,6 +80,7 @@ class DoubleHyperparameter(_RangeHyperparameter):
     type: Literal["double"]
     minval: _Float
     maxval: _Float
+    count: _Count | None = None
 
 
 class LogHyperparameter(_RangeHyperparameter):
@@ -88,6 +93,7 @@ class LogHyperparameter(_RangeHyperparameter):
     base: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     minval: _Float
     maxval: _Float
+    count: _Count | None = None
 
     @model_validator(mode="after")
     def _check_base(self) -> LogHyperparameter:
@@ -160,19 +166,24 @@ def sample_hparams(hyperparameters: Mapping[str, Any], rng: random.Random) -> di
     Arguments:
         hyperparameters (Mapping[str, Hyperparameter | Any]): a parsed space
             (``ExperimentConfig.hyperparameters``) or a raw one, which is validated first.
-        rng (random.Random): the source of randomness; the same seed gives the same sample.
+        rng (random.Random): the source of randomness; the same seed gives the same sample
+            whatever the order of the names in the space (they are drawn in sorted order).
 
     Returns:
         dict: name -> value; nested groups come back as nested dicts, constants as their value
-        (a deep copy, so callers may mutate it).
+        (a deep copy, so callers may mutate it). ``count`` plays no part in sampling.
 
     Raises:
         ConfigError: when a raw space is invalid.
     """
-    space = hyperparameters
-    if not all(_is_parsed(value) for value in space.values()):
-        space = parse_hyperparameters(space)
-    return {name: _sample_one(hp, rng) for name, hp in space.items()}
+    space = _parsed(hyperparameters)
+    return {name: _sample_one(space[name], rng) for name in sorted(space)}
+
+
+def _parsed(space: Mapping[str, Any]) -> dict[str, Any]:
+    if all(_is_parsed(value) for value in space.values()):
+        return dict(space)
+    return parse_hyperparameters(space)
 
 
 def _is_parsed(value: Any) -> bool:
@@ -183,7 +194,7 @@ def _is_parsed(value: Any) -> bool:
 
 def _sample_one(hp: Any, rng: random.Random) -> Any:
     if isinstance(hp, dict):
-        return {name: _sample_one(sub, rng) for name, sub in hp.items()}
+        return {name: _sample_one(hp[name], rng) for name in sorted(hp)}
     if isinstance(hp, ConstHyperparameter):
         return copy.deepcopy(hp.val)
     if isinstance(hp, IntHyperparameter):
@@ -195,3 +206,124 @@ def _sample_one(hp: Any, rng: random.Random) -> Any:
     if isinstance(hp, CategoricalHyperparameter):
         return copy.deepcopy(rng.choice(hp.vals))
     raise TypeError(f"not a hyperparameter: {hp!r}")
+
+
+_RangeTypes = IntHyperparameter | DoubleHyperparameter | LogHyperparameter
+
+
+def range_hyperparameters(
+    hyperparameters: Mapping[str, Any], route: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], _RangeTypes]]:
+    """Yield ``(route, hp)`` for every int/double/log hyperparameter of a parsed space, in sorted
+    order; ``route`` is the path of names, e.g. ``("optimizer", "lr")``."""
+    for name in sorted(hyperparameters):
+        hp = hyperparameters[name]
+        if isinstance(hp, dict):
+            yield from range_hyperparameters(hp, (*route, name))
+        elif isinstance(hp, _RangeTypes):
+            yield (*route, name), hp
+
+
+# One axis of the grid: the route to a hyperparameter and every value it takes.
+_Axis = tuple[tuple[str, ...], list[Any]]
+
+
+def grid_size(hyperparameters: Mapping[str, Any]) -> int:
+    """The number of grid points (``len(grid_points(space))`` without building them).
+
+    Raises:
+        ConfigError: a raw space is invalid, or an int/double/log hyperparameter has no
+            ``count`` (``hyperparameters.<name>.count: required by the grid searcher``).
+    """
+    return math.prod(len(values) for _, values in _grid_axes(_parsed(hyperparameters), ()))
+
+
+def grid_point(hyperparameters: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """Point ``index`` (0-based) of ``grid_points(space)``, built without building the others."""
+    axes = _grid_axes(_parsed(hyperparameters), ())
+    size = math.prod(len(values) for _, values in axes)
+    if not 0 <= index < size:
+        raise IndexError(f"grid point {index} out of range (the grid has {size} points)")
+    chosen: list[Any] = []
+    for _, values in reversed(axes):  # the last axis varies fastest
+        index, position = divmod(index, len(values))
+        chosen.append(values[position])
+    return _assemble(axes, reversed(chosen))
+
+
+def grid_points(hyperparameters: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every point of the grid over a space, as Determined's grid searcher builds it.
+
+    One axis per hyperparameter (nested groups contribute one axis per member):
+
+    * ``int``: ``count`` evenly spaced values from ``minval`` to ``maxval``, rounded half away
+      from zero; ``count`` is clamped to the number of integers in the range, and ``count: 1``
+      gives the rounded midpoint;
+    * ``double``: ``count`` evenly spaced values from ``minval`` to ``maxval`` (both included);
+      ``count: 1`` gives the midpoint;
+    * ``log``: ``base ** e`` for ``count`` evenly spaced exponents ``e`` (``count: 1``: the mid
+      exponent);
+    * ``categorical``: every value; ``const``: its value; an empty nested group: ``{}``.
+
+    The points are the cartesian product of the axes, taken in sorted name order (nested names
+    as paths) with the last axis varying fastest. A space without hyperparameters has one point,
+    ``{}``. Values are deep copies.
+
+    Raises:
+        ConfigError: as ``grid_size``.
+    """
+    axes = _grid_axes(_parsed(hyperparameters), ())
+    return [_assemble(axes, combo) for combo in itertools.product(*(v for _, v in axes))]
+
+
+def _assemble(axes: list[_Axis], values: Any) -> dict[str, Any]:
+    point: dict[str, Any] = {}
+    for (route, _), value in zip(axes, values, strict=True):
+        group = point
+        for name in route[:-1]:
+            group = group.setdefault(name, {})
+        group[route[-1]] = copy.deepcopy(value)
+    return point
+
+
+def _grid_axes(space: Mapping[str, Any], route: tuple[str, ...]) -> list[_Axis]:
+    axes: list[_Axis] = []
+    for name in sorted(space):
+        hp, here = space[name], (*route, name)
+        if isinstance(hp, dict):
+            axes.extend(_grid_axes(hp, here) if hp else [(here, [{}])])
+        else:
+            axes.append((here, _axis_values(hp, here)))
+    return axes
+
+
+def _axis_values(hp: Any, route: tuple[str, ...]) -> list[Any]:
+    if isinstance(hp, ConstHyperparameter):
+        return [hp.val]
+    if isinstance(hp, CategoricalHyperparameter):
+        return list(hp.vals)
+    if not isinstance(hp, _RangeTypes):
+        raise TypeError(f"not a hyperparameter: {hp!r}")
+    if hp.count is None:
+        path = format_path(("hyperparameters", *route, "count"))
+        raise ConfigError.single(path, GRID_COUNT_REQUIRED)
+    if isinstance(hp, IntHyperparameter):
+        count = min(hp.count, hp.maxval - hp.minval + 1)
+        values = [_round_half_away(x) for x in _spaced(hp.minval, hp.maxval, count)]
+        return list(dict.fromkeys(values))  # distinct already; kept in order regardless
+    exponents = _spaced(hp.minval, hp.maxval, hp.count)
+    if isinstance(hp, LogHyperparameter):
+        return [hp.base**e for e in exponents]
+    return exponents
+
+
+def _spaced(lo: float, hi: float, count: int) -> list[float]:
+    # Determined's formula (lo + i * (hi - lo) / (count - 1)); the last point is hi exactly.
+    if count == 1:
+        return [(lo + hi) / 2]
+    return [lo + i * (hi - lo) / (count - 1) for i in range(count - 1)] + [hi]
+
+
+def _round_half_away(x: float) -> int:
+    # Go's math.Round, which Determined uses; Python's round() rounds half to even.
+    return int(math.copysign(math.floor(abs(x) + 0.5), x))

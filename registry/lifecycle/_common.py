@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from registry.lifecycle._search import deliver_trial_ended
+from registry.lifecycle._search import deliver_trial_ended, searcher_for
 from registry.models import TERMINAL_STATES, Experiment, RunState, State, Trial, TrialRun
 
 STOPPING_STATES = frozenset({State.STOPPING_CANCELED, State.STOPPING_KILLED, State.STOPPING_ERROR})
@@ -45,6 +45,9 @@ def trial_end(trial: Trial, state: State) -> None:
 def refresh_experiment(experiment_id: int) -> Experiment:
     """Derive an experiment's progress and state from its trials (locks the experiment row).
 
+    Progress is the searcher's (``SearchMethod.progress()``, e.g. ended trials / all trials of a
+    random search) when it has one, else the mean of the trials' progress.
+
     All trials ended: COMPLETED if any completed (and the experiment was not being canceled),
     CANCELED if it was being canceled/killed or all trials were canceled, else ERROR. Otherwise
     an ACTIVE/PAUSED experiment is PAUSED exactly when every unfinished trial is PAUSED.
@@ -52,7 +55,10 @@ def refresh_experiment(experiment_id: int) -> Experiment:
     experiment = Experiment.objects.select_for_update().get(id=experiment_id)
     rows = list(experiment.trials.values_list("state", "progress"))
     fields = ["progress", "state", "ended_at"]
-    if rows:
+    searched = searcher_for(experiment).progress()
+    if searched is not None:
+        experiment.progress = searched
+    elif rows:
         experiment.progress = sum(p for _, p in rows) / len(rows)
     states = {s for s, _ in rows}
     if experiment.state in TERMINAL_STATES:

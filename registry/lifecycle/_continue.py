@@ -61,7 +61,13 @@ def trial_continue(
         config = dict(source.config)
         config["name"] = f"{source.name} (continued from trial {trial.id})"
         config["hyperparameters"] = _as_const_space({**trial.hparams, **(hparams or {})})
-        searcher = dict(config["searcher"])
+        # A single searcher: only the fields it shares with the source's searcher are kept
+        # (a random or grid search's max_trials would be refused).
+        searcher = {
+            key: config["searcher"][key]
+            for key in ("metric", "smaller_is_better", "max_length")
+            if key in config["searcher"]
+        }
         searcher["name"] = "single"
         searcher["source_trial_id"] = trial.id
         searcher["source_checkpoint_uuid"] = str(chosen)

@@ -32,22 +32,32 @@ def apply_operations(
 ) -> None:
     """Carry out operations and save the searcher's state; the caller holds the experiment lock.
 
-    ``Create`` makes a trial (warm-started from ``warm_start`` if given) and queues its first run,
-    then delivers ``on_trial_created``; ``Shutdown`` marks the search as over.
+    ``Create`` makes a trial and queues its first run, then delivers ``on_trial_created``. Every
+    trial of an experiment warm-starts from the same checkpoint: ``warm_start`` at creation,
+    later the one its first trial got. In a PAUSED experiment the trial is created PAUSED with
+    no run (activating the experiment queues it); a stopping or ended experiment creates no
+    more trials (Determined ignores the searcher's operations then). ``Shutdown`` marks the
+    search as over.
     """
     pending = list(operations)
     shutdown = bool(experiment.searcher_state.get("shutdown"))
+    creates = experiment.state in (State.ACTIVE, State.PAUSED)
+    if warm_start is None and any(isinstance(op, Create) for op in pending):
+        first = experiment.trials.order_by("id").values_list("warm_start_checkpoint", flat=True)
+        warm_start = first.first()
     while pending:
         op = pending.pop(0)
-        if isinstance(op, Create):
+        if isinstance(op, Create) and creates:
             trial = Trial.objects.create(
                 experiment=experiment,
                 request_id=op.request_id,
                 hparams=op.hparams,
                 seed=op.seed,
                 warm_start_checkpoint=warm_start,
+                state=experiment.state,
             )
-            schedule_run(trial)
+            if trial.state == State.ACTIVE:
+                schedule_run(trial)
             pending.extend(searcher.on_trial_created(op.request_id))
         elif isinstance(op, Shutdown):
             shutdown = True

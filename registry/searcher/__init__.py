@@ -6,9 +6,15 @@ to JSON on the experiment so a restarted server resumes it.
 
 from headway.expconf import ExperimentConfig
 from registry.searcher._base import Create, Operation, SearchMethod, Shutdown
+from registry.searcher._grid import GridSearch
+from registry.searcher._random import RandomSearch
 from registry.searcher._single import SingleSearch
 
-SEARCHERS: dict[str, type[SearchMethod]] = {"single": SingleSearch}
+SEARCHERS: dict[str, type[SearchMethod]] = {
+    "single": SingleSearch,
+    "random": RandomSearch,
+    "grid": GridSearch,
+}
 
 
 def build_searcher(config: ExperimentConfig, seed: int) -> SearchMethod:
