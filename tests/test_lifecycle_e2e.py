@@ -22,9 +22,17 @@ RESUMABLE = FIXTURES / "resumable"
 CORE_API = FIXTURES / "core_api"
 
 
-def trial_process_ids(trial_id: int, run_id: int) -> list[int]:
-    """PIDs of processes launched for this run (found by the environment the worker set)."""
-    wanted = {f"HEADWAY_TRIAL_ID={trial_id}".encode(), f"HEADWAY_RUN_ID={run_id}".encode()}
+def trial_process_ids(cluster_api, trial_id: int, run_id: int) -> list[int]:
+    """PIDs of processes launched for this run (found by the environment the worker set).
+
+    The master URL is part of the match: with ``-n 2`` another test cluster has trials with the
+    same ids at the same time.
+    """
+    wanted = {
+        f"HEADWAY_MASTER={cluster_api.url}".encode(),
+        f"HEADWAY_TRIAL_ID={trial_id}".encode(),
+        f"HEADWAY_RUN_ID={run_id}".encode(),
+    }
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -56,7 +64,9 @@ def test_pause_mid_epoch_then_activate_matches_an_uninterrupted_run_bitwise(clus
     state = cluster_api.wait_trial(
         paused["id"], lambda t: t["state"] == "PAUSED" and t["run_state"] == "EXITED", "PAUSED"
     )
-    assert not trial_process_ids(paused["id"], 1), "the paused process must have exited"
+    assert not trial_process_ids(cluster_api, paused["id"], 1), (
+        "the paused process must have exited"
+    )
     checkpoint = cluster_api.get(f"checkpoints/{state['latest_checkpoint']}/")
     pause_step = checkpoint["steps_completed"]
     assert 50 <= pause_step < 120
@@ -90,7 +100,7 @@ def test_sigkill_restarts_from_the_latest_checkpoint_and_supersedes_metrics(clus
     at_kill = cluster_api.wait_trial(
         trial["id"], lambda t: t["latest_checkpoint"] and t["steps_completed"] >= 45, "a checkpoint"
     )
-    for pid in trial_process_ids(trial["id"], 1):
+    for pid in trial_process_ids(cluster_api, trial["id"], 1):
         os.kill(pid, signal.SIGKILL)
     done = cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "COMPLETED", "COMPLETED")
     assert done["restarts"] == 1 and done["run_id"] == 2
@@ -117,7 +127,7 @@ def test_sigkill_with_no_restarts_left_is_an_error(cluster_api):
     cluster_api.wait_trial(
         trial["id"], lambda t: t["run_state"] == "RUNNING" and t["steps_completed"] > 0, "running"
     )
-    for pid in trial_process_ids(trial["id"], 1):
+    for pid in trial_process_ids(cluster_api, trial["id"], 1):
         os.kill(pid, signal.SIGKILL)
     done = cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "ERROR", "ERROR")
     assert done["restarts"] == 0 and done["run_id"] == 1
@@ -144,7 +154,7 @@ def test_kill_ends_a_process_that_ignores_sigterm(cluster_api, tmp_path):
     # Grace period is 3 s in the test cluster; allow for polling and process teardown.
     assert time.monotonic() - requested < 15
     assert any("SIGKILL" in line for line in cluster_api.logs(trial["id"]))
-    assert not trial_process_ids(trial["id"], 1)
+    assert not trial_process_ids(cluster_api, trial["id"], 1)
 
 
 def _log_json(lines: list[str], key: str) -> dict:
@@ -278,7 +288,9 @@ def test_a_lost_worker_s_trial_is_requeued_and_finished_by_another_worker(
     assert steps == sorted(set(steps)) and steps[-1] == 120
     # The orphaned process learns its run is over (should_preempt) and exits by itself.
     wait_for(
-        lambda: not trial_process_ids(trial["id"], 1), 60, "the orphaned run 1 process to exit"
+        lambda: not trial_process_ids(cluster_api, trial["id"], 1),
+        60,
+        "the orphaned run 1 process to exit",
     )
 
 
@@ -294,7 +306,7 @@ def test_a_worker_shutting_down_preempts_its_trial_which_resumes_elsewhere(
     assert leaving.wait(timeout=60) == 0
     first = TrialRun.objects.get(trial_id=trial["id"], run_id=1)
     assert first.exit_code == 0 and first.preempt_acknowledged  # checkpointed, then stopped
-    assert not trial_process_ids(trial["id"], 1)
+    assert not trial_process_ids(cluster_api, trial["id"], 1)
     dedicated_workers("next")
     done = cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "COMPLETED", "COMPLETED")
     assert done["run_id"] == 2 and done["restarts"] == 0
