@@ -80,6 +80,15 @@ def api(user):
     return client
 
 
+@pytest.fixture
+def trial(api):
+    """A new single-trial experiment's trial, its first run QUEUED (on no worker's queue)."""
+    from registry.models import Trial
+    from tests.helpers import create_experiment
+
+    return Trial.objects.get(experiment_id=create_experiment(api).json()["id"])
+
+
 def _redis_ok(url: str) -> bool:
     if not url:
         return False

@@ -96,3 +96,26 @@ DASHBOARD_CONFIG = {
     "entrypoint": "model_def:T",
     "hyperparameters": {},
 }
+
+
+def start_run(trial):
+    """What a worker does: claim the trial's queued run and start its process (lifecycle calls)."""
+    from registry import lifecycle
+
+    run = lifecycle.trial_run_claim(trial_id=trial.id, run_id=trial.run_id, worker="test")
+    assert run is not None
+    lifecycle.trial_run_running(trial_id=trial.id, run_id=run.run_id)
+    return run
+
+
+def reload(instance):
+    """``instance`` with its fields read again from the database."""
+    instance.refresh_from_db()
+    return instance
+
+
+def current_run(trial):
+    """The ``TrialRun`` the trial is on now."""
+    from registry.models import TrialRun
+
+    return TrialRun.objects.get(trial=trial, run_id=reload(trial).run_id)

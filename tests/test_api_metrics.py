@@ -4,15 +4,9 @@ import math
 
 import pytest
 
-from registry.models import MetricReport, Trial
-from tests.helpers import create_experiment
+from registry.models import MetricReport
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def trial(api):
-    return Trial.objects.get(experiment_id=create_experiment(api).json()["id"])
 
 
 def post(api, trial, reports):
