@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -385,3 +386,10 @@ def test_sampling_does_not_depend_on_key_order() -> None:
     space = {"b": {"type": "int", "minval": 0, "maxval": 9}, "a": {"y": 0.5, "x": _LR}}
     reordered = {"a": {"x": _LR, "y": 0.5}, "b": space["b"]}
     assert sample_hparams(space, random.Random(3)) == sample_hparams(reordered, random.Random(3))
+
+
+@pytest.mark.parametrize("name", ["const.yaml", "random.yaml", "grid.yaml"])
+def test_the_shipped_example_configs_parse(name: str) -> None:
+    path = Path(__file__).resolve().parents[1] / "examples" / "digits" / name
+    cfg = parse_experiment_config(path.read_text())
+    assert cfg.entrypoint_trial_class == ("model_def", "DigitsTrial")
