@@ -119,3 +119,18 @@ def current_run(trial):
     from registry.models import TrialRun
 
     return TrialRun.objects.get(trial=trial, run_id=reload(trial).run_id)
+
+
+def register_checkpoint(trial, uuid: str, steps_completed: int = 10, run_id: int = 1):
+    """Register a checkpoint of ``trial`` as its run would (lifecycle call); returns it."""
+    from registry import lifecycle
+
+    checkpoint, _ = lifecycle.checkpoint_register(
+        trial_id=trial.id,
+        uuid=uuid,
+        steps_completed=steps_completed,
+        run_id=run_id,
+        resources={"state-dict.pth": 10},
+        metadata={"steps_completed": steps_completed},
+    )
+    return checkpoint

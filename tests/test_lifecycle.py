@@ -10,7 +10,7 @@ from registry import lifecycle
 from registry.errors import IllegalTransition, InvalidInput
 from registry.lifecycle import TRIAL_CONTROLS, check_control, legal_controls
 from registry.models import Experiment, RunState, State, Trial, TrialRun
-from tests.helpers import create_experiment, current_run, reload
+from tests.helpers import create_experiment, current_run, register_checkpoint, reload
 from tests.helpers import start_run as start
 
 pytestmark = pytest.mark.django_db
@@ -143,14 +143,7 @@ def test_continue_trial_needs_an_ended_trial_with_a_checkpoint(trial, user):
     lifecycle.trial_run_exited(trial_id=trial.id, run_id=1, exit_code=0)
     with pytest.raises(InvalidInput, match="no checkpoint"):
         lifecycle.trial_continue(trial_id=trial.id, owner=user)
-    checkpoint, _ = lifecycle.checkpoint_register(
-        trial_id=trial.id,
-        uuid="00000000-0000-0000-0000-000000000001",
-        steps_completed=10,
-        run_id=1,
-        resources={"state-dict.pth": 10},
-        metadata={"steps_completed": 10},
-    )
+    checkpoint = register_checkpoint(trial, "00000000-0000-0000-0000-000000000001")
     experiment = lifecycle.trial_continue(
         trial_id=trial.id, owner=user, max_length={"batches": 25}, hparams={"lr": 0.5}
     )
@@ -214,14 +207,7 @@ def test_searcher_completed_accepts_non_finite_metrics(api, trial, metric, store
 
 
 def test_a_config_can_name_the_checkpoint_or_trial_to_start_from(api, trial):
-    checkpoint, _ = lifecycle.checkpoint_register(
-        trial_id=trial.id,
-        uuid="00000000-0000-0000-0000-0000000000aa",
-        steps_completed=10,
-        run_id=1,
-        resources={"state-dict.pth": 10},
-        metadata={"steps_completed": 10},
-    )
+    checkpoint = register_checkpoint(trial, "00000000-0000-0000-0000-0000000000aa")
     by_trial = CONFIG_WITH_SOURCE.format(source=f"source_trial_id: {trial.id}")
     response = create_experiment(api, config=by_trial)
     assert response.status_code == 201, response.json()

@@ -4,7 +4,7 @@ import pytest
 
 from registry import lifecycle
 from registry.models import Experiment, RunState, State, Trial
-from tests.helpers import create_experiment, current_run, reload
+from tests.helpers import TINY_CONFIG, create_experiment, current_run, register_checkpoint, reload
 from tests.helpers import start_run as start
 
 pytestmark = pytest.mark.django_db
@@ -32,19 +32,17 @@ def test_searcher_hears_a_killed_trial_exit_early(trial):
     assert state["shutdown"] is True and state["closed"] is False
 
 
-RANDOM_CONFIG = """
-name: random
-entrypoint: model_def:TinyTrial
-hyperparameters:
-  global_batch_size: 8
-  lr: {type: log, minval: -3, maxval: -1}
-searcher:
+# TINY_CONFIG (same entrypoint and hparams) searched at random.
+RANDOM_CONFIG = TINY_CONFIG.replace("name: tiny", "name: random").replace(
+    "searcher: {name: single, metric: validation_loss, max_length: {batches: 10}}",
+    """searcher:
   name: random
   metric: validation_loss
   max_length: {batches: 10}
   max_trials: 3
-  max_concurrent_trials: 2
-"""
+  max_concurrent_trials: 2""",
+)
+assert "max_trials: 3" in RANDOM_CONFIG
 
 
 def random_experiment(api, config=RANDOM_CONFIG):
@@ -144,14 +142,7 @@ def test_a_trial_created_while_the_experiment_is_paused_waits_paused(api):
 
 
 def test_later_trials_of_a_search_warm_start_like_the_first(api, trial):
-    checkpoint, _ = lifecycle.checkpoint_register(
-        trial_id=trial.id,
-        uuid="00000000-0000-0000-0000-0000000000cc",
-        steps_completed=10,
-        run_id=1,
-        resources={"state-dict.pth": 10},
-        metadata={"steps_completed": 10},
-    )
+    checkpoint = register_checkpoint(trial, "00000000-0000-0000-0000-0000000000cc")
     config = RANDOM_CONFIG.replace(
         "max_trials: 3", f"max_trials: 3\n  source_checkpoint_uuid: {checkpoint.uuid}"
     )
@@ -165,14 +156,7 @@ def test_continue_a_trial_of_a_random_search(api, user):
     experiment = random_experiment(api)
     first = trials_of(experiment)[0]
     finish(first)
-    lifecycle.checkpoint_register(
-        trial_id=first.id,
-        uuid="00000000-0000-0000-0000-0000000000dd",
-        steps_completed=10,
-        run_id=1,
-        resources={"state-dict.pth": 10},
-        metadata={"steps_completed": 10},
-    )
+    register_checkpoint(first, "00000000-0000-0000-0000-0000000000dd")
     continued = lifecycle.trial_continue(trial_id=first.id, owner=user)
     assert continued.config["searcher"]["name"] == "single"
     assert "max_trials" not in continued.config["searcher"]
