@@ -11,7 +11,14 @@ import enum
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from headway.expconf._errors import ConfigError
@@ -82,7 +89,7 @@ class Length(BaseModel):
             raise PydanticCustomError(
                 "length_value",
                 "{unit} must be a positive integer, got {got}",
-                {"unit": unit, "got": value},
+                {"unit": unit, "got": str(value)},
             )
         return {"unit": Unit(unit), "value": value}
 
@@ -97,17 +104,10 @@ class Length(BaseModel):
         Raises:
             ConfigError: naming ``field`` when ``data`` is not a length.
         """
-        if isinstance(data, Length):
-            return data
-        parts = _unit_and_value(data)
-        if parts is None:
-            raise ConfigError.single(field, f"must be one of {_FORMS}; got {data!r}")
-        unit, value = parts
-        if unit not in UNITS:
-            raise ConfigError.single(field, f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError.single(field, f"{unit} must be a positive integer, got {value!r}")
-        return cls(unit=Unit(unit), value=value)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError.single(field, exc.errors()[0]["msg"]) from None
 
     @model_serializer
     def _to_config(self) -> dict[str, int]:
