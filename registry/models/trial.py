@@ -38,6 +38,15 @@ class Trial(models.Model):
     # {group: {name: {"last", "last_step", "min", "max", "count"}}}; kept by registry.metrics.
     summary_metrics = models.JSONField(default=dict)
     searcher_metric_reported = models.FloatField(null=True, blank=True)
+    # The searcher's latest operation for this trial: train until ``searcher_length`` (in the
+    # config's unit); ``searcher_completed_length`` is how far the trial reported completing.
+    # An operation is pending while the first exceeds the second.
+    searcher_length = models.PositiveBigIntegerField(null=True, blank=True)
+    searcher_completed_length = models.PositiveBigIntegerField(default=0)
+    # The searcher closed the trial: no further operation will come (Determined's Close).
+    searcher_closed = models.BooleanField(default=False)
+    # Why the trial left the search early ("" = it did not): an EarlyExitReason value.
+    early_exit = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
 
@@ -72,6 +81,9 @@ class TrialRun(models.Model):
     stop_requested = models.CharField(max_length=16, blank=True, default="")
     # The process checkpointed and acknowledged the stop: its exit 0 means "resume me later".
     preempt_acknowledged = models.BooleanField(default=False)
+    # The operation length this run was last told (cluster info at start, or the answer to a
+    # report): an operation issued later is the next run's to train.
+    searcher_length = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
