@@ -9,8 +9,17 @@ import importlib
 from typing import Any
 
 from headway._info import ClusterInfo, TrialInfo, get_cluster_info
+from headway.early_exit import EarlyExitReason, InvalidHP
 
-__all__ = ["ClusterInfo", "TrialInfo", "core", "get_cluster_info", "pytorch"]
+__all__ = [
+    "ClusterInfo",
+    "EarlyExitReason",
+    "InvalidHP",
+    "TrialInfo",
+    "core",
+    "get_cluster_info",
+    "pytorch",
+]
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("core", "pytorch")

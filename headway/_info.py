@@ -44,6 +44,8 @@ class ClusterInfo:
         latest_checkpoint (str | None): storage_id to restore from (own latest checkpoint on
             resume/restart; the source checkpoint of a continued trial), None on a fresh start.
         latest_checkpoint_steps (int | None): ``steps_completed`` of that checkpoint.
+        searcher_length (int | None): length of the trial's current searcher operation (in
+            ``searcher.max_length``'s unit); None: ``searcher.max_length``.
         task_type (str): always ``"TRIAL"`` for now.
     """
 
@@ -52,6 +54,7 @@ class ClusterInfo:
     trial: TrialInfo
     latest_checkpoint: str | None
     latest_checkpoint_steps: int | None = None
+    searcher_length: int | None = None
     task_type: str = "TRIAL"
 
     @classmethod
@@ -71,6 +74,7 @@ class ClusterInfo:
             trial=trial,
             latest_checkpoint=data.get("latest_checkpoint"),
             latest_checkpoint_steps=data.get("latest_checkpoint_steps"),
+            searcher_length=data.get("searcher_length"),
         )
 
 

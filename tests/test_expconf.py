@@ -158,7 +158,9 @@ def test_it_reports_every_error_at_once() -> None:
 
 def test_it_lists_allowed_values_for_a_bad_searcher_name() -> None:
     errors = _errors({**MINIMAL, "searcher": {**MINIMAL["searcher"], "name": "bayesian"}})
-    assert errors["searcher.name"] == ["invalid value 'bayesian'; allowed: single, random, grid"]
+    assert errors["searcher.name"] == [
+        "invalid value 'bayesian'; allowed: single, random, grid, async_halving, adaptive_asha"
+    ]
 
 
 def test_it_lists_allowed_storage_types() -> None:

@@ -87,7 +87,12 @@ def test_a_random_search_runs_max_trials_with_at_most_max_concurrent_at_once(api
     finish(third)
     experiment.refresh_from_db()
     assert experiment.state == State.COMPLETED and experiment.progress == 1.0
-    assert experiment.searcher_state == {"created": 3, "ended": ["1", "2", "3"], "shutdown": True}
+    assert experiment.searcher_state == {
+        "created": 3,
+        "ended": ["1", "2", "3"],
+        "invalid": [],
+        "shutdown": True,
+    }
 
 
 def test_a_grid_search_creates_one_trial_per_point(api):

@@ -361,7 +361,7 @@ def test_state_is_plain_json() -> None:
     searcher = build_searcher(config("random", max_trials=3, max_concurrent_trials=1), 5)
     searcher.initial_operations()
     searcher.on_trial_exited_early("1", "user_canceled")
-    assert searcher.state_dict() == {"created": 2, "ended": ["1"]}
+    assert searcher.state_dict() == {"created": 2, "ended": ["1"], "invalid": []}
     fresh = build_searcher(config("random", max_trials=3, max_concurrent_trials=1), 5)
     fresh.load_state_dict({})
-    assert fresh.state_dict() == {"created": 0, "ended": []}
+    assert fresh.state_dict() == {"created": 0, "ended": [], "invalid": []}

@@ -62,6 +62,7 @@ def _cluster_info(run: TrialRun) -> dict:
         "trial_seed": trial.seed,
         "latest_checkpoint": str(latest) if latest else None,
         "latest_checkpoint_steps": latest_steps,
+        "searcher_length": run.searcher_length,
         "experiment_config": experiment.config,
     }
 

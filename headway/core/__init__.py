@@ -14,6 +14,7 @@ from headway.core._distributed import DistributedContext
 from headway.core._preempt import PreemptContext, PreemptMode
 from headway.core._searcher import SearcherContext, SearcherMode, SearcherOperation
 from headway.core._train import TrainContext
+from headway.early_exit import EarlyExitReason, InvalidHP
 from headway.expconf import Unit
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "Context",
     "DistributedContext",
     "DownloadMode",
+    "EarlyExitReason",
+    "InvalidHP",
     "PreemptContext",
     "PreemptMode",
     "SearcherContext",

@@ -29,6 +29,7 @@ from headway.core._searcher import (
     SearcherContext,
 )
 from headway.core._train import TrainContext
+from headway.early_exit import EarlyExitReason, InvalidHP
 from headway.expconf import Length, Unit
 from headway.storage import StorageManager, build_storage_manager
 
@@ -43,7 +44,9 @@ class Context:
 
     Made by ``core.init()``. Use it as a context manager: ``__enter__`` starts the background
     threads (metric reporter, preemption watcher); ``__exit__`` delivers queued metrics (waiting
-    at most about 60 s, with a warning) and stops them. ``start()``/``close()`` do the same
+    at most about 60 s, with a warning) and stops them. A ``headway.InvalidHP`` raised in the
+    block is reported (``searcher.report_early_exit(EarlyExitReason.INVALID_HP)``) and
+    swallowed, so the process exits 0 and the searcher can replace the trial. ``start()``/``close()`` do the same
     without a ``with`` block.
 
     Attributes:
@@ -111,7 +114,12 @@ class Context:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: types.TracebackType | None,
-    ) -> None:
+    ) -> bool | None:
+        invalid_hp = isinstance(exc, InvalidHP)
+        if invalid_hp:
+            logger.warning("InvalidHP: %s; leaving the search early", exc)
+            if self.distributed.rank == 0:
+                self.searcher.report_early_exit(EarlyExitReason.INVALID_HP)
         try:
             self.close()
         except Exception:
@@ -119,6 +127,8 @@ class Context:
                 raise
             # The block already failed: keep its exception, log ours.
             logger.exception("while closing the Core API context")
+        # InvalidHP was handled: the process goes on (and exits 0, the trial COMPLETED).
+        return True if invalid_hp else None
 
 
 def init(
@@ -227,7 +237,9 @@ def _managed_init(
         storage = build_storage_manager(config["checkpoint_storage"])
     searcher_config = config.get("searcher") or {}
     max_length = Length.parse(searcher_config.get("max_length"), "searcher.max_length")
-    length, unit = max_length.value, max_length.unit
+    # The searcher's current operation (e.g. an ASHA rung), in max_length's unit.
+    length = info.searcher_length if info.searcher_length is not None else max_length.value
+    unit = max_length.unit
 
     def session(**kwargs: Any) -> Session:
         # One Session per thread: requests.Session is not documented as thread-safe.

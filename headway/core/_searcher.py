@@ -17,6 +17,7 @@ import requests
 
 from headway.client import APIError, NotFoundError, Session
 from headway.core._distributed import DistributedContext
+from headway.early_exit import EarlyExitReason
 from headway.expconf import Unit
 from headway.metric_values import encode_float
 
@@ -43,6 +44,8 @@ class SearcherReporter(Protocol):
 
     def completed(self, length: int, metric: Any) -> int | None: ...
 
+    def early_exit(self, reason: EarlyExitReason) -> None: ...
+
 
 class LocalSearcherReporter:
     """Local mode: log progress and completion."""
@@ -55,6 +58,10 @@ class LocalSearcherReporter:
         """Log the searcher metric; there is never a next operation."""
         logger.info("searcher operation of length %d completed, metric %s", length, metric)
         return None
+
+    def early_exit(self, reason: EarlyExitReason) -> None:
+        """Log the early exit (there is no searcher to replace the trial)."""
+        logger.info("trial exits its search early: %s", reason.value)
 
 
 class RegistrySearcherReporter:
@@ -92,6 +99,13 @@ class RegistrySearcherReporter:
         if isinstance(answer, dict) and isinstance(answer.get("next_length"), int):
             return int(answer["next_length"])
         return None
+
+    def early_exit(self, reason: EarlyExitReason) -> None:
+        """POST ``trials/{id}/searcher/early_exit/``; raises ``APIError`` when it fails (the
+        searcher must hear it, or it waits for this trial's result)."""
+        self._session.post(
+            f"trials/{self._trial_id}/searcher/early_exit/", json={"reason": reason.value}
+        )
 
     def _log_failure(self, what: str, exc: Exception) -> None:
         if not self._missing_logged:
@@ -178,9 +192,11 @@ class SearcherOperation:
 class SearcherContext:
     """Gives this trial its training length as ``SearcherOperation``s.
 
-    Built by ``core.init()``. Managed mode: one operation of length ``searcher.max_length`` of
-    the experiment config (in its own unit); a registry answering ``report_completed`` with
-    ``{"next_length": N}`` yields a further operation. Local mode: one operation of
+    Built by ``core.init()``. Managed mode: the first operation's length is the one the
+    searcher gave this trial (``ClusterInfo.searcher_length``, else the config's
+    ``searcher.max_length``, in its unit); when the registry answers ``report_completed`` with
+    ``{"next_length": N}`` (e.g. ASHA promoted the trial) a further operation follows, else the
+    iteration ends and the trial should finish (checkpoint and return). Local mode: one operation of
     ``core.init(max_length=...)``; without it ``operations()`` raises a clear error.
 
     Arguments:
@@ -208,6 +224,20 @@ class SearcherContext:
         """The unit of ``op.length`` (``Unit.BATCHES`` / ``EPOCHS`` / ``RECORDS``), or None
         when the length was given as a plain int in local mode."""
         return self._unit
+
+    def report_early_exit(self, reason: EarlyExitReason) -> None:
+        """Tell the searcher this trial leaves the search early, e.g.
+        ``EarlyExitReason.INVALID_HP`` for hyperparameters that cannot work (the searcher may
+        replace the trial). Call it on the chief, then return or exit 0: the trial ends
+        COMPLETED, and its searcher hears ``on_trial_exited_early`` then.
+
+        Raises:
+            RuntimeError: on a non-chief rank.
+            ValueError: for a reason that is not an ``EarlyExitReason``.
+        """
+        if self._dist.rank != 0:
+            raise RuntimeError("searcher.report_early_exit() may only be called on the chief")
+        self._reporter.early_exit(EarlyExitReason(reason))
 
     def operations(
         self, searcher_mode: SearcherMode = SearcherMode.WorkersAskChief, auto_ack: bool = True

@@ -9,6 +9,8 @@
 
 from headway.expconf._errors import ConfigError
 from headway.expconf._experiment import (
+    AdaptiveASHASearcherConfig,
+    AsyncHalvingSearcherConfig,
     CheckpointStorageConfig,
     ExperimentConfig,
     GridSearcherConfig,
@@ -38,6 +40,8 @@ from headway.expconf._hparams import (
 from headway.expconf._length import UNITS, Length, Unit, length_to_batches
 
 __all__ = [
+    "AdaptiveASHASearcherConfig",
+    "AsyncHalvingSearcherConfig",
     "UNITS",
     "Unit",
     "CategoricalHyperparameter",

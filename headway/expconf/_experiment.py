@@ -73,10 +73,66 @@ class GridSearcherConfig(_SearcherFields):
     max_concurrent_trials: Annotated[int, Field(ge=0)] = 16
 
 
-# A new searcher (adaptive_asha) is one more model and one more entry here.
+class _HalvingFields(_SearcherFields):
+    """Fields of the successive-halving searchers (Li et al., "A System for Massively Parallel
+    Hyperparameter Tuning", MLSys 2020), with Determined's names and defaults."""
+
+    max_trials: _PositiveInt
+    divisor: Annotated[float, Field(gt=1)] = 4.0
+    max_concurrent_trials: Annotated[int, Field(ge=0)] = 16
+    stop_once: bool = False
+
+
+class AsyncHalvingSearcherConfig(_HalvingFields):
+    """``searcher.name: async_halving``: one bracket of asynchronous successive halving.
+
+    Attributes:
+        num_rungs (int): rungs of the bracket; rung ``i`` (0-based) trains to
+            ``max_length / divisor ** (num_rungs - 1 - i)`` (at least 1 unit).
+        max_trials (int): trials created in all (sampled as ``random`` does).
+        divisor (float): the top ``1 / divisor`` of a rung is promoted (default 4).
+        max_concurrent_trials (int): trials training at once (default 16; 0:
+            ``divisor ** (num_rungs - 1)``, at most ``max_trials``).
+        stop_once (bool): a trial not promoted when it reports a rung is never promoted later
+            (no stopped trial is resumed). Default False: a stopped trial resumes from its
+            checkpoint when later results make it one of the rung's best.
+    """
+
+    name: Literal["async_halving"]
+    num_rungs: _PositiveInt
+
+
+class AdaptiveASHASearcherConfig(_HalvingFields):
+    """``searcher.name: adaptive_asha``: ASHA over several brackets (Determined's adaptive_asha).
+
+    Attributes:
+        max_rungs (int): rungs of the most aggressive bracket (default 5), capped so the
+            smallest rung is at least one unit and ``max_trials`` can fill it.
+        mode (str): which brackets run: ``aggressive`` (one bracket of ``max_rungs``),
+            ``standard`` (default; brackets of ``(max_rungs-1)//2+1 .. max_rungs`` rungs) or
+            ``conservative`` (``1 .. max_rungs`` rungs). Trials are split over brackets so
+            each gets a similar training budget.
+        bracket_rungs (list[int] | None): explicit rung counts of the brackets (overrides
+            ``mode``/``max_rungs``).
+
+    The rest as ``async_halving``.
+    """
+
+    name: Literal["adaptive_asha"]
+    max_rungs: _PositiveInt = 5
+    mode: Literal["aggressive", "standard", "conservative"] = "standard"
+    bracket_rungs: list[_PositiveInt] | None = None
+
+
 if TYPE_CHECKING:
     # What the type checker sees; at run time the same members form a pydantic tagged union.
-    SearcherConfig: TypeAlias = SingleSearcherConfig | RandomSearcherConfig | GridSearcherConfig
+    SearcherConfig: TypeAlias = (
+        SingleSearcherConfig
+        | RandomSearcherConfig
+        | GridSearcherConfig
+        | AsyncHalvingSearcherConfig
+        | AdaptiveASHASearcherConfig
+    )
 else:
     SearcherConfig = tagged_union(
         "searcher",
@@ -85,6 +141,8 @@ else:
             "single": SingleSearcherConfig,
             "random": RandomSearcherConfig,
             "grid": GridSearcherConfig,
+            "async_halving": AsyncHalvingSearcherConfig,
+            "adaptive_asha": AdaptiveASHASearcherConfig,
         },
     )
 

@@ -7,6 +7,7 @@ import binascii
 
 from rest_framework import serializers
 
+from headway.early_exit import EarlyExitReason
 from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
 from registry.models import Checkpoint, Experiment, Trial, TrialLog
@@ -81,6 +82,11 @@ class TrialSerializer(serializers.ModelSerializer):
             "latest_checkpoint",
             "warm_start_checkpoint",
             "summary_metrics",
+            "request_id",
+            "searcher_length",
+            "searcher_completed_length",
+            "searcher_closed",
+            "early_exit",
             "created_at",
             "ended_at",
         ]
@@ -144,6 +150,10 @@ class SearcherMetricField(serializers.Field):
 class SearcherCompletedSerializer(serializers.Serializer):
     length = serializers.IntegerField(min_value=0)
     metric = SearcherMetricField(allow_null=True)
+
+
+class EarlyExitSerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(choices=[reason.value for reason in EarlyExitReason])
 
 
 class LoginSerializer(serializers.Serializer):

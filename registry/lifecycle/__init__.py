@@ -8,6 +8,7 @@ Semantics follow Determined (docs/lifecycle.md).
 """
 
 from registry.lifecycle._checkpoints import checkpoint_register
+from registry.lifecycle._common import apply_deferred_operations
 from registry.lifecycle._continue import trial_continue
 from registry.lifecycle._experiments import (
     experiment_activate,
@@ -22,6 +23,7 @@ from registry.lifecycle._experiments import (
 from registry.lifecycle._runs import (
     reap_lost_runs,
     trial_preempt_acknowledge,
+    trial_report_early_exit,
     trial_report_progress,
     trial_run_claim,
     trial_run_exited,
@@ -45,6 +47,7 @@ from registry.lifecycle._trials import (
 )
 
 __all__ = [
+    "apply_deferred_operations",
     "EXPERIMENT_CONTROLS",
     "TRIAL_CONTROLS",
     "Control",
@@ -66,6 +69,7 @@ __all__ = [
     "trial_kill",
     "trial_pause",
     "trial_preempt_acknowledge",
+    "trial_report_early_exit",
     "trial_report_progress",
     "trial_run_claim",
     "trial_run_exited",

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.utils import timezone
 
-from registry.lifecycle._search import deliver_trial_ended, searcher_for
+from registry.lifecycle._search import (
+    apply_trial_operation,
+    decode_operation,
+    deferred_operations,
+    deliver_trial_ended,
+    searcher_for,
+    with_deferred,
+)
 from registry.models import TERMINAL_STATES, Experiment, RunState, State, Trial, TrialRun
 
 STOPPING_STATES = frozenset({State.STOPPING_CANCELED, State.STOPPING_KILLED, State.STOPPING_ERROR})
@@ -48,7 +56,8 @@ def refresh_experiment(experiment_id: int) -> Experiment:
     Progress is the searcher's (``SearchMethod.progress()``, e.g. ended trials / all trials of a
     random search) when it has one, else the mean of the trials' progress.
 
-    All trials ended: COMPLETED if any completed (and the experiment was not being canceled),
+    All trials ended (and no searcher operation is still deferred: it may resume one):
+    COMPLETED if any completed (and the experiment was not being canceled),
     CANCELED if it was being canceled/killed or all trials were canceled, else ERROR. Otherwise
     an ACTIVE/PAUSED experiment is PAUSED exactly when every unfinished trial is PAUSED.
     """
@@ -63,7 +72,7 @@ def refresh_experiment(experiment_id: int) -> Experiment:
     states = {s for s, _ in rows}
     if experiment.state in TERMINAL_STATES:
         pass
-    elif rows and states <= TERMINAL_STATES:
+    elif rows and states <= TERMINAL_STATES and not deferred_operations(experiment):
         if experiment.state in STOPPING_STATES or states == {State.CANCELED}:
             experiment.state = State.CANCELED
         elif State.COMPLETED in states:
@@ -76,3 +85,32 @@ def refresh_experiment(experiment_id: int) -> Experiment:
         experiment.state = State.PAUSED if unfinished == {State.PAUSED} else State.ACTIVE
     experiment.save(update_fields=fields)
     return experiment
+
+
+def apply_deferred_operations(experiment_id: int) -> int:
+    """Apply the experiment's deferred trial operations, each trial in its own transaction
+    (trial locked before the experiment); return how many were applied. Idempotent."""
+    searcher_state = (
+        Experiment.objects.filter(id=experiment_id).values_list("searcher_state", flat=True).first()
+    )
+    request_ids = {str(op["request_id"]) for op in (searcher_state or {}).get("deferred", [])}
+    applied = 0
+    for request_id in sorted(request_ids, key=lambda r: (len(r), r)):
+        with transaction.atomic():
+            trial = (
+                Trial.objects.select_for_update()
+                .filter(experiment_id=experiment_id, request_id=request_id)
+                .first()
+            )
+            experiment = Experiment.objects.select_for_update().get(id=experiment_id)
+            remaining = []
+            for data in deferred_operations(experiment):
+                if str(data["request_id"]) != request_id:
+                    remaining.append(data)
+                elif trial is not None:
+                    apply_trial_operation(experiment, trial, decode_operation(data))
+                    applied += 1
+            experiment.searcher_state = with_deferred(experiment.searcher_state, remaining)
+            experiment.save(update_fields=["searcher_state"])
+            refresh_experiment(experiment_id)
+    return applied

@@ -9,8 +9,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from headway.early_exit import EarlyExitReason
 from registry.lifecycle._common import lock_trial, refresh_experiment, trial_end
-from registry.lifecycle._search import deliver_event
+from registry.lifecycle._search import deliver_event, has_pending_operation
 from registry.models import RunState, State, Trial, TrialRun
 from registry.scheduler import schedule_run
 
@@ -33,9 +34,11 @@ def trial_run_claim(*, trial_id: int, run_id: int, worker: str) -> TrialRun | No
     )
     if claimed != 1:
         return None
-    return TrialRun.objects.select_related("trial__experiment").get(
-        trial_id=trial_id, run_id=run_id
-    )
+    run = TrialRun.objects.select_related("trial__experiment").get(trial_id=trial_id, run_id=run_id)
+    # What the process is told to train to (cluster info); a later operation is a later run's.
+    run.searcher_length = run.trial.searcher_length
+    run.save(update_fields=["searcher_length"])
+    return run
 
 
 def trial_run_running(*, trial_id: int, run_id: int) -> None:
@@ -114,8 +117,12 @@ def trial_run_exited(*, trial_id: int, run_id: int, exit_code: int | None) -> Tr
 
 
 def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None) -> None:
-    if exit_code == 0 and run.preempt_acknowledged:
+    if exit_code == 0 and run.stop_requested == "close":
+        trial_end(trial, State.COMPLETED)  # the searcher closed it: not resumed
+    elif exit_code == 0 and run.preempt_acknowledged:
         schedule_run(trial)  # preempted, then activated before it exited: resume
+    elif exit_code == 0 and _operation_issued_after_start(trial, run):
+        schedule_run(trial)  # e.g. promoted by ASHA while it was stopping: resume
     elif exit_code == 0:
         trial_end(trial, State.COMPLETED)
     elif exit_code is None:
@@ -134,6 +141,16 @@ def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None) -> Non
         schedule_run(trial)
     else:
         trial_end(trial, State.ERROR)
+
+
+def _operation_issued_after_start(trial: Trial, run: TrialRun) -> bool:
+    """The searcher gave the trial a longer operation that this run was never told about."""
+    return (
+        has_pending_operation(trial)
+        and not trial.searcher_closed
+        and not trial.early_exit
+        and (run.searcher_length or 0) < (trial.searcher_length or 0)
+    )
 
 
 def reap_lost_runs(*, timeout: timedelta) -> list[tuple[int, int]]:
@@ -163,15 +180,42 @@ def trial_report_progress(*, trial_id: int, progress: float) -> None:
         refresh_experiment(trial.experiment_id)
 
 
-def trial_searcher_completed(*, trial_id: int, length: int, metric: float | None) -> None:
-    """Record the searcher metric a trial reported for its completed operation.
+def trial_searcher_completed(
+    *, trial_id: int, length: int, metric: float | None, run_id: int | None = None
+) -> int | None:
+    """Record that a trial completed its operation of ``length`` with the searcher ``metric``;
+    return the length of its next operation, or None when there is none.
 
     Delivers ``on_validation_completed(request_id, metric, length)`` to the searcher (a NaN or
-    infinite metric arrives as None and is passed on as NaN).
+    infinite metric arrives as None and is passed on as NaN). When the searcher answers with a
+    ``ValidateAfter`` for this trial, the reporting run (``run_id``, default the current one)
+    is told the new length and trains on; otherwise its process finishes and exits.
     """
     with transaction.atomic():
         trial = lock_trial(trial_id)
         trial.searcher_metric_reported = metric
-        trial.save(update_fields=["searcher_metric_reported"])
+        trial.searcher_completed_length = max(trial.searcher_completed_length, int(length))
+        trial.save(update_fields=["searcher_metric_reported", "searcher_completed_length"])
         value = math.nan if metric is None else metric
         deliver_event(trial, lambda s: s.on_validation_completed(trial.request_id, value, length))
+        if not has_pending_operation(trial) or trial.searcher_closed:
+            return None
+        TrialRun.objects.filter(trial=trial, run_id=run_id or trial.run_id).update(
+            searcher_length=trial.searcher_length
+        )
+        return trial.searcher_length
+
+
+def trial_report_early_exit(*, trial_id: int, reason: EarlyExitReason) -> Trial:
+    """Record that a trial leaves its search early (``reason``, e.g. ``invalid_hp``).
+
+    The searcher hears ``on_trial_exited_early(request_id, reason)`` when the trial ends (its
+    process exits 0: it ends COMPLETED). The first reason reported wins; reports after the
+    trial ended change nothing.
+    """
+    with transaction.atomic():
+        trial = lock_trial(trial_id)
+        if not trial.early_exit and not trial.is_terminal:
+            trial.early_exit = EarlyExitReason(reason).value
+            trial.save(update_fields=["early_exit"])
+        return trial

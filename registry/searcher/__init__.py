@@ -1,11 +1,12 @@
 """Searchers: event-driven hyperparameter search, pure Python (no Django), as in Determined.
 
-A searcher answers events with operations (``Create``, ``Shutdown``); its state serialises
-to JSON on the experiment so a restarted server resumes it.
+A searcher answers events with operations (``Create``, ``ValidateAfter``, ``Close``,
+``Shutdown``); its state serialises to JSON on the experiment so a restarted server resumes it.
 """
 
 from headway.expconf import ExperimentConfig
-from registry.searcher._base import Create, Operation, SearchMethod, Shutdown
+from registry.searcher._asha import HalvingSearch
+from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
 from registry.searcher._grid import GridSearch
 from registry.searcher._random import RandomSearch
 from registry.searcher._single import SingleSearch
@@ -14,6 +15,8 @@ SEARCHERS: dict[str, type[SearchMethod]] = {
     "single": SingleSearch,
     "random": RandomSearch,
     "grid": GridSearch,
+    "async_halving": HalvingSearch,
+    "adaptive_asha": HalvingSearch,
 }
 
 
@@ -31,9 +34,11 @@ def build_searcher(config: ExperimentConfig, seed: int) -> SearchMethod:
 
 __all__ = [
     "SEARCHERS",
+    "Close",
     "Create",
     "Operation",
     "SearchMethod",
     "Shutdown",
+    "ValidateAfter",
     "build_searcher",
 ]

@@ -1,8 +1,9 @@
 """Operations and the ``SearchMethod`` interface (Determined's searcher events).
 
-Today a trial trains to the config's ``searcher.max_length`` and closes itself, so the only
-operations are ``Create`` and ``Shutdown``; ``ValidateAfter`` / ``Close`` arrive with the searchers
-that stop or extend trials (docs/decisions.md).
+A searcher answers each event with operations: ``Create`` a trial, ``ValidateAfter`` (train a
+trial until an absolute length, then report the searcher metric), ``Close`` a trial (no further
+operation will come) and ``Shutdown``. The trial learns its length from the registry and reports
+back through ``core_context.searcher.operations()``.
 """
 
 from __future__ import annotations
@@ -24,11 +25,29 @@ class Create:
 
 
 @dataclasses.dataclass(frozen=True)
+class ValidateAfter:
+    """Train trial ``request_id`` until ``length`` (absolute, in ``searcher.max_length``'s unit),
+    then validate and report the searcher metric (``on_validation_completed``). A later
+    ``ValidateAfter`` for a trial that already stopped resumes it from its latest checkpoint."""
+
+    request_id: str
+    length: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Close:
+    """No further operation will come for trial ``request_id``; a trial still training toward
+    an operation is asked to checkpoint and stop (the preemption signal)."""
+
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Shutdown:
     """The search is over."""
 
 
-Operation = Create | Shutdown
+Operation = Create | ValidateAfter | Close | Shutdown
 
 
 class SearchMethod(abc.ABC):
@@ -48,7 +67,8 @@ class SearchMethod(abc.ABC):
         """Operations at experiment start (a ``Create`` per first trial)."""
 
     def on_trial_created(self, request_id: str) -> list[Operation]:
-        """The trial asked for by ``Create(request_id)`` exists and is queued."""
+        """The trial asked for by ``Create(request_id)`` exists and is queued; its first
+        ``ValidateAfter`` is expected in the answer."""
         return []
 
     def on_validation_completed(
@@ -58,12 +78,14 @@ class SearchMethod(abc.ABC):
         return []
 
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:
-        """The trial ended before the searcher was done with it (``reason``: ``errored`` or
-        ``user_canceled``)."""
+        """The trial left the search early; ``reason`` is a
+        ``headway.early_exit.EarlyExitReason`` value (``invalid_hp``: searchers that sample
+        replace the trial)."""
         return []
 
     def on_trial_closed(self, request_id: str) -> list[Operation]:
-        """The trial ended COMPLETED."""
+        """The trial's process ended COMPLETED with no operation pending. A later
+        ``ValidateAfter`` may still resume it (adaptive searchers promote waiting trials)."""
         return []
 
     def progress(self) -> float | None:

@@ -6,8 +6,9 @@ import abc
 import random
 from typing import Any
 
+from headway.early_exit import EarlyExitReason
 from headway.expconf import ExperimentConfig, GridSearcherConfig, RandomSearcherConfig
-from registry.searcher._base import Create, Operation, SearchMethod, Shutdown
+from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
 
 
 def trial_rng(seed: int, index: int) -> random.Random:
@@ -22,12 +23,18 @@ def trial_rng(seed: int, index: int) -> random.Random:
 class FixedSearch(SearchMethod):
     """Creates ``total()`` trials with request ids ``"1"``, ``"2"``, ...: up to
     ``max_concurrent_trials`` at start (0: all), then one more each time a trial closes or exits
-    early, and ``Shutdown`` once every trial was created and has ended. Nothing is stopped early:
-    each trial trains to ``max_length`` and closes itself.
+    early, and ``Shutdown`` once every trial was created and has ended. Each trial gets one
+    ``ValidateAfter(max_length)`` and is closed when it reports it; nothing is stopped early.
 
-    State: ``created`` (trials asked for so far) and ``ended`` (their request ids that ended);
-    events about unknown or already ended request ids change nothing.
+    With ``replaces_invalid`` (random), a trial that exits with ``invalid_hp`` does not count:
+    one more trial is created in its place, as in Determined.
+
+    State: ``created`` (trials asked for so far), ``ended`` (their request ids that ended) and
+    ``invalid`` (those replaced); events about unknown or already ended request ids change
+    nothing.
     """
+
+    replaces_invalid = False
 
     def __init__(self, config: ExperimentConfig, seed: int) -> None:
         super().__init__(config, seed)
@@ -35,12 +42,14 @@ class FixedSearch(SearchMethod):
         if not isinstance(searcher, RandomSearcherConfig | GridSearcherConfig):
             raise TypeError(f"{type(self).__name__} cannot run searcher {searcher.name!r}")
         self.max_concurrent = searcher.max_concurrent_trials
+        self.max_length = searcher.max_length.value
         self.created = 0
         self.ended: set[str] = set()
+        self.invalid: set[str] = set()
 
     @abc.abstractmethod
     def total(self) -> int:
-        """How many trials the search creates in all (at least 1)."""
+        """How many trials the search creates in all, not counting replaced ones (at least 1)."""
 
     @abc.abstractmethod
     def trial_create(self, index: int) -> Create:
@@ -49,22 +58,46 @@ class FixedSearch(SearchMethod):
     def initial_operations(self) -> list[Operation]:
         return self._fill()
 
+    def on_trial_created(self, request_id: str) -> list[Operation]:
+        if request_id in self.ended or not self._is_created(request_id):
+            return []
+        return [ValidateAfter(request_id, self.max_length)]
+
+    def on_validation_completed(
+        self, request_id: str, metric: float, length: int
+    ) -> list[Operation]:
+        if request_id in self.ended or not self._is_created(request_id):
+            return []
+        return [Close(request_id)]
+
     def on_trial_closed(self, request_id: str) -> list[Operation]:
         return self._trial_ended(request_id)
 
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:
         # An errored or canceled trial counts towards the total, as in Determined.
+        if (
+            self.replaces_invalid
+            and reason == EarlyExitReason.INVALID_HP
+            and self._is_created(request_id)
+            and request_id not in self.ended
+        ):
+            self.invalid.add(request_id)
         return self._trial_ended(request_id)
 
     def progress(self) -> float | None:
-        return len(self.ended) / self.total()
+        return (len(self.ended) - len(self.invalid)) / self.total()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"created": self.created, "ended": sorted(self.ended, key=int)}
+        return {
+            "created": self.created,
+            "ended": sorted(self.ended, key=int),
+            "invalid": sorted(self.invalid, key=int),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.created = int(state.get("created", 0))
         self.ended = {str(request_id) for request_id in state.get("ended", [])}
+        self.invalid = {str(request_id) for request_id in state.get("invalid", [])}
 
     def _trial_ended(self, request_id: str) -> list[Operation]:
         if request_id in self.ended or not self._is_created(request_id):
@@ -76,7 +109,7 @@ class FixedSearch(SearchMethod):
         return request_id.isdigit() and 1 <= int(request_id) <= self.created
 
     def _fill(self) -> list[Operation]:
-        total = self.total()
+        total = self.total() + len(self.invalid)
         limit = total if self.max_concurrent == 0 else self.max_concurrent
         operations: list[Operation] = []
         while self.created < total and self.created - len(self.ended) < limit:

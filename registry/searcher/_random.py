@@ -8,7 +8,10 @@ from registry.searcher._fixed import FixedSearch, trial_rng
 
 
 class RandomSearch(FixedSearch):
-    """Trial ``i`` samples its hparams, then its seed, from ``trial_rng(experiment seed, i)``."""
+    """Trial ``i`` samples its hparams, then its seed, from ``trial_rng(experiment seed, i)``;
+    a trial that reports invalid hparams is replaced by a new sample."""
+
+    replaces_invalid = True
 
     def __init__(self, config: ExperimentConfig, seed: int) -> None:
         super().__init__(config, seed)

@@ -6,11 +6,12 @@ import random
 from typing import Any
 
 from headway.expconf import sample_hparams
-from registry.searcher._base import Create, Operation, SearchMethod, Shutdown
+from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
 
 
 class SingleSearch(SearchMethod):
-    """Creates one trial; non-const hyperparameters are sampled once from the experiment seed."""
+    """Creates one trial trained to ``max_length``; non-const hyperparameters are sampled once
+    from the experiment seed."""
 
     def __init__(self, config, seed: int) -> None:
         super().__init__(config, seed)
@@ -22,6 +23,14 @@ class SingleSearch(SearchMethod):
         hparams = sample_hparams(self.config.hyperparameters, rng)
         self.created = True
         return [Create(request_id="1", hparams=hparams, seed=rng.randrange(2**31))]
+
+    def on_trial_created(self, request_id: str) -> list[Operation]:
+        return [ValidateAfter(request_id, self.config.searcher.max_length.value)]
+
+    def on_validation_completed(
+        self, request_id: str, metric: float, length: int
+    ) -> list[Operation]:
+        return [Close(request_id)]
 
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:
         return [Shutdown()]

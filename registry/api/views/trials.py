@@ -15,6 +15,7 @@ from registry.api.serializers import (
     CheckpointRegisterSerializer,
     CheckpointSerializer,
     ContinueTrialSerializer,
+    EarlyExitSerializer,
     ExperimentSerializer,
     PreemptAckSerializer,
     ProgressSerializer,
@@ -62,6 +63,7 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         "preempt_ack",
         "progress",
         "searcher_completed",
+        "searcher_early_exit",
     )
 
     def get_object(self) -> Trial:
@@ -233,8 +235,26 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @extend_schema(request=SearcherCompletedSerializer, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="searcher/completed")
     def searcher_completed(self, request, pk=None):
+        """Report a completed searcher operation; the answer's ``next_length`` (or null) is the
+        length of the trial's next operation."""
         trial = self.get_object()
         data = SearcherCompletedSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        lifecycle.trial_searcher_completed(trial_id=trial.id, **data.validated_data)
-        return Response({"recorded": True})
+        run = trial_run_of(request)
+        next_length = lifecycle.trial_searcher_completed(
+            trial_id=trial.id, run_id=run.run_id if run else None, **data.validated_data
+        )
+        return Response({"recorded": True, "next_length": next_length})
+
+    @extend_schema(request=EarlyExitSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"], url_path="searcher/early_exit")
+    def searcher_early_exit(self, request, pk=None):
+        """Report that the trial leaves its search early (``reason``: errored, user_canceled,
+        invalid_hp); the searcher hears it when the trial ends."""
+        trial = self.get_object()
+        data = EarlyExitSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        trial = lifecycle.trial_report_early_exit(
+            trial_id=trial.id, reason=data.validated_data["reason"]
+        )
+        return Response({"early_exit": trial.early_exit})
