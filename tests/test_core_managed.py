@@ -329,6 +329,44 @@ def test_single_searcher_operation_uses_the_configured_length(managed: Any) -> N
     assert fake.posts("/api/v1/trials/3/searcher/completed/") == [{"length": 500, "metric": 0.25}]
 
 
+def test_operations_follow_the_searchers_lengths(
+    managed: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first length comes from the cluster info (an ASHA rung); each answer's
+    ``next_length`` yields one more operation, a null answer ends the iteration."""
+    fake, _ = managed
+    info_path = pathlib.Path(os.environ["HEADWAY_CLUSTER_INFO"])
+    info = json.loads(info_path.read_text())
+    info["searcher_length"] = 31
+    info_path.write_text(json.dumps(info))
+    path = "/api/v1/trials/3/searcher/completed/"
+    fake.scripts[("POST", path)] = [(200, {"next_length": 125}), (200, {"next_length": None})]
+    with core.init() as ctx:
+        lengths = []
+        for op in ctx.searcher.operations():
+            lengths.append(op.length)
+            op.report_completed(1.0 / op.length)
+    assert lengths == [31, 125]
+    assert fake.posts(path) == [
+        {"length": 31, "metric": 1 / 31},
+        {"length": 125, "metric": 1 / 125},
+    ]
+
+
+def test_invalid_hp_is_reported_and_the_process_goes_on(managed: Any) -> None:
+    fake, _ = managed
+    with core.init() as ctx:
+        raise core.InvalidHP("batch size 4096 does not fit")
+    assert fake.posts("/api/v1/trials/3/searcher/early_exit/") == [{"reason": "invalid_hp"}]
+    with core.init() as ctx:
+        ctx.searcher.report_early_exit(core.EarlyExitReason.ERRORED)
+        with pytest.raises(ValueError):
+            ctx.searcher.report_early_exit("bored")  # type: ignore[arg-type]
+    assert fake.posts("/api/v1/trials/3/searcher/early_exit/")[-1] == {"reason": "errored"}
+    with pytest.raises(ZeroDivisionError), core.init():
+        raise ZeroDivisionError  # other errors propagate as before
+
+
 def test_searcher_requires_report_completed_before_the_next_operation(managed: Any) -> None:
     with core.init() as ctx:
         with pytest.raises(RuntimeError, match="report_completed"):

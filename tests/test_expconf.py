@@ -390,7 +390,7 @@ def test_sampling_does_not_depend_on_key_order() -> None:
     assert sample_hparams(space, random.Random(3)) == sample_hparams(reordered, random.Random(3))
 
 
-@pytest.mark.parametrize("name", ["const.yaml", "random.yaml", "grid.yaml"])
+@pytest.mark.parametrize("name", ["const.yaml", "random.yaml", "grid.yaml", "adaptive.yaml"])
 def test_the_shipped_example_configs_parse(name: str) -> None:
     path = Path(__file__).resolve().parents[1] / "examples" / "digits" / name
     cfg = parse_experiment_config(path.read_text())

@@ -10,9 +10,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from headway.early_exit import EarlyExitReason
-from registry.lifecycle._common import lock_trial, refresh_experiment, trial_end
+from registry.lifecycle._common import (
+    apply_deferred_operations,
+    lock_trial,
+    refresh_experiment,
+    trial_end,
+)
 from registry.lifecycle._search import deliver_event, has_pending_operation
-from registry.models import RunState, State, Trial, TrialRun
+from registry.models import Experiment, RunState, State, Trial, TrialRun
 from registry.scheduler import schedule_run
 
 logger = logging.getLogger("headway.lifecycle")
@@ -155,6 +160,7 @@ def _operation_issued_after_start(trial: Trial, run: TrialRun) -> bool:
 
 def reap_lost_runs(*, timeout: timedelta) -> list[tuple[int, int]]:
     """Treat runs whose worker stopped heartbeating for ``timeout`` as lost; re-queue their trials.
+    Also applies searcher operations left deferred (``apply_deferred_operations``).
 
     Returns the ``(trial_id, run_id)`` pairs reaped. Safe to run from several places at once:
     ``trial_run_exited`` ignores runs that already exited.
@@ -167,6 +173,11 @@ def reap_lost_runs(*, timeout: timedelta) -> list[tuple[int, int]]:
     )
     for trial_id, run_id in stale:
         trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=None)
+    # Searcher operations deferred by a process that died before applying them after commit.
+    for experiment_id in Experiment.objects.filter(searcher_state__has_key="deferred").values_list(
+        "id", flat=True
+    ):
+        apply_deferred_operations(experiment_id)
     return stale
 
 
