@@ -149,7 +149,7 @@ def test_invalid_hparams_reported_over_rest_are_replaced(api):
     start(first)
     url = f"/api/v1/trials/{first.id}/searcher/early_exit/"
     bad = api.post(url, {"reason": "bored"}, format="json")
-    assert bad.status_code == 400 and "reason" in bad.json()
+    assert bad.status_code == 400 and "reason" in bad.json()["errors"]
     answer = api.post(url, {"reason": "invalid_hp"}, format="json")
     assert answer.status_code == 200 and answer.json() == {"early_exit": "invalid_hp"}
     first = exit_run(first)

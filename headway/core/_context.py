@@ -274,7 +274,7 @@ def _managed_init(
         ),
         searcher=SearcherContext(
             distributed=distributed,
-            reporter=RegistrySearcherReporter(session(max_retries=2), trial_id),
+            reporter=RegistrySearcherReporter(session(), trial_id),
             max_length=length,
             unit=unit,
         ),

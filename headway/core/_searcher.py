@@ -71,14 +71,19 @@ class RegistrySearcherReporter:
     """
 
     def __init__(self, session: Session, trial_id: int) -> None:
+        # Reports are idempotent on the registry, so they retry with the session's budget;
+        # progress is cosmetic and must never hold up training: one attempt.
         self._session = session
+        self._progress_session = session.with_retry(0)
         self._trial_id = trial_id
         self._missing_logged = False
 
     def progress(self, fraction: float) -> None:
         """Best effort: failures are logged, never raised (progress is cosmetic)."""
         try:
-            self._session.post(f"trials/{self._trial_id}/progress/", json={"progress": fraction})
+            self._progress_session.post(
+                f"trials/{self._trial_id}/progress/", json={"progress": fraction}
+            )
         except (APIError, requests.RequestException) as exc:
             self._log_failure("progress", exc)
 
