@@ -52,7 +52,9 @@ def test_asha_stops_trials_and_resumes_promoted_ones_without_repeating_steps(clu
     assert all(t["state"] == "COMPLETED" and t["searcher_closed"] for t in trials)
     lengths = sorted(t["searcher_completed_length"] for t in trials)
     assert lengths[0] == 4 and lengths[-1] == 16  # rungs at 4, 8 and 16
-    assert lengths.count(4) >= 3  # stopped early: the worse half of rung 0
+    # Stopped early at rung 0: at least the worse half, less any trial that was promoted
+    # because it was among the best so far when it reported (ASHA never takes one back).
+    assert lengths.count(4) >= 2 and lengths.count(16) <= 3
     best = min(trials, key=lambda t: (t["hparams"]["x"] - 0.3) ** 2)
     assert experiment["best_validation"] == pytest.approx(min(t["best_validation"] for t in trials))
     for trial in trials:
@@ -67,12 +69,15 @@ def test_asha_stops_trials_and_resumes_promoted_ones_without_repeating_steps(clu
 
 
 def test_adaptive_asha_on_digits_completes_with_some_trials_stopped_early(cluster_api):
-    first = cluster_api.submit(DIGITS / "adaptive.yaml", DIGITS, max_restarts=0)
+    # Rungs at 1 and 2 epochs (of 4 in the example) keep the test short.
+    first = cluster_api.submit(
+        DIGITS / "adaptive.yaml", DIGITS, max_restarts=0, searcher={"max_length": {"epochs": 2}}
+    )
     experiment = wait_experiment(cluster_api, first["experiment_id"], timeout=600)
     assert experiment["state"] == "COMPLETED" and experiment["progress"] == 1.0
     trials = trials_of(cluster_api, experiment["id"])
     assert len(trials) == 8 and all(t["state"] == "COMPLETED" for t in trials)
     lengths = [t["searcher_completed_length"] for t in trials]
-    assert max(lengths) == 4 and min(lengths) < 4  # epochs: some trials stopped early
+    assert max(lengths) == 2 and min(lengths) == 1  # epochs: some trials stopped early
     best = max(t["best_validation"] for t in trials)
     assert experiment["best_validation"] == pytest.approx(best) and best > 0.8
