@@ -50,6 +50,7 @@ bench: migrate
 	$(PY) bench/harness_overhead.py
 	$(PY) bench/metrics_ingest.py
 	$(PY) bench/preempt_latency.py
+	$(PY) bench/scheduling.py
 
 clean:
 	rm -rf var/
