@@ -5,10 +5,13 @@ Embedded defaults (no servers needed): SQLite at ``var/headway.sqlite3``, checkp
 to PostgreSQL, ``REDIS_URL`` to a Redis broker; see docs/configuration.md for every variable.
 """
 
+import re
+import socket
 from pathlib import Path
 
 import dj_database_url
 import plotly
+from django.core.exceptions import ImproperlyConfigured
 
 from config.env import envbool, envint, envstr
 from headway.archive import MAX_MODEL_DEF_BYTES
@@ -187,6 +190,23 @@ HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = envint("HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 
 HEADWAY_LOG_FLUSH_SECONDS = float(envstr("HEADWAY_LOG_FLUSH_SECONDS", "0.5"))
 # Torch/OMP threads per slot handed to trial processes (0 = leave torch's default).
 HEADWAY_THREADS_PER_SLOT = envint("HEADWAY_THREADS_PER_SLOT", 0)
+# Slot scheduling (docs/scheduling.md). A worker registers its host under this name (unique per
+# worker; it is part of the host's Celery queue name, hence the character set).
+HEADWAY_HOST_NAME = envstr(
+    "HEADWAY_HOST_NAME", re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "host"
+)
+if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", HEADWAY_HOST_NAME):
+    raise ImproperlyConfigured(
+        f"HEADWAY_HOST_NAME must be letters, digits, '.', '_' or '-', got {HEADWAY_HOST_NAME!r}"
+    )
+# Unset: the worker's slots are its GPUs (or one CPU slot without GPUs); set: that many CPU slots.
+HEADWAY_SLOTS: int | None = envint("HEADWAY_SLOTS", 0) if envstr("HEADWAY_SLOTS", "") else None
+if HEADWAY_SLOTS is not None and HEADWAY_SLOTS < 0:
+    raise ImproperlyConfigured(f"HEADWAY_SLOTS must be 0 or more, got {HEADWAY_SLOTS}")
+# Workers upsert their host this often (and run a placement pass); a host whose last heartbeat
+# is older than the timeout holds no slots for placement.
+HEADWAY_HOST_HEARTBEAT_SECONDS = float(envstr("HEADWAY_HOST_HEARTBEAT_SECONDS", "10"))
+HEADWAY_HOST_TIMEOUT_SECONDS = float(envstr("HEADWAY_HOST_TIMEOUT_SECONDS", "60"))
 
 LOGGING = {
     "version": 1,

@@ -134,7 +134,7 @@ def update_token(experiment: Experiment, trials: Iterable[Trial]) -> str:
     """A short hash that changes whenever anything the experiment page shows changes.
 
     Built from summary fields only (states, progress, steps, per-metric report counts, latest
-    checkpoint, restarts), so the live endpoint can tell "nothing new" without reading series.
+    checkpoint, restarts, scheduling messages), so the live endpoint can tell "nothing new" without reading series.
     """
     parts: list[Any] = [
         experiment.state,
@@ -152,6 +152,7 @@ def update_token(experiment: Experiment, trials: Iterable[Trial]) -> str:
                 trial.best_validation,
                 str(trial.latest_checkpoint),
                 _report_count(trial.summary_metrics),
+                trial.scheduling_message,
             ]
         )
     digest = hashlib.sha1(json.dumps(parts, default=str).encode(), usedforsecurity=False)

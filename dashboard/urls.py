@@ -10,6 +10,7 @@ urlpatterns = [
     path("experiments/<int:experiment_id>/", views.experiment, name="experiment"),
     path("experiments/<int:experiment_id>/live", views.experiment_live, name="experiment-live"),
     path("trials/<int:trial_id>/logs/", views.trial_logs, name="trial-logs"),
+    path("workers/", views.workers, name="workers"),
     path(
         "experiments/<int:experiment_id>/control/<str:action>",
         controls.experiment_control,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard import selectors
 from registry.models import Experiment, Trial
+from registry.scheduling import host_list
 
 EXPERIMENTS_PER_PAGE = 50
 
@@ -99,3 +101,11 @@ def trial_logs(request: HttpRequest, trial_id: int) -> HttpResponse:
     lines = selectors.trial_log_tail(trial)
     context = {"trial": trial, "lines": lines, "limit": selectors.LOG_TAIL_LINES}
     return render(request, "dashboard/trial_logs.html", context)
+
+
+@require_GET
+@login_required
+def workers(request: HttpRequest) -> HttpResponse:
+    """Worker hosts: slots, devices, heartbeat, and the trial runs placed on each."""
+    context = {"hosts": host_list(), "timeout": settings.HEADWAY_HOST_TIMEOUT_SECONDS}
+    return render(request, "dashboard/workers.html", context)

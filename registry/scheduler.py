@@ -1,8 +1,10 @@
-"""Puts runnable trials on the Celery queue.
+"""Queues trial runs and asks for them to be placed on worker hosts.
 
-Every launch of a trial is a ``TrialRun`` row with its own number and token; the task is sent
-only after the transaction that created the row commits (never enqueue inside an open
-transaction: the worker could look for a row that is not there yet).
+Every launch of a trial is a ``TrialRun`` row with its own number and token. ``schedule_run``
+creates it QUEUED; once the transaction commits, a placement pass (``registry.scheduling``)
+gives it a host with free slots and devices and sends the Celery task to that host's queue.
+Nothing is enqueued inside an open transaction: the worker could look for a row that is not
+there yet, and a test's transaction (which never commits) never dispatches anything.
 """
 
 from __future__ import annotations
@@ -15,23 +17,47 @@ from registry.models import RunState, Trial, TrialRun
 RUN_TRIAL_TASK = "headway.run_trial"
 
 
-def _send_run_task(trial_id: int, run_id: int) -> None:
-    # By name, so the registry does not import the workers app; the queue is read per call so
-    # tests (and multi-tenant setups) can point runs at their own worker.
+def send_run_task(trial_id: int, run_id: int, queue: str) -> None:
+    """Send ``headway.run_trial(trial_id, run_id)`` to the Celery ``queue`` (a host's queue).
+
+    By task name, so the registry does not import the workers app. Sending twice is harmless:
+    the worker's claim (a conditional UPDATE) lets one delivery in.
+    """
     from config.celery import app
 
-    app.send_task(RUN_TRIAL_TASK, args=[trial_id, run_id], queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+    app.send_task(RUN_TRIAL_TASK, args=[trial_id, run_id], queue=queue)
+
+
+def _place_after_commit() -> None:
+    # Imported here: registry.scheduling uses the lifecycle helpers, whose modules import this one.
+    from registry.scheduling import place_queued_runs
+
+    place_queued_runs()
+
+
+def request_placement() -> None:
+    """Run a placement pass once the current transaction commits (at once outside one).
+
+    ``robust``: a failed pass (broker or database down) is logged, not raised into the request
+    or task whose transaction already committed; the next heartbeat or reaper pass retries.
+    """
+    transaction.on_commit(_place_after_commit, robust=True)
 
 
 def schedule_run(trial: Trial) -> TrialRun:
-    """Create the trial's next run (QUEUED) and enqueue it once the transaction commits.
+    """Create the trial's next run (QUEUED, no host yet) and request a placement on commit.
 
     The caller holds the trial row lock (``select_for_update``) so two callers cannot both
-    create run N+1; the unique (trial, run_id) constraint backs that up.
+    create run N+1; the unique (trial, run_id) constraint backs that up. The run belongs to this
+    process's worker pool (``HEADWAY_QUEUE``): only hosts of that pool will run it.
     """
     trial.run_id += 1
     trial.save(update_fields=["run_id"])
-    run = TrialRun.objects.create(trial=trial, run_id=trial.run_id, state=RunState.QUEUED)
-    trial_id, run_id = trial.id, run.run_id
-    transaction.on_commit(lambda: _send_run_task(trial_id, run_id))
+    run = TrialRun.objects.create(
+        trial=trial,
+        run_id=trial.run_id,
+        state=RunState.QUEUED,
+        pool=settings.CELERY_TASK_DEFAULT_QUEUE,
+    )
+    request_placement()
     return run

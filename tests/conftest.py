@@ -105,7 +105,7 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
     """A real Headway cluster: live web server + a Celery worker process on Redis + Postgres.
 
     Yields a namespace with ``url`` (master URL), ``checkpoint_dir``, ``worker_log`` and ``env``
-    (the environment the worker runs with).
+    (the environment the worker runs with, less its own ``HEADWAY_HOST_NAME``).
     """
     from django.conf import settings
 
@@ -143,13 +143,19 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
         HEADWAY_VAR_DIR=str(base / "var"),
         HEADWAY_LOG_FLUSH_SECONDS="0.2",
         HEADWAY_KILL_GRACE_SECONDS="3",
+        # Two trials at once on each worker's host; a transactional test's flush deletes host
+        # rows, so heartbeats come often enough to recreate them at once.
+        HEADWAY_SLOTS="2",
+        HEADWAY_HOST_HEARTBEAT_SECONDS="0.5",
     )
     worker_log = base / "worker.log"
+    # A host name of its own: workers other tests start from `env` keep the default name.
+    host_name = f"cluster-{queue}"
     with open(worker_log, "wb") as log:
         proc = subprocess.Popen(
-            worker_command(concurrency=2, queue=queue),
+            worker_command(concurrency=3, queue=queue, host_name=host_name),
             cwd=REPO,
-            env=env,
+            env=dict(env, HEADWAY_HOST_NAME=host_name),
             stdout=log,
             stderr=subprocess.STDOUT,
         )

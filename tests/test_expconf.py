@@ -134,7 +134,7 @@ def test_it_names_unknown_nested_fields_with_their_allowed_names() -> None:
             "hyperparameters": {"g": {"x": {"type": "int", "minval": 1, "maxval": 2, "c": 3}}},
         }
     )
-    assert "allowed fields: slots_per_trial" in errors["resources.slots"][0]
+    assert "allowed fields: priority, slots_per_trial" in errors["resources.slots"][0]
     assert "max_length" in errors["searcher.max_trials"][0]
     assert "minval" in errors["hyperparameters.g.x.c"][0]
 
@@ -276,7 +276,11 @@ def test_sample_hparams_accepts_a_raw_space_and_copies_constants() -> None:
 @pytest.mark.parametrize(
     ("section", "path", "hint"),
     [
-        ({"resources": {"slots_per_trial": 2}}, "resources.slots_per_trial", "one process"),
+        (
+            {"entrypoint": "model_def:T", "resources": {"slots_per_trial": 2}},
+            "resources.slots_per_trial",
+            "distributed PyTorchTrial (torchrun launch) is not built yet",
+        ),
         (
             {"checkpoint_storage": {"type": "shared_fs", "save_trial_latest": 1}},
             "checkpoint_storage.save_trial_latest",
@@ -395,3 +399,19 @@ def test_the_shipped_example_configs_parse(name: str) -> None:
     path = Path(__file__).resolve().parents[1] / "examples" / "digits" / name
     cfg = parse_experiment_config(path.read_text())
     assert cfg.entrypoint_trial_class == ("model_def", "DigitsTrial")
+
+
+def test_several_slots_per_trial_are_accepted_for_a_shell_command_entrypoint() -> None:
+    # A Core API script receives every assigned device and may start its own ranks.
+    cfg = parse_experiment_config({**MINIMAL, "resources": {"slots_per_trial": 4}})
+    assert cfg.resources.slots_per_trial == 4
+    assert cfg.to_dict()["resources"] == {"slots_per_trial": 4, "priority": 42}
+
+
+@pytest.mark.parametrize(("priority", "ok"), [(1, True), (99, True), (0, False), (100, False)])
+def test_priority_is_determined_s_1_to_99(priority: int, ok: bool) -> None:
+    config = {**MINIMAL, "resources": {"priority": priority}}
+    if ok:
+        assert parse_experiment_config(config).resources.priority == priority
+    else:
+        assert list(_errors(config)) == ["resources.priority"]

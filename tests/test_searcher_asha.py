@@ -13,8 +13,15 @@ import pytest
 
 from headway.early_exit import EarlyExitReason
 from headway.expconf import ExperimentConfig, parse_experiment_config
-from registry.searcher import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
-from registry.searcher import build_searcher
+from registry.searcher import (
+    Close,
+    Create,
+    Operation,
+    SearchMethod,
+    Shutdown,
+    ValidateAfter,
+    build_searcher,
+)
 from registry.searcher._asha import bracket_max_trials, bracket_rungs
 from registry.searcher._halving import rung_lengths
 

@@ -81,15 +81,31 @@ def children():
         svc.stop()
 
 
-def test_the_worker_reads_the_queue_runs_are_sent_to(settings):
+def test_the_worker_reads_its_host_queue_and_the_pool_queue(settings):
     settings.CELERY_TASK_DEFAULT_QUEUE = "runs-here"
+    settings.HEADWAY_HOST_NAME = "gpu-a"
     command = services.worker_command(concurrency=3)
     assert command[:6] == [sys.executable, "-m", "celery", "-A", "config", "worker"]
-    assert command[command.index("-Q") + 1] == "runs-here"
+    # Placed runs go to the host's queue; the pool queue carries the lost-run reaper.
+    assert command[command.index("-Q") + 1] == "runs-here.host.gpu-a,runs-here"
     assert "--pool=threads" in command and "--concurrency=3" in command
     assert "-B" in command  # the embedded beat sends the lost-run reaper
-    explicit = services.worker_command(concurrency=1, queue="elsewhere")
-    assert explicit[explicit.index("-Q") + 1] == "elsewhere"
+    explicit = services.worker_command(concurrency=1, queue="elsewhere", host_name="gpu-b")
+    assert explicit[explicit.index("-Q") + 1] == "elsewhere.host.gpu-b,elsewhere"
+
+
+def test_the_worker_of_serve_and_demo_is_one_host_with_the_configured_slots(children, monkeypatch):
+    commands: list[int] = []
+    spawned: list[tuple[str, dict]] = []
+    monkeypatch.setattr(
+        services, "worker_command", lambda concurrency: commands.append(concurrency) or ["w"]
+    )
+    svc = children(port=_free_port(), concurrency=3)
+    monkeypatch.setattr(svc, "_spawn", lambda name, command, **env: spawned.append((name, env)))
+    with pytest.raises(RuntimeError):
+        svc.start(timeout=0.1)  # nothing answers /healthz: only the spawned commands matter
+    assert commands == [4]  # one thread per slot, one for the reaper
+    assert ("worker", {"HEADWAY_SLOTS": "3"}) in spawned
 
 
 def test_the_web_server_listens_on_localhost_at_the_port():

@@ -93,6 +93,12 @@ def _environment(run: TrialRun, info_path: Path) -> dict[str, str]:
         slots = run.trial.experiment.config.get("resources", {}).get("slots_per_trial", 1)
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = str(threads * slots)
+    devices = ",".join(str(device) for device in run.devices or [])
+    if devices:
+        # The slots placement assigned on this host; on a GPU host they are CUDA device ids.
+        env["HEADWAY_SLOT_IDS"] = devices
+        if run.host is not None and run.host.gpu:
+            env["CUDA_VISIBLE_DEVICES"] = devices
     for var in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL"):
         env.pop(var, None)  # the trial talks to the registry over REST only
     return env

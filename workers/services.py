@@ -13,14 +13,24 @@ from pathlib import Path
 from django.conf import settings
 
 
-def worker_command(concurrency: int, queue: str | None = None) -> list[str]:
-    """The Celery worker command line for this host (threads pool: each task waits on a process).
+def worker_command(
+    concurrency: int, queue: str | None = None, host_name: str | None = None
+) -> list[str]:
+    """The Celery worker command line for one host (threads pool: each task waits on a process).
 
-    ``queue`` defaults to ``CELERY_TASK_DEFAULT_QUEUE``, the queue trial runs are sent to.
+    It consumes the host's own queue ``<queue>.host.<host_name>`` (where placed runs are sent)
+    and the pool queue ``queue`` (the lost-run reaper that its embedded beat sends). ``queue``
+    defaults to ``CELERY_TASK_DEFAULT_QUEUE`` and ``host_name`` to ``HEADWAY_HOST_NAME``: pass
+    the values the worker's environment will hold. ``concurrency`` should be the host's slots
+    + 1, so the reaper never waits behind trials.
     """
+    from workers.hosts import host_queue
+
+    pool = queue or settings.CELERY_TASK_DEFAULT_QUEUE
+    own = host_queue(host_name or settings.HEADWAY_HOST_NAME, pool)
     return [
         sys.executable, "-m", "celery", "-A", "config", "worker",
-        "-Q", queue or settings.CELERY_TASK_DEFAULT_QUEUE,
+        "-Q", f"{own},{pool}",
         "--pool=threads", f"--concurrency={concurrency}",
         "--without-gossip", "--without-mingle", "-l", "info",
         "-B",  # embedded beat: sends the lost-run reaper (CELERY_BEAT_SCHEDULE)
@@ -44,7 +54,8 @@ class Services:
 
     Arguments:
         port (int): web port.
-        concurrency (int): trials one worker runs at once (its slots).
+        concurrency (int): trials the worker runs at once: its host registers this many CPU
+            slots (``HEADWAY_SLOTS``).
         log_dir (Path | None): write each child's output to ``<log_dir>/{web,worker}.log`` instead
             of this terminal.
     """
@@ -55,12 +66,12 @@ class Services:
         self.log_dir = log_dir
         self.children: list[subprocess.Popen] = []
 
-    def _spawn(self, name: str, command: list[str]) -> None:
+    def _spawn(self, name: str, command: list[str], **env_vars: str) -> None:
         out = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
-        env = dict(os.environ, HEADWAY_PORT=str(self.port))
+        env = dict(os.environ, HEADWAY_PORT=str(self.port), **env_vars)
         self.children.append(
             subprocess.Popen(
                 command,
@@ -86,7 +97,10 @@ class Services:
 
     def _start(self, timeout: float) -> None:
         self._spawn("web", web_command(self.port))
-        self._spawn("worker", worker_command(self.concurrency))
+        # One host with `concurrency` CPU slots (one more thread for the reaper).
+        self._spawn(
+            "worker", worker_command(self.concurrency + 1), HEADWAY_SLOTS=str(self.concurrency)
+        )
         deadline = time.monotonic() + timeout
         url = f"http://127.0.0.1:{self.port}/healthz"
         while time.monotonic() < deadline:

@@ -1,7 +1,7 @@
 """Celery tasks. Each is a thin entry point over a service in ``workers.runner``."""
 
 from celery import shared_task
-from celery.signals import worker_shutting_down
+from celery.signals import worker_ready, worker_shutting_down
 
 
 @shared_task(
@@ -19,21 +19,37 @@ def run_trial(trial_id: int, run_id: int) -> None:
 
 @shared_task(name="headway.reap_lost_runs", ignore_result=True, expires=60)
 def reap_lost_runs() -> None:
-    """Re-queue trials whose worker stopped heartbeating (sent every 30 s by Celery beat)."""
+    """Re-queue trials whose worker stopped heartbeating, then place queued runs (sent every
+    ``HEADWAY_REAPER_INTERVAL_SECONDS`` by Celery beat)."""
     from datetime import timedelta
 
     from django.conf import settings
 
     from registry import lifecycle
+    from registry.scheduling import place_queued_runs
 
     lifecycle.reap_lost_runs(timeout=timedelta(seconds=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS))
+    place_queued_runs()  # also a periodic safety net for passes that failed
+
+
+@worker_ready.connect
+def register_host(sender=None, **kwargs) -> None:
+    """Register this worker's host and heartbeat it (``workers.hosts``); ``sender`` is the
+    worker's consumer."""
+    from workers import hosts
+
+    hosts.start(consumer=sender)
 
 
 @worker_shutting_down.connect
 def preempt_running_trials(**kwargs) -> None:
-    """Warm shutdown: running trials checkpoint and stop, and are re-queued to resume elsewhere."""
+    """Warm shutdown: running trials checkpoint and stop, and are re-queued to resume elsewhere.
+
+    The host is marked stopped first, so the re-queued runs are not placed back on it.
+    """
     from django.conf import settings
 
-    from workers import supervision
+    from workers import hosts, supervision
 
+    hosts.stop()
     supervision.preempt_all_runs(grace=settings.HEADWAY_KILL_GRACE_SECONDS)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import requests
 
-from headway.cli import _auth, _checkpoint, _controls, _experiment, _trial
+from headway.cli import _auth, _checkpoint, _controls, _experiment, _trial, _worker
 from headway.cli._common import DEFAULT_MASTER, CLIError, master_url
 from headway.client import APIError, ConflictError, UnauthenticatedError
 from headway.expconf import ConfigError
@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--output", "-o", metavar="DIR", help="target directory (default: checkpoints/UUID)"
     )
     download.set_defaults(func=_checkpoint.cmd_download)
+
+    worker = commands.add_parser("worker", aliases=["w"], help="inspect worker hosts")
+    worker_cmds = worker.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    worker_list = worker_cmds.add_parser("list", help="hosts, their slots and what runs where")
+    worker_list.add_argument("--json", action="store_true", help="print raw JSON")
+    worker_list.set_defaults(func=_worker.cmd_list)
     return parser
 
 

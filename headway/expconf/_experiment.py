@@ -208,20 +208,16 @@ else:
 
 
 class ResourcesConfig(StrictModel):
-    """``resources.slots_per_trial``: devices (GPUs) per trial. Only 1 for now: a trial runs as
-    one process, and a larger value is refused rather than silently run on one slot."""
+    """``resources``: what one trial needs from the cluster, and its place in the queue.
+
+    ``slots_per_trial`` devices (GPUs, or CPU slots on hosts without GPUs) on ONE host; above 1
+    only for a shell-command entrypoint (``ExperimentConfig`` checks, as it needs the
+    entrypoint). ``priority`` (Determined's, 1-99): smaller is scheduled first; runs of equal
+    priority are placed in submission order.
+    """
 
     slots_per_trial: Annotated[int, Field(ge=1)] = 1
-
-    @field_validator("slots_per_trial")
-    @classmethod
-    def _one_slot(cls, value: int) -> int:
-        if value > 1:
-            raise ValueError(
-                f"{value} is not supported: a trial runs as one process until distributed "
-                "training (several ranks) is built; use 1"
-            )
-        return value
+    priority: Annotated[int, Field(ge=1, le=99)] = 42
 
 
 class ReproducibilityConfig(StrictModel):
@@ -297,6 +293,21 @@ class ExperimentConfig(StrictModel):
         every hyperparameter in explicit ``{"type": ...}`` form (nested groups as mappings).
         ``parse_experiment_config(cfg.to_dict())`` gives an equal config."""
         return self.model_dump(mode="json")
+
+    @model_validator(mode="after")
+    def _check_slots_per_trial(self) -> ExperimentConfig:
+        # A shell command (Core API script) gets every assigned device and may start its own
+        # ranks; a trial class runs as one harness process until the torchrun launch exists.
+        slots = self.resources.slots_per_trial
+        if slots > 1 and self.entrypoint_trial_class is not None:
+            raise field_error(
+                "resources.slots_per_trial",
+                f"{slots} is not supported with a trial class entrypoint ({self.entrypoint}): "
+                "distributed PyTorchTrial (torchrun launch) is not built yet; use 1, or a "
+                "shell command entrypoint (Core API script), which receives all assigned "
+                "devices and may launch its own ranks",
+            )
+        return self
 
 
 class _YAMLLoader(yaml.SafeLoader):

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from headway.early_exit import EarlyExitReason
 from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
-from registry.models import Checkpoint, Experiment, Trial, TrialLog
+from registry.models import Checkpoint, Experiment, Trial, TrialLog, TrialRun, WorkerHost
 
 
 class ExperimentSerializer(serializers.ModelSerializer):
@@ -18,6 +18,9 @@ class ExperimentSerializer(serializers.ModelSerializer):
     num_trials = serializers.IntegerField(read_only=True)
     searcher_metric = serializers.CharField(read_only=True)
     source_trial_id = serializers.IntegerField(read_only=True, allow_null=True)
+    # Annotated by the viewset (registry.scheduling.experiment_scheduling_message): why one of
+    # its trials waits for a host; "" when none does.
+    scheduling_message = serializers.CharField(read_only=True, default="")
 
     class Meta:
         model = Experiment
@@ -36,6 +39,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "searcher_metric",
             "source_trial_id",
             "model_definition_size",
+            "scheduling_message",
             "created_at",
             "ended_at",
         ]
@@ -87,6 +91,7 @@ class TrialSerializer(serializers.ModelSerializer):
             "searcher_completed_length",
             "searcher_closed",
             "early_exit",
+            "scheduling_message",
             "created_at",
             "ended_at",
         ]
@@ -183,3 +188,53 @@ class ContinueTrialSerializer(serializers.Serializer):
     checkpoint = serializers.UUIDField(required=False, allow_null=True)
     max_length = MaxLengthField(required=False, allow_null=True)
     hparams = serializers.DictField(required=False, allow_null=True)
+
+
+class WorkerRunSerializer(serializers.ModelSerializer):
+    """A trial run holding slots on a host (placed, starting or running)."""
+
+    trial_id = serializers.IntegerField(read_only=True)
+    experiment_id = serializers.IntegerField(source="trial.experiment_id", read_only=True)
+
+    class Meta:
+        model = TrialRun
+        fields = [
+            "trial_id",
+            "experiment_id",
+            "run_id",
+            "state",
+            "slots",
+            "devices",
+            "worker",
+            "started_at",
+        ]
+        read_only_fields = fields
+
+
+class WorkerHostSerializer(serializers.ModelSerializer):
+    """A worker host with its slots, what holds them, and whether it is alive.
+
+    Needs the queryset of ``registry.scheduling.host_list()`` (``slots_in_use`` annotated,
+    ``active_runs`` prefetched).
+    """
+
+    slots_in_use = serializers.IntegerField(read_only=True)
+    alive = serializers.BooleanField(read_only=True)
+    runs = WorkerRunSerializer(source="active_runs", many=True, read_only=True)
+
+    class Meta:
+        model = WorkerHost
+        fields = [
+            "name",
+            "pool",
+            "queue",
+            "slots",
+            "slots_in_use",
+            "devices",
+            "gpu",
+            "alive",
+            "started_at",
+            "heartbeat_at",
+            "runs",
+        ]
+        read_only_fields = fields

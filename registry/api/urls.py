@@ -14,6 +14,7 @@ router.trailing_slash = "/?"
 router.register("experiments", views.ExperimentViewSet, basename="experiment")
 router.register("trials", views.TrialViewSet, basename="trial")
 router.register("checkpoints", views.CheckpointViewSet, basename="checkpoint")
+router.register("workers", views.WorkerHostViewSet, basename="worker")
 
 urlpatterns = [
     path("auth/login/", views.LoginView.as_view(), name="login"),

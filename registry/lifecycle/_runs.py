@@ -18,7 +18,7 @@ from registry.lifecycle._common import (
 )
 from registry.lifecycle._search import deliver_event, has_pending_operation
 from registry.models import Experiment, RunState, State, Trial, TrialRun
-from registry.scheduler import schedule_run
+from registry.scheduler import request_placement, schedule_run
 
 logger = logging.getLogger("headway.lifecycle")
 
@@ -111,6 +111,7 @@ def trial_run_exited(*, trial_id: int, run_id: int, exit_code: int | None) -> Tr
         run.exit_code = exit_code
         run.ended_at = timezone.now()
         run.save(update_fields=["state", "exit_code", "ended_at"])
+        request_placement()  # its slots are free for a queued run once this commits
         if trial.run_id != run_id:
             return trial  # a superseded run; the trial moved on already
         if trial.state in (State.STOPPING_CANCELED, State.STOPPING_KILLED):

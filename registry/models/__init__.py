@@ -2,6 +2,7 @@
 
 from registry.models.checkpoint import Checkpoint, CheckpointState
 from registry.models.experiment import Experiment
+from registry.models.host import WorkerHost
 from registry.models.logs import TrialLog
 from registry.models.metrics import MetricReport
 from registry.models.states import TERMINAL_STATES, RunState, State
@@ -18,4 +19,5 @@ __all__ = [
     "Trial",
     "TrialLog",
     "TrialRun",
+    "WorkerHost",
 ]

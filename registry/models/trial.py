@@ -49,6 +49,9 @@ class Trial(models.Model):
     early_exit = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # Why the trial's queued run is not placed on a host ("" when nothing stands in the way),
+    # e.g. no alive host has enough slots; kept by registry.scheduling.
+    scheduling_message = models.CharField(max_length=500, blank=True, default="")
 
     objects = TrialQuerySet.as_manager()
 
@@ -88,6 +91,19 @@ class TrialRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The worker pool (HEADWAY_QUEUE) the run was queued for: only that pool's hosts run it.
+    pool = models.CharField(max_length=200, blank=True, default="")
+    # Placement (registry.scheduling): the host, slot count and device ids this run holds until
+    # it is EXITED; no host while it waits for free slots.
+    host = models.ForeignKey(
+        "registry.WorkerHost",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+    )
+    slots = models.PositiveIntegerField(default=0)
+    devices = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["trial_id", "run_id"]

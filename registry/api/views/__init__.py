@@ -4,5 +4,12 @@ from registry.api.views.auth import LoginView
 from registry.api.views.checkpoints import CheckpointViewSet
 from registry.api.views.experiments import ExperimentViewSet
 from registry.api.views.trials import TrialViewSet
+from registry.api.views.workers import WorkerHostViewSet
 
-__all__ = ["CheckpointViewSet", "ExperimentViewSet", "LoginView", "TrialViewSet"]
+__all__ = [
+    "CheckpointViewSet",
+    "ExperimentViewSet",
+    "LoginView",
+    "TrialViewSet",
+    "WorkerHostViewSet",
+]

@@ -15,6 +15,7 @@ from registry.api.serializers import (
     TrialSerializer,
 )
 from registry.models import Checkpoint, Experiment, State
+from registry.scheduling import experiment_scheduling_message
 
 
 class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -24,7 +25,9 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         qs = (
             Experiment.objects.select_related("owner")
             .defer("model_definition")
-            .annotate(num_trials=Count("trials"))
+            .annotate(
+                num_trials=Count("trials"), scheduling_message=experiment_scheduling_message()
+            )
             .order_by("-id")
         )
         if self.action != "list":

@@ -1,0 +1,22 @@
+"""Slot scheduling across worker hosts (registry side; docs/scheduling.md).
+
+Workers register their host and heartbeat (``host_heartbeat``); ``place_queued_runs`` gives
+each queued run ``resources.slots_per_trial`` free slots on one alive host, assigns device ids
+and sends the run's Celery task to that host's queue. ``registry.scheduler.schedule_run``
+queues runs and requests a pass on commit.
+"""
+
+from registry.scheduling._hosts import host_heartbeat, host_redispatch, host_stopped
+from registry.scheduling._overview import experiment_scheduling_message, host_list
+from registry.scheduling._placement import NO_HOSTS, place_queued_runs, unplaceable_message
+
+__all__ = [
+    "NO_HOSTS",
+    "experiment_scheduling_message",
+    "host_heartbeat",
+    "host_list",
+    "host_redispatch",
+    "host_stopped",
+    "place_queued_runs",
+    "unplaceable_message",
+]

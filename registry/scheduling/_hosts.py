@@ -1,0 +1,84 @@
+"""Worker hosts as the registry keeps them: registration and heartbeat, shutdown, re-dispatch.
+
+Workers call these (``workers.hosts``); every write is a single-row statement, so a heartbeat
+never waits behind a placement pass or a lifecycle transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import partial
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from registry.models import RunState, TrialRun, WorkerHost
+from registry.scheduler import send_run_task
+
+
+def host_heartbeat(
+    *,
+    name: str,
+    pool: str,
+    queue: str,
+    slots: int,
+    devices: Sequence[str],
+    gpu: bool,
+    started_at: datetime,
+) -> WorkerHost:
+    """Register host ``name`` or refresh it: an upsert that also recreates a deleted row.
+
+    Arguments:
+        name (str): the host's unique name (``HEADWAY_HOST_NAME``).
+        pool (str): the worker's ``HEADWAY_QUEUE``; only a registry of the same pool places here.
+        queue (str): the host's own Celery queue, where placed runs are sent.
+        slots (int): how many slots the host offers (>= 0).
+        devices (list[str]): one id per slot, lowest first (``"0"`` for GPU 0, ``"cpu0"``...).
+        gpu (bool): whether the devices are GPUs (trial processes then get
+            ``CUDA_VISIBLE_DEVICES``).
+        started_at (datetime): when the worker started (kept across re-creations).
+    """
+    fields = {
+        "pool": pool,
+        "queue": queue,
+        "slots": slots,
+        "devices": list(devices),
+        "gpu": gpu,
+        "started_at": started_at,
+        "heartbeat_at": timezone.now(),
+    }
+    if WorkerHost.objects.filter(name=name).update(**fields):
+        return WorkerHost.objects.get(name=name)
+    try:
+        with transaction.atomic():
+            return WorkerHost.objects.create(name=name, **fields)
+    except IntegrityError:
+        # Another process created the row between our UPDATE and INSERT: refresh that row.
+        WorkerHost.objects.filter(name=name).update(**fields)
+        return WorkerHost.objects.get(name=name)
+
+
+def host_stopped(*, name: str) -> None:
+    """The host's worker is shutting down: it holds no slots for placement from now on.
+
+    Runs placed on it but not claimed yet are given a new run elsewhere by the next placement
+    pass (``place_queued_runs``); its running runs end as usual (preempted or reaped).
+    """
+    WorkerHost.objects.filter(name=name).update(heartbeat_at=None)
+
+
+def host_redispatch(*, name: str) -> int:
+    """Send again the task of every run placed on ``name`` and not claimed yet; return how many.
+
+    Called when the host's worker (re)starts: a message sent to the queue before a crash may
+    have been taken and lost. A duplicate delivery is harmless (the claim lets one in).
+    """
+    runs = list(
+        TrialRun.objects.filter(host__name=name, state=RunState.QUEUED).values_list(
+            "trial_id", "run_id", "host__queue"
+        )
+    )
+    for trial_id, run_id, queue in runs:
+        transaction.on_commit(partial(send_run_task, trial_id, run_id, queue))
+    return len(runs)

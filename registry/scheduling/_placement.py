@@ -1,0 +1,278 @@
+"""The placement pass: queued runs onto alive hosts with free slots, by priority then submission.
+
+``place_queued_runs()`` runs after a run is queued or exits (on commit), on every host
+heartbeat and in the periodic reaper task. Its steps:
+
+1. Serialize with every other pass (a PostgreSQL advisory lock; on SQLite the pass is one
+   IMMEDIATE transaction, which holds the database's write lock), so two passes never hand out
+   the same free slot.
+2. Runs placed on a host that is no longer alive (lost, or shut down) and not claimed yet are
+   dropped and their trials get a new run; the message on the dead host's queue then finds
+   nothing to claim.
+3. A host's free devices are its devices minus those of its runs that are not EXITED: computed
+   every pass, never counted, so slots come back however a run ends.
+4. Queued runs without a host are taken in order of ``resources.priority`` (smaller first), then
+   submission (run ``created_at``, id). Each needs ``slots_per_trial`` free slots on ONE alive
+   host: the best fit (fewest free slots that suffice, then name) gets it, with its lowest free
+   device ids, and the run's task goes to that host's queue once the assignment commits.
+   Strict FIFO: the first run that cannot be placed now blocks every run behind it (no
+   backfill, docs/decisions.md). A run no alive host can ever fit (or any run while no host is
+   alive) is skipped with a message on its trial instead, so it blocks nobody.
+
+Writes outside step 2 are single-row statements (no transaction spans them on PostgreSQL), so a
+pass never holds two row locks at once and cannot deadlock with lifecycle transitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+from pydantic import ValidationError
+
+from headway.expconf import ResourcesConfig
+from registry.lifecycle._common import drop_queued_run, lock_trial
+from registry.models import Experiment, RunState, State, Trial, TrialRun, WorkerHost
+from registry.models.host import alive_cutoff
+from registry.scheduler import schedule_run, send_run_task
+
+logger = logging.getLogger("headway.scheduler")
+
+NO_HOSTS = "waiting for a worker host to register"
+# Id of the placement lock among PostgreSQL advisory locks (any constant no one else uses).
+_ADVISORY_LOCK_ID = 0x48575953  # "HWYS"
+_local = threading.local()
+
+
+@dataclass
+class _HostSlots:
+    host: WorkerHost
+    free: list[str]  # free device ids, lowest first
+
+
+@dataclass(frozen=True)
+class _Queued:
+    pk: int
+    trial_id: int
+    run_id: int
+    created_at: datetime
+    priority: int
+    slots: int
+    message: str  # the trial's scheduling message now
+
+
+def place_queued_runs() -> list[tuple[int, int]]:
+    """Place the queued runs of this process's pool that fit now; return their (trial, run) ids.
+
+    Call it outside a transaction (on commit): the tasks of placed runs are sent when their
+    assignment commits. Inside a transaction that never commits (a test's), runs are assigned
+    but nothing is sent. A call made while this thread is already placing returns [] at once:
+    the running pass sees what the nested call would have seen.
+    """
+    if getattr(_local, "placing", False):
+        return []
+    _local.placing = True
+    try:
+        with _serialized():
+            return _place(settings.CELERY_TASK_DEFAULT_QUEUE, timezone.now())
+    finally:
+        _local.placing = False
+
+
+@contextmanager
+def _serialized() -> Iterator[None]:
+    if connection.vendor != "postgresql":
+        with transaction.atomic():  # SQLite: BEGIN IMMEDIATE takes the write lock for the pass
+            yield
+        return
+    if connection.in_atomic_block:
+        # Inside a caller's transaction: held until it ends (an aborted transaction could not
+        # run the unlock below).
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_LOCK_ID])
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [_ADVISORY_LOCK_ID])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [_ADVISORY_LOCK_ID])
+
+
+def _place(pool: str, now: datetime) -> list[tuple[int, int]]:
+    hosts = list(WorkerHost.objects.filter(pool=pool).order_by("name"))
+    cutoff = alive_cutoff(now)
+    alive = [h for h in hosts if h.heartbeat_at is not None and h.heartbeat_at >= cutoff]
+    _requeue_stranded_runs(pool, {h.id for h in alive})
+    free = _free_slots(alive)
+    queued = _queued_runs(pool)
+    _clear_stale_messages()
+    placed: list[tuple[int, int]] = []
+    blocked = False
+    for run in queued:
+        message = unplaceable_message(run.slots, hosts, alive)
+        if message is None and not blocked:
+            choice = _best_fit(free, run.slots)
+            if choice is None:
+                blocked = True  # strict FIFO: later runs may not take the slots it waits for
+            elif _assign(run, choice):
+                placed.append((run.trial_id, run.run_id))
+        _set_message(run, message or "")
+    return placed
+
+
+def unplaceable_message(slots: int, hosts: list[WorkerHost], alive: list[WorkerHost]) -> str | None:
+    """Why a run needing ``slots`` cannot be placed however long it waits for others; else None.
+
+    ``hosts`` are the pool's registered hosts, ``alive`` those of them heartbeating.
+    """
+    if not hosts:
+        return NO_HOSTS
+    if not alive:
+        timeout = settings.HEADWAY_HOST_TIMEOUT_SECONDS
+        return (
+            f"waiting for a worker host: none of the {len(hosts)} registered has sent a "
+            f"heartbeat in the last {timeout:g} s"
+        )
+    largest = min(alive, key=lambda h: (-h.slots, h.name))
+    if slots > largest.slots:
+        return (
+            f"needs {slots} slots on one host; the largest alive worker host "
+            f"({largest.name}) has {largest.slots}"
+        )
+    return None
+
+
+def _requeue_stranded_runs(pool: str, alive_ids: set[int]) -> None:
+    stranded = list(
+        TrialRun.objects.filter(pool=pool, state=RunState.QUEUED, host__isnull=False)
+        .exclude(host_id__in=alive_ids)
+        .values_list("trial_id", "run_id")
+    )
+    for trial_id, run_id in stranded:
+        # The lifecycle's lock order: the trial, then its run.
+        with transaction.atomic():
+            trial = lock_trial(trial_id)
+            run = (
+                TrialRun.objects.select_for_update()
+                .filter(trial_id=trial_id, run_id=run_id, state=RunState.QUEUED)
+                .first()
+            )
+            if run is None or run.host_id is None or run.host_id in alive_ids:
+                continue
+            logger.warning(
+                "trial %s run %s was placed on a host that is gone before it started; re-queued",
+                trial_id,
+                run_id,
+            )
+            drop_queued_run(run)
+            if trial.state == State.ACTIVE and trial.run_id == run_id:
+                schedule_run(trial)
+
+
+def _free_slots(alive: list[WorkerHost]) -> list[_HostSlots]:
+    used_slots: dict[int, int] = {}
+    used_devices: dict[int, set[str]] = {}
+    held = (
+        TrialRun.objects.filter(host__in=alive)
+        .exclude(state=RunState.EXITED)
+        .values_list("host_id", "slots", "devices")
+    )
+    for host_id, slots, devices in held:
+        used_slots[host_id] = used_slots.get(host_id, 0) + slots
+        used_devices.setdefault(host_id, set()).update(str(d) for d in devices or [])
+    out = []
+    for host in alive:
+        count = max(host.slots - used_slots.get(host.id, 0), 0)
+        ids = [str(d) for d in host.devices if str(d) not in used_devices.get(host.id, set())]
+        out.append(_HostSlots(host, ids[:count]))
+    return out
+
+
+def _resources(config: Any) -> ResourcesConfig:
+    raw = config.get("resources") if isinstance(config, dict) else None
+    try:
+        return ResourcesConfig.model_validate(raw or {})
+    except ValidationError:
+        # Validated at submission; a config stored by an older version falls back to defaults.
+        return ResourcesConfig()
+
+
+def _queued_runs(pool: str) -> list[_Queued]:
+    rows = list(
+        TrialRun.objects.filter(
+            pool=pool,
+            state=RunState.QUEUED,
+            host__isnull=True,
+            trial__state=State.ACTIVE,
+        ).values_list(
+            "id",
+            "trial_id",
+            "run_id",
+            "created_at",
+            "trial__experiment_id",
+            "trial__scheduling_message",
+        )
+    )
+    configs = Experiment.objects.filter(id__in={row[4] for row in rows}).values_list("id", "config")
+    resources = {experiment_id: _resources(config) for experiment_id, config in configs}
+    queued = [
+        _Queued(
+            pk=pk,
+            trial_id=trial_id,
+            run_id=run_id,
+            created_at=created_at,
+            priority=resources[experiment_id].priority,
+            slots=resources[experiment_id].slots_per_trial,
+            message=message,
+        )
+        for pk, trial_id, run_id, created_at, experiment_id, message in rows
+    ]
+    queued.sort(key=lambda run: (run.priority, run.created_at, run.pk))
+    return queued
+
+
+def _best_fit(free: list[_HostSlots], slots: int) -> _HostSlots | None:
+    fitting = [host for host in free if len(host.free) >= slots]
+    return min(fitting, key=lambda h: (len(h.free), h.host.name), default=None)
+
+
+def _assign(run: _Queued, choice: _HostSlots) -> bool:
+    devices = choice.free[: run.slots]
+    # Conditional: a run paused, killed or placed since it was read is left alone.
+    updated = TrialRun.objects.filter(id=run.pk, state=RunState.QUEUED, host__isnull=True).update(
+        host=choice.host, slots=run.slots, devices=devices
+    )
+    if not updated:
+        return False
+    del choice.free[: run.slots]
+    transaction.on_commit(partial(send_run_task, run.trial_id, run.run_id, choice.host.queue))
+    return True
+
+
+def _set_message(run: _Queued, message: str) -> None:
+    if run.message != message:
+        Trial.objects.filter(id=run.trial_id).update(scheduling_message=message)
+
+
+def _clear_stale_messages() -> None:
+    # A message belongs to a waiting run: once the trial has none (placed elsewhere, paused,
+    # killed), it goes. One row per statement: never two trial locks at once.
+    waiting = TrialRun.objects.filter(
+        trial=OuterRef("pk"), state=RunState.QUEUED, host__isnull=True
+    )
+    stale = Trial.objects.exclude(scheduling_message="").exclude(Exists(waiting))
+    for trial_id in stale.values_list("id", flat=True):
+        Trial.objects.filter(id=trial_id).update(scheduling_message="")

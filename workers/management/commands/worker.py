@@ -1,0 +1,30 @@
+"""``python manage.py worker``: this host's Celery worker, sized to its slots (one per GPU host).
+
+Steps: detect the host as the worker will (``HEADWAY_HOST_NAME``, ``HEADWAY_SLOTS`` or the
+GPUs), print it, then replace this process with ``celery worker`` consuming the host's queue
+and the pool queue, with one thread per slot plus one (``workers.services.worker_command``).
+"""
+
+import os
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from workers.hosts import detect_host, host_queue
+from workers.services import worker_command
+
+
+class Command(BaseCommand):
+    help = "Run this host's worker: registers its slots and runs the trials placed on it."
+
+    def handle(self, **options):
+        spec = detect_host()
+        command = worker_command(spec.slots + 1, host_name=spec.name)
+        kind = "GPU" if spec.gpu else "CPU"
+        self.stdout.write(
+            f"Host {spec.name}: {spec.slots} {kind} slot(s) [{', '.join(spec.devices)}], "
+            f"queue {host_queue(spec.name)}"
+        )
+        self.stdout.flush()
+        os.chdir(settings.BASE_DIR)  # `celery -A config` imports the project from here
+        os.execv(command[0], command)
