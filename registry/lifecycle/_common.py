@@ -14,6 +14,7 @@ from registry.lifecycle._search import (
     with_deferred,
 )
 from registry.models import TERMINAL_STATES, Experiment, RunState, State, Trial, TrialRun
+from registry.scheduler import request_placement
 
 STOPPING_STATES = frozenset({State.STOPPING_CANCELED, State.STOPPING_KILLED, State.STOPPING_ERROR})
 
@@ -34,10 +35,13 @@ def live_run(trial: Trial) -> TrialRun | None:
 
 
 def drop_queued_run(run: TrialRun) -> None:
-    """Close a run no worker claimed yet; its task will find nothing to claim."""
+    """Close a run no worker claimed yet; its task will find nothing to claim, and the slots
+    it was placed on are free once this commits."""
     run.state = RunState.EXITED
     run.ended_at = timezone.now()
     run.save(update_fields=["state", "ended_at"])
+    if run.host_id is not None:
+        request_placement()
 
 
 def trial_end(trial: Trial, state: State) -> None:
