@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import socket
 import tarfile
 import time
 from collections.abc import Callable
@@ -54,6 +55,41 @@ def make_tar_gz(files: dict[str, bytes | str]) -> bytes:
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1 (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def register_host(name: str, slots: int, gpu: bool = False, pool: str | None = None):
+    """Register (or refresh) an alive worker host as its worker would; returns the row.
+
+    Devices are ``"0"``.. on a GPU host, ``"cpu0"``.. otherwise; ``pool`` defaults to this
+    process's ``HEADWAY_QUEUE``, so its placement passes use the host.
+    """
+    from django.utils import timezone
+
+    from registry import scheduling
+    from workers.hosts import host_queue
+
+    return scheduling.host_heartbeat(
+        name=name,
+        pool=pool or _default_pool(),
+        queue=host_queue(name, pool),
+        slots=slots,
+        devices=[str(i) if gpu else f"cpu{i}" for i in range(slots)],
+        gpu=gpu,
+        started_at=timezone.now(),
+    )
+
+
+def _default_pool() -> str:
+    from django.conf import settings
+
+    return settings.CELERY_TASK_DEFAULT_QUEUE
 
 
 def process_alive(pid: int) -> bool:

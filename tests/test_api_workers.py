@@ -9,27 +9,14 @@ from django.utils import timezone
 
 from registry import scheduling
 from registry.models import TrialRun, WorkerHost
-from tests.helpers import create_experiment, start_run
+from tests.helpers import create_experiment, register_host, start_run
 
 pytestmark = pytest.mark.django_db
 
 
-def register(name: str, slots: int, settings) -> WorkerHost:
-    pool = settings.CELERY_TASK_DEFAULT_QUEUE
-    return scheduling.host_heartbeat(
-        name=name,
-        pool=pool,
-        queue=f"{pool}.host.{name}",
-        slots=slots,
-        devices=[str(i) for i in range(slots)],
-        gpu=True,
-        started_at=timezone.now(),
-    )
-
-
 def test_it_lists_hosts_with_slots_in_use_and_their_runs(api, settings):
-    register("gpu-b", 1, settings)
-    register("gpu-a", 2, settings)
+    register_host("gpu-b", 1, gpu=True)
+    register_host("gpu-a", 2, gpu=True)
     running = TrialRun.objects.get(trial__experiment_id=create_experiment(api).json()["id"])
     queued = TrialRun.objects.get(trial__experiment_id=create_experiment(api).json()["id"])
     scheduling.place_queued_runs()  # best fit: the first on gpu-b (1 slot), then gpu-a
@@ -58,7 +45,7 @@ def test_it_lists_hosts_with_slots_in_use_and_their_runs(api, settings):
 
 
 def test_an_exited_run_no_longer_holds_its_slot(api, settings):
-    register("gpu-a", 1, settings)
+    register_host("gpu-a", 1, gpu=True)
     run = TrialRun.objects.get(trial__experiment_id=create_experiment(api).json()["id"])
     scheduling.place_queued_runs()
     TrialRun.objects.filter(id=run.id).update(state="EXITED")
@@ -67,7 +54,7 @@ def test_an_exited_run_no_longer_holds_its_slot(api, settings):
 
 
 def test_a_host_without_recent_heartbeat_is_not_alive(api, settings):
-    host = register("gpu-a", 1, settings)
+    host = register_host("gpu-a", 1, gpu=True)
     old = timezone.now() - timedelta(seconds=settings.HEADWAY_HOST_TIMEOUT_SECONDS + 1)
     WorkerHost.objects.filter(id=host.id).update(heartbeat_at=old)
     answer = api.get("/api/v1/workers/gpu-a/").json()
@@ -76,7 +63,7 @@ def test_a_host_without_recent_heartbeat_is_not_alive(api, settings):
 
 
 def test_it_needs_a_user_token(client, api, settings):
-    register("gpu-a", 1, settings)
+    register_host("gpu-a", 1, gpu=True)
     assert client.get("/api/v1/workers/").status_code in (401, 403)
     run = TrialRun.objects.get(trial__experiment_id=create_experiment(api).json()["id"])
     api.credentials(HTTP_AUTHORIZATION=f"Token {run.token}")
@@ -84,7 +71,7 @@ def test_it_needs_a_user_token(client, api, settings):
 
 
 def test_it_is_read_only(api, settings):
-    register("gpu-a", 1, settings)
+    register_host("gpu-a", 1, gpu=True)
     assert api.post("/api/v1/workers/", {}, format="json").status_code == 405
     assert api.delete("/api/v1/workers/gpu-a/").status_code == 405
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.slow  # two processes that import torch and join a gloo group
 
@@ -53,15 +54,9 @@ WORKER = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_two_ranks_share_collectives_and_a_sharded_checkpoint(tmp_path: pathlib.Path) -> None:
     root = pathlib.Path(__file__).resolve().parents[1]
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(2):
         env = {

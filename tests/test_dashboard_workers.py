@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from registry import scheduling
 from registry.models import TrialRun
-from tests.helpers import create_experiment, start_run
+from tests.helpers import create_experiment, register_host, start_run
 
 pytestmark = pytest.mark.django_db
 
 
 def test_it_shows_each_host_and_the_runs_placed_on_it(client, api, user, settings):
-    pool = settings.CELERY_TASK_DEFAULT_QUEUE
     for name, slots in (("gpu-a", 2), ("idle-b", 1)):
-        scheduling.host_heartbeat(
-            name=name,
-            pool=pool,
-            queue=f"{pool}.host.{name}",
-            slots=slots,
-            devices=[str(i) for i in range(slots)],
-            gpu=True,
-            started_at=timezone.now(),
-        )
+        register_host(name, slots, gpu=True)
     scheduling.host_stopped(name="idle-b")
     run = TrialRun.objects.get(trial__experiment_id=create_experiment(api).json()["id"])
     scheduling.place_queued_runs()

@@ -15,7 +15,7 @@ from django.utils import timezone
 from registry import lifecycle, scheduling
 from registry.models import RunState, State, Trial, TrialRun, WorkerHost
 from registry.scheduling import _placement
-from tests.helpers import TINY_MODEL, reload, start_run
+from tests.helpers import TINY_MODEL, register_host, reload, start_run
 
 pytestmark = pytest.mark.django_db
 
@@ -26,23 +26,9 @@ def owner(django_user_model):
 
 
 @pytest.fixture
-def host(settings):
-    """``host(name, slots, gpu=False)`` registers an alive host in this process's pool."""
-
-    def register(name: str, slots: int, gpu: bool = False, pool: str | None = None):
-        devices = [str(i) if gpu else f"cpu{i}" for i in range(slots)]
-        pool = pool or settings.CELERY_TASK_DEFAULT_QUEUE
-        return scheduling.host_heartbeat(
-            name=name,
-            pool=pool,
-            queue=f"{pool}.host.{name}",
-            slots=slots,
-            devices=devices,
-            gpu=gpu,
-            started_at=timezone.now(),
-        )
-
-    return register
+def host():
+    """``host(name, slots, gpu=False, pool=None)`` registers an alive host (``register_host``)."""
+    return register_host
 
 
 @pytest.fixture

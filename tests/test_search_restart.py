@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers import IN_CI, REPO, b64, require, wait_for
+from tests.helpers import IN_CI, REPO, b64, free_port, require, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,12 +34,6 @@ CONFIG = {
     },
     "max_restarts": 2,
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Deployment:
@@ -132,7 +125,7 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
         HEADWAY_HOST_HEARTBEAT_SECONDS="1",
         HEADWAY_LOG_FLUSH_SECONDS="0.2",
     )
-    web_port = _free_port()
+    web_port = free_port()
     env["HEADWAY_MASTER_URL"] = f"http://127.0.0.1:{web_port}"
     env.pop("DJANGO_SETTINGS_MODULE", None)
     deployment = Deployment(env, web_port, tmp_path)

@@ -7,13 +7,12 @@ place, so the start-up and stop logic runs against real processes in seconds.
 from __future__ import annotations
 
 import signal
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import process_alive, wait_for
+from tests.helpers import free_port, process_alive, wait_for
 from workers import services
 
 # Answers /healthz on HEADWAY_PORT, as the real web server does.
@@ -48,12 +47,6 @@ time.sleep(300)
 
 def _python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -100,7 +93,7 @@ def test_the_worker_of_serve_and_demo_is_one_host_with_the_configured_slots(chil
     monkeypatch.setattr(
         services, "worker_command", lambda concurrency: commands.append(concurrency) or ["w"]
     )
-    svc = children(port=_free_port(), concurrency=3)
+    svc = children(port=free_port(), concurrency=3)
     monkeypatch.setattr(svc, "_spawn", lambda name, command, **env: spawned.append((name, env)))
     with pytest.raises(RuntimeError):
         svc.start(timeout=0.1)  # nothing answers /healthz: only the spawned commands matter
@@ -120,7 +113,7 @@ def test_the_web_server_listens_on_localhost_at_the_port():
 
 def test_start_returns_once_healthz_answers(stand_ins, children, tmp_path):
     stand_ins(web=HEALTHZ, worker=SLEEPER)
-    svc = children(port=_free_port(), log_dir=tmp_path)
+    svc = children(port=free_port(), log_dir=tmp_path)
     svc.start(timeout=120)
     assert [child.poll() for child in svc.children] == [None, None]
     assert (tmp_path / "web.log").exists() and (tmp_path / "worker.log").exists()
@@ -128,7 +121,7 @@ def test_start_returns_once_healthz_answers(stand_ins, children, tmp_path):
 
 def test_start_fails_and_stops_both_when_a_child_exits(stand_ins, children):
     stand_ins(web="raise SystemExit(3)", worker=SLEEPER)
-    svc = children(port=_free_port())
+    svc = children(port=free_port())
     with pytest.raises(RuntimeError, match="exited at start"):
         svc.start(timeout=120)
     web, worker = svc.children
@@ -138,7 +131,7 @@ def test_start_fails_and_stops_both_when_a_child_exits(stand_ins, children):
 
 def test_stop_ends_each_childs_whole_process_group(children, settings, tmp_path):
     settings.HEADWAY_KILL_GRACE_SECONDS = 0.5
-    svc = children(port=_free_port(), log_dir=tmp_path)
+    svc = children(port=free_port(), log_dir=tmp_path)
     svc._spawn("worker", _python(PARENT_OF_STUBBORN))
     log = tmp_path / "worker.log"
     line = wait_for(
@@ -156,7 +149,7 @@ def test_stop_ends_each_childs_whole_process_group(children, settings, tmp_path)
 
 
 def test_wait_returns_when_a_child_exits_and_restores_sigterm(children):
-    svc = children(port=_free_port())
+    svc = children(port=free_port())
     svc._spawn("web", _python(""))
     svc._spawn("worker", _python(SLEEPER))
     handler = signal.getsignal(signal.SIGTERM)
