@@ -8,13 +8,16 @@ creation; nothing needs to run them).
 
 from __future__ import annotations
 
+import base64
 import importlib.util
+import io
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -43,6 +46,23 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def single_file_model_definition(filename: str, source: str) -> str:
+    """A model definition holding one file, as the REST API takes it (base64 tar.gz)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = source.encode()
+        info = tarfile.TarInfo(filename)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank below."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def gunicorn_available() -> bool:

@@ -25,21 +25,25 @@ single ``log_metric`` on this machine (quoted in the issue).
 from __future__ import annotations
 
 import argparse
-import base64
-import io
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import REPO, Backend, Server, gunicorn_available, postgres_recreate  # noqa: E402
+from _server import (  # noqa: E402
+    REPO,
+    Backend,
+    Server,
+    gunicorn_available,
+    postgres_recreate,
+    single_file_model_definition,
+)
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench"
@@ -57,14 +61,8 @@ searcher: {name: single, metric: loss, max_length: 10}
 
 
 def _model_definition() -> str:
-    """A base64 tar.gz holding a no-op ``train.py`` (nothing runs it during the bench)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = b"print('bench')\n"
-        info = tarfile.TarInfo("train.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return base64.b64encode(buf.getvalue()).decode()
+    """A no-op ``train.py`` (nothing runs it during the bench)."""
+    return single_file_model_definition("train.py", "print('bench')\n")
 
 
 def create_trial(session: requests.Session, url: str) -> int:

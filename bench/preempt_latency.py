@@ -15,14 +15,11 @@ Ends with one line holding a JSON object of the figures.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -30,7 +27,7 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import REPO, free_port  # noqa: E402
+from _server import REPO, free_port, percentile, single_file_model_definition  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "8"))
 BATCH_S = 0.005
@@ -56,16 +53,6 @@ with det.core.init() as ctx:
 CONFIG = "name: preempt-bench\nentrypoint: python loop.py\nsearcher: {name: single, metric: loss, max_length: 1}\n"
 
 
-def model_definition() -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = SCRIPT.encode()
-        info = tarfile.TarInfo("loop.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def wait(predicate, timeout: float, what: str, interval: float = 0.01):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -74,11 +61,6 @@ def wait(predicate, timeout: float, what: str, interval: float = 0.01):
             return value
         time.sleep(interval)
     raise RuntimeError(f"timed out waiting for {what}")
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:
@@ -110,7 +92,10 @@ def main() -> None:
             floor.append(time.perf_counter() - began)
         experiment = http.post(
             f"{api}/experiments/",
-            json={"config": CONFIG, "model_definition": model_definition()},
+            json={
+                "config": CONFIG,
+                "model_definition": single_file_model_definition("loop.py", SCRIPT),
+            },
             timeout=30,
         ).json()
         trial_id = http.get(f"{api}/experiments/{experiment['id']}/trials/", timeout=30).json()[
@@ -148,7 +133,7 @@ def main() -> None:
     figures = {
         "rounds": ROUNDS,
         "signal_p50_s": round(statistics.median(signal), 4),
-        "signal_p90_s": round(pct(signal, 0.9), 4),
+        "signal_p90_s": round(percentile(signal, 0.9), 4),
         "paused_p50_s": round(statistics.median(paused), 4),
         "paused_max_s": round(max(paused), 4),
         "checkpoint_write_p50_s": round(statistics.median(checkpoint), 4),

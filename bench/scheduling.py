@@ -17,14 +17,11 @@ Ends with one line holding a JSON object of the figures.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +30,15 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import MANAGE, REPO, Backend, Server, postgres_recreate  # noqa: E402
+from _server import (  # noqa: E402
+    MANAGE,
+    REPO,
+    Backend,
+    Server,
+    percentile,
+    postgres_recreate,
+    single_file_model_definition,
+)
 
 TRIALS = int(os.environ.get("BENCH_TRIALS", "500"))
 SLOTS_PER_HOST, HOSTS = 2, ("bench-a", "bench-b")
@@ -47,16 +52,6 @@ with det.core.init(max_length=1 if local else None) as ctx:
         ctx.train.report_training_metrics(steps_completed=1, metrics={"loss": 0.5})
         op.report_completed(0.5)
 """
-
-
-def model_definition() -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = SCRIPT.encode()
-        info = tarfile.TarInfo("one_batch.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return base64.b64encode(buf.getvalue()).decode()
 
 
 def config() -> dict:
@@ -73,11 +68,6 @@ def config() -> dict:
         },
         "max_restarts": 0,
     }
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def baseline(work_dir: Path) -> float:
@@ -163,7 +153,10 @@ def main() -> None:
             began = time.perf_counter()
             experiment = http.post(
                 f"{api}/experiments/",
-                json={"config": config(), "model_definition": model_definition()},
+                json={
+                    "config": config(),
+                    "model_definition": single_file_model_definition("one_batch.py", SCRIPT),
+                },
                 timeout=60,
             ).json()
             while True:
@@ -200,7 +193,7 @@ def main() -> None:
         "wall_s": round(wall, 2),
         "trials_started_per_s": round((len(records) - 1) / (last_start - first_start), 2),
         "queued_to_claimed_p50_s": round(statistics.median(waits), 3),
-        "queued_to_claimed_p95_s": round(pct(waits, 0.95), 3),
+        "queued_to_claimed_p95_s": round(percentile(waits, 0.95), 3),
         "run_time_p50_s": round(statistics.median(run_times), 3),
         "overhead_wall_vs_runs_per_slot": round(wall / ideal, 3),
         "baseline_bare_processes_wall_s": round(bare, 2),
