@@ -53,7 +53,11 @@ class WorkerHost(models.Model):
     def __str__(self) -> str:
         return f"Host {self.name} ({self.slots} slots)"
 
+    def is_alive(self, now: datetime | None = None) -> bool:
+        """Whether the host heartbeated within ``HEADWAY_HOST_TIMEOUT_SECONDS`` of ``now``."""
+        return self.heartbeat_at is not None and self.heartbeat_at >= alive_cutoff(now)
+
     @property
     def alive(self) -> bool:
-        """Whether the host heartbeated within ``HEADWAY_HOST_TIMEOUT_SECONDS``."""
-        return self.heartbeat_at is not None and self.heartbeat_at >= alive_cutoff()
+        """``is_alive()`` now (for templates and serializers)."""
+        return self.is_alive()

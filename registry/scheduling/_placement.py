@@ -43,7 +43,6 @@ from pydantic import ValidationError
 from headway.expconf import ResourcesConfig
 from registry.lifecycle._common import drop_queued_run, lock_trial
 from registry.models import Experiment, RunState, State, Trial, TrialRun, WorkerHost
-from registry.models.host import alive_cutoff
 from registry.scheduler import schedule_run, send_run_task
 
 logger = logging.getLogger("headway.scheduler")
@@ -113,8 +112,7 @@ def _serialized() -> Iterator[None]:
 
 def _place(pool: str, now: datetime) -> list[tuple[int, int]]:
     hosts = list(WorkerHost.objects.filter(pool=pool).order_by("name"))
-    cutoff = alive_cutoff(now)
-    alive = [h for h in hosts if h.heartbeat_at is not None and h.heartbeat_at >= cutoff]
+    alive = [h for h in hosts if h.is_alive(now)]
     _requeue_stranded_runs(pool, {h.id for h in alive})
     free = _free_slots(alive)
     queued = _queued_runs(pool)
