@@ -156,9 +156,7 @@ class Bracket:
         operations: list[Operation] = []
         continued = False
         if rung == self.top:
-            results = self.rungs[rung]
-            index = bisect.bisect_right([entry[0] for entry in results], value)
-            results.insert(index, [value, request_id, False])
+            self._insert(rung, value, request_id)
             if request_id not in self.exited:
                 operations.append(Close(request_id))
             self.closed.add(request_id)
@@ -175,16 +173,23 @@ class Bracket:
             self._create_if_room(operations)
         return operations + self._close_out_if_done()
 
+    def _insert(self, rung: int, value: float, request_id: str) -> int:
+        """Add an unpromoted result to a rung, keeping it sorted (after equal values); return
+        its index."""
+        results = self.rungs[rung]
+        index = bisect.bisect_right([entry[0] for entry in results], value)
+        results.insert(index, [value, request_id, False])
+        return index
+
     def _promotions(self, rung: int, request_id: str, value: float) -> list[str]:
         """Insert a result and return who moves up: the newcomer if it is within the best
         ``floor(n / divisor)``, else the entry that just entered that set (unless stop_once)."""
         results = self.rungs[rung]
         before = int(len(results) / self.divisor)
         after = int((len(results) + 1) / self.divisor)
-        index = bisect.bisect_right([entry[0] for entry in results], value)
-        promote_now = index < after
-        results.insert(index, [value, request_id, promote_now])
-        if promote_now:
+        index = self._insert(rung, value, request_id)
+        if index < after:
+            results[index][2] = True
             return [request_id]
         if after != before and not self.stop_once and not results[before][2]:
             results[before][2] = True
