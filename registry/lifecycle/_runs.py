@@ -7,6 +7,7 @@ import math
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Subquery
 from django.utils import timezone
 
 from headway.early_exit import EarlyExitReason
@@ -36,14 +37,15 @@ def trial_run_claim(*, trial_id: int, run_id: int, worker: str) -> TrialRun | No
         worker=worker,
         started_at=timezone.now(),
         heartbeat_at=timezone.now(),
+        # What the process is told to train to (cluster info); a later operation is a later
+        # run's to train.
+        searcher_length=Subquery(Trial.objects.filter(id=trial_id).values("searcher_length")[:1]),
     )
     if claimed != 1:
         return None
-    run = TrialRun.objects.select_related("trial__experiment").get(trial_id=trial_id, run_id=run_id)
-    # What the process is told to train to (cluster info); a later operation is a later run's.
-    run.searcher_length = run.trial.searcher_length
-    run.save(update_fields=["searcher_length"])
-    return run
+    return TrialRun.objects.select_related("trial__experiment").get(
+        trial_id=trial_id, run_id=run_id
+    )
 
 
 def trial_run_running(*, trial_id: int, run_id: int) -> None:
