@@ -67,12 +67,6 @@ def test_preempt_is_always_false_locally() -> None:
         assert ctx.preempt.mode is core.PreemptMode.WorkersAskChief
 
 
-def test_searcher_needs_max_length_locally() -> None:
-    with core.init() as ctx:
-        with pytest.raises(RuntimeError, match="max_length"):
-            next(iter(ctx.searcher.operations()))
-
-
 def test_searcher_yields_one_operation_of_the_given_length() -> None:
     with core.init(max_length={"epochs": 3}) as ctx:
         assert ctx.searcher.get_configured_units() is core.Unit.EPOCHS

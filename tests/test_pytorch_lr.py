@@ -68,7 +68,8 @@ def _lrs(tmp_path: pathlib.Path, mode: str, frequency: int = 1, passes: int = 1)
         ("STEP_EVERY_BATCH", 3, 1, [1, 1, 1, 0.5, 0.5, 0.5, 0.25, 0.25]),
         ("STEP_EVERY_EPOCH", 1, 1, [1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5]),
         ("MANUAL_STEP", 1, 1, [1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5]),
-        ("STEP_EVERY_OPTIMIZER_STEP", 1, 2, [1, 1, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125]),
+        # backward_passes_per_step does not change when the optimizer steps (Determined).
+        ("STEP_EVERY_OPTIMIZER_STEP", 2, 2, [1, 1, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125]),
     ],
 )
 def test_step_modes(
@@ -76,7 +77,7 @@ def test_step_modes(
 ) -> None:
     trial = _lrs(tmp_path, mode, frequency, passes)
     assert trial.lrs == expected
-    assert trial.steps == 8 // passes
+    assert trial.steps == 8
 
 
 def test_it_rejects_a_bad_step_mode() -> None:
@@ -112,7 +113,7 @@ def test_context_config_accessors(tmp_path: pathlib.Path) -> None:
 
 
 class AccumulateTrial(PyTorchTrial):
-    """One weight, loss = w * x: each batch's gradient is x; steps every second batch."""
+    """One weight, loss = w * x: each batch's gradient is x; aggregation_frequency 2."""
 
     def __init__(self, context: PyTorchTrialContext) -> None:
         self.context = context
@@ -120,7 +121,6 @@ class AccumulateTrial(PyTorchTrial):
         nn.init.zeros_(self.model.weight)
         self.optimizer = context.wrap_optimizer(
             torch.optim.SGD(self.model.parameters(), lr=1.0),
-            backward_passes_per_step=2,
             average_aggregated_gradients=context.get_hparam("average"),
         )
 
@@ -146,7 +146,9 @@ def test_aggregated_gradients_are_averaged_or_summed(
     tmp_path: pathlib.Path, average: bool, expected_weight: float
 ) -> None:
     hparams = {"global_batch_size": 1, "average": average}
-    with pytorch.init(hparams=hparams, checkpoint_storage=str(tmp_path)) as ctx:
+    with pytorch.init(
+        hparams=hparams, checkpoint_storage=str(tmp_path), aggregation_frequency=2
+    ) as ctx:
         trial = AccumulateTrial(ctx)
         pytorch.Trainer(trial, ctx).fit(max_length=Batch(2), checkpoint_policy="none")
     assert trial.model.weight.item() == pytest.approx(expected_weight)
@@ -157,6 +159,3 @@ def test_unsupported_determined_options_are_refused_by_name(tmp_path: pathlib.Pa
         model = ctx.wrap_model(nn.Linear(1, 1))
         with pytest.raises(ValueError, match="fp16_compression"):
             ctx.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=1.0), fp16_compression=True)
-        trainer = pytorch.Trainer(SchedTrial.__new__(SchedTrial), ctx)
-        with pytest.raises(RuntimeError, match="configure_profiler"):
-            trainer.configure_profiler(sync_timings=True, enabled=True)

@@ -65,8 +65,11 @@ def test_detach_drops_the_graph_and_rejects_non_dicts() -> None:
     w = torch.ones(2, requires_grad=True)
     out = detach_metrics({"loss": (w * 2).sum(), "inner": {"y": w.sum()}})
     assert not out["loss"].requires_grad and not out["inner"]["y"].requires_grad
+    # A bare tensor is the loss (Determined's _train_batch); other non-dicts are refused.
+    loss = detach_metrics((w * 2).sum())
+    assert list(loss) == ["loss"] and not loss["loss"].requires_grad
     with pytest.raises(TypeError, match="must return a dict"):
-        detach_metrics(torch.tensor(1.0))
+        detach_metrics([1.0])
 
 
 def test_custom_metric_reducer_interface() -> None:

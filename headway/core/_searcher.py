@@ -202,13 +202,14 @@ class SearcherContext:
     ``searcher.max_length``, in its unit); when the registry answers ``report_completed`` with
     ``{"next_length": N}`` (e.g. ASHA promoted the trial) a further operation follows, else the
     iteration ends and the trial should finish (checkpoint and return). Local mode: one operation of
-    ``core.init(max_length=...)``; without it ``operations()`` raises a clear error.
+    ``core.init(max_length=...)``, or of length 1 in epochs without it (Determined's
+    ``DummySearcherContext``).
 
     Arguments:
         distributed (DistributedContext): ranks.
         reporter (SearcherReporter): where operations report.
-        max_length (int | None): length of the first operation; None when unknown (local mode
-            without ``max_length``).
+        max_length (int | None): length of the first operation; None makes ``operations()``
+            raise (no searcher at all).
         unit (Unit | None): the unit of the lengths.
     """
 
@@ -257,16 +258,13 @@ class SearcherContext:
             auto_ack (bool): accepted for Determined compatibility; no effect.
 
         Raises:
-            RuntimeError: when no length is known (local mode without ``max_length``), on a
-                non-chief rank in ``ChiefOnly`` mode, or when an operation was not completed.
+            RuntimeError: when no length is known, on a non-chief rank in ``ChiefOnly`` mode,
+                or when an operation was not completed.
         """
         if searcher_mode is SearcherMode.ChiefOnly and self._dist.rank != 0:
             raise RuntimeError("searcher.operations() is chief-only in SearcherMode.ChiefOnly")
         if self._max_length is None:
-            raise RuntimeError(
-                "no searcher in local mode: pass core.init(max_length=...) (e.g. "
-                "{'epochs': 3} or an int) to get one operation, or run on a Headway cluster"
-            )
+            raise RuntimeError("searcher.operations(): this context has no searcher length")
         broadcast = searcher_mode is SearcherMode.WorkersAskChief
         is_chief = self._dist.rank == 0
         length: int | None = self._max_length

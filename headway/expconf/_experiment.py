@@ -210,10 +210,12 @@ else:
 class ResourcesConfig(StrictModel):
     """``resources``: what one trial needs from the cluster, and its place in the queue.
 
-    ``slots_per_trial`` devices (GPUs, or CPU slots on hosts without GPUs) on ONE host; above 1
-    only for a shell-command entrypoint (``ExperimentConfig`` checks, as it needs the
-    entrypoint). ``priority`` (Determined's, 1-99): smaller is scheduled first; runs of equal
-    priority are placed in submission order.
+    ``slots_per_trial`` devices (GPUs, or CPU slots on hosts without GPUs): on one host when
+    one is large enough, else the same number on each of several hosts (docs/distributed.md).
+    Above 1 a ``module:Class`` entrypoint is started under ``headway.launch.torch_distributed``
+    (one process per slot); a shell command must name the launcher itself, as in Determined.
+    ``priority`` (Determined's, 1-99): smaller is scheduled first; runs of equal priority are
+    placed in submission order.
     """
 
     slots_per_trial: Annotated[int, Field(ge=1)] = 1
@@ -224,6 +226,18 @@ class ReproducibilityConfig(StrictModel):
     """``reproducibility.experiment_seed``: base seed of trial seeds; the server picks one if unset."""
 
     experiment_seed: Annotated[int, Field(ge=0, lt=2**32)] | None = None
+
+
+class OptimizationsConfig(StrictModel):
+    """``optimizations``: gradient aggregation of a PyTorchTrial (Determined's fields).
+
+    ``aggregation_frequency``: batches whose gradients are accumulated per optimizer step
+    (``pytorch.init(aggregation_frequency=)`` overrides it). ``average_aggregated_gradients``:
+    divide the accumulated gradients by ``aggregation_frequency`` before stepping.
+    """
+
+    aggregation_frequency: Annotated[int, Field(ge=1)] = 1
+    average_aggregated_gradients: bool = True
 
 
 class ExperimentConfig(StrictModel):
@@ -247,6 +261,7 @@ class ExperimentConfig(StrictModel):
     records_per_epoch: _PositiveInt | None = None
     scheduling_unit: _PositiveInt = 100
     reproducibility: ReproducibilityConfig = Field(default_factory=ReproducibilityConfig)
+    optimizations: OptimizationsConfig = Field(default_factory=OptimizationsConfig)
 
     @field_validator("entrypoint")
     @classmethod
@@ -293,21 +308,6 @@ class ExperimentConfig(StrictModel):
         every hyperparameter in explicit ``{"type": ...}`` form (nested groups as mappings).
         ``parse_experiment_config(cfg.to_dict())`` gives an equal config."""
         return self.model_dump(mode="json")
-
-    @model_validator(mode="after")
-    def _check_slots_per_trial(self) -> ExperimentConfig:
-        # A shell command (Core API script) gets every assigned device and may start its own
-        # ranks; a trial class runs as one harness process until the torchrun launch exists.
-        slots = self.resources.slots_per_trial
-        if slots > 1 and self.entrypoint_trial_class is not None:
-            raise field_error(
-                "resources.slots_per_trial",
-                f"{slots} is not supported with a trial class entrypoint ({self.entrypoint}): "
-                "distributed PyTorchTrial (torchrun launch) is not built yet; use 1, or a "
-                "shell command entrypoint (Core API script), which receives all assigned "
-                "devices and may launch its own ranks",
-            )
-        return self
 
 
 class _YAMLLoader(yaml.SafeLoader):

@@ -1,24 +1,53 @@
-"""Checkpoint format of a ``PyTorchTrial``: one ``state-dict.pth`` per checkpoint directory.
+"""Checkpoint format of a ``PyTorchTrial``.
 
-``state-dict.pth`` holds Determined's four keys (``models_state_dict``,
-``optimizers_state_dict``, ``lr_schedulers_state_dict``, ``callbacks``; lists in wrap order),
-plus ``scalers_state_dict``, ``rng_state`` and ``trainer_state`` so a paused trial resumes
-bit-for-bit.
+Each checkpoint directory holds:
+
+- ``state-dict.pth``: Determined's four keys (``models_state_dict``, ``optimizers_state_dict``,
+  ``lr_schedulers_state_dict``, ``callbacks``; lists in wrap order), plus
+  ``scalers_state_dict``, ``rng_state`` and ``trainer_state`` so a paused trial resumes
+  bit-for-bit;
+- ``load_data.json``: Determined's file for loading the trial outside the harness
+  (``trial_type``, ``experiment_config``, ``hparams``, ``trial_cls_spec`` = ``module:qualname``,
+  ``is_trainer``, ``trial_in_main``);
+- ``code/``: the trial's model code, as Determined's ``util.write_user_code`` saves it;
+- ``tensorboard/``: the trial's TensorBoard files (``headway.pytorch._tensorboard``);
+- ``metadata.json`` (written by ``core.checkpoint.store_path``).
 """
 
 from __future__ import annotations
 
+import inspect
+import json
+import logging
+import os
 import pathlib
 import random
+import shutil
+import sys
+import tempfile
 from typing import Any
 
 import numpy as np
 import torch
 
+from headway.archive import (
+    MAX_MEMBERS,
+    MAX_MODEL_DEF_BYTES,
+    SKIP_NAMES,
+    SKIP_SUFFIXES,
+    UNPACKED_FACTOR,
+)
+from headway.pytorch import _tensorboard
 from headway.pytorch._callback import PyTorchCallback
 from headway.pytorch._context import PyTorchTrialContext
 
+logger = logging.getLogger("headway.pytorch")
+
 STATE_FILE = "state-dict.pth"
+LOAD_DATA_FILE = "load_data.json"
+CODE_DIR = "code"
+MAX_CODE_BYTES = MAX_MODEL_DEF_BYTES * UNPACKED_FACTOR
+"""Largest model code copied into ``code/`` (what a model definition may unpack to)."""
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -76,17 +105,23 @@ def save_state(path: pathlib.Path, state: dict[str, Any]) -> None:
     torch.save(state, path / STATE_FILE)
 
 
-def load_state(path: pathlib.Path, device: torch.device) -> dict[str, Any]:
+def load_state(
+    path: pathlib.Path, device: torch.device, **torch_load_kwargs: Any
+) -> dict[str, Any]:
     """Read ``path/state-dict.pth`` with tensors mapped to ``device``.
 
-    Raises ``FileNotFoundError`` naming the file when the checkpoint has none.
+    ``torch_load_kwargs`` override the ``torch.load`` arguments (``map_location=device``,
+    ``weights_only=False``). Raises ``FileNotFoundError`` naming the file when the checkpoint
+    has none.
     """
     file = path / STATE_FILE
     if not file.exists():
         raise FileNotFoundError(f"checkpoint {path} has no {STATE_FILE}")
     # weights_only=False: optimizer and RNG states hold plain Python objects; checkpoints are
     # written by the trial itself (downloads are validated by the storage layer).
-    state: dict[str, Any] = torch.load(file, map_location=device, weights_only=False)
+    kwargs: dict[str, Any] = {"map_location": device, "weights_only": False}
+    kwargs.update(torch_load_kwargs)
+    state: dict[str, Any] = torch.load(file, **kwargs)
     return state
 
 
@@ -136,3 +171,162 @@ def checkpoint_metadata(
     if extra:
         meta.update(extra)
     return meta
+
+
+# -- load data and model code -------------------------------------------------------------------
+
+
+def trial_class_spec(trial_cls: type) -> tuple[str, bool]:
+    """``("module:qualname", trial_in_main)`` for ``trial_cls``, as Determined stores it.
+
+    A class defined in the script being run (``__main__``) is named after the script's file, so
+    ``load_trial_from_checkpoint_path`` can import it from ``code/`` (Determined does the same
+    and warns when loading).
+    """
+    module = trial_cls.__module__
+    in_main = module == "__main__"
+    if in_main:
+        main_file = getattr(sys.modules["__main__"], "__file__", None)
+        module = pathlib.Path(main_file).stem if main_file else ""
+    return f"{module}:{trial_cls.__qualname__}", in_main
+
+
+def load_data(context: PyTorchTrialContext, trial_cls: type) -> dict[str, Any]:
+    """The content of ``load_data.json`` (Determined's keys and meanings)."""
+    spec, in_main = trial_class_spec(trial_cls)
+    return {
+        "trial_type": "PyTorchTrial",
+        "experiment_config": context.get_experiment_config(),
+        "hparams": context.get_hparams(),
+        "trial_cls_spec": spec,
+        "is_trainer": True,
+        "trial_in_main": in_main,
+    }
+
+
+def model_code_root(trial_cls: type) -> pathlib.Path | None:
+    """The folder from which ``trial_cls``'s module imports (the module file's folder, one level
+    up per dot in a dotted module name); None for classes without a source file."""
+    module = trial_cls.__module__
+    try:
+        file = pathlib.Path(
+            inspect.getfile(sys.modules[module] if module == "__main__" else trial_cls)
+        )
+    except (TypeError, KeyError):
+        return None
+    root = file.resolve().parent
+    if module != "__main__":
+        for _ in range(module.count(".")):
+            root = root.parent
+    return root
+
+
+def snapshot_model_code(
+    root: pathlib.Path, exclude: list[pathlib.Path], max_bytes: int = MAX_CODE_BYTES
+) -> pathlib.Path | None:
+    """Copy the model code under ``root`` into a new temporary folder and return it.
+
+    Taken once when ``fit()`` starts, so files the trial writes into its working directory later
+    do not end up in ``code/``. Leaves out what a model definition leaves out (``.git``,
+    ``__pycache__``, ``*.pyc``), symbolic links, and the folders in ``exclude`` (checkpoint and
+    TensorBoard folders that may sit inside ``root``). Returns None, with a warning, when the
+    code is over ``max_bytes`` or ``MAX_MEMBERS`` files (checkpoints are then saved without
+    ``code/``).
+    """
+    skip = {os.path.realpath(p) for p in exclude}
+    files: list[pathlib.Path] = []
+    total = 0
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d not in SKIP_NAMES
+            and not os.path.islink(os.path.join(folder, d))
+            and os.path.realpath(os.path.join(folder, d)) not in skip
+        )
+        for name in sorted(names):
+            path = pathlib.Path(folder, name)
+            if name.endswith(SKIP_SUFFIXES) or path.is_symlink() or not path.is_file():
+                continue
+            total += path.stat().st_size
+            files.append(path)
+            if total > max_bytes or len(files) > MAX_MEMBERS:
+                logger.warning(
+                    "model code under %s is over %d bytes or %d files: checkpoints will have "
+                    "no code/ folder (move data out of the model directory)",
+                    root,
+                    max_bytes,
+                    MAX_MEMBERS,
+                )
+                return None
+    target = pathlib.Path(tempfile.mkdtemp(prefix="headway-code-"))
+    for file in files:
+        dest = target / file.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(file, dest)
+    return target
+
+
+class CheckpointFiles:
+    """Writes ``load_data.json``, ``code/`` and ``tensorboard/`` into each checkpoint of a fit.
+
+    ``install()`` registers ``write`` with the Core API checkpoint context, which calls it on the
+    chief inside ``store_path`` after the trial's state is written; ``close()`` unregisters it
+    and removes the code snapshot.
+
+    Arguments:
+        context (PyTorchTrialContext): the trial's context.
+        trial_cls (type): the ``PyTorchTrial`` subclass being trained.
+    """
+
+    def __init__(self, context: PyTorchTrialContext, trial_cls: type) -> None:
+        self._context = context
+        self._load_data = load_data(context, trial_cls)
+        self._code: pathlib.Path | None = None
+        self._remove: Any = None
+        if context.distributed.rank != 0:
+            return  # only the chief writes checkpoints
+        root = model_code_root(trial_cls)
+        if root is not None:
+            exclude: list[pathlib.Path] = []
+            if context._tensorboard_path is not None:
+                exclude.append(context._tensorboard_path)
+            base = getattr(context._core.checkpoint.storage_manager, "base_path", None)
+            if base is not None:
+                exclude.append(pathlib.Path(base))
+            if root.resolve() == pathlib.Path(tempfile.gettempdir()).resolve():
+                root = None  # a script in /tmp itself: too much unrelated content to copy
+            else:
+                self._code = snapshot_model_code(root, exclude)
+
+    def install(self) -> None:
+        """Start adding the files to every checkpoint the core context stores."""
+        self._remove = self._context._core.checkpoint._add_file_writer(self.write)
+
+    def write(self, path: pathlib.Path) -> None:
+        """Write the files into the checkpoint folder ``path`` (flushes the TensorBoard writer)."""
+        with open(path / LOAD_DATA_FILE, "w", encoding="utf-8") as fh:
+            json.dump(self._load_data, fh, default=str)
+        if self._code is not None:
+            shutil.copytree(self._code, path / CODE_DIR, dirs_exist_ok=True)
+        ctx = self._context
+        if ctx._tbd_writer is not None:
+            ctx._tbd_writer.flush()
+        if ctx._tensorboard_path is not None:
+            _tensorboard.copy_into_checkpoint(ctx._tensorboard_path, path)
+
+    def close(self) -> None:
+        """Stop adding files and delete the code snapshot."""
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
+        if self._code is not None:
+            shutil.rmtree(self._code, ignore_errors=True)
+            self._code = None
+
+
+def restore_tensorboard(path: pathlib.Path, context: PyTorchTrialContext) -> None:
+    """On resume: copy the checkpoint's ``tensorboard/`` files into the trial's folder."""
+    if (path / _tensorboard.TENSORBOARD_DIR).is_dir():
+        n = _tensorboard.restore_from_checkpoint(path, context.get_tensorboard_path())
+        logger.debug("restored %d TensorBoard files from %s", n, path)

@@ -1,19 +1,24 @@
 """``PyTorchTrialContext``: what a ``PyTorchTrial`` uses to wrap its objects and read its config.
 
-Names and semantics follow Determined's ``determined.pytorch.PyTorchTrialContext``.
+Names and semantics follow Determined's ``determined.pytorch.PyTorchTrialContext``. This module
+holds the config, position and wrapping methods; the class inherits ``wrap_optimizer``,
+``backward`` and ``step_optimizer`` from ``ContextOptimization`` (``_optimization.py``) and the
+TensorBoard, profiler and AMP methods from ``ContextExtras`` (``_context_extras.py``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from headway.pytorch._context_extras import ContextExtras
 from headway.pytorch._lr_scheduler import LRScheduler
 from headway.pytorch._metrics import MetricReducer, _FunctionReducer
+from headway.pytorch._optimization import ContextOptimization
 
 if TYPE_CHECKING:
     from headway.core import DistributedContext
@@ -39,7 +44,7 @@ def _pick_device(local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-class PyTorchTrialContext:
+class PyTorchTrialContext(ContextOptimization, ContextExtras):
     """Gives a trial its hyperparameters, device and distributed info, and wraps its objects.
 
     Built by ``headway.pytorch.init()`` (or the harness launcher), never by users. Wrap every
@@ -63,7 +68,10 @@ class PyTorchTrialContext:
         run_id: int,
         experiment_id: int | None = None,
         device: torch.device | None = None,
+        aggregation_frequency: int = 1,
+        average_aggregated_gradients: bool = True,
     ) -> None:
+        self._init_optimization(aggregation_frequency, average_aggregated_gradients)
         self._core = core_context
         self.distributed: DistributedContext = core_context.distributed
         self._hparams = hparams
@@ -79,10 +87,8 @@ class PyTorchTrialContext:
         self.lr_schedulers: list[LRScheduler] = []
         self._scalers: list[Any] = []
         self._reducers: list[tuple[MetricReducer, str | None, bool, bool]] = []
-        self._backward_passes: dict[int, int] = {}
-        self._average_gradients: dict[int, bool] = {}
         self._stop_requested = False
-        self._position = _Position()
+        self._position: _Position = _Position()
 
     # -- config --------------------------------------------------------------------------------
 
@@ -185,6 +191,7 @@ class PyTorchTrialContext:
         a ``DistributedDataParallel`` wrapper; checkpoints always hold the inner module's state.
         """
         model = model.to(self.device)
+        self._amp_wrap_forward(model)  # no-op unless experimental.use_amp()
         self._unwrapped_models.append(model)
         wrapped: torch.nn.Module = model
         if self.distributed.size > 1 and torch.distributed.is_initialized():
@@ -193,51 +200,28 @@ class PyTorchTrialContext:
         self.models.append(wrapped)
         return wrapped
 
-    def wrap_optimizer(
-        self,
-        optimizer: torch.optim.Optimizer,
-        backward_passes_per_step: int = 1,
-        fp16_compression: bool = False,
-        average_aggregated_gradients: bool = True,
-    ) -> torch.optim.Optimizer:
-        """Register ``optimizer`` for checkpointing and ``step_optimizer``.
-
-        Arguments:
-            optimizer (torch.optim.Optimizer): built over wrapped models' parameters.
-            backward_passes_per_step (int): aggregate gradients over this many batches; the
-                optimizer only steps on every n-th ``step_optimizer`` call.
-            fp16_compression (bool): Determined's fp16 gradient compression for multi-process
-                all-reduce; only False is supported (a trial runs as one process).
-            average_aggregated_gradients (bool): with ``backward_passes_per_step > 1``, divide
-                the accumulated gradients by the number of passes before stepping (True, the
-                default, as Determined), or step on their sum (False).
-
-        Raises:
-            ValueError: naming the argument: a non-positive ``backward_passes_per_step``, or
-                ``fp16_compression=True``.
-        """
-        if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
-            raise ValueError(
-                f"backward_passes_per_step must be a positive int, got {backward_passes_per_step}"
-            )
-        if fp16_compression:
-            raise ValueError(
-                "wrap_optimizer(fp16_compression=True) is not supported: it compresses gradients "
-                "for multi-process all-reduce, and a Headway trial runs as one process"
-            )
-        self.optimizers.append(optimizer)
-        self._backward_passes[id(optimizer)] = backward_passes_per_step
-        self._average_gradients[id(optimizer)] = bool(average_aggregated_gradients)
-        return optimizer
-
     def wrap_lr_scheduler(
         self, lr_scheduler: Any, step_mode: LRScheduler.StepMode, frequency: int = 1
     ) -> Any:
         """Register ``lr_scheduler`` to be stepped per ``step_mode`` and checkpointed.
 
-        Returns the scheduler itself (call ``step()`` on it with ``MANUAL_STEP``). Raises
-        ``ValueError`` for a bad ``step_mode`` / ``frequency``.
+        Returns the scheduler itself (call ``step()`` on it with ``MANUAL_STEP``).
+
+        Raises:
+            ValueError: a bad ``step_mode`` / ``frequency``, or a ``ReduceLROnPlateau`` with a
+                step mode other than ``MANUAL_STEP`` (its ``step()`` needs the metric, so step it
+                yourself, e.g. from a callback's ``on_validation_end``), as Determined does.
         """
+        if isinstance(lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau) and (
+            step_mode is not LRScheduler.StepMode.MANUAL_STEP
+        ):
+            raise ValueError(
+                "wrap_lr_scheduler(): torch.optim.lr_scheduler.ReduceLROnPlateau needs the metric "
+                "in step(), so it can only be wrapped with step_mode=LRScheduler.StepMode."
+                f"MANUAL_STEP (got {step_mode}). Step it yourself, e.g. from a PyTorchCallback: "
+                "def on_validation_end(self, metrics): "
+                'self.scheduler.step(metrics["validation_loss"])'
+            )
         self.lr_schedulers.append(LRScheduler(lr_scheduler, step_mode, frequency))
         return lr_scheduler
 
@@ -258,73 +242,35 @@ class PyTorchTrialContext:
     ) -> MetricReducer:
         """Register a custom metric reducer (a ``MetricReducer`` or ``fn(values) -> value``).
 
-        A function becomes a reducer with ``update(value)``; the function gets every value
-        updated on every slot since the last reset. Without ``name`` the reducer must produce a
-        dict of metrics. Returns the reducer to call ``update`` on.
+        A function becomes a reducer with ``update(value)``; at each report the function gets
+        every value updated on every slot since the last reset (slots interleaved, so the
+        original order comes back when each slot calls ``update`` once per batch). With
+        ``name`` the reducer's result is the metric ``name`` and must not be a dict; with
+        ``name=None`` it must be a dict of ``{metric name: value}`` (checked when reducing,
+        raising ``ValueError``). Returns the reducer to call ``update`` on.
+
+        Raises:
+            TypeError: ``reducer`` is neither a ``MetricReducer`` nor callable.
+            ValueError: the same reducer object is wrapped twice.
+
+        Source: Determined ``_PyTorchReducerContext.wrap_reducer`` (pytorch/_reducer.py).
         """
+        if any(wrapped is reducer for wrapped, *_ in self._reducers):
+            raise ValueError(
+                f"wrap_reducer(): this {type(reducer).__name__} is already wrapped; wrap each "
+                "reducer object once"
+            )
         if not isinstance(reducer, MetricReducer):
             if not callable(reducer):
-                raise TypeError("wrap_reducer() needs a MetricReducer or a callable")
-            if name is None:
-                raise ValueError("wrap_reducer(fn) needs a name for the metric")
+                raise TypeError(
+                    f"wrap_reducer() needs a MetricReducer or a function, got "
+                    f"{type(reducer).__name__}"
+                )
             reducer = _FunctionReducer(reducer)
         self._reducers.append((reducer, name, for_training, for_validation))
         return reducer
 
-    # -- training step -------------------------------------------------------------------------
-
-    def backward(
-        self,
-        loss: torch.Tensor,
-        gradient: torch.Tensor | None = None,
-        retain_graph: bool = False,
-        create_graph: bool = False,
-    ) -> None:
-        """Compute gradients of ``loss`` (same arguments as ``torch.Tensor.backward``)."""
-        loss.backward(gradient=gradient, retain_graph=retain_graph, create_graph=create_graph)
-
-    def step_optimizer(
-        self,
-        optimizer: torch.optim.Optimizer,
-        clip_grads: Callable[[Iterator[torch.nn.Parameter]], None] | None = None,
-        auto_zero_grads: bool = True,
-        scaler: Any = None,
-    ) -> None:
-        """Step ``optimizer``, then zero its gradients.
-
-        Arguments:
-            optimizer: one returned by ``wrap_optimizer``.
-            clip_grads: called with the optimizer's parameters before the step, e.g.
-                ``lambda params: torch.nn.utils.clip_grad_norm_(params, 1.0)``.
-            auto_zero_grads (bool): zero gradients after stepping.
-            scaler: a wrapped ``GradScaler`` to step through (AMP).
-
-        With ``backward_passes_per_step = n`` only every n-th call steps. Raises ``ValueError``
-        if ``optimizer`` was not wrapped.
-        """
-        passes = self._backward_passes.get(id(optimizer))
-        if passes is None:
-            raise ValueError("step_optimizer(): wrap the optimizer with wrap_optimizer() first")
-        if passes > 1 and (self._position.batches_trained + 1) % passes != 0:
-            return
-        if passes > 1 and self._average_gradients[id(optimizer)]:
-            _scale_gradients(optimizer, 1.0 / passes)
-        if clip_grads is not None:
-            if scaler is not None:
-                scaler.unscale_(optimizer)
-            clip_grads(p for group in optimizer.param_groups for p in group["params"])
-        if scaler is not None:
-            scaler.step(optimizer)
-        else:
-            optimizer.step()
-        if auto_zero_grads:
-            optimizer.zero_grad(set_to_none=True)
-        for sched in self.lr_schedulers:
-            if (
-                sched.step_mode is LRScheduler.StepMode.STEP_EVERY_OPTIMIZER_STEP
-                and sched.optimizer is optimizer
-            ):
-                sched._on_optimizer_step()
+    # -- data ----------------------------------------------------------------------------------
 
     def to_device(self, data: Any) -> Any:
         """Move tensors and ndarrays in (nested) dicts / lists / tuples to ``device``.
@@ -332,14 +278,6 @@ class PyTorchTrialContext:
         ndarrays become tensors; other leaves are returned unchanged.
         """
         return _to_device(data, self.device)
-
-
-@torch.no_grad()
-def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
-    for group in optimizer.param_groups:
-        for param in group["params"]:
-            if param.grad is not None:
-                param.grad.mul_(factor)
 
 
 def _to_device(data: Any, device: torch.device) -> Any:

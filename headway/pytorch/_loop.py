@@ -2,34 +2,34 @@
 
 One ``_Loop`` drives one ``PyTorchTrial`` for one ``Trainer.fit()``. Lengths and periods arrive
 already converted to batches. The per-batch path does no reductions, no device syncs and no
-I/O: metrics are detached and appended, everything else happens when a period is due.
+I/O: metrics are detached and appended, everything else happens when a period is due. This
+module holds training, training-metric reports and checkpoints; ``_Loop`` inherits validation
+from ``LoopValidation`` (``_validation.py``).
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
-import math
+import warnings
 from collections.abc import Callable
 from typing import Any
-
-import torch
 
 from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._callback import PyTorchCallback
 from headway.pytorch._context import PyTorchTrialContext
 from headway.pytorch._dataloader import ResumableLoader, _PlainLoader
-from headway.pytorch._lr_scheduler import LRScheduler
-from headway.pytorch._metrics import combine_slots, detach_metrics, reduce_metrics
+from headway.pytorch._lr_scheduler import LRScheduler, step_after_batch
+from headway.pytorch._metrics import combine_slots, detach_metrics, reduce_metrics, run_reducers
 from headway.pytorch._trial import PyTorchTrial
 from headway.pytorch._units import Batch
+from headway.pytorch._validation import LoopValidation
 
 logger = logging.getLogger("headway.pytorch")
 
 DONE, PREEMPTED, STOPPED = "done", "preempted", "stopped"
 
 
-class _Loop:
+class _Loop(LoopValidation):
     """State and steps of one ``fit()``; see ``headway.pytorch._trainer.Trainer`` for the API."""
 
     def __init__(
@@ -46,6 +46,7 @@ class _Loop:
         checkpoint_policy: str,
         searcher_metric: str | None,
         smaller_is_better: bool,
+        test_mode: bool = False,
     ) -> None:
         self.trial = trial
         self.ctx = context
@@ -60,6 +61,7 @@ class _Loop:
         self.checkpoint_policy = checkpoint_policy
         self.searcher_metric = searcher_metric
         self.smaller_is_better = smaller_is_better
+        self.test_mode = test_mode
         self.pos = context._position
         self.is_chief = context.distributed.rank == 0
         self.size = context.distributed.size
@@ -72,6 +74,17 @@ class _Loop:
         self.op_batches_per_unit: float = 1.0
         self._iterator: Any = None
         self._evaluate = self._pick_evaluate()
+        self._epoch_outputs_wanted = any(
+            _overrides(cb, "on_validation_epoch_end") for cb in self.callbacks
+        )
+        for cb in self.callbacks:
+            if _overrides(cb, "on_checkpoint_end"):
+                warnings.warn(
+                    f"{type(cb).__name__}.on_checkpoint_end is deprecated (as in Determined); "
+                    "override on_checkpoint_write_end instead",
+                    FutureWarning,
+                    stacklevel=2,
+                )
 
     # -- training ------------------------------------------------------------------------------
 
@@ -83,10 +96,12 @@ class _Loop:
         to_device = ctx.to_device
         pending = self.pending
         scalers = ctx._scalers
-        batch_scheds = [
-            s for s in ctx.lr_schedulers if s.step_mode is LRScheduler.StepMode.STEP_EVERY_BATCH
-        ]
         per_epoch = pos.batches_per_epoch
+        agg = ctx._aggregation_frequency
+        batch_scheds = [s for s in ctx.lr_schedulers if self._steps_per_batch(s)]
+        # With several slots, batches that do not end an aggregation window skip DDP's
+        # all-reduce: gradients accumulate locally and are exchanged once per window.
+        skip_sync = self.size > 1 and agg > 1
         reporting, validation, checkpoint = (
             self.reporting_period,
             self.validation_period,
@@ -110,16 +125,21 @@ class _Loop:
                     raise RuntimeError("the training data loader yielded no batches") from None
                 self._end_epoch()
                 continue
-            metrics = train_batch(to_device(batch), pos.epoch_idx, pos.batches_trained)
+            batch_idx = pos.batches_trained
+            if skip_sync and (batch_idx + 1) % agg:
+                with ctx._no_sync():
+                    metrics = train_batch(to_device(batch), pos.epoch_idx, batch_idx)
+            else:
+                metrics = train_batch(to_device(batch), pos.epoch_idx, batch_idx)
             pending.append(detach_metrics(metrics))
             for scaler in scalers:
-                scaler.update()
+                if _scaler_needs_update(scaler):
+                    scaler.update()
+            if batch_scheds:
+                step_after_batch(batch_scheds, batch_idx, agg, per_epoch or 0)
             pos.batches_trained += 1
             pos.batch_in_epoch += 1
             n = pos.batches_trained
-            for sched in batch_scheds:
-                if n % sched.frequency == 0:
-                    sched.step()
             if pos.batch_in_epoch == per_epoch:
                 self._end_epoch()
             if reporting.is_due(n):
@@ -139,12 +159,25 @@ class _Loop:
     def _should_preempt(self, preempt: Callable[..., bool]) -> bool:
         return bool(preempt(auto_ack=False))
 
+    def _steps_per_batch(self, sched: LRScheduler) -> bool:
+        """Whether ``sched`` is stepped after batches (else at epoch ends, or never)."""
+        mode = sched.step_mode
+        if mode is LRScheduler.StepMode.STEP_EVERY_EPOCH:
+            # With aggregation the epoch step follows the optimizer step (Determined); that
+            # needs the epoch length, else it falls back to the epoch's real end.
+            return self.ctx._aggregation_frequency > 1 and bool(self.pos.batches_per_epoch)
+        return mode in (
+            LRScheduler.StepMode.STEP_EVERY_BATCH,
+            LRScheduler.StepMode.STEP_EVERY_OPTIMIZER_STEP,
+        )
+
     def _end_epoch(self) -> None:
         pos = self.pos
         epoch = pos.epoch_idx
         for sched in self.ctx.lr_schedulers:
             if (
                 sched.step_mode is LRScheduler.StepMode.STEP_EVERY_EPOCH
+                and not self._steps_per_batch(sched)
                 and (epoch + 1) % sched.frequency == 0
             ):
                 sched.step()
@@ -162,7 +195,9 @@ class _Loop:
         batches = list(self.pending)
         self.pending.clear()
         metrics = reduce_metrics(batches)
-        metrics.update(self._custom_reducers(training=True))
+        metrics.update(
+            run_reducers(self.ctx._reducers, self.ctx.distributed.allgather, training=True)
+        )
         if self.size > 1:
             gathered = self.ctx.distributed.allgather((metrics, float(len(batches))))
             metrics = combine_slots(gathered)
@@ -180,138 +215,6 @@ class _Loop:
         per_epoch = self.pos.batches_per_epoch
         return self.pos.batches_trained / per_epoch if per_epoch else None
 
-    def _custom_reducers(self, *, training: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for reducer, name, for_training, for_validation in self.ctx._reducers:
-            if not (for_training if training else for_validation):
-                continue
-            per_slot = self.ctx.distributed.allgather(reducer.per_slot_reduce())
-            value = reducer.cross_slot_reduce(per_slot)
-            reducer.reset()
-            if name is None:
-                if not isinstance(value, dict):
-                    raise TypeError(
-                        f"{type(reducer).__name__} was wrapped without a name, so "
-                        "cross_slot_reduce() must return a dict of metrics"
-                    )
-                out.update(value)
-            else:
-                out[name] = value
-        return out
-
-    # -- validation ----------------------------------------------------------------------------
-
-    def _pick_evaluate(self) -> Callable[[], dict[str, Any]]:
-        cls = type(self.trial)
-        if cls.evaluate_batch is not PyTorchTrial.evaluate_batch:
-            params = inspect.signature(self.trial.evaluate_batch).parameters
-            self._eval_takes_idx = len(params) >= 2
-            return self._evaluate_batches
-        if cls.evaluate_full_dataset is not PyTorchTrial.evaluate_full_dataset:
-            return self._evaluate_full
-        raise TypeError(
-            f"{cls.__name__} must implement evaluate_batch() or evaluate_full_dataset()"
-        )
-
-    def _evaluate_batches(self) -> dict[str, Any]:
-        outputs: list[dict[str, Any]] = []
-        weights: list[float] = []
-        evaluate = self.trial.evaluate_batch
-        self.val_loader.set_position(0, 0)
-        for idx, batch in enumerate(self.val_loader):
-            batch = self.ctx.to_device(batch)
-            out = evaluate(batch, idx) if self._eval_takes_idx else evaluate(batch)  # type: ignore[call-arg]
-            if not isinstance(out, dict):
-                raise TypeError(f"evaluate_batch must return a dict, got {type(out).__name__}")
-            outputs.append(out)
-            weights.append(float(self.trial.get_batch_length(batch)))
-        reducers = self.trial.evaluation_reducer()
-        metrics = reduce_metrics(outputs, weights, reducers) if outputs else {}
-        if self.size > 1:
-            metrics = combine_slots(
-                [m for m in self.ctx.distributed.allgather((metrics, sum(weights))) if m[1] > 0],
-                reducers,
-            )
-        return metrics
-
-    def _evaluate_full(self) -> dict[str, Any]:
-        # Determined runs evaluate_full_dataset on the chief only; other ranks get its answer.
-        metrics: dict[str, Any] = {}
-        if self.is_chief:
-            self.val_loader.set_position(0, 0)
-            metrics = self.trial.evaluate_full_dataset(self.val_loader.loader)
-            if not isinstance(metrics, dict):
-                raise TypeError(
-                    f"evaluate_full_dataset must return a dict, got {type(metrics).__name__}"
-                )
-            metrics = reduce_metrics([metrics])
-        if self.size > 1:
-            metrics = self.ctx.distributed.broadcast(metrics)
-        return metrics
-
-    def validate(self) -> dict[str, Any]:
-        """Run validation now, report it at the current step and apply the checkpoint policy.
-
-        Validation runs in eval mode under ``no_grad`` and leaves every RNG as it found it, so
-        how often a trial validates never changes how it trains.
-        """
-        for cb in self.callbacks:
-            cb.on_validation_start()
-        for reducer, _, _, for_validation in self.ctx._reducers:
-            if for_validation:
-                reducer.reset()
-        modes = [m.training for m in self.ctx.models]
-        rng = ckpt.capture_rng_state()
-        try:
-            for m in self.ctx.models:
-                m.eval()
-            with torch.no_grad():
-                metrics = self._evaluate()
-                metrics.update(self._custom_reducers(training=False))
-        finally:
-            for m, mode in zip(self.ctx.models, modes, strict=True):
-                m.train(mode)
-            ckpt.restore_rng_state(rng)
-        steps = self.pos.batches_trained
-        if self.is_chief:
-            self.core.train.report_validation_metrics(
-                steps_completed=steps, metrics=metrics, epoch=self._epoch_float()
-            )
-        for cb in self.callbacks:
-            cb.on_validation_end(metrics)
-        self.last_validation = {"steps": steps, "metrics": metrics}
-        improved = self._note_best(metrics)
-        if self.checkpoint_policy == "all" or (self.checkpoint_policy == "best" and improved):
-            self.checkpoint()
-        return metrics
-
-    def searcher_value(self, metrics: dict[str, Any]) -> float | None:
-        """The searcher metric's value in ``metrics``; ``KeyError`` names it when absent."""
-        if self.searcher_metric is None:
-            return None
-        if self.searcher_metric not in metrics:
-            raise KeyError(
-                f"searcher.metric {self.searcher_metric!r} is not among the validation metrics "
-                f"{sorted(metrics)}; rename it in the config or in evaluate_batch()"
-            )
-        return float(metrics[self.searcher_metric])
-
-    def _note_best(self, metrics: dict[str, Any]) -> bool:
-        if self.searcher_metric is None or self.searcher_metric not in metrics:
-            return False
-        value = float(metrics[self.searcher_metric])
-        if math.isnan(value):
-            return False
-        best = self.best_validation
-        better = (
-            best is None
-            or (self.smaller_is_better and value < best)
-            or (not self.smaller_is_better and value > best)
-        )
-        if better:
-            self.best_validation = value
-        return better
-
     # -- checkpoints ---------------------------------------------------------------------------
 
     def trainer_state(self) -> dict[str, Any]:
@@ -324,7 +227,6 @@ class _Loop:
             "trial_id": self.ctx.get_trial_id(),
             "last_validation": self.last_validation,
             "best_validation": self.best_validation,
-            "lr_scheduler_optimizer_steps": [s._optimizer_steps for s in self.ctx.lr_schedulers],
         }
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
@@ -336,9 +238,6 @@ class _Loop:
         pos.batch_in_epoch = int(loader.get("batch_in_epoch", 0))
         self.last_validation = state.get("last_validation")
         self.best_validation = state.get("best_validation")
-        steps = state.get("lr_scheduler_optimizer_steps") or []
-        for sched, n in zip(self.ctx.lr_schedulers, steps, strict=False):
-            sched._optimizer_steps = int(n)
         self.last_checkpoint_steps = pos.batches_trained
 
     def checkpoint(self) -> str | None:
@@ -347,16 +246,39 @@ class _Loop:
         if self.last_checkpoint_steps == steps:
             return self.latest_checkpoint
         self.last_checkpoint_steps = steps
-        if not self.is_chief:
-            return None
-        state = ckpt.build_state(self.ctx, self.named_callbacks, self.trainer_state())
-        metadata = ckpt.checkpoint_metadata(self.ctx, steps)
-        with self.core.checkpoint.store_path(metadata) as (path, storage_id):
-            ckpt.save_state(path, state)
+        storage_id: str | None = None
+        if self.is_chief:
+            # Hook order and ranks follow Determined's _PyTorchTrialController._save/_checkpoint.
+            state = ckpt.build_state(self.ctx, self.named_callbacks, self.trainer_state())
             for cb in self.callbacks:
-                cb.on_checkpoint_save(str(path))
+                cb.on_checkpoint_save_start(state)
+            metadata = ckpt.checkpoint_metadata(self.ctx, steps)
+            with self.core.checkpoint.store_path(metadata) as (path, sid):
+                ckpt.save_state(path, state)
+                for cb in self.callbacks:
+                    cb.on_checkpoint_save(str(path))
+                for cb in self.callbacks:
+                    cb.on_checkpoint_end(str(path))
+                    cb.on_checkpoint_write_end(str(path))
+            storage_id = str(sid)
+            logger.info("checkpoint %s saved at %d batches", storage_id, steps)
+        if self.size > 1:
+            storage_id = self.ctx.distributed.broadcast(storage_id)
+        assert storage_id is not None
         for cb in self.callbacks:
-            cb.on_checkpoint_upload_end(str(storage_id))
-        self.latest_checkpoint = str(storage_id)
-        logger.info("checkpoint %s saved at %d batches", storage_id, steps)
+            cb.on_checkpoint_upload_end(storage_id)
+        self.latest_checkpoint = storage_id
         return self.latest_checkpoint
+
+
+def _overrides(callback: PyTorchCallback, hook: str) -> bool:
+    return getattr(type(callback), hook) is not getattr(PyTorchCallback, hook)
+
+
+def _scaler_needs_update(scaler: Any) -> bool:
+    # Determined leaves GradScaler.update() to the trial; Headway also calls it, but only when a
+    # step was recorded since the last update (a second update() in one batch would raise).
+    states = getattr(scaler, "_per_optimizer_states", None)
+    if not isinstance(states, dict):
+        return True
+    return any(state.get("found_inf_per_device") for state in states.values())

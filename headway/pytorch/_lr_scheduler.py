@@ -22,13 +22,21 @@ class LRScheduler:
     """
 
     class StepMode(enum.Enum):
-        """When the harness calls ``scheduler.step()``.
+        """When the harness calls ``scheduler.step()`` (Determined's rules, 0.38.1).
 
-        - ``STEP_EVERY_EPOCH``: after the last batch of every ``frequency``-th epoch.
-        - ``STEP_EVERY_BATCH``: after every ``frequency``-th ``train_batch``.
+        With ``optimizations.aggregation_frequency`` n (default 1) the harness only steps
+        schedulers after a batch in which the optimizers step (batch ``i`` with
+        ``(i + 1) % n == 0``), catching up on what the window's batches would have done.
+
+        - ``STEP_EVERY_EPOCH``: after the last batch of every ``frequency``-th epoch (with
+          n > 1: after the optimizer step whose next step falls in the next epoch).
+        - ``STEP_EVERY_BATCH``: after every ``frequency``-th batch (batch ``i`` with
+          ``(i + 1) % frequency == 0``); with n > 1 the window's steps are made together.
         - ``MANUAL_STEP``: never; you call ``step()`` yourself (state is still checkpointed).
-        - ``STEP_EVERY_OPTIMIZER_STEP``: after every ``frequency``-th ``step_optimizer`` of the
-          scheduler's optimizer (skipped gradient-aggregation steps do not count).
+          The only mode allowed for ``ReduceLROnPlateau``.
+        - ``STEP_EVERY_OPTIMIZER_STEP``: after an optimizer-stepping batch ``i`` with
+          ``(i + 1) % frequency == 0`` (every batch, counted like Determined, whether or not
+          ``train_batch`` called ``step_optimizer``).
         """
 
         STEP_EVERY_EPOCH = 1
@@ -45,7 +53,6 @@ class LRScheduler:
         self.step_mode = step_mode
         self.frequency = frequency
         self.optimizer: torch.optim.Optimizer | None = getattr(scheduler, "optimizer", None)
-        self._optimizer_steps = 0
 
     def step(self, *args: Any, **kwargs: Any) -> None:
         """Step the underlying scheduler."""
@@ -65,7 +72,31 @@ class LRScheduler:
         """Restore the underlying scheduler's state."""
         self.scheduler.load_state_dict(state_dict)
 
-    def _on_optimizer_step(self) -> None:
-        self._optimizer_steps += 1
-        if self._optimizer_steps % self.frequency == 0:
-            self.scheduler.step()
+
+def step_after_batch(
+    schedulers: list[LRScheduler], batch_idx: int, aggregation_frequency: int, per_epoch: int
+) -> None:
+    """Step ``schedulers`` after trial batch ``batch_idx`` (0-based, counted over the trial).
+
+    ``per_epoch`` is the epoch length in batches; ``STEP_EVERY_EPOCH`` schedulers are passed
+    here only when ``aggregation_frequency`` > 1 and the length is known (otherwise the loop
+    steps them at the epoch's end). Mirrors Determined's
+    ``_PyTorchTrialController._auto_step_lr_scheduler_per_batch``.
+    """
+    agg = aggregation_frequency
+    if (batch_idx + 1) % agg:
+        return  # no optimizer step in this batch
+    for sched in schedulers:
+        mode, freq = sched.step_mode, sched.frequency
+        if mode is LRScheduler.StepMode.STEP_EVERY_BATCH:
+            for i in range(batch_idx - agg + 1, batch_idx + 1):
+                if (i + 1) % freq == 0:
+                    sched.step()
+        elif mode is LRScheduler.StepMode.STEP_EVERY_OPTIMIZER_STEP:
+            if (batch_idx + 1) % freq == 0:
+                sched.step()
+        elif mode is LRScheduler.StepMode.STEP_EVERY_EPOCH:
+            # Step when the next optimizer step lands in a later epoch.
+            for epoch in range(batch_idx // per_epoch, (batch_idx + agg) // per_epoch):
+                if (epoch + 1) % freq == 0:
+                    sched.step()

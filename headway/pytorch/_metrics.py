@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import itertools
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -75,7 +76,97 @@ class _FunctionReducer(MetricReducer):
         return self._values
 
     def cross_slot_reduce(self, per_slot_metrics: Sequence[Any]) -> Any:
-        return self._fn([v for slot in per_slot_metrics for v in slot])
+        # Interleave the slots (rank 0's first value, rank 1's first, ...) so that sharded
+        # batches come back in dataset order when every slot updates once per batch.
+        flat = [
+            v
+            for group in itertools.zip_longest(*per_slot_metrics, fillvalue=_MISSING)
+            for v in group
+            if v is not _MISSING
+        ]
+        return self._fn(flat)
+
+
+_MISSING = object()
+_Wrapped = tuple[MetricReducer, str | None, bool, bool]
+
+
+def _reducer_label(reducer: MetricReducer, name: str | None) -> str:
+    if isinstance(reducer, _FunctionReducer):
+        return f"reducer function {getattr(reducer._fn, '__name__', repr(reducer._fn))}()"
+    return f"MetricReducer {type(reducer).__name__} (name={name!r})"
+
+
+def run_reducers(
+    wrapped: Sequence[_Wrapped], allgather: Callable[[Any], list[Any]], *, training: bool
+) -> dict[str, Any]:
+    """Reduce the custom reducers registered for training (or validation) and reset them.
+
+    One ``allgather`` of every reducer's ``per_slot_reduce()``, then ``cross_slot_reduce`` on
+    each; a reducer wrapped with ``name`` gives that metric, one wrapped without gives a dict of
+    metrics. Every rank must call this (it is a collective when there are several slots).
+
+    Raises:
+        ValueError: naming the reducer, when one of its methods fails, when a named reducer
+            returns a dict, or an unnamed one returns something else (Determined's rules,
+            ``_PyTorchReducerContext.run_cross_slot_reduction``).
+    """
+    active = [w for w in wrapped if (w[2] if training else w[3])]
+    if not active:
+        return {}
+    partials = []
+    for reducer, name, _, _ in active:
+        try:
+            partials.append(reducer.per_slot_reduce())
+        except Exception as exc:
+            raise ValueError(
+                f"{_reducer_label(reducer, name)} failed in per_slot_reduce()"
+            ) from exc
+    gathered = allgather(partials)
+    out: dict[str, Any] = {}
+    for index, (reducer, name, _, _) in enumerate(active):
+        label = _reducer_label(reducer, name)
+        try:
+            value = reducer.cross_slot_reduce([slot[index] for slot in gathered])
+            reducer.reset()
+        except Exception as exc:
+            raise ValueError(f"{label} failed in cross_slot_reduce() or reset()") from exc
+        if name is None:
+            if not isinstance(value, dict):
+                raise ValueError(
+                    f"{label} was wrapped with name=None, so it must return a dict of "
+                    f"{{metric name: value}}, but it returned a {type(value).__name__}; pass "
+                    "wrap_reducer(..., name=...) for a single metric"
+                )
+            out.update(value)
+        else:
+            if isinstance(value, dict):
+                raise ValueError(
+                    f"{label} was wrapped with name={name!r} but returned a dict; leave "
+                    "name=None to return several metrics as a dict"
+                )
+            out[name] = value
+    return out
+
+
+def plain_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``evaluate_full_dataset``'s dict with tensors / ndarrays turned into Python values.
+
+    Nothing is averaged: ints stay ints and strings stay strings; a one-element tensor becomes
+    its number, others a (nested) list. Nested dicts are converted too.
+    """
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu()
+            out[key] = value.item() if value.numel() == 1 and value.dim() == 0 else value.tolist()
+        elif isinstance(value, np.ndarray | np.generic):
+            out[key] = value.item() if value.size == 1 and value.ndim == 0 else value.tolist()
+        elif isinstance(value, dict):
+            out[key] = plain_metrics(value)
+        else:
+            out[key] = value
+    return out
 
 
 def _flatten(metrics: Mapping[str, Any], prefix: _Path, out: dict[_Path, Any]) -> None:
@@ -182,14 +273,19 @@ def combine_slots(
 def detach_metrics(metrics: Any) -> dict[str, Any]:
     """Return ``train_batch``'s dict with tensors detached, so no autograd graph is kept alive.
 
-    Raises ``TypeError`` if ``metrics`` is not a dict (Determined requires a dict too).
+    A bare tensor is the loss: it becomes ``{"loss": tensor}`` (as in Determined's
+    ``_PyTorchTrialController._train_batch``). Raises ``TypeError`` for anything else that is
+    not a dict.
     """
     if type(metrics) is not dict:
+        if isinstance(metrics, torch.Tensor):
+            return {"loss": metrics.detach()}
         if isinstance(metrics, Mapping):
             metrics = dict(metrics)
         else:
             raise TypeError(
-                f"train_batch must return a dict of metrics, got {type(metrics).__name__}"
+                "train_batch must return a dict of metrics or a loss tensor, got "
+                f"{type(metrics).__name__}"
             )
     for key, value in metrics.items():
         if type(value) is torch.Tensor and value.requires_grad:

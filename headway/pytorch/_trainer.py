@@ -23,6 +23,7 @@ from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._context import PyTorchTrialContext
 from headway.pytorch._dataloader import DataLoader, ResumableLoader, _PlainLoader
 from headway.pytorch._loop import DONE, PREEMPTED, _Loop
+from headway.pytorch._profiler import fit_extras
 from headway.pytorch._trial import PyTorchTrial
 from headway.pytorch._units import Batch, Epoch, TrainUnit, unit_from_config
 
@@ -40,6 +41,7 @@ def init(
     checkpoint_storage: Any = None,
     trial_seed: int | None = None,
     local_trial_id: int = 0,
+    aggregation_frequency: int | None = None,
 ) -> Iterator[PyTorchTrialContext]:
     """Open a Core API context and yield a ``PyTorchTrialContext`` for building a trial.
 
@@ -58,6 +60,11 @@ def init(
             from ``exp_conf``, else 0).
         local_trial_id (int): the trial id a local run stamps on its checkpoints. A local run
             resumes a checkpoint with the same trial id and warm-starts from any other.
+        aggregation_frequency (int | None): accumulate gradients over this many batches per
+            optimizer step (Determined's ``init(aggregation_frequency=)``). None: the config's
+            ``optimizations.aggregation_frequency`` (default 1). The config's
+            ``optimizations.average_aggregated_gradients`` (default True) sets the default of
+            ``wrap_optimizer(average_aggregated_gradients=)``.
     """
     info = headway.get_cluster_info()
     if info is None:
@@ -74,6 +81,10 @@ def init(
         trial_seed = info.trial.trial_seed
         trial_id, run_id = info.trial.trial_id, info.trial.run_id
         experiment_id = info.trial.experiment_id
+    optimizations = exp_conf.get("optimizations") or {}
+    if aggregation_frequency is None:
+        aggregation_frequency = int(optimizations.get("aggregation_frequency", 1))
+    average_aggregated = bool(optimizations.get("average_aggregated_gradients", True))
     with core.init(distributed=distributed, checkpoint_storage=checkpoint_storage) as core_context:
         ckpt.seed_everything(trial_seed)
         yield PyTorchTrialContext(
@@ -84,6 +95,8 @@ def init(
             trial_id=trial_id,
             run_id=run_id,
             experiment_id=experiment_id,
+            aggregation_frequency=aggregation_frequency,
+            average_aggregated_gradients=average_aggregated,
         )
 
 
@@ -104,18 +117,26 @@ class Trainer:
         self._trial = trial
         self._context = context
         self.latest_checkpoint: str | None = None
+        self._profiling_enabled = False  # configure_profiler(enabled=True)
 
-    def configure_profiler(self, **kwargs: Any) -> None:
-        """Determined's profiler hook. Headway has no built-in profiler yet.
+    def configure_profiler(
+        self,
+        sync_timings: bool = True,
+        enabled: bool = False,
+        begin_on_batch: int = 0,
+        end_after_batch: int | None = None,
+    ) -> None:
+        """Deprecated in Determined: use ``fit(..., profiling_enabled=True)``.
 
-        Raises:
-            RuntimeError: always, naming the method; use ``torch.profiler`` inside
-                ``train_batch`` instead.
+        ``enabled=True`` turns system-metric profiling on for the next ``fit()``; the other
+        arguments are ignored, as in Determined 0.38.1 (which ignores all of them and logs an
+        error). For ``torch.profiler`` traces use ``context.set_profiler(...)``.
         """
-        raise RuntimeError(
-            "Trainer.configure_profiler() is not supported: Headway has no built-in profiler; "
-            "use torch.profiler inside train_batch"
+        logger.warning(
+            "Trainer.configure_profiler() is deprecated; use fit(..., profiling_enabled=True) "
+            "(sync_timings, begin_on_batch and end_after_batch are ignored)"
         )
+        self._profiling_enabled = bool(enabled)
 
     def fit(
         self,
@@ -127,6 +148,7 @@ class Trainer:
         latest_checkpoint: str | None = None,
         step_zero_validation: bool = False,
         test_mode: bool = False,
+        profiling_enabled: bool = False,
     ) -> None:
         """Train, validate and checkpoint until the length is reached or the trial is preempted.
 
@@ -146,7 +168,10 @@ class Trainer:
                 from (cluster default: the trial's ``latest_checkpoint``). Same trial id: resume
                 exactly; other trial id: load the state dicts, start counters at 0.
             step_zero_validation (bool): validate once before training.
-            test_mode (bool): train one batch, validate, checkpoint and return.
+            test_mode (bool): local only (as in Determined): train one batch, validate one
+                batch (``evaluate_full_dataset`` still sees the whole set), checkpoint, return.
+            profiling_enabled (bool): report system metrics (``cpu_util_simple``,
+                ``memory_free``) in the metric group ``profiling`` while training.
 
         Returns normally on completion and on preemption (after checkpointing), so the process
         exits 0. Raises ``ValueError`` for inconsistent lengths (naming the argument or field).
@@ -171,6 +196,8 @@ class Trainer:
                 conf.get("min_checkpoint_period"), "min_checkpoint_period", gbs
             )
         if info is not None:
+            if test_mode:
+                raise ValueError("fit(test_mode=True) is only supported in local training mode")
             if max_length is not None:
                 logger.warning(
                     "fit(max_length=%r) ignored: the searcher decides on the cluster", max_length
@@ -195,12 +222,14 @@ class Trainer:
             size=size,
             training=True,
         )
+        # evaluate_full_dataset runs on the chief over the whole validation set (Determined).
+        full = type(self._trial).evaluate_full_dataset is not PyTorchTrial.evaluate_full_dataset
         val_loader = _resumable(
             self._trial.build_validation_data_loader(),
             "build_validation_data_loader",
             seed=ctx.get_trial_seed(),
-            rank=rank,
-            size=size,
+            rank=0 if full else rank,
+            size=1 if full else size,
             training=False,
         )
         per_epoch = _batches_per_epoch(train_loader, conf, gbs)
@@ -218,11 +247,14 @@ class Trainer:
             checkpoint_policy=checkpoint_policy,
             searcher_metric=searcher.get("metric"),
             smaller_is_better=bool(searcher.get("smaller_is_better", True)),
+            test_mode=test_mode,
         )
         if latest_checkpoint is not None:
             self._restore(loop, latest_checkpoint)
         for cb in callbacks.values():
             cb.on_trial_startup(ctx._position.batches_trained, latest_checkpoint)
+        # code/, load_data.json, tensorboard/ in checkpoints; set_profiler; system metrics.
+        extras = fit_extras(self._trial, ctx, profiling_enabled or self._profiling_enabled)
         try:
             for cb in callbacks.values():
                 cb.on_training_start()
@@ -237,6 +269,7 @@ class Trainer:
             else:
                 self._run_searcher(loop, searcher, per_epoch, gbs)
         finally:
+            extras.close()
             self.latest_checkpoint = loop.latest_checkpoint
             for cb in callbacks.values():
                 cb.on_trial_shutdown()
@@ -283,6 +316,8 @@ class Trainer:
             metadata = ctx._core.checkpoint.get_metadata(latest_checkpoint) or {}
         with cm as path:
             state = ckpt.load_state(pathlib.Path(path), ctx.device)
+            for cb in loop.callbacks:
+                cb.on_checkpoint_load_start(state)  # Determined: before anything is restored
             ckpt.apply_weights(state, ctx, loop.named_callbacks)
             trainer_state = state.get("trainer_state") or {}
             source_trial = metadata.get("trial_id", trainer_state.get("trial_id"))
@@ -290,6 +325,7 @@ class Trainer:
                 loop.load_trainer_state(trainer_state)
                 loop.latest_checkpoint = latest_checkpoint
                 ckpt.restore_rng_state(state["rng_state"])
+                ckpt.restore_tensorboard(pathlib.Path(path), ctx)
                 logger.info(
                     "resumed from %s at %d batches", latest_checkpoint, loop.pos.batches_trained
                 )

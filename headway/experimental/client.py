@@ -1,0 +1,216 @@
+"""``headway.experimental.client``: Determined's Python SDK names over Headway's REST API.
+
+Port by changing ``from determined.experimental import client`` to ``from headway.experimental
+import client``. Supported: ``login``, ``get_checkpoint(uuid).download(path)``,
+``get_experiment(id).get_trials()``, ``get_trial(id).top_checkpoint()`` /
+``list_checkpoints()``, and the ``uuid`` / ``metadata`` / ``steps_completed`` attributes. The
+HTTP work is ``headway.client.Session``'s; tokens are the CLI's (``headway login``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shutil
+import tarfile
+from typing import Any
+
+from headway.cli._common import fetch_all
+from headway.cli._token import resolve_token, save_token
+from headway.client import Session
+
+DEFAULT_MASTER = "http://127.0.0.1:8000"
+_session: Session | None = None
+
+
+def login(master: str | None = None, user: str | None = None, password: str | None = None) -> None:
+    """Connect the module-level functions to a master (Determined's ``client.login``).
+
+    Without ``user`` the token comes from ``$HEADWAY_TOKEN`` or a previous ``headway login``;
+    with ``user`` and ``password`` a new token is requested and saved like ``headway login``.
+
+    Arguments:
+        master (str | None): registry URL (default ``$HEADWAY_MASTER``, else
+            ``http://127.0.0.1:8000``).
+        user (str | None), password (str | None): credentials.
+
+    Raises:
+        headway.client.UnauthenticatedError: wrong credentials.
+    """
+    global _session
+    url = (master or os.environ.get("HEADWAY_MASTER") or DEFAULT_MASTER).rstrip("/")
+    if user is not None:
+        answer = Session(url).post("auth/login/", json={"username": user, "password": password})
+        token = answer["token"]
+        save_token(url, token, user)
+    else:
+        token = resolve_token(url)
+    _session = Session(url, token)
+
+
+def _get_session() -> Session:
+    if _session is None:
+        login()  # Determined logs in with defaults on first use too
+    assert _session is not None
+    return _session
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """A registered checkpoint (Determined's ``client.Checkpoint``).
+
+    Attributes:
+        uuid (str), trial_id (int), experiment_id (int), steps_completed (int),
+        state (str), metadata (dict), resources (dict: relative path -> bytes).
+    """
+
+    uuid: str
+    trial_id: int | None
+    experiment_id: int | None
+    steps_completed: int | None
+    state: str | None
+    metadata: dict[str, Any]
+    resources: dict[str, int]
+    _session: Session = dataclasses.field(repr=False)
+
+    @classmethod
+    def _from_json(cls, data: dict[str, Any], session: Session) -> Checkpoint:
+        return cls(
+            uuid=str(data["uuid"]),
+            trial_id=data.get("trial_id"),
+            experiment_id=data.get("experiment_id"),
+            steps_completed=data.get("steps_completed"),
+            state=data.get("state"),
+            metadata=dict(data.get("metadata") or {}),
+            resources=dict(data.get("resources") or {}),
+            _session=session,
+        )
+
+    def download(self, path: str | os.PathLike[str] | None = None) -> str:
+        """Download the checkpoint's files into ``path`` (default ``checkpoints/<uuid>``);
+        return the directory (Determined's ``Checkpoint.download``).
+
+        Extraction uses ``tarfile``'s ``"data"`` filter, so a hostile archive cannot write
+        outside the directory.
+
+        Raises:
+            headway.client.APIError: the registry refused (e.g. 410: files gone from storage).
+            tarfile.TarError: unsafe or corrupt archive.
+        """
+        dest = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
+        dest.mkdir(parents=True, exist_ok=True)
+        response = self._session.stream(f"checkpoints/{self.uuid}/download")
+        try:
+            response.raw.decode_content = True
+            with tarfile.open(fileobj=response.raw, mode="r|") as archive:
+                archive.extractall(dest, filter="data")
+        finally:
+            response.close()
+        return str(dest)
+
+    def download_file(self, relpath: str, dest: str | os.PathLike[str]) -> None:
+        """Download one file of the checkpoint (a key of ``resources``) to ``dest``."""
+        response = self._session.stream(f"checkpoints/{self.uuid}/download", {"path": relpath})
+        try:
+            pathlib.Path(dest).parent.mkdir(parents=True, exist_ok=True)
+            response.raw.decode_content = True
+            with open(dest, "wb") as fh:
+                shutil.copyfileobj(response.raw, fh)
+        finally:
+            response.close()
+
+
+@dataclasses.dataclass
+class Trial:
+    """A trial (Determined's ``client.Trial``): ``id``, ``experiment_id``, ``hparams``,
+    ``state``; checkpoints via ``list_checkpoints`` / ``top_checkpoint``."""
+
+    id: int
+    experiment_id: int | None
+    hparams: dict[str, Any]
+    state: str | None
+    _session: Session = dataclasses.field(repr=False)
+
+    def list_checkpoints(self) -> list[Checkpoint]:
+        """The trial's checkpoints, newest (most steps) first."""
+        items = fetch_all(self._session, f"trials/{self.id}/checkpoints/")
+        ckpts = [Checkpoint._from_json(c, self._session) for c in items]
+        return sorted(ckpts, key=lambda c: c.steps_completed or 0, reverse=True)
+
+    def top_checkpoint(
+        self, sort_by: str | None = None, smaller_is_better: bool | None = None
+    ) -> Checkpoint:
+        """The best checkpoint: by ``metadata[sort_by]`` when given, else the latest.
+
+        Determined sorts by the searcher metric of the checkpoint's validation; Headway keeps
+        that value in the trial's ``best_validation`` only, so without ``sort_by`` this returns
+        the latest checkpoint (under ``checkpoint_policy: best`` that is the best one).
+
+        Raises:
+            ValueError: the trial has no checkpoints, or none has ``metadata[sort_by]``.
+        """
+        ckpts = [c for c in self.list_checkpoints() if c.state in (None, "COMPLETED")]
+        if sort_by is not None:
+            ckpts = [c for c in ckpts if sort_by in c.metadata]
+            ckpts.sort(key=lambda c: c.metadata[sort_by], reverse=smaller_is_better is False)
+        if not ckpts:
+            raise ValueError(f"trial {self.id} has no checkpoints")
+        return ckpts[0]
+
+
+@dataclasses.dataclass
+class Experiment:
+    """An experiment (Determined's ``client.Experiment``): ``id``, ``name``, ``state``,
+    ``config``; trials via ``get_trials``."""
+
+    id: int
+    name: str | None
+    state: str | None
+    config: dict[str, Any]
+    _session: Session = dataclasses.field(repr=False)
+
+    def get_trials(self) -> list[Trial]:
+        """The experiment's trials, in id order."""
+        items = fetch_all(self._session, f"experiments/{self.id}/trials/")
+        return sorted((_trial(t, self._session) for t in items), key=lambda t: t.id)
+
+    def list_checkpoints(self) -> list[Checkpoint]:
+        """Every checkpoint of the experiment, as the registry lists them."""
+        items = fetch_all(self._session, f"experiments/{self.id}/checkpoints/")
+        return [Checkpoint._from_json(c, self._session) for c in items]
+
+
+def _trial(data: dict[str, Any], session: Session) -> Trial:
+    return Trial(
+        id=int(data["id"]),
+        experiment_id=data.get("experiment_id"),
+        hparams=dict(data.get("hparams") or {}),
+        state=data.get("state"),
+        _session=session,
+    )
+
+
+def get_checkpoint(uuid: str) -> Checkpoint:
+    """Determined's ``client.get_checkpoint``. Raises ``NotFoundError`` for an unknown uuid."""
+    session = _get_session()
+    return Checkpoint._from_json(session.get(f"checkpoints/{uuid}/"), session)
+
+
+def get_trial(trial_id: int) -> Trial:
+    """Determined's ``client.get_trial``. Raises ``NotFoundError`` for an unknown id."""
+    session = _get_session()
+    return _trial(session.get(f"trials/{int(trial_id)}/"), session)
+
+
+def get_experiment(experiment_id: int) -> Experiment:
+    """Determined's ``client.get_experiment``. Raises ``NotFoundError`` for an unknown id."""
+    session = _get_session()
+    data = session.get(f"experiments/{int(experiment_id)}/")
+    return Experiment(
+        id=int(data["id"]),
+        name=data.get("name"),
+        state=data.get("state"),
+        config=dict(data.get("config") or {}),
+        _session=session,
+    )

@@ -1,0 +1,75 @@
+"""``headway.experimental.client`` against a live registry: login, experiments, trials,
+checkpoints and downloads (Determined's ``determined.experimental.client`` names)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import uuid
+
+import pytest
+
+from headway.client import NotFoundError
+from headway.experimental import client
+from headway.storage import build_storage_manager
+from registry.models import Trial
+from tests.helpers import TINY_CONFIG, create_experiment
+
+FILES = {"state-dict.pth": b"\x00w" * 100, "tensorboard/events.out.tfevents.1": b"ev"}
+
+
+@pytest.fixture
+def stored(api, live_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADWAY_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HEADWAY_TOKEN", raising=False)
+    storage = {"type": "shared_fs", "host_path": str(tmp_path / "storage")}
+    config = TINY_CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
+    response = create_experiment(api, config=config)
+    assert response.status_code == 201, response.json()
+    trial = Trial.objects.get(experiment_id=response.json()["id"])
+    manager = build_storage_manager(storage)
+    uuids = []
+    for steps in (10, 20):
+        storage_id = str(uuid.uuid4())
+        with manager.store_path(storage_id) as path:
+            for name, data in FILES.items():
+                (path / name).parent.mkdir(parents=True, exist_ok=True)
+                (path / name).write_bytes(data)
+        body = {
+            "uuid": storage_id,
+            "steps_completed": steps,
+            "resources": {name: len(data) for name, data in FILES.items()},
+            "metadata": {"steps_completed": steps, "val": 1.0 / steps},
+        }
+        answer = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
+        assert answer.status_code == 201, answer.json()
+        uuids.append(storage_id)
+    client.login(master=live_server.url, user="alice", password="alice-password")
+    return trial, uuids
+
+
+@pytest.mark.django_db(transaction=True)
+def test_client_walks_experiment_trials_and_checkpoints(stored, tmp_path: pathlib.Path) -> None:
+    trial, (first, second) = stored
+    experiment = client.get_experiment(trial.experiment_id)
+    assert experiment.id == trial.experiment_id
+    trials = experiment.get_trials()
+    assert [t.id for t in trials] == [trial.id]
+    same = client.get_trial(trial.id)
+    assert [c.uuid for c in same.list_checkpoints()] == [second, first]
+    assert same.top_checkpoint().uuid == second
+    assert same.top_checkpoint(sort_by="val", smaller_is_better=False).uuid == first
+    ckpt = client.get_checkpoint(first)
+    assert ckpt.metadata["steps_completed"] == 10 and ckpt.uuid == first
+    path = ckpt.download(tmp_path / "dl")
+    assert pathlib.Path(path, "state-dict.pth").read_bytes() == FILES["state-dict.pth"]
+    assert pathlib.Path(path, "tensorboard/events.out.tfevents.1").read_bytes() == b"ev"
+    with pytest.raises(NotFoundError):
+        client.get_checkpoint(str(uuid.uuid4()))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_login_saves_a_token_reused_without_credentials(stored, live_server) -> None:
+    trial, _ = stored
+    client.login(master=live_server.url)  # the token saved by the fixture's login
+    assert client.get_trial(trial.id).id == trial.id
