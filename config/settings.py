@@ -207,6 +207,11 @@ if HEADWAY_SLOTS is not None and HEADWAY_SLOTS < 0:
 # is older than the timeout holds no slots for placement.
 HEADWAY_HOST_HEARTBEAT_SECONDS = float(envstr("HEADWAY_HOST_HEARTBEAT_SECONDS", "10"))
 HEADWAY_HOST_TIMEOUT_SECONDS = float(envstr("HEADWAY_HOST_TIMEOUT_SECONDS", "60"))
+# Trials over several hosts (docs/distributed.md): the address the other hosts reach this one
+# at (the chief host serves torchrun's rendezvous store there), and how long the hosts of one
+# run wait for each other to start before the run is given up as lost.
+HEADWAY_HOST_ADDRESS = envstr("HEADWAY_HOST_ADDRESS", "127.0.0.1")
+HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = float(envstr("HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", "300"))
 
 LOGGING = {
     "version": 1,

@@ -15,6 +15,7 @@ from django.db import transaction
 from registry.models import RunState, Trial, TrialRun
 
 RUN_TRIAL_TASK = "headway.run_trial"
+RUN_SHARE_TASK = "headway.run_trial_share"
 
 
 def send_run_task(trial_id: int, run_id: int, queue: str) -> None:
@@ -26,6 +27,15 @@ def send_run_task(trial_id: int, run_id: int, queue: str) -> None:
     from config.celery import app
 
     app.send_task(RUN_TRIAL_TASK, args=[trial_id, run_id], queue=queue)
+
+
+def send_share_task(trial_id: int, run_id: int, node_rank: int, queue: str) -> None:
+    """Send ``headway.run_trial_share(trial_id, run_id, node_rank)`` to a host's ``queue``: that
+    host's part of a run ganged over several hosts (``registry.models.RunShare``). Sending twice
+    is harmless (the share's claim lets one delivery in)."""
+    from config.celery import app
+
+    app.send_task(RUN_SHARE_TASK, args=[trial_id, run_id, node_rank], queue=queue)
 
 
 def _place_after_commit() -> None:

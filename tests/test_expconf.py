@@ -277,11 +277,6 @@ def test_sample_hparams_accepts_a_raw_space_and_copies_constants() -> None:
     ("section", "path", "hint"),
     [
         (
-            {"entrypoint": "model_def:T", "resources": {"slots_per_trial": 2}},
-            "resources.slots_per_trial",
-            "distributed PyTorchTrial (torchrun launch) is not built yet",
-        ),
-        (
             {"checkpoint_storage": {"type": "shared_fs", "save_trial_latest": 1}},
             "checkpoint_storage.save_trial_latest",
             "keeps every checkpoint",

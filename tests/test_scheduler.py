@@ -143,7 +143,10 @@ def test_a_run_no_host_can_fit_gets_a_message_and_blocks_nobody(host, submit):
     huge = submit(slots=4)
     after = submit()
     assert scheduling.place_queued_runs() == [(after.id, 1)]
-    message = "needs 4 slots on one host; the largest alive worker host (gpu-a) has 2"
+    message = (
+        "needs 4 slots; the largest alive worker host (gpu-a) has 2, and no group of alive hosts"
+        " can give the same number of slots each to add up to 4 (2 alive hosts, 3 slots in all)"
+    )
     assert reload(huge).scheduling_message == message
     # A bigger host registers: the run is placed and the message goes.
     host("gpu-c", 4, gpu=True)

@@ -4,9 +4,17 @@ Steps:
 1. Claim the run (conditional UPDATE; a duplicate or redelivered task stops here).
 2. Unpack the experiment's model definition into a fresh ``<work>/trial-<id>-run-<n>/code``.
 3. Write the cluster-info JSON the SDK reads and start the entrypoint as a subprocess in its
-   own session (process group), with ``HEADWAY_*`` variables and a trial-scoped token.
+   own session (process group), with ``HEADWAY_*`` variables and a trial-scoped token. A
+   ``module:Class`` entrypoint runs under ``headway.exec.harness``; when the run holds more
+   than one slot (``run.slots``, plus the shares of a run over several hosts) it is wrapped in
+   ``headway.launch.torch_distributed --trial module:Class`` (one process per slot). A shell
+   command runs as given: it names the launcher itself, as in Determined.
 4. Copy stdout/stderr into ``TrialLog`` rows in batches, heartbeat while it runs.
 5. Report the exit code to ``registry.lifecycle``, which decides what happens next.
+
+A run over several hosts (``workers.distributed``): the chief host's worker does the above;
+every other host's worker runs its share (``run_trial_share``): claim the share, wait for the
+chief's rendezvous address, then steps 2-4 for its own ranks, and record the share's exit.
 """
 
 from __future__ import annotations
@@ -29,8 +37,9 @@ from django.utils import timezone
 from headway.archive import extract_model_definition
 from headway.expconf import parse_experiment_config
 from registry import lifecycle
-from registry.models import Checkpoint, Experiment, TrialLog, TrialRun
-from workers import supervision
+from registry.models import Checkpoint, Experiment, RunShare, TrialLog, TrialRun
+from workers import distributed, supervision
+from workers.distributed import NodePlan
 
 logger = logging.getLogger("headway.worker")
 
@@ -67,13 +76,25 @@ def _cluster_info(run: TrialRun) -> dict:
     }
 
 
-def _command(entrypoint: str, is_trial_class: bool) -> list[str]:
+def _command(entrypoint: str, is_trial_class: bool, slots: int = 1) -> list[str]:
+    """The process to start: a trial class under the harness (under the launcher with several
+    slots), a shell command as given."""
+    if is_trial_class and slots > 1:
+        return [sys.executable, "-m", "headway.launch.torch_distributed", "--trial", entrypoint]
     if is_trial_class:
         return [sys.executable, "-m", "headway.exec.harness", entrypoint]
     return ["/bin/sh", "-c", entrypoint]
 
 
-def _environment(run: TrialRun, info_path: Path) -> dict[str, str]:
+def _environment(
+    run: TrialRun,
+    info_path: Path,
+    node: NodePlan | None = None,
+    share: RunShare | None = None,
+) -> dict[str, str]:
+    """The trial process's environment on this host (``share``: a non-chief host's part)."""
+    node = node or NodePlan(total_slots=max(run.slots, 1))
+    part = share if share is not None else run
     env = dict(os.environ)
     # `python` in a shell entrypoint must be the interpreter that has headway installed.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -90,15 +111,22 @@ def _environment(run: TrialRun, info_path: Path) -> dict[str, str]:
     )
     threads = settings.HEADWAY_THREADS_PER_SLOT
     if threads:
-        slots = run.trial.experiment.config.get("resources", {}).get("slots_per_trial", 1)
+        # One process with every slot of this host; the launcher gives each rank its own share.
+        env["HEADWAY_THREADS_PER_SLOT"] = str(threads)
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(threads * slots)
-    devices = ",".join(str(device) for device in run.devices or [])
+            env[var] = str(threads * max(part.slots, 1))
+    devices = ",".join(str(device) for device in part.devices or [])
     if devices:
         # The slots placement assigned on this host; on a GPU host they are CUDA device ids.
         env["HEADWAY_SLOT_IDS"] = devices
-        if run.host is not None and run.host.gpu:
+        if part.host is not None and part.host.gpu:
             env["CUDA_VISIBLE_DEVICES"] = devices
+    # Read by headway.launch.torch_distributed: this host's place among the run's hosts.
+    env["HEADWAY_NUM_NODES"] = str(node.nnodes)
+    env["HEADWAY_NODE_RANK"] = str(node.node_rank)
+    env["HEADWAY_CHIEF_IP"] = node.chief_addr
+    if node.port is not None:
+        env["HEADWAY_RDZV_PORT"] = str(node.port)
     for var in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL"):
         env.pop(var, None)  # the trial talks to the registry over REST only
     return env
@@ -141,8 +169,8 @@ def _stop_requested(run: TrialRun) -> str:
 def run_trial(trial_id: int, run_id: int) -> int | None:
     """Run ``run_id`` of trial ``trial_id`` to its end; return the exit code.
 
-    None when the run was not claimed, or when it was stopped by this worker's shutdown
-    (reported as lost: the trial is re-queued).
+    None when the run was not claimed, or when it was stopped by this worker's shutdown or
+    because another host of the run was lost (reported as lost: the trial is re-queued).
     """
     run = lifecycle.trial_run_claim(trial_id=trial_id, run_id=run_id, worker=worker_name())
     if run is None:
@@ -151,8 +179,10 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
     logs = _LogWriter(trial_id, run_id)
     run_dir = settings.HEADWAY_WORK_DIR / f"trial-{trial_id}-run-{run_id}"
     exit_code: int | None
+    watch = distributed.ShareWatch(run)
     try:
-        exit_code = _launch_and_wait(run, run_dir, logs)
+        node = distributed.chief_plan(run)
+        exit_code = _launch_and_wait(run, run_dir, logs, node, watch=watch)
     except Exception as exc:  # a failure to launch is the trial's failure, not the worker's
         logger.exception("trial %s run %s could not be launched", trial_id, run_id)
         logs.add(f"[headway] could not launch the trial: {exc}")
@@ -161,6 +191,7 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
         # Stopped because this worker is going away: the trial's fault is not in it.
         logs.add(f"[headway] run {run_id} stopped by the worker's shutdown (code {exit_code})")
         exit_code = None
+    exit_code = watch.final_exit_code(exit_code, logs.add)
     logs.add(f"[headway] run {run_id} exited with code {exit_code}")
     logs.flush()
     lifecycle.trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code)
@@ -169,7 +200,57 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
     return exit_code
 
 
-def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
+def run_trial_share(trial_id: int, run_id: int, node_rank: int) -> int | None:
+    """Run this host's share ``node_rank`` of a run over several hosts; return its exit code.
+
+    None when the share was not claimed (already claimed, or its run ended), or when the run
+    ended before the chief published its rendezvous address.
+    """
+    share = distributed.claim_share(trial_id, run_id, node_rank, worker_name())
+    if share is None:
+        logger.info("trial %s run %s node %s: already claimed or over", trial_id, run_id, node_rank)
+        return None
+    logs = _LogWriter(trial_id, run_id)
+    node = distributed.wait_for_rendezvous(share)
+    if node is None:
+        logs.add(f"[headway] run {run_id} node {node_rank}: the run ended before it started")
+        logs.flush()
+        distributed.share_exited(share, None)
+        return None
+    run = TrialRun.objects.select_related("trial__experiment", "host").get(id=share.run_id)
+    run_dir = settings.HEADWAY_WORK_DIR / f"trial-{trial_id}-run-{run_id}-node-{node_rank}"
+    exit_code: int | None
+    try:
+        exit_code = _launch_and_wait(run, run_dir, logs, node, share=share)
+    except Exception as exc:
+        logger.exception("trial %s run %s node %s could not be launched", *share_ids(share))
+        logs.add(f"[headway] node {node_rank} could not launch: {exc}")
+        exit_code = 1
+    if exit_code != 0 and supervision.shutting_down.is_set():
+        exit_code = None
+    logs.add(f"[headway] run {run_id} node {node_rank} exited with code {exit_code}")
+    logs.flush()
+    distributed.share_exited(share, exit_code)
+    if exit_code == 0 and not os.environ.get("HEADWAY_KEEP_WORKDIRS"):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return exit_code
+
+
+def share_ids(share: RunShare) -> tuple[int, int, int]:
+    """``(trial_id, run_id, node_rank)`` of a share, for messages."""
+    return share.run.trial_id, share.run.run_id, share.node_rank
+
+
+def _launch_and_wait(
+    run: TrialRun,
+    run_dir: Path,
+    logs: _LogWriter,
+    node: NodePlan | None = None,
+    *,
+    share: RunShare | None = None,
+    watch: distributed.ShareWatch | None = None,
+) -> int:
+    node = node or NodePlan(total_slots=max(run.slots, 1))
     shutil.rmtree(run_dir, ignore_errors=True)
     code_dir = run_dir / "code"
     code_dir.mkdir(parents=True)
@@ -182,13 +263,15 @@ def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
     config = parse_experiment_config(experiment.config)
     entrypoint = config.entrypoint
     is_trial_class = config.entrypoint_trial_class is not None
+    where = f"node {node.node_rank} of {node.nnodes} " if node.nnodes > 1 else ""
     logs.add(
-        f"[headway] run {run.run_id} of trial {run.trial_id} starting on {worker_name()}: {entrypoint}"
+        f"[headway] run {run.run_id} of trial {run.trial_id} starting {where}on {worker_name()}:"
+        f" {entrypoint}"
     )
     process = subprocess.Popen(
-        _command(entrypoint, is_trial_class),
+        _command(entrypoint, is_trial_class, node.total_slots),
         cwd=code_dir,
-        env=_environment(run, info_path),
+        env=_environment(run, info_path, node, share),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -197,13 +280,19 @@ def _launch_and_wait(run: TrialRun, run_dir: Path, logs: _LogWriter) -> int:
         bufsize=1,
         start_new_session=True,  # own process group, so the whole tree can be signalled
     )
-    lifecycle.trial_run_running(trial_id=run.trial_id, run_id=run.run_id)
+    if share is None:
+        lifecycle.trial_run_running(trial_id=run.trial_id, run_id=run.run_id)
+    else:
+        distributed.share_running(share)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
     killer = supervision.ProcessGroupKiller(process, settings.HEADWAY_KILL_GRACE_SECONDS)
     supervision.register(run.trial_id, run.run_id, killer)
     try:
-        _supervise(run, killer, lines, logs)
+        if share is None:
+            _supervise(run, killer, lines, logs, watch=watch)
+        else:
+            _supervise_share(share, killer, lines, logs)
     finally:
         supervision.unregister(run.trial_id, run.run_id)
     return process.wait()
@@ -214,8 +303,10 @@ def _supervise(
     killer: supervision.ProcessGroupKiller,
     lines: queue.Queue,
     logs: _LogWriter,
+    watch: distributed.ShareWatch | None = None,
 ) -> None:
-    """Copy output to the logs, heartbeat, and signal the process when a kill is due."""
+    """Copy output to the logs, heartbeat, and signal the process when a kill is due (a kill
+    request, or another host of the run failing)."""
     flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
     last_flush = last_beat = time.monotonic()
     while True:
@@ -234,8 +325,50 @@ def _supervise(
             if not killer.scheduled and _stop_requested(run) == "kill":
                 logs.add("[headway] kill requested")
                 killer.schedule()
+            message = watch.check() if watch is not None and not killer.scheduled else None
+            if message:
+                logs.add(message)
+                killer.schedule()
         if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS:
             lifecycle.trial_run_heartbeat(trial_id=run.trial_id, run_id=run.run_id)
+            last_beat = now
+        message = killer.escalate()
+        if message:
+            logs.add(message)
+
+
+def _supervise_share(
+    share: RunShare,
+    killer: supervision.ProcessGroupKiller,
+    lines: queue.Queue,
+    logs: _LogWriter,
+) -> None:
+    """A share's loop: logs and heartbeat as the chief's; its ranks are stopped when the run is
+    killed at once, and when the run ended (the chief's ranks are gone) after the grace time."""
+    flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
+    last_flush = last_beat = time.monotonic()
+    while True:
+        try:
+            item = lines.get(timeout=flush_every)
+        except queue.Empty:
+            item = None
+        if item is _EOF:
+            return
+        if item is not None:
+            logs.add(item)
+        now = time.monotonic()
+        if now - last_flush >= flush_every or len(logs.pending) >= 500:
+            logs.flush()
+            last_flush = now
+            gone = "" if killer.scheduled else distributed.run_gone(share.run_id)
+            if gone == "kill":
+                logs.add(f"[headway] node {share.node_rank}: kill requested")
+                killer.schedule()
+            elif gone == "ended":
+                logs.add(f"[headway] node {share.node_rank}: the run ended on the chief host")
+                killer.schedule(delay=settings.HEADWAY_KILL_GRACE_SECONDS)
+        if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS:
+            distributed.share_heartbeat(share)
             last_beat = now
         message = killer.escalate()
         if message:

@@ -17,6 +17,20 @@ def run_trial(trial_id: int, run_id: int) -> None:
     run(trial_id, run_id)
 
 
+@shared_task(
+    name="headway.run_trial_share",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def run_trial_share(trial_id: int, run_id: int, node_rank: int) -> None:
+    """Run this host's part (``node_rank`` >= 1) of a run over several hosts. Idempotent: the
+    share's claim lets only one worker in."""
+    from workers.runner import run_trial_share as run
+
+    run(trial_id, run_id, node_rank)
+
+
 @shared_task(name="headway.reap_lost_runs", ignore_result=True, expires=60)
 def reap_lost_runs() -> None:
     """Re-queue trials whose worker stopped heartbeating, then place queued runs (sent every

@@ -15,7 +15,7 @@ import os
 import pathlib
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from headway.client import NotFoundError, Session
@@ -80,12 +80,25 @@ class LocalCheckpointRegistry:
 
 
 class RESTCheckpointRegistry:
-    """Managed mode: ``POST trials/{id}/checkpoints/`` and ``GET checkpoints/{uuid}/``."""
+    """Managed mode: ``POST trials/{id}/checkpoints/`` and ``GET checkpoints/{uuid}/``.
 
-    def __init__(self, session: Session, trial_id: int, run_id: int) -> None:
+    Arguments:
+        flush_metrics: called before a checkpoint is registered, to deliver the metrics
+            reported before it: a run resumes after its latest checkpoint, so metrics still
+            queued when it died would otherwise never be reported again.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        trial_id: int,
+        run_id: int,
+        flush_metrics: Callable[[], object] | None = None,
+    ) -> None:
         self._session = session
         self._trial_id = trial_id
         self._run_id = run_id
+        self._flush_metrics = flush_metrics
 
     def register(
         self,
@@ -95,6 +108,8 @@ class RESTCheckpointRegistry:
         metadata: dict[str, Any],
     ) -> None:
         """Register a stored checkpoint (idempotent on uuid, so the Session's retries are safe)."""
+        if self._flush_metrics is not None:
+            self._flush_metrics()
         self._session.post(
             f"trials/{self._trial_id}/checkpoints/",
             json={
@@ -139,6 +154,22 @@ class CheckpointContext:
         self._dist = distributed
         self._storage = storage_manager
         self._registry = registry
+        self._file_writers: list[Callable[[pathlib.Path], None]] = []
+
+    def _add_file_writer(self, writer: Callable[[pathlib.Path], None]) -> Callable[[], None]:
+        """Have ``writer(path)`` add files to every checkpoint the chief stores from now on.
+
+        Used by the PyTorch harness for ``load_data.json``, ``code/`` and ``tensorboard/``; it
+        runs after the ``store_path`` block, before ``metadata.json`` and registration. Returns
+        a function that removes the writer.
+        """
+        self._file_writers.append(writer)
+        return lambda: self._file_writers.remove(writer)
+
+    def _write_files(self, path: pathlib.Path, metadata: dict[str, Any]) -> None:
+        for writer in self._file_writers:
+            writer(path)
+        _write_metadata(path, metadata)
 
     @property
     def storage_manager(self) -> StorageManager:
@@ -182,7 +213,7 @@ class CheckpointContext:
             storage_id = str(uuid.uuid4())
             with self._storage.store_path(storage_id) as path:
                 yield path, storage_id
-                _write_metadata(path, metadata)
+                self._write_files(path, metadata)
             self._register(storage_id, steps_completed, metadata)
             return
         storage_id = self._dist.broadcast(str(uuid.uuid4()))
@@ -191,7 +222,7 @@ class CheckpointContext:
             with self._storage.store_path(storage_id) as path:
                 yield path, storage_id
                 if self._dist.rank == 0:
-                    _write_metadata(path, metadata)
+                    self._write_files(path, metadata)
         except BaseException as exc:  # noqa: BLE001 - every rank must reach the allgather below
             error = exc
         failed = [r for r, ok in enumerate(self._dist.allgather(error is None)) if not ok]

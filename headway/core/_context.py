@@ -157,9 +157,10 @@ def init(
             Default: the experiment's ``checkpoint_storage`` (managed) or ``./checkpoints``
             (local).
         preempt_mode (PreemptMode): how ranks learn about preemption (see ``PreemptMode``).
-        max_length (int | dict | None): local mode only: length of the single searcher
-            operation, e.g. ``{"epochs": 3}`` or ``500``; without it ``searcher.operations()``
-            raises in local mode. Ignored in managed mode (the config's ``searcher.max_length``).
+        max_length (int | dict | None): local mode only (a Headway extension): length of the
+            single searcher operation, e.g. ``{"epochs": 3}`` or ``500``. Without it local mode
+            yields one operation of length 1 in epochs, as Determined does. Ignored in managed
+            mode (the config's ``searcher.max_length``).
         preempt_poll_interval (float): seconds between preemption polls (managed mode).
 
     Raises:
@@ -212,10 +213,14 @@ def _local_init(
     )
 
 
-def _local_init_length(max_length: int | dict[str, int] | None) -> tuple[int | None, Unit | None]:
-    """``core.init(max_length=)`` in local mode: a bare int is a count with no unit."""
+def _local_init_length(max_length: int | dict[str, int] | None) -> tuple[int, Unit | None]:
+    """``core.init(max_length=)`` in local mode: a bare int is a count with no unit.
+
+    Without it, one operation of length 1 in epochs, as Determined's ``DummySearcherContext``
+    (``core/_searcher.py``) yields when no cluster is there.
+    """
     if max_length is None:
-        return None, None
+        return 1, Unit.EPOCHS
     length = Length.parse(max_length, "max_length")
     return length.value, (None if isinstance(max_length, int) else length.unit)
 
@@ -262,7 +267,9 @@ def _managed_init(
         checkpoint=CheckpointContext(
             distributed=distributed,
             storage_manager=storage,
-            registry=RESTCheckpointRegistry(main_session, trial_id, run_id),
+            registry=RESTCheckpointRegistry(
+                main_session, trial_id, run_id, flush_metrics=sink.flush
+            ),
         ),
         preempt=PreemptContext(
             distributed=distributed,

@@ -1,8 +1,11 @@
 """``DistributedContext``: ranks and object collectives used to coordinate Core API calls.
 
-Same names and semantics as Determined's ``core.DistributedContext``; the collectives run over
-``torch.distributed`` object collectives on a gloo group (CPU, so control messages never touch
-the GPU) instead of Determined's ZMQ sockets.
+Same names and semantics as Determined's ``core.DistributedContext``. Its collectives do not
+need ``torch.distributed.init_process_group()`` (Determined's run over its own ZMQ sockets): when
+a process group exists at the first collective they use ``torch.distributed`` object
+collectives on a gloo group (CPU, so control messages never touch the GPU); otherwise they use
+torchrun's key-value store (``headway.core._store_collectives``). The choice is made once, at
+the first collective, so every rank keeps using the same transport.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 from typing import Any
+
+from headway.core._store_collectives import StoreCollectives
 
 logger = logging.getLogger("headway.core")
 
@@ -19,9 +24,9 @@ class DistributedContext:
 
     Ranks on one node must be contiguous (``rank == cross_rank * local_size + local_rank``), as
     ``torchrun`` assigns them. With ``size == 1`` every collective is trivial and torch is never
-    imported. With ``size > 1`` the caller must have called
-    ``torch.distributed.init_process_group()`` first (``torchrun`` sets the env vars it reads);
-    every rank must call each collective in the same order.
+    imported. With ``size > 1`` every rank must call each collective in the same order; the
+    processes must have been started by ``torchrun`` (``headway.launch.torch_distributed``) or
+    have called ``torch.distributed.init_process_group()`` before the first collective.
 
     Arguments:
         rank (int): global rank, ``0 <= rank < size``; rank 0 is the chief.
@@ -66,6 +71,8 @@ class DistributedContext:
         self._chief_ip = chief_ip
         self._group: Any = None  # gloo group for the whole job, created on first use
         self._local_group: Any = None
+        self._store: StoreCollectives | None = None  # or torchrun's store, chosen on first use
+        self._transport: str | None = None  # "torch" or "store" once chosen
 
     def __repr__(self) -> str:
         return (
@@ -181,6 +188,8 @@ class DistributedContext:
         """Return the chief's ``stuff`` on every rank (picklable objects)."""
         if self._size == 1:
             return stuff
+        if self._uses_store():
+            return self._store_collectives().broadcast("all", self._rank, self._size, stuff)
         dist, group = self._torch_group(local=False)
         box = [stuff if self._rank == 0 else None]
         dist.broadcast_object_list(box, src=0, group=group)
@@ -190,6 +199,10 @@ class DistributedContext:
         """Return the local chief's ``stuff`` on every rank of this node."""
         if self._local_size == 1:
             return stuff
+        if self._uses_store():
+            return self._store_collectives().broadcast(
+                self._node_group, self._local_rank, self._local_size, stuff
+            )
         dist, group = self._torch_group(local=True)
         box = [stuff if self._local_rank == 0 else None]
         dist.broadcast_object_list(box, src=self._local_chief_rank(), group=group)
@@ -199,6 +212,8 @@ class DistributedContext:
         """Return every rank's ``stuff`` (in rank order) on the chief, None elsewhere."""
         if self._size == 1:
             return [stuff]
+        if self._uses_store():
+            return self._store_collectives().gather("all", self._rank, self._size, stuff)
         dist, group = self._torch_group(local=False)
         out: list[Any] | None = [None] * self._size if self._rank == 0 else None
         dist.gather_object(stuff, out, dst=0, group=group)
@@ -208,6 +223,10 @@ class DistributedContext:
         """Return every local rank's ``stuff`` on the local chief, None elsewhere."""
         if self._local_size == 1:
             return [stuff]
+        if self._uses_store():
+            return self._store_collectives().gather(
+                self._node_group, self._local_rank, self._local_size, stuff
+            )
         dist, group = self._torch_group(local=True)
         out: list[Any] | None = [None] * self._local_size if self._local_rank == 0 else None
         dist.gather_object(stuff, out, dst=self._local_chief_rank(), group=group)
@@ -217,6 +236,8 @@ class DistributedContext:
         """Return every rank's ``stuff`` (in rank order) on every rank."""
         if self._size == 1:
             return [stuff]
+        if self._uses_store():
+            return self._store_collectives().allgather("all", self._rank, self._size, stuff)
         dist, group = self._torch_group(local=False)
         out: list[Any] = [None] * self._size
         dist.all_gather_object(out, stuff, group=group)
@@ -226,6 +247,10 @@ class DistributedContext:
         """Return every local rank's ``stuff`` on every rank of this node."""
         if self._local_size == 1:
             return [stuff]
+        if self._uses_store():
+            return self._store_collectives().allgather(
+                self._node_group, self._local_rank, self._local_size, stuff
+            )
         dist, group = self._torch_group(local=True)
         out: list[Any] = [None] * self._local_size
         dist.all_gather_object(out, stuff, group=group)
@@ -236,20 +261,41 @@ class DistributedContext:
         self.allgather(None)
 
     def close(self) -> None:
-        """Release the process groups this context created (the default group is left alone)."""
+        """Release the process groups or store connection this context created (the default
+        group is left alone). A later collective chooses its transport again."""
         self._group = None
         self._local_group = None
+        self._store = None
+        self._transport = None
 
     def _local_chief_rank(self) -> int:
         return self._cross_rank * self._local_size
+
+    @property
+    def _node_group(self) -> str:
+        return f"node{self._cross_rank}"
+
+    def _uses_store(self) -> bool:
+        """Choose the transport at the first collective: a process group when one exists."""
+        if self._transport is None:
+            import torch.distributed as dist
+
+            initialized = dist.is_available() and dist.is_initialized()
+            self._transport = "torch" if initialized else "store"
+        return self._transport == "store"
+
+    def _store_collectives(self) -> StoreCollectives:
+        if self._store is None:
+            self._store = StoreCollectives.from_agent_store()
+        return self._store
 
     def _torch_group(self, *, local: bool) -> tuple[Any, Any]:
         import torch.distributed as dist
 
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError(
-                f"DistributedContext with size={self._size} needs "
-                "torch.distributed.init_process_group() to be called first"
+                f"DistributedContext with size={self._size}: torch.distributed's default "
+                "process group was destroyed after this context started using it"
             )
         if self._group is None:
             # new_group() is itself a collective: every rank reaches this point on its first

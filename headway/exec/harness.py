@@ -90,8 +90,20 @@ def _local_config(path: str | None) -> tuple[dict[str, Any] | None, dict[str, An
     return hparams, conf
 
 
+def distributed_backend() -> str:
+    """``"nccl"`` when this process sees a CUDA device, else ``"gloo"`` (as Determined picks)."""
+    import torch
+
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
 def _distributed() -> Any:
-    """A DistributedContext when launched with several ranks (torchrun env), else None."""
+    """A DistributedContext when launched with several ranks (torchrun env), else None.
+
+    Initialises ``torch.distributed`` from the env torchrun sets (``env://``): NCCL with
+    ``cuda:LOCAL_RANK`` as this rank's device on a GPU host (the worker's
+    ``CUDA_VISIBLE_DEVICES`` lists only the run's GPUs), gloo on the CPU otherwise.
+    """
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return None
     import torch
@@ -100,7 +112,11 @@ def _distributed() -> Any:
     from headway.core import DistributedContext
 
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        backend = distributed_backend()
+        if backend == "nccl":
+            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        dist.init_process_group(backend=backend)
     return DistributedContext.from_torch_distributed()
 
 
@@ -115,9 +131,17 @@ def run(entrypoint: str, config_path: str | None = None) -> None:
         hparams, conf = _local_config(config_path)
     elif config_path is not None:
         logger.warning("--config is ignored on the cluster")
-    with pytorch.init(hparams=hparams, exp_conf=conf, distributed=_distributed()) as context:
-        trial = trial_class(context)
-        pytorch.Trainer(trial, context).fit()
+    distributed = _distributed()
+    try:
+        with pytorch.init(hparams=hparams, exp_conf=conf, distributed=distributed) as context:
+            trial = trial_class(context)
+            pytorch.Trainer(trial, context).fit()
+    finally:
+        if distributed is not None:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> int:

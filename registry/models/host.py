@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from registry.models.states import RunState
+
 
 class WorkerHostQuerySet(models.QuerySet):
     """Lookups of hosts by liveness."""
@@ -61,3 +63,53 @@ class WorkerHost(models.Model):
     def alive(self) -> bool:
         """``is_alive()`` now (for templates and serializers)."""
         return self.is_alive()
+
+
+class RunShare(models.Model):
+    """The part of a run that spans several hosts which runs on one more host (node 1, 2...).
+
+    A run placed over several hosts keeps its chief part (node 0, global rank 0) on the run
+    itself (``TrialRun.host``/``slots``/``devices``); every other host's part is a share, started
+    by that host's worker (``headway.run_trial_share``) with torchrun's static rendezvous on the
+    chief host (``rendezvous``, ``"address:port"``, written by the chief's worker once it claimed
+    the run). A share holds its host's slots while its run is not EXITED or its own processes
+    still run (``state`` not EXITED).
+    """
+
+    run = models.ForeignKey("registry.TrialRun", on_delete=models.CASCADE, related_name="shares")
+    node_rank = models.PositiveIntegerField()
+    host = models.ForeignKey(
+        WorkerHost, null=True, blank=True, on_delete=models.SET_NULL, related_name="shares"
+    )
+    slots = models.PositiveIntegerField(default=0)
+    devices = models.JSONField(default=list, blank=True)
+    # QUEUED until the host's worker claims it, then STARTING / RUNNING, EXITED at the end.
+    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
+    worker = models.CharField(max_length=255, blank=True, default="")
+    exit_code = models.IntegerField(null=True, blank=True)
+    rendezvous = models.CharField(max_length=300, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run_id", "node_rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "node_rank"], name="unique_share_per_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Share {self.node_rank} of run {self.run_id} ({self.state})"
+
+
+def shares_holding_slots(now: datetime | None = None) -> models.Q:
+    """``RunShare`` filter: shares that hold their host's slots now.
+
+    While their run is not EXITED; after that while their own processes still run, i.e. the
+    share is STARTING/RUNNING and its worker heartbeated within
+    ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS`` (a worker that died mid-run does not hold them forever).
+    """
+    timeout = timedelta(seconds=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
+    fresh = (now or timezone.now()) - timeout
+    running = models.Q(state__in=[RunState.STARTING, RunState.RUNNING], heartbeat_at__gte=fresh)
+    return ~models.Q(run__state=RunState.EXITED) | running

@@ -13,8 +13,8 @@ from functools import partial
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from registry.models import RunState, TrialRun, WorkerHost
-from registry.scheduler import send_run_task
+from registry.models import RunShare, RunState, TrialRun, WorkerHost
+from registry.scheduler import send_run_task, send_share_task
 
 
 def host_heartbeat(
@@ -81,4 +81,12 @@ def host_redispatch(*, name: str) -> int:
     )
     for trial_id, run_id, queue in runs:
         transaction.on_commit(partial(send_run_task, trial_id, run_id, queue))
-    return len(runs)
+    # This host's parts of runs ganged over several hosts, not claimed yet.
+    shares = list(
+        RunShare.objects.filter(host__name=name, state=RunState.QUEUED)
+        .exclude(run__state=RunState.EXITED)
+        .values_list("run__trial_id", "run__run_id", "node_rank", "host__queue")
+    )
+    for trial_id, run_id, node_rank, queue in shares:
+        transaction.on_commit(partial(send_share_task, trial_id, run_id, node_rank, queue))
+    return len(runs) + len(shares)

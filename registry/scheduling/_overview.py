@@ -6,7 +6,6 @@ from django.db.models import (
     Exists,
     OuterRef,
     Prefetch,
-    Q,
     QuerySet,
     Subquery,
     Sum,
@@ -14,7 +13,8 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from registry.models import RunState, Trial, TrialRun, WorkerHost
+from registry.models import RunShare, RunState, Trial, TrialRun, WorkerHost
+from registry.models.host import shares_holding_slots
 
 
 def host_list() -> QuerySet[WorkerHost]:
@@ -22,18 +22,32 @@ def host_list() -> QuerySet[WorkerHost]:
 
     ``active_runs`` (prefetched, oldest first, trial joined) are the runs holding the host's
     slots: every run placed on it that is not EXITED (QUEUED ones included: their task is on
-    the way). ``slots_in_use`` is the sum of their ``slots``, as placement counts it.
+    the way). ``slots_in_use`` is the sum of their ``slots`` plus the slots of the run shares
+    (parts of runs ganged over several hosts) it holds, as placement counts them.
     """
     active = (
         TrialRun.objects.exclude(state=RunState.EXITED)
         .select_related("trial")
         .order_by("created_at", "id")
     )
+    # Parts of runs ganged over several hosts hold this host's slots too (as placement counts).
+    shares = (
+        RunShare.objects.filter(host=OuterRef("pk"))
+        .filter(shares_holding_slots())
+        .values("host")
+        .annotate(total=Sum("slots"))
+        .values("total")
+    )
+    runs = (
+        TrialRun.objects.filter(host=OuterRef("pk"))
+        .exclude(state=RunState.EXITED)
+        .values("host")
+        .annotate(total=Sum("slots"))
+        .values("total")
+    )
     return (
         WorkerHost.objects.annotate(
-            slots_in_use=Coalesce(
-                Sum("runs__slots", filter=~Q(runs__state=RunState.EXITED)), Value(0)
-            )
+            slots_in_use=Coalesce(Subquery(runs), Value(0)) + Coalesce(Subquery(shares), Value(0))
         )
         .prefetch_related(Prefetch("runs", queryset=active, to_attr="active_runs"))
         .order_by("name")

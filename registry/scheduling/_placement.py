@@ -12,12 +12,16 @@ heartbeat and in the periodic reaper task. Its steps:
 3. A host's free devices are its devices minus those of its runs that are not EXITED: computed
    every pass, never counted, so slots come back however a run ends.
 4. Queued runs without a host are taken in order of ``resources.priority`` (smaller first), then
-   submission (run ``created_at``, id). Each needs ``slots_per_trial`` free slots on ONE alive
-   host: the best fit (fewest free slots that suffice, then name) gets it, with its lowest free
-   device ids, and the run's task goes to that host's queue once the assignment commits.
-   Strict FIFO: the first run that cannot be placed now blocks every run behind it (no
-   backfill, docs/decisions.md). A run no alive host can ever fit (or any run while no host is
-   alive) is skipped with a message on its trial instead, so it blocks nobody.
+   submission (run ``created_at``, id). A run whose ``slots_per_trial`` fit on one alive host
+   waits for that many free slots on ONE host: the best fit (fewest free slots that suffice,
+   then name) gets it, with its lowest free device ids, and the run's task goes to that host's
+   queue once the assignment commits. A run larger than every alive host is ganged over the
+   fewest hosts ``k`` (``k`` divides ``slots_per_trial``) that can each give it
+   ``slots_per_trial / k`` slots: all of them at once or none (the chief part on the run, the
+   others as ``RunShare`` rows, a task to each host's queue). Strict FIFO: the first run that
+   cannot be placed now blocks every run behind it (no backfill, docs/decisions.md). A run the
+   alive hosts can never fit (or any run while no host is alive) is skipped with a message on
+   its trial instead, so it blocks nobody.
 
 Writes outside step 2 are single-row statements (no transaction spans them on PostgreSQL), so a
 pass never holds two row locks at once and cannot deadlock with lifecycle transitions.
@@ -42,8 +46,9 @@ from pydantic import ValidationError
 
 from headway.expconf import ResourcesConfig
 from registry.lifecycle._common import drop_queued_run, lock_trial
-from registry.models import Experiment, RunState, State, Trial, TrialRun, WorkerHost
-from registry.scheduler import schedule_run, send_run_task
+from registry.models import Experiment, RunShare, RunState, State, Trial, TrialRun, WorkerHost
+from registry.models.host import shares_holding_slots
+from registry.scheduler import schedule_run, send_run_task, send_share_task
 
 logger = logging.getLogger("headway.scheduler")
 
@@ -122,13 +127,33 @@ def _place(pool: str, now: datetime) -> list[tuple[int, int]]:
     for run in queued:
         message = unplaceable_message(run.slots, hosts, alive)
         if message is None and not blocked:
-            choice = _best_fit(free, run.slots)
+            nodes = gang_size(run.slots, [h.slots for h in alive])
+            choice = _best_fit(free, run.slots // nodes, nodes) if nodes else None
             if choice is None:
                 blocked = True  # strict FIFO: later runs may not take the slots it waits for
             elif _assign(run, choice):
                 placed.append((run.trial_id, run.run_id))
         _set_message(run, message or "")
     return placed
+
+
+def gang_size(slots: int, capacities: list[int]) -> int | None:
+    """How many hosts a run of ``slots`` spans, given the alive hosts' slot counts; None if no
+    set of them can ever hold it.
+
+    1 when one host is large enough (the run waits for it rather than spreading out).
+    Otherwise the fewest hosts ``k`` (``k`` divides ``slots``) of which at least ``k`` have
+    ``slots / k`` slots each: every host runs the same number of ranks, as torchrun's
+    ``--nproc-per-node`` and ``DistributedContext`` (``local_size * cross_size == size``) need.
+    """
+    if any(capacity >= slots for capacity in capacities):
+        return 1
+    for nodes in range(2, slots + 1):
+        if slots % nodes == 0:
+            share = slots // nodes
+            if sum(1 for capacity in capacities if capacity >= share) >= nodes:
+                return nodes
+    return None
 
 
 def unplaceable_message(slots: int, hosts: list[WorkerHost], alive: list[WorkerHost]) -> str | None:
@@ -144,22 +169,27 @@ def unplaceable_message(slots: int, hosts: list[WorkerHost], alive: list[WorkerH
             f"waiting for a worker host: none of the {len(hosts)} registered has sent a "
             f"heartbeat in the last {timeout:g} s"
         )
-    largest = min(alive, key=lambda h: (-h.slots, h.name))
-    if slots > largest.slots:
+    if gang_size(slots, [h.slots for h in alive]) is None:
+        largest = min(alive, key=lambda h: (-h.slots, h.name))
+        total = sum(h.slots for h in alive)
         return (
-            f"needs {slots} slots on one host; the largest alive worker host "
-            f"({largest.name}) has {largest.slots}"
+            f"needs {slots} slots; the largest alive worker host ({largest.name}) has "
+            f"{largest.slots}, and no group of alive hosts can give the same number of slots "
+            f"each to add up to {slots} ({len(alive)} alive hosts, {total} slots in all)"
         )
     return None
 
 
 def _requeue_stranded_runs(pool: str, alive_ids: set[int]) -> None:
-    stranded = list(
-        TrialRun.objects.filter(pool=pool, state=RunState.QUEUED, host__isnull=False)
+    placed = TrialRun.objects.filter(pool=pool, state=RunState.QUEUED, host__isnull=False)
+    stranded = set(placed.exclude(host_id__in=alive_ids).values_list("trial_id", "run_id"))
+    # A run ganged over several hosts is stranded when any of them is gone before it started.
+    stranded.update(
+        RunShare.objects.filter(run__in=placed)
         .exclude(host_id__in=alive_ids)
-        .values_list("trial_id", "run_id")
+        .values_list("run__trial_id", "run__run_id")
     )
-    for trial_id, run_id in stranded:
+    for trial_id, run_id in sorted(stranded):
         # The lifecycle's lock order: the trial, then its run.
         with transaction.atomic():
             trial = lock_trial(trial_id)
@@ -168,7 +198,10 @@ def _requeue_stranded_runs(pool: str, alive_ids: set[int]) -> None:
                 .filter(trial_id=trial_id, run_id=run_id, state=RunState.QUEUED)
                 .first()
             )
-            if run is None or run.host_id is None or run.host_id in alive_ids:
+            if run is None or run.host_id is None:
+                continue
+            share_hosts = set(run.shares.values_list("host_id", flat=True))
+            if run.host_id in alive_ids and share_hosts <= alive_ids:
                 continue
             logger.warning(
                 "trial %s run %s was placed on a host that is gone before it started; re-queued",
@@ -188,7 +221,13 @@ def _free_slots(alive: list[WorkerHost]) -> list[_HostSlots]:
         .exclude(state=RunState.EXITED)
         .values_list("host_id", "slots", "devices")
     )
-    for host_id, slots, devices in held:
+    # A share holds its host's slots while its run lives or its own processes still run.
+    shares = (
+        RunShare.objects.filter(host__in=alive)
+        .filter(shares_holding_slots())
+        .values_list("host_id", "slots", "devices")
+    )
+    for host_id, slots, devices in [*held, *shares]:
         used_slots[host_id] = used_slots.get(host_id, 0) + slots
         used_devices.setdefault(host_id, set()).update(str(d) for d in devices or [])
     out = []
@@ -242,21 +281,43 @@ def _queued_runs(pool: str) -> list[_Queued]:
     return queued
 
 
-def _best_fit(free: list[_HostSlots], slots: int) -> _HostSlots | None:
-    fitting = [host for host in free if len(host.free) >= slots]
-    return min(fitting, key=lambda h: (len(h.free), h.host.name), default=None)
-
-
-def _assign(run: _Queued, choice: _HostSlots) -> bool:
-    devices = choice.free[: run.slots]
-    # Conditional: a run paused, killed or placed since it was read is left alone.
-    updated = TrialRun.objects.filter(id=run.pk, state=RunState.QUEUED, host__isnull=True).update(
-        host=choice.host, slots=run.slots, devices=devices
+def _best_fit(free: list[_HostSlots], share: int, nodes: int = 1) -> list[_HostSlots] | None:
+    """The ``nodes`` hosts with ``share`` free slots each that fit best (fewest free slots, then
+    name), the first being the chief; None when fewer hosts have that much free."""
+    fitting = sorted(
+        (host for host in free if len(host.free) >= share),
+        key=lambda h: (len(h.free), h.host.name),
     )
-    if not updated:
-        return False
-    del choice.free[: run.slots]
-    transaction.on_commit(partial(send_run_task, run.trial_id, run.run_id, choice.host.queue))
+    return fitting[:nodes] if len(fitting) >= nodes else None
+
+
+def _assign(run: _Queued, choice: list[_HostSlots]) -> bool:
+    share = run.slots // len(choice)
+    chief, others = choice[0], choice[1:]
+    with transaction.atomic():
+        # Conditional: a run paused, killed or placed since it was read is left alone.
+        updated = TrialRun.objects.filter(
+            id=run.pk, state=RunState.QUEUED, host__isnull=True
+        ).update(host=chief.host, slots=share, devices=chief.free[:share])
+        if not updated:
+            return False
+        RunShare.objects.bulk_create(
+            RunShare(
+                run_id=run.pk,
+                node_rank=node,
+                host=host.host,
+                slots=share,
+                devices=host.free[:share],
+            )
+            for node, host in enumerate(others, start=1)
+        )
+    for host in choice:
+        del host.free[:share]
+    transaction.on_commit(partial(send_run_task, run.trial_id, run.run_id, chief.host.queue))
+    for node, host in enumerate(others, start=1):
+        transaction.on_commit(
+            partial(send_share_task, run.trial_id, run.run_id, node, host.host.queue)
+        )
     return True
 
 

@@ -1,0 +1,302 @@
+"""DDP overhead: samples/s of a 2-rank ``PyTorchTrial`` under the launcher vs a raw DDP loop.
+
+Run from the repository root: ``.venv/bin/python bench/ddp_overhead.py`` (``--backend nccl`` on
+a host with two GPUs; the default is gloo on the CPU, or nccl when two GPUs are visible).
+
+Both sides train the same compute-bound MLP (64-1024-1024-1024-10, SGD with momentum) on
+scikit-learn's digits (1,437 training rows as 64 features) with a global batch of 64, i.e. 32
+per rank, on 2 ranks:
+
+- raw: ``python -m torch.distributed.run --standalone --nproc-per-node 2`` running a plain loop:
+  ``DistributedSampler`` + ``DataLoader`` + ``DistributedDataParallel`` + forward / backward /
+  step;
+- harness: ``python -m headway.launch.torch_distributed --nproc-per-node 2 --`` running the
+  same model as a ``PyTorchTrial`` under ``Trainer.fit(max_length=Batch(n))`` in local mode
+  (per-rank data sharding, DDP wrap, training metrics all-gathered and reported every 100
+  batches, preemption checked at each report).
+
+Each rank process is timed inside itself, from the start of training (raw: building the data
+loader; harness: the first ``on_training_epoch_start``) to its end (harness: the final
+validation starts), after the same number of warm-up batches; process start-up is not counted,
+and the harness's ``fit()`` set-up before the first batch is reported apart
+(``harness_fit_setup_ms``). Raw and harness launches alternate
+(order swapped each time) ``--repeats`` times; the ratio is the median of the per-pair ratios
+and samples/s are medians. Target: >= 0.95x raw. Each rank runs ``OMP_NUM_THREADS=1`` threads
+(2 ranks on this 2-core machine). The last line printed is a JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+REPO = Path(__file__).resolve().parent.parent
+GLOBAL_BATCH = 64
+RANKS = 2
+WIDTH = 1024
+MARK = "ddp_overhead_result"
+
+
+def _dataset() -> torch.utils.data.TensorDataset:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(digits.target, dtype=torch.long)
+    return torch.utils.data.TensorDataset(x[:1437], y[:1437])
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(64, WIDTH),
+        nn.ReLU(),
+        nn.Linear(WIDTH, WIDTH),
+        nn.ReLU(),
+        nn.Linear(WIDTH, WIDTH),
+        nn.ReLU(),
+        nn.Linear(WIDTH, 10),
+    )
+
+
+def _optimizer(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def _device(backend: str) -> torch.device:
+    if backend == "nccl":
+        local_rank = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def _report(kind: str, batches: int, seconds: float, **extra: float) -> None:
+    if int(os.environ.get("RANK", "0")) == 0:
+        result = {"kind": kind, "samples_per_s": batches * GLOBAL_BATCH / seconds, **extra}
+        print(json.dumps({MARK: result}), flush=True)
+
+
+# -- the rank processes ---------------------------------------------------------------------------
+
+
+def worker_raw(batches: int, warmup: int, backend: str) -> None:
+    """A plain DDP loop: ``warmup`` untimed batches, then ``batches`` timed ones."""
+    import torch.distributed as dist
+
+    dist.init_process_group(backend)
+    device = _device(backend)
+    dataset = _dataset()
+    model = nn.parallel.DistributedDataParallel(
+        _model().to(device), device_ids=[device.index] if device.type == "cuda" else None
+    )
+    opt = _optimizer(model)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def train(count: int) -> None:
+        sampler: torch.utils.data.distributed.DistributedSampler = (
+            torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True)
+        )
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=GLOBAL_BATCH // dist.get_world_size(), sampler=sampler
+        )
+        done, epoch = 0, 0
+        while done < count:
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                done += 1
+                if done == count:
+                    break
+            epoch += 1
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    train(warmup)
+    dist.barrier()
+    start = time.perf_counter()
+    train(batches)
+    _report("raw", batches, time.perf_counter() - start)
+    dist.destroy_process_group()
+
+
+def worker_harness(batches: int, warmup: int, backend: str) -> None:
+    """The same training as a ``PyTorchTrial``: a warm-up ``fit()``, then a timed one."""
+    import torch.distributed as dist
+
+    from headway import core, pytorch
+
+    class _Clock(pytorch.PyTorchCallback):
+        def __init__(self) -> None:
+            self.training_started = 0.0
+            self.training_done = 0.0
+
+        def on_training_epoch_start(self, epoch_idx: int) -> None:
+            if not self.training_started:
+                self.training_started = time.perf_counter()
+
+        def on_validation_start(self) -> None:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            self.training_done = time.perf_counter()
+
+    class BenchTrial(pytorch.PyTorchTrial):
+        def __init__(self, context: pytorch.PyTorchTrialContext) -> None:
+            self.context = context
+            self.dataset = _dataset()
+            self.model = context.wrap_model(_model())
+            self.opt = context.wrap_optimizer(_optimizer(self.model))
+            self.loss_fn = nn.CrossEntropyLoss()
+            self.clock = _Clock()
+
+        def build_training_data_loader(self) -> pytorch.DataLoader:
+            return pytorch.DataLoader(
+                self.dataset, batch_size=self.context.get_per_slot_batch_size(), shuffle=True
+            )
+
+        def build_validation_data_loader(self) -> pytorch.DataLoader:
+            subset = torch.utils.data.Subset(self.dataset, range(GLOBAL_BATCH))
+            return pytorch.DataLoader(subset, batch_size=GLOBAL_BATCH)
+
+        def build_callbacks(self) -> dict[str, pytorch.PyTorchCallback]:
+            return {"clock": self.clock}
+
+        def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
+            x, y = batch
+            loss = self.loss_fn(self.model(x), y)
+            self.context.backward(loss)
+            self.context.step_optimizer(self.opt)
+            return {"loss": loss}
+
+        def evaluate_batch(self, batch: Any) -> dict[str, Any]:  # type: ignore[override]
+            x, y = batch
+            return {"validation_loss": self.loss_fn(self.model(x), y)}
+
+    dist.init_process_group(backend)
+    device = _device(backend)
+    distributed = core.DistributedContext.from_torch_distributed()
+    hparams = {"global_batch_size": GLOBAL_BATCH}
+    # Rank 0 creates the directory and shares its name; local mode checkpoints go there.
+    storage = distributed.broadcast(tempfile.mkdtemp() if distributed.rank == 0 else None)
+
+    def fit(count: int) -> tuple[float, float]:
+        """(seconds of training, seconds of fit() before the first batch)."""
+        with pytorch.init(
+            hparams=hparams, distributed=distributed, checkpoint_storage=storage
+        ) as context:
+            trial = BenchTrial(context)
+            trainer = pytorch.Trainer(trial, context)
+            distributed.barrier()
+            start = time.perf_counter()
+            trainer.fit(max_length=pytorch.Batch(count), checkpoint_policy="none")
+            clock = trial.clock
+            return clock.training_done - clock.training_started, clock.training_started - start
+
+    fit(warmup)
+    seconds, setup = fit(batches)
+    _report("harness", batches, seconds, setup_ms=1e3 * setup)
+    distributed.barrier()
+    if distributed.rank == 0:
+        shutil.rmtree(storage, ignore_errors=True)
+    dist.destroy_process_group()
+
+
+# -- the driver -----------------------------------------------------------------------------------
+
+
+def _launch(kind: str, args: argparse.Namespace) -> dict[str, float]:
+    me = [str(Path(__file__).resolve()), "--worker", kind, "--batches", str(args.batches)]
+    me += ["--warmup", str(args.warmup), "--backend", args.backend]
+    if kind == "raw":
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        cmd += ["--nproc-per-node", str(RANKS), *me]
+    else:
+        cmd = [sys.executable, "-m", "headway.launch.torch_distributed"]
+        cmd += ["--nproc-per-node", str(RANKS), "--", "python", *me]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env.pop("HEADWAY_CLUSTER_INFO", None)
+    env.pop("HEADWAY_SLOT_IDS", None)
+    # A folder of its own as the working directory: it is the "model definition" the harness
+    # snapshots into checkpoints (the repository would cost a walk over thousands of files).
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    for line in done.stdout.splitlines():
+        start = line.find("{")
+        if MARK in line and start >= 0:
+            return dict(json.loads(line[start:])[MARK])
+    raise RuntimeError(f"{kind} run failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=300, help="timed global batches per run")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=5)
+    two_gpus = torch.cuda.is_available() and torch.cuda.device_count() >= RANKS
+    parser.add_argument(
+        "--backend", choices=("gloo", "nccl"), default="nccl" if two_gpus else "gloo"
+    )
+    parser.add_argument("--worker", choices=("raw", "harness"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "raw":
+        worker_raw(args.batches, args.warmup, args.backend)
+        return
+    if args.worker == "harness":
+        worker_harness(args.batches, args.warmup, args.backend)
+        return
+    if args.backend == "nccl" and not two_gpus:
+        parser.error(f"--backend nccl needs {RANKS} CUDA devices")
+    raw: list[float] = []
+    harness: list[float] = []
+    setup: list[float] = []
+    for i in range(args.repeats):
+        for kind in ("raw", "harness") if i % 2 == 0 else ("harness", "raw"):
+            result = _launch(kind, args)
+            (raw if kind == "raw" else harness).append(result["samples_per_s"])
+            if kind == "harness":
+                setup.append(result["setup_ms"])
+    ratios = [h / r for h, r in zip(harness, raw, strict=True)]
+    figures = {
+        "backend": args.backend,
+        "ranks": RANKS,
+        "global_batch_size": GLOBAL_BATCH,
+        "mlp_width": WIDTH,
+        "timed_batches": args.batches,
+        "raw_samples_per_s": round(statistics.median(raw), 1),
+        "harness_samples_per_s": round(statistics.median(harness), 1),
+        "ratio": round(statistics.median(ratios), 3),
+        "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+        "raw_ms_per_batch": round(1e3 * GLOBAL_BATCH / statistics.median(raw), 2),
+        "harness_ms_per_batch": round(1e3 * GLOBAL_BATCH / statistics.median(harness), 2),
+        "harness_fit_setup_ms": round(statistics.median(setup), 1),
+    }
+    print(
+        f"{'backend':<8}{'raw samples/s':>16}{'harness samples/s':>20}{'ratio':>8}{'target':>8}"
+        f"{'pair range':>14}"
+    )
+    print(
+        f"{args.backend:<8}{figures['raw_samples_per_s']:>16,.0f}"
+        f"{figures['harness_samples_per_s']:>20,.0f}{figures['ratio']:>8.3f}{0.95:>8.2f}"
+        f"{'-'.join(f'{r:.2f}' for r in figures['ratio_range']):>14}"
+    )
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

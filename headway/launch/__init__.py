@@ -1,0 +1,6 @@
+"""Launch layers that start one process per slot (Determined's ``determined.launch``).
+
+``python -m headway.launch.torch_distributed [TORCH_OVERRIDES... --] (--trial M:C | CMD...)``
+wraps PyTorch's own launcher (``torch.distributed.run``, i.e. ``torchrun``); see
+``headway.launch.torch_distributed`` and docs/distributed.md.
+"""

@@ -1,0 +1,27 @@
+"""A checkpoint is registered only after the metrics reported before it are delivered."""
+
+from __future__ import annotations
+
+from headway.core._checkpoint import RESTCheckpointRegistry
+
+
+class RecordingSession:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def post(self, path: str, json: object = None) -> dict:
+        self.calls.append(f"POST {path}")
+        return {}
+
+
+def test_metrics_are_flushed_before_the_checkpoint_is_registered() -> None:
+    calls: list[str] = []
+    registry = RESTCheckpointRegistry(
+        RecordingSession(calls),  # type: ignore[arg-type]
+        trial_id=7,
+        run_id=2,
+        flush_metrics=lambda: calls.append("flush"),
+    )
+    registry.register("uuid-1", 40, {"state-dict.pth": 10}, {"steps_completed": 40})
+    # A run that dies right after this resumes after step 40: nothing before it may be queued.
+    assert calls == ["flush", "POST trials/7/checkpoints/"]

@@ -1,0 +1,222 @@
+"""Runs over several hosts: the chief's view of the other hosts' shares, and each share's state.
+
+A run ganged over several hosts (``registry.scheduling``) has its chief part on the run itself
+(node 0, run by ``workers.runner.run_trial``) and one ``RunShare`` per other host (nodes 1..,
+run by ``workers.runner.run_trial_share``). The hosts meet through torchrun's static rendezvous
+on the chief host; the database carries what torchrun does not:
+
+- the rendezvous address: the chief's worker writes ``"address:port"`` on every share once it
+  claimed the run; each share's worker waits for it before starting its ranks;
+- failure: a share that exits non-zero, stops heartbeating or never starts within
+  ``HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS`` makes the chief's worker stop its own ranks (its
+  torchrun may otherwise wait in a collective); a run that ended (or is killed) makes every
+  share's worker stop its ranks. No rank outlives its run on any host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from registry.models import RunShare, RunState, TrialRun
+
+# Why the chief stops its ranks because of another host; "lost" re-queues without a restart.
+FAILED = "failed"
+LOST = "lost"
+
+
+@dataclasses.dataclass(frozen=True)
+class NodePlan:
+    """Where one host's part of a run sits among the run's hosts.
+
+    Attributes:
+        nnodes (int): hosts the run spans (1: a single-host run).
+        node_rank (int): this host's index (0: the chief).
+        total_slots (int): slots of the whole run (``WORLD_SIZE`` under the launcher).
+        chief_addr (str): address of the chief host.
+        port (int | None): rendezvous port on the chief host (None with one host).
+    """
+
+    nnodes: int = 1
+    node_rank: int = 0
+    total_slots: int = 1
+    chief_addr: str = "127.0.0.1"
+    port: int | None = None
+
+
+def free_port() -> int:
+    """A TCP port free on every interface of this host now (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+def chief_plan(run: TrialRun) -> NodePlan:
+    """The chief's ``NodePlan``; for a run over several hosts, publish the rendezvous address
+    (this host's ``HEADWAY_HOST_ADDRESS`` and a free port) to its shares."""
+    shares = list(RunShare.objects.filter(run=run).values_list("slots", flat=True))
+    total = (run.slots or 1) + sum(shares)
+    if not shares:
+        return NodePlan(total_slots=total)
+    address, port = settings.HEADWAY_HOST_ADDRESS, free_port()
+    RunShare.objects.filter(run=run).update(rendezvous=f"{address}:{port}")
+    return NodePlan(
+        nnodes=1 + len(shares), node_rank=0, total_slots=total, chief_addr=address, port=port
+    )
+
+
+def claim_share(trial_id: int, run_id: int, node_rank: int, worker: str) -> RunShare | None:
+    """Claim a share for ``worker`` (conditional UPDATE: one delivery gets in); None when it was
+    claimed already or its run ended."""
+    claimed = (
+        RunShare.objects.filter(
+            run__trial_id=trial_id,
+            run__run_id=run_id,
+            node_rank=node_rank,
+            state=RunState.QUEUED,
+        )
+        .exclude(run__state=RunState.EXITED)
+        .update(
+            state=RunState.STARTING,
+            worker=worker,
+            started_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+        )
+    )
+    if claimed != 1:
+        return None
+    return RunShare.objects.select_related("run__trial__experiment", "run__host", "host").get(
+        run__trial_id=trial_id, run__run_id=run_id, node_rank=node_rank
+    )
+
+
+def wait_for_rendezvous(share: RunShare, interval: float = 0.25) -> NodePlan | None:
+    """Block until the chief published its rendezvous address (heartbeating the share); None
+    when the run ended or ``HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS`` passed first."""
+    deadline = time.monotonic() + settings.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        row = RunShare.objects.filter(id=share.id).values_list("rendezvous", "run__state").first()
+        if row is None or row[1] == RunState.EXITED:
+            return None
+        if row[0]:
+            address, _, port = row[0].rpartition(":")
+            others = RunShare.objects.filter(run_id=share.run_id)
+            total = (share.run.slots or 1) + sum(others.values_list("slots", flat=True))
+            return NodePlan(
+                nnodes=1 + others.count(),
+                node_rank=share.node_rank,
+                total_slots=total,
+                chief_addr=address,
+                port=int(port),
+            )
+        share_heartbeat(share)
+        time.sleep(interval)
+    return None
+
+
+def share_running(share: RunShare) -> None:
+    """Mark a claimed share as RUNNING (its processes started)."""
+    RunShare.objects.filter(id=share.id, state=RunState.STARTING).update(
+        state=RunState.RUNNING, heartbeat_at=timezone.now()
+    )
+
+
+def share_heartbeat(share: RunShare) -> None:
+    """Record that the share's worker is alive."""
+    RunShare.objects.filter(id=share.id).exclude(state=RunState.EXITED).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+def share_exited(share: RunShare, exit_code: int | None) -> None:
+    """Record the share's exit (``None``: stopped by its worker's shutdown or never started)."""
+    RunShare.objects.filter(id=share.id).exclude(state=RunState.EXITED).update(
+        state=RunState.EXITED, exit_code=exit_code, ended_at=timezone.now()
+    )
+
+
+def run_gone(run_pk: int) -> str:
+    """For a share's worker: ``"kill"`` when the run is being killed, ``"ended"`` when it
+    exited, else ``""``."""
+    row = TrialRun.objects.filter(id=run_pk).values_list("state", "stop_requested").first()
+    if row is None or row[0] == RunState.EXITED:
+        return "ended"
+    return "kill" if row[1] == "kill" else ""
+
+
+def shares_problem(run: TrialRun, started: float) -> tuple[str, str] | None:
+    """For the chief's worker: ``(FAILED|LOST, message)`` when another host's share failed, went
+    silent or never started; None while they are fine (or the run has no shares)."""
+    now = timezone.now()
+    silent = now - timedelta(seconds=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
+    waited = time.monotonic() - started
+    for node, host, state, code, beat in RunShare.objects.filter(run=run).values_list(
+        "node_rank", "host__name", "state", "exit_code", "heartbeat_at"
+    ):
+        where = f"node {node} (host {host})"
+        if state == RunState.EXITED and code != 0:
+            if code is None:
+                return LOST, f"{where} stopped without an exit code"
+            return FAILED, f"{where} exited with code {code}"
+        if state == RunState.QUEUED and waited > settings.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS:
+            return LOST, f"{where} did not start within the rendezvous timeout"
+        if state in (RunState.STARTING, RunState.RUNNING) and beat is not None and beat < silent:
+            return LOST, f"{where} stopped heartbeating"
+    return None
+
+
+def wait_shares_ended(run: TrialRun, timeout: float) -> list[int | None]:
+    """Wait up to ``timeout`` s for the run's shares to exit; return their exit codes (a share
+    still running counts as ``None``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = list(RunShare.objects.filter(run=run).values_list("state", "exit_code"))
+        if all(state in (RunState.EXITED, RunState.QUEUED) for state, _ in rows):
+            return [code if state == RunState.EXITED else 0 for state, code in rows]
+        if time.monotonic() >= deadline:
+            return [code if state == RunState.EXITED else None for state, code in rows]
+        time.sleep(0.25)
+
+
+class ShareWatch:
+    """The chief's check of the other hosts of its run (nothing to do for a one-host run).
+
+    ``check()`` is called from the runner's loop; ``final_exit_code()`` once the chief's
+    process ended.
+    """
+
+    def __init__(self, run: TrialRun) -> None:
+        self.run = run
+        self.has_shares = RunShare.objects.filter(run=run).exists()
+        self.started = time.monotonic()
+        self.problem: tuple[str, str] | None = None
+
+    def check(self) -> str | None:
+        """A line for the logs when another host's failure means this host's ranks must stop."""
+        if not self.has_shares or self.problem is not None:
+            return None
+        self.problem = shares_problem(self.run, self.started)
+        if self.problem is None:
+            return None
+        return f"[headway] {self.problem[1]}: stopping the ranks of this host"
+
+    def final_exit_code(self, exit_code: int | None, note: Callable[[str], None]) -> int | None:
+        """The run's exit code from the chief's and the shares' ones: a failure anywhere is the
+        run's failure; a lost host makes the run lost (re-queued, not a restart)."""
+        if not self.has_shares:
+            return exit_code
+        codes = wait_shares_ended(self.run, settings.HEADWAY_KILL_GRACE_SECONDS)
+        if self.problem is not None and self.problem[0] == LOST:
+            return None
+        if exit_code == 0:
+            failed = [code for code in codes if code != 0]
+            if failed:
+                note(f"[headway] another host's ranks exited with code {failed[0]}")
+                return failed[0]
+        return exit_code
