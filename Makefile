@@ -49,8 +49,10 @@ format: install
 bench: migrate
 	$(PY) bench/harness_overhead.py
 	$(PY) bench/metrics_ingest.py
+	$(PY) bench/metrics_read.py
 	$(PY) bench/preempt_latency.py
 	$(PY) bench/scheduling.py
+	$(PY) bench/ddp_overhead.py
 
 clean:
 	rm -rf var/

@@ -50,6 +50,7 @@ POSTGRES_URL = os.environ.get(
 )
 METRICS, STEPS, REPORTS_PER_POST = 10, 10_000, 100
 SINGLE_N, WARMUP_N = 300, 30
+SDK_STEPS = 200_000
 TARGET_POINTS_PER_S, TARGET_SINGLE_P50_MS = 100_000, 5.0
 # A keep-alive GET /healthz above this is the 40 ms delayed-ACK stall, not the server's work.
 NAGLE_FLOOR_MS = 20.0
@@ -143,6 +144,54 @@ def bench_healthz(session: requests.Session, url: str) -> float:
     return _percentile_ms(times, 50)
 
 
+def _training_loop(steps: int, report) -> float:
+    """A stand-in training step (a 64x64 matmul, ~10-20 us) per step; wall seconds.
+
+    ``report(step, loss)`` is called each step (a no-op for the baseline).
+    """
+    import torch
+
+    torch.manual_seed(0)
+    w = torch.randn(64, 64) * 0.1
+    x = torch.randn(8, 64)
+    t0 = time.perf_counter()
+    for step in range(1, steps + 1):
+        x = torch.tanh(x @ w)
+        report(step, x[0, 0])
+    return time.perf_counter() - t0
+
+
+def bench_sdk(url: str, token: str, trial_id: int) -> dict[str, float]:
+    """A Core API loop reporting one metric per step through the SDK's reporter.
+
+    Times the same loop with reporting off, then with ``TrainContext.report_training_metrics``
+    on a ``RegistryMetricReporter`` (what ``core.init()`` builds on a cluster) until every
+    report is delivered (``flush``). Steps/s into the registry = steps / that whole time.
+    """
+    from headway.client import Session
+    from headway.core._distributed import DistributedContext
+    from headway.core._metrics import RegistryMetricReporter
+    from headway.core._train import TrainContext
+
+    baseline_s = _training_loop(SDK_STEPS, lambda step, loss: None)
+    reporter = RegistryMetricReporter(Session(url, token=token), trial_id)
+    train = TrainContext(sink=reporter, distributed=DistributedContext.single())
+    t0 = time.perf_counter()
+    loop_s = _training_loop(
+        SDK_STEPS, lambda step, loss: train.report_training_metrics(step, {"loss": loss})
+    )
+    train.flush()
+    delivered_s = time.perf_counter() - t0
+    error = reporter.close(timeout=10)
+    if error is not None:
+        raise error
+    return {
+        "sdk_steps_per_s": SDK_STEPS / delivered_s,
+        "sdk_loop_slowdown": loop_s / baseline_s,
+        "sdk_baseline_loop_steps_per_s": SDK_STEPS / baseline_s,
+    }
+
+
 def verify(session: requests.Session, url: str, trial_id: int) -> bool:
     """Whether the batched trial's m0 series reads back as 10,000 points in step order."""
     params: dict[str, str | int] = {"max_points": 0, "name": "m0"}
@@ -166,6 +215,7 @@ def measure(backend: Backend, token: str, kind: str) -> dict[str, float | bool]:
         out: dict[str, float | bool] = {"healthz_p50_ms": bench_healthz(session, server.url)}
         out.update(bench_batched(session, server.url, batched_trial))
         out.update(bench_single(session, server.url, single_trial))
+        out.update(bench_sdk(server.url, token, create_trial(session, server.url)))
         out["single_over_healthz"] = out["single_p50_ms"] / out["healthz_p50_ms"]
         out["verified"] = verify(session, server.url, batched_trial)
     return out

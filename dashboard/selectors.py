@@ -16,7 +16,7 @@ from django.db.models import Count, QuerySet
 from dashboard.charts import metrics_figure
 from headway.expconf import ConfigError, Length
 from registry.lifecycle import EXPERIMENT_CONTROLS, TRIAL_CONTROLS, legal_controls
-from registry.metrics import read_series
+from registry.metrics import read_experiment_series
 from registry.models import (
     Checkpoint,
     CheckpointState,
@@ -27,6 +27,7 @@ from registry.models import (
 
 CHECKPOINT_DOWNLOAD_URL = "/api/v1/checkpoints/{uuid}/download"
 LOG_TAIL_LINES = 2000
+CHART_MAX_POINTS = 2000  # per trace; the page draws each trial's full-fidelity series
 # Which buttons to show. This only hides controls that ``registry.lifecycle`` would refuse
 # (docs/lifecycle.md); the lifecycle still decides, so a stale page gets its 409 message.
 
@@ -114,7 +115,11 @@ def experiment_trials(experiment: Experiment) -> list[Trial]:
 
 def experiment_figure(experiment: Experiment, trials: Iterable[Trial]) -> dict[str, Any]:
     """The experiment's metrics chart (see ``dashboard.charts.metrics_figure``)."""
-    series_by_trial = {trial.id: read_series(trial_id=trial.id) for trial in trials}
+    series_by_trial: dict[int, list[dict[str, Any]]] = {trial.id: [] for trial in trials}
+    for entry in read_experiment_series(
+        experiment_id=experiment.id, trial_ids=list(series_by_trial), max_points=CHART_MAX_POINTS
+    ):
+        series_by_trial[entry["trial_id"]].append(entry)
     return metrics_figure(series_by_trial, uirevision=f"experiment-{experiment.id}")
 
 

@@ -131,6 +131,7 @@ DASHBOARD_CONFIG = {
     },
     "entrypoint": "model_def:T",
     "hyperparameters": {},
+    "reproducibility": {"experiment_seed": 7},
 }
 
 

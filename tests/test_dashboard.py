@@ -11,8 +11,8 @@ from django.urls import reverse
 
 from dashboard.charts import isolated_marker_sizes, metrics_figure, trace_name
 from dashboard.selectors import flatten_hparams, format_length
-from registry.metrics import read_series
-from registry.models import Checkpoint, Experiment, MetricReport, State, Trial, TrialLog
+from registry.metrics import metrics_report, parse_reports, read_series
+from registry.models import Checkpoint, Experiment, State, Trial, TrialLog
 from tests.helpers import DASHBOARD_CONFIG
 
 CHECKPOINT_UUID = uuid.UUID("0f4b8a52-6a43-4f55-9d9c-3f3b2a1d0e77")
@@ -47,16 +47,18 @@ def experiment(alice):
         best_validation=0.91,
         latest_checkpoint=CHECKPOINT_UUID,
     )
-    for step, loss in [(10, 2.0), (20, "NaN"), (30, 0.5)]:
-        MetricReport.objects.create(
-            trial=trial, group="training", steps_completed=step, metrics={"loss": loss, "lr": 0.1}
-        )
-    MetricReport.objects.create(
-        trial=trial,
-        group="validation",
-        steps_completed=30,
-        metrics={"validation_accuracy": 0.91, "validation_loss": 0.4},
+    reports = [
+        {"group": "training", "steps_completed": step, "metrics": {"loss": loss, "lr": 0.1}}
+        for step, loss in [(10, 2.0), (20, "NaN"), (30, 0.5)]
+    ]
+    reports.append(
+        {
+            "group": "validation",
+            "steps_completed": 30,
+            "metrics": {"validation_accuracy": 0.91, "validation_loss": 0.4},
+        }
     )
+    metrics_report(trial_id=trial.id, reports=parse_reports({"reports": reports}))
     Checkpoint.objects.create(
         uuid=CHECKPOINT_UUID, trial=trial, steps_completed=30, size=3 * 1024 * 1024
     )
@@ -179,7 +181,8 @@ def test_live_endpoint_shape_and_token(client_alice, experiment):
     data = client_alice.get(url).json()
     assert set(data) >= {"updated", "state", "progress", "figure", "terminal", "trials_html"}
     assert data["state"] == "ACTIVE"
-    assert data["progress"] == 0.5
+    # 30 of 100 batches reported: progress falls back to steps_completed / max_length.
+    assert data["progress"] == pytest.approx(0.3)
     assert data["terminal"] is False
     assert len(data["figure"]["data"]) == 3
     assert "trial-" in data["trials_html"]

@@ -1,8 +1,9 @@
-"""``headway trial describe | logs``."""
+"""``headway trial describe | logs | metrics``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -113,3 +114,53 @@ def cmd_logs(args: argparse.Namespace) -> int:
             stopping = True
             continue
         time.sleep(_common.POLL_INTERVAL_S)
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    """A trial's metric series: a summary table, or with ``--csv`` every point as CSV.
+
+    ``--csv`` streams ``GET trials/{id}/metrics.csv`` (one line per point:
+    ``group,name,steps_completed,value,epoch,reported_at,run_id``) to stdout or ``--output``
+    chunk by chunk, so a series of millions of points never sits in memory.
+    """
+    if args.output and not args.csv:
+        print("error: --output needs --csv", file=sys.stderr)
+        return 2
+    session = make_session(args)
+    params: dict[str, Any] = {}
+    if args.group:
+        params["group"] = args.group
+    if args.name:
+        params["name"] = args.name
+    if not args.csv:
+        trial = session.get(f"trials/{args.id}/")
+        rows = [
+            [
+                group,
+                name,
+                s.get("count"),
+                s.get("last_step"),
+                s.get("last"),
+                s.get("min"),
+                s.get("max"),
+            ]
+            for group, by_name in sorted((trial.get("summary_metrics") or {}).items())
+            if not args.group or group == args.group
+            for name, s in sorted((by_name or {}).items())
+            if not args.name or name in args.name
+        ]
+        print_table(["GROUP", "NAME", "COUNT", "LAST STEP", "LAST", "MIN", "MAX"], rows)
+        return 0
+    response = session.stream(f"trials/{args.id}/metrics.csv", params=params)
+    try:
+        out = open(args.output, "wb") if args.output else sys.stdout.buffer
+        try:
+            for chunk in response.iter_content(chunk_size=1 << 16):
+                out.write(chunk)
+            out.flush()
+        finally:
+            if args.output:
+                out.close()
+    finally:
+        response.close()
+    return 0

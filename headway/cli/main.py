@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import requests
 
-from headway.cli import _auth, _checkpoint, _controls, _experiment, _trial, _worker
+from headway.cli import _auth, _checkpoint, _controls, _experiment, _tensorboard, _trial, _worker
 from headway.cli._common import DEFAULT_MASTER, CLIError, master_url
 from headway.client import APIError, ConflictError, UnauthenticatedError
 from headway.expconf import ConfigError
@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--follow", "-f", action="store_true", help="wait for new lines")
     logs.add_argument("--timestamps", "-t", action="store_true", help="prefix timestamps")
     logs.set_defaults(func=_trial.cmd_logs)
+    trial_metrics = trial_cmds.add_parser("metrics", help="show or export a trial's metrics")
+    trial_metrics.add_argument("id", metavar="ID", type=int)
+    trial_metrics.add_argument("--csv", action="store_true", help="every point as CSV")
+    trial_metrics.add_argument("--group", help="only this group (training, validation, ...)")
+    trial_metrics.add_argument("--name", action="append", help="only this metric (repeatable)")
+    trial_metrics.add_argument("-o", "--output", help="with --csv: write to this file")
+    trial_metrics.set_defaults(func=_trial.cmd_metrics)
     _controls.add_trial_controls(trial_cmds)
 
     checkpoint = commands.add_parser("checkpoint", aliases=["c"], help="list/download checkpoints")
@@ -77,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker_list = worker_cmds.add_parser("list", help="hosts, their slots and what runs where")
     worker_list.add_argument("--json", action="store_true", help="print raw JSON")
     worker_list.set_defaults(func=_worker.cmd_list)
+    _tensorboard.add_parser(commands)
     return parser
 
 

@@ -18,6 +18,7 @@ router.register("workers", views.WorkerHostViewSet, basename="worker")
 
 urlpatterns = [
     path("auth/login/", views.LoginView.as_view(), name="login"),
+    path("trials/<int:pk>/metrics.csv", views.TrialMetricsCSV.as_view(), name="trial-metrics-csv"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path(
         "schema/ui/",

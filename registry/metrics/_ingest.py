@@ -8,7 +8,6 @@ so list pages never scan raw reports.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Any
@@ -18,9 +17,13 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, encode_value
-from registry.downsample import downsample_minmax
 from registry.errors import InvalidInput
+from registry.lifecycle._common import refresh_experiment
+from registry.metrics import _store as store
+from registry.metrics._aggregate import COUNT, LAST_STEP, LAST_VALUE, MAX_VALUE, MIN_VALUE, Agg
+from registry.metrics._sql import insert_rows, quote
 from registry.models import Experiment, MetricReport, Trial
 
 MAX_REPORTS_PER_BATCH = 10_000
@@ -80,113 +83,69 @@ def parse_reports(payload: Any) -> list[ReportIn]:
     return reports
 
 
-def _merge_summary(summary: dict, group: str, step: int, metrics: dict[str, Any]) -> None:
-    by_name = summary.setdefault(group, {})
-    for name, value in metrics.items():
-        number = chartable(value)
-        entry = by_name.setdefault(
-            name, {"last": None, "last_step": -1, "min": None, "max": None, "count": 0}
-        )
-        entry["count"] += 1
-        if step >= entry["last_step"]:
-            entry["last"] = number
-            entry["last_step"] = step
-        if number is not None:
-            entry["min"] = number if entry["min"] is None else min(entry["min"], number)
-            entry["max"] = number if entry["max"] is None else max(entry["max"], number)
-
-
-def _rebuild_group_summary(trial: Trial, group: str) -> dict:
-    summary: dict = {}
-    rows = MetricReport.objects.filter(trial=trial, group=group).order_by("steps_completed")
-    for step, metrics in rows.values_list("steps_completed", "metrics").iterator():
-        _merge_summary(summary, group, step, metrics)
-    return summary.get(group, {})
-
-
-def _best_validation(experiment: Experiment, trial: Trial) -> float | None:
-    name = experiment.searcher_metric
-    rows = MetricReport.objects.filter(trial=trial, group="validation")
-    best = None
-    for metrics in rows.values_list("metrics", flat=True).iterator():
-        value = chartable(metrics.get(name))
-        if value is not None and experiment.is_better(value, best):
-            best = value
-    return best
-
-
 def _group_high_water(summary: dict, group: str) -> int:
     """The highest step holding a metric in ``group``, from the summary (-1 when none).
 
     Every stored row with a metric contributed its step to some ``last_step``, so a batch whose
     steps all lie above this cannot replace a stored report: no query needed to know it.
     """
-    return max((e["last_step"] for e in summary.get(group, {}).values()), default=-1)
+    by_name = summary.get(group, {})
+    return max((e.get("last_step", -1) for e in by_name.values()), default=-1)
 
 
-_PG_TYPES = ("bigint", "varchar", "bigint", "integer", "double precision", "timestamptz", "jsonb")
-_UPSERT_ROWS_PER_STATEMENT = 1000  # 7,000 parameters: under SQLite's 32,766 limit
+def _summary_entry(agg: Agg) -> dict[str, Any]:
+    """A series aggregate as ``Trial.summary_metrics[group][name]`` (docs/rest-api.md)."""
+    return {
+        "last": agg[LAST_VALUE],
+        "last_step": agg[LAST_STEP],
+        "min": agg[MIN_VALUE],
+        "max": agg[MAX_VALUE],
+        "count": agg[COUNT],
+    }
 
 
-def _upsert_rows(params: list[tuple]) -> None:
-    """``INSERT .. ON CONFLICT (trial, group, step) DO UPDATE`` of ``MetricReport`` rows.
+_RAW_COLUMNS = [
+    ("trial_id", "bigint"),
+    ("group", "varchar"),
+    ("steps_completed", "bigint"),
+    ("run_id", "integer"),
+    ("epoch", "double precision"),
+    ("reported_at", "timestamptz"),
+    ("metrics", "jsonb"),
+]
+_RAW_UPDATES = [
+    f"{quote(c)} = EXCLUDED.{quote(c)}" for c in ("metrics", "run_id", "epoch", "reported_at")
+]
 
-    Args:
-        params: ``(trial_id, group, steps_completed, run_id, epoch, reported_at, metrics)``
-            tuples; ``reported_at`` adapted for the database, ``metrics`` a JSON-able dict.
 
-    Hand-written rather than ``bulk_create(update_conflicts=True)``: the ORM prepares every field
-    of every model instance in Python, which was half the cost of a 100-report batch. One
-    multi-row statement per 1,000 rows rather than ``executemany``: psycopg runs executemany as
-    one pipelined statement per row, a network wait each. Valid for SQLite >= 3.24 and
-    PostgreSQL >= 9.5.
-    """
-    q = connection.ops.quote_name
-    cols = ("trial_id", "group", "steps_completed", "run_id", "epoch", "reported_at", "metrics")
-    updates = ("metrics", "run_id", "epoch", "reported_at")
-    head = f"INSERT INTO {q(MetricReport._meta.db_table)} ({', '.join(q(c) for c in cols)}) VALUES "
-    tail = (
-        f" ON CONFLICT ({q('trial_id')}, {q('group')}, {q('steps_completed')}) DO UPDATE SET "
-        + ", ".join(f"{q(c)} = EXCLUDED.{q(c)}" for c in updates)
-    )
-    row = f"({', '.join(['%s'] * len(cols))})"
-    if connection.vendor == "postgresql":
-        # One jsonb parameter expanded server-side: psycopg neither parses a statement with
-        # 7,000 placeholders nor waits once per row (executemany), and dumps one string.
-        record = ", ".join(f"{q(c)} {t}" for c, t in zip(cols, _PG_TYPES, strict=True))
-        rows = [dict(zip(cols, values, strict=True)) for values in params]
-        with connection.cursor() as cursor:
-            cursor.execute(
-                head.replace(" VALUES ", " ")
-                + f"SELECT * FROM jsonb_to_recordset(%s::jsonb) AS r({record})"
-                + tail,
-                [json.dumps(rows, default=str)],
-            )
-        return
-    with connection.cursor() as cursor:
-        for i in range(0, len(params), _UPSERT_ROWS_PER_STATEMENT):
-            chunk = params[i : i + _UPSERT_ROWS_PER_STATEMENT]
-            flat = [v for *values, metrics in chunk for v in (*values, json.dumps(metrics))]
-            cursor.execute(head + ", ".join([row] * len(chunk)) + tail, flat)
+def _latest_per_step(reports: list[ReportIn]) -> list[ReportIn]:
+    """The batch with one report per ``(group, steps_completed)``: the last one sent wins."""
+    latest = {(r.group, r.steps_completed): r for r in reports}
+    return list(latest.values()) if len(latest) < len(reports) else reports
 
 
 def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None = None) -> int:
     """Store a validated batch for one trial, idempotently; return the number of reports.
 
-    Updates the trial's ``summary_metrics``, ``steps_completed`` and ``best_validation`` and the
-    experiment's ``best_validation`` in the same transaction.
+    In the same transaction: the raw reports (upserted on ``(trial, group, steps_completed)``),
+    each touched series' aggregate and buckets (``registry.metrics._store``), the trial's
+    ``summary_metrics``, ``steps_completed``, ``best_validation`` and fallback ``progress``,
+    and the experiment's ``best_validation``. Two reports of one step in a batch: the later wins.
 
     Raises:
         Trial.DoesNotExist: when the trial is gone.
     """
+    received = len(reports)
+    reports = _latest_per_step(reports)
     adapt_dt = connection.ops.adapt_datetimefield_value
     now = adapt_dt(timezone.now())
     with transaction.atomic():
-        # Lock the trial so concurrent batches merge their summaries one after the other.
+        # Lock the trial so concurrent batches of one trial merge one after the other.
         trial = Trial.objects.select_for_update().select_related("experiment").get(id=trial_id)
         experiment = trial.experiment
         default_run = run_id or trial.run_id
-        params = [
+        encoded = [{k: encode_value(v) for k, v in r.metrics.items()} for r in reports]
+        rows = [
             (
                 trial.id,
                 r.group,
@@ -194,15 +153,15 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                 r.run_id if r.run_id is not None else default_run,
                 r.epoch,
                 adapt_dt(r.timestamp) if r.timestamp else now,
-                {k: encode_value(v) for k, v in r.metrics.items()},
+                metrics,
             )
-            for r in reports
+            for r, metrics in zip(reports, encoded, strict=True)
         ]
         summary = trial.summary_metrics or {}
-        by_group: dict[str, set[int]] = {}
+        by_group: dict[str, list[int]] = {}
         for r in reports:
-            by_group.setdefault(r.group, set()).add(r.steps_completed)
-        superseded = {
+            by_group.setdefault(r.group, []).append(r.steps_completed)
+        replaced = {
             group
             for group, steps in by_group.items()
             if min(steps) <= _group_high_water(summary, group)
@@ -210,25 +169,37 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                 trial_id=trial.id, group=group, steps_completed__in=steps
             ).exists()
         }
-        _upsert_rows(params)
-        for group in superseded:
-            summary[group] = _rebuild_group_summary(trial, group)
-        for r in reports:
-            if r.group not in superseded:
-                _merge_summary(summary, r.group, r.steps_completed, r.metrics)
+        insert_rows(
+            MetricReport._meta.db_table,
+            _RAW_COLUMNS,
+            rows,
+            conflict=("trial_id", "group", "steps_completed"),
+            updates=_RAW_UPDATES,
+        )
+        points: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
+        for r, metrics in zip(reports, encoded, strict=True):
+            if r.group in replaced:
+                continue
+            for name, value in metrics.items():
+                points.setdefault((r.group, name), []).append((r.steps_completed, chartable(value)))
+        changed: dict[tuple[str, str], Agg | None] = dict(store.append(trial.id, points))
+        for group in replaced:
+            summary[group] = {}
+            changed.update(store.rebuild(trial.id, group, by_group[group]))
+        for (group, name), agg in changed.items():
+            if agg is None:
+                summary.get(group, {}).pop(name, None)
+            else:
+                summary.setdefault(group, {})[name] = _summary_entry(agg)
         trial.summary_metrics = summary
         trial.steps_completed = max(trial.steps_completed, *(r.steps_completed for r in reports))
         fields = ["summary_metrics", "steps_completed"]
-        if "validation" in by_group:
-            if "validation" in superseded:
-                trial.best_validation = _best_validation(experiment, trial)
-            else:
-                for r in reports:
-                    value = chartable(r.metrics.get(experiment.searcher_metric))
-                    if r.group == "validation" and value is not None:
-                        if experiment.is_better(value, trial.best_validation):
-                            trial.best_validation = value
+        if _fallback_progress(trial, experiment):
+            fields.append("progress")
+        searcher_series = ("validation", experiment.searcher_metric)
+        if searcher_series in changed:
             fields.append("best_validation")
+            trial.best_validation = _best_of(experiment, changed[searcher_series])
             if trial.best_validation is not None and experiment.is_better(
                 trial.best_validation, experiment.best_validation
             ):
@@ -236,42 +207,45 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                     best_validation=trial.best_validation
                 )
         trial.save(update_fields=fields)
-    return len(params)
+    return received
 
 
-def read_series(
-    *, trial_id: int, group: str | None = None, name: str | None = None, max_points: int = 2000
-) -> list[dict[str, Any]]:
-    """Every (group, name) series of a trial in step order, downsampled to ``max_points``.
+def _best_of(experiment: Experiment, agg: Agg | None) -> float | None:
+    """The best value of a searcher-metric series' aggregate (None when it has no number)."""
+    if agg is None or agg[MIN_VALUE] is None:
+        return None
+    return agg[MIN_VALUE] if experiment.smaller_is_better else agg[MAX_VALUE]
 
-    Returns a list of ``{"group", "name", "count", "downsampled", "steps", "values"}`` where
-    ``values`` holds floats or None (non-finite or non-numeric values are gaps).
+
+def _fallback_progress(trial: Trial, experiment: Experiment) -> bool:
+    """Raise ``trial.progress`` to ``steps_completed / length`` (batches); True if it changed.
+
+    A script that never asks the searcher for operations reports no progress, so the length
+    falls back to the trial's searcher operation, else ``searcher.max_length``, converted to
+    batches (``records_per_epoch``, ``global_batch_size``). Never lowers a reported progress.
+    The experiment's progress is refreshed at most once per whole percent, keeping the
+    experiment row lock off the per-batch path.
     """
-    reports = MetricReport.objects.filter(trial_id=trial_id)
-    if group:
-        reports = reports.filter(group=group)
-    rows = reports.order_by("group", "steps_completed").values_list(
-        "group", "steps_completed", "metrics"
-    )
-    series: dict[tuple[str, str], tuple[list[int], list[float | None]]] = {}
-    for row_group, step, metrics in rows.iterator(chunk_size=2000):
-        for metric_name, value in metrics.items():
-            if name and metric_name != name:
-                continue
-            steps, values = series.setdefault((row_group, metric_name), ([], []))
-            steps.append(step)
-            values.append(chartable(value))
-    out = []
-    for (row_group, metric_name), (steps, values) in sorted(series.items()):
-        ds_steps, ds_values = downsample_minmax(steps, values, max_points)
-        out.append(
-            {
-                "group": row_group,
-                "name": metric_name,
-                "count": len(steps),
-                "downsampled": len(ds_steps) < len(steps),
-                "steps": ds_steps,
-                "values": ds_values,
-            }
+    searcher = experiment.config.get("searcher", {})
+    raw = searcher.get("max_length")
+    if raw is None:
+        return False
+    try:
+        length = Length.parse(raw, field="searcher.max_length")
+        if trial.searcher_length:
+            length = Length(unit=length.unit, value=trial.searcher_length)
+        batches = length.to_batches(
+            records_per_epoch=experiment.config.get("records_per_epoch"),
+            global_batch_size=(trial.hparams or {}).get("global_batch_size"),
         )
-    return out
+    except ConfigError:
+        return False
+    progress = min(1.0, trial.steps_completed / batches) if batches > 0 else 0.0
+    if progress <= trial.progress:
+        return False
+    crossed = int(progress * 100) > int(trial.progress * 100)
+    trial.progress = progress
+    if crossed:
+        trial.save(update_fields=["progress"])
+        refresh_experiment(experiment.id)
+    return True

@@ -2,9 +2,9 @@
 
 from registry.models.checkpoint import Checkpoint, CheckpointState
 from registry.models.experiment import Experiment
-from registry.models.host import WorkerHost
+from registry.models.host import RunShare, WorkerHost
 from registry.models.logs import TrialLog
-from registry.models.metrics import MetricReport
+from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
 from registry.models.states import TERMINAL_STATES, RunState, State
 from registry.models.trial import Trial, TrialRun
 
@@ -13,7 +13,10 @@ __all__ = [
     "Checkpoint",
     "CheckpointState",
     "Experiment",
+    "MetricBucket",
     "MetricReport",
+    "MetricSeries",
+    "RunShare",
     "RunState",
     "State",
     "Trial",

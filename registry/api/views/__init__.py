@@ -3,6 +3,7 @@
 from registry.api.views.auth import LoginView
 from registry.api.views.checkpoints import CheckpointViewSet
 from registry.api.views.experiments import ExperimentViewSet
+from registry.api.views.metrics import TrialMetricsCSV
 from registry.api.views.trials import TrialViewSet
 from registry.api.views.workers import WorkerHostViewSet
 
@@ -10,6 +11,7 @@ __all__ = [
     "CheckpointViewSet",
     "ExperimentViewSet",
     "LoginView",
+    "TrialMetricsCSV",
     "TrialViewSet",
     "WorkerHostViewSet",
 ]

@@ -2,20 +2,26 @@
 
 from django.db.models import Count
 from django.http import HttpResponse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from registry import lifecycle
+from registry import lifecycle, metrics
 from registry.api.serializers import (
     CheckpointSerializer,
     ExperimentCreateSerializer,
     ExperimentSerializer,
     TrialSerializer,
 )
+from registry.api.views.metrics import SERIES_PARAMETERS, series_params
+from registry.errors import InvalidInput
 from registry.models import Checkpoint, Experiment, State
 from registry.scheduling import experiment_scheduling_message
+
+# Overview charts draw one line per trial: 100 points each keeps 100 trials x 3 metrics
+# under 1 MB (docs/performance.md).
+EXPERIMENT_MAX_POINTS = 100
 
 
 class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -102,6 +108,29 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         experiment = self.get_object()
         page = self.paginate_queryset(experiment.trials.with_run_state().order_by("id"))
         return self.get_paginated_response(TrialSerializer(page, many=True).data)
+
+    @extend_schema(
+        parameters=[
+            *SERIES_PARAMETERS,
+            OpenApiParameter("trial_id", int, many=True, description="Only these trials."),
+        ],
+        responses={200: dict},
+    )
+    @action(detail=True, methods=["get"])
+    def metrics(self, request, pk=None):
+        """One series per trial and metric, for the experiment's overview charts."""
+        experiment = self.get_object()
+        params = series_params(request, default_max_points=EXPERIMENT_MAX_POINTS)
+        trial_ids = []
+        for raw in request.query_params.getlist("trial_id"):
+            try:
+                trial_ids.append(int(raw))
+            except ValueError:
+                raise InvalidInput({"trial_id": [f"Must be integers, got {raw!r}."]}) from None
+        series = metrics.read_experiment_series(
+            experiment_id=experiment.id, trial_ids=trial_ids, **params
+        )
+        return Response({"experiment_id": experiment.id, "series": series})
 
     @extend_schema(responses=CheckpointSerializer(many=True))
     @action(detail=True, methods=["get"])

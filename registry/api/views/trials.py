@@ -10,6 +10,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from registry import lifecycle, metrics
+from registry.api.params import int_param
 from registry.api.permissions import trial_run_of
 from registry.api.serializers import (
     CheckpointRegisterSerializer,
@@ -23,22 +24,9 @@ from registry.api.serializers import (
     TrialLogSerializer,
     TrialSerializer,
 )
-from registry.errors import InvalidInput
+from registry.api.views.metrics import SERIES_PARAMETERS, series_params
 from registry.models import Experiment, Trial, TrialLog
 from registry.preemption import wait_for_stop_request
-
-
-def _int_param(request, name: str, default: int, *, lo: int, hi: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput({name: ["Must be an integer."]}) from None
-    if not lo <= value <= hi:
-        raise InvalidInput({name: [f"Must be between {lo} and {hi}."]})
-    return value
 
 
 def _trial_pk(pk: str | None) -> int:
@@ -49,6 +37,9 @@ def _trial_pk(pk: str | None) -> int:
         return int(pk)
     except ValueError:
         raise Http404("No Trial matches the given query.") from None
+
+
+TRIAL_MAX_POINTS = 2000
 
 
 class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -73,14 +64,7 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
             raise PermissionDenied(f"This trial token may only access trial {run.trial_id}.")
         return trial
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("group", str),
-            OpenApiParameter("name", str),
-            OpenApiParameter("max_points", int),
-        ],
-        responses={200: dict},
-    )
+    @extend_schema(parameters=SERIES_PARAMETERS, responses={200: dict})
     @action(detail=True, methods=["get", "post"])
     def metrics(self, request, pk=None):
         if request.method == "POST":
@@ -99,14 +83,8 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
                 raise Http404("No Trial matches the given query.") from None
             return Response({"accepted": accepted})
         trial = self.get_object()
-        group = request.query_params.get("group") or None
-        name = request.query_params.get("name") or None
-        max_points = _int_param(request, "max_points", 2000, lo=0, hi=1_000_000)
-        if 0 < max_points < 4:
-            raise InvalidInput({"max_points": ["Must be 0 (all points) or at least 4."]})
-        series = metrics.read_series(
-            trial_id=trial.id, group=group, name=name, max_points=max_points
-        )
+        params = series_params(request, default_max_points=TRIAL_MAX_POINTS)
+        series = metrics.read_series(trial_id=trial.id, **params)
         return Response({"trial_id": trial.id, "series": series})
 
     @extend_schema(request=CheckpointRegisterSerializer, responses=CheckpointSerializer(many=True))
@@ -140,8 +118,8 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
         trial = self.get_object()
-        after = _int_param(request, "after", 0, lo=0, hi=2**62)
-        limit = _int_param(request, "limit", 1000, lo=1, hi=10_000)
+        after = int_param(request, "after", 0, lo=0, hi=2**62)
+        limit = int_param(request, "limit", 1000, lo=1, hi=10_000)
         lines = list(TrialLog.objects.filter(trial=trial, id__gt=after).order_by("id")[:limit])
         return Response(
             {
@@ -160,8 +138,8 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         """``{"should_preempt": bool}``; with ``?timeout=S`` waits up to S s (<= 60) for a stop."""
         trial = self.get_object()
         run = trial_run_of(request)
-        run_id = _int_param(request, "run_id", run.run_id if run else trial.run_id, lo=0, hi=2**31)
-        timeout = _int_param(request, "timeout", 0, lo=0, hi=60)
+        run_id = int_param(request, "run_id", run.run_id if run else trial.run_id, lo=0, hi=2**31)
+        timeout = int_param(request, "timeout", 0, lo=0, hi=60)
         return Response({"should_preempt": wait_for_stop_request(trial.id, run_id, timeout)})
 
     @extend_schema(request=PreemptAckSerializer, responses={200: dict})

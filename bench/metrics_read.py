@@ -1,0 +1,258 @@
+"""Metric reads at scale: chart data from 30M stored points, per database backend.
+
+Run from the repository root: ``.venv/bin/python bench/metrics_read.py`` (``make bench``).
+
+For SQLite (a fresh temp file) and PostgreSQL (``headway_bench_read``, recreated; skipped with a
+note when unreachable) this migrates a fresh database and bulk-loads, with
+``registry.metrics._bulk.bulk_load`` (not through REST):
+
+- an experiment of ``--trials`` (100) trials x 3 metrics x ``--steps`` (100,000) steps (30M
+  points), one report per step with the three metrics;
+- one trial of 1,000,000 steps x 1 metric.
+
+Then, in the same run and the same process (Django's test ``Client``, so the figures are server
+time: view, queries, JSON rendering; no network), each timed as the median of ``--repeat``:
+
+- ``overview``: ``GET experiments/{id}/metrics/?name=m0`` for each of the 3 metrics (every chart
+  of the overview page), summed;
+- ``series_1m``: ``GET trials/{id}/metrics/?name=loss`` of the 1M-point trial (2,000 points);
+- ``zoom``: the same with ``x_min``/``x_max`` around 5% of it;
+- ``poll``: the same with ``after_step`` 100 steps before its end (a live update);
+- ``naive_1m``: the baseline, every raw row of the 1M series read and downsampled in Python
+  (``registry.downsample.downsample_minmax``), what the store replaced.
+
+It prints server ms, payload bytes and stored bytes per point (raw reports + series + buckets,
+``pg_total_relation_size`` / SQLite ``dbstat``), and ends with one JSON line (timing keys end in
+``_ms``). Targets (issue): series_1m <= 150 ms, overview <= 300 ms and <= 1 MB. Reference, not
+measured here: MLflow stores 232 B per metric row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _server import REPO, Backend, postgres_recreate  # noqa: E402
+
+POSTGRES_URL = os.environ.get(
+    "HEADWAY_BENCH_READ_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench_read"
+)
+METRICS = ("m0", "m1", "m2")
+LONG_STEPS = 1_000_000
+TARGET_SERIES_MS, TARGET_OVERVIEW_MS, TARGET_OVERVIEW_BYTES = 150.0, 300.0, 1_000_000
+TABLES = ("registry_metricreport", "registry_metricseries", "registry_metricbucket")
+
+
+def _load(trials: int, steps: int) -> tuple[int, int, int]:
+    """(child) Bulk-load the experiment and the long trial; return their ids and points."""
+    from datetime import UTC, datetime
+
+    import numpy as np
+    from django.contrib.auth import get_user_model
+
+    from registry.metrics._bulk import bulk_load
+    from registry.models import Experiment, Trial
+
+    owner = get_user_model().objects.get(username="bench")
+    config = {"searcher": {"name": "random", "metric": "m0", "max_length": {"batches": steps}}}
+    experiment = Experiment.objects.create(
+        owner=owner, name="read-bench", config=config, model_definition=b""
+    )
+    rng = np.random.default_rng(0)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    points = 0
+    step_array = np.arange(1, steps + 1, dtype=np.int64)
+    t0 = time.perf_counter()
+    for i in range(trials):
+        trial = Trial.objects.create(experiment=experiment, hparams={"lr": 10 ** -(1 + i % 4)})
+        decay = np.exp(-step_array / (steps / (2 + i % 5)))
+        series = {
+            name: decay * (1 + k) + 0.05 * rng.standard_normal(steps)
+            for k, name in enumerate(METRICS)
+        }
+        points += bulk_load(trial.id, "training", step_array, series, started_at=start)
+        if (i + 1) % 10 == 0:
+            print(
+                f"  loaded {i + 1}/{trials} trials ({time.perf_counter() - t0:.0f} s)", flush=True
+            )
+    long_experiment = Experiment.objects.create(
+        owner=owner, name="read-bench-long", config=config, model_definition=b""
+    )
+    long_trial = Trial.objects.create(experiment=long_experiment, hparams={})
+    long_steps = np.arange(1, LONG_STEPS + 1, dtype=np.int64)
+    loss = np.exp(-long_steps / 2e5) + 0.05 * rng.standard_normal(LONG_STEPS)
+    points += bulk_load(long_trial.id, "training", long_steps, {"loss": loss}, started_at=start)
+    print(f"  loaded {points:,} points in {time.perf_counter() - t0:.0f} s", flush=True)
+    return experiment.id, long_trial.id, points
+
+
+def _stored_bytes() -> int:
+    """(child) Bytes of the metric tables with their indexes."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            total = 0
+            for table in TABLES:
+                cursor.execute("SELECT pg_total_relation_size(%s)", [table])
+                total += cursor.fetchone()[0]
+            return total
+        marks = ", ".join(["%s"] * len(TABLES))
+        cursor.execute(
+            "SELECT SUM(pgsize) FROM dbstat WHERE name IN"
+            f" (SELECT name FROM sqlite_master WHERE tbl_name IN ({marks}))",
+            list(TABLES),
+        )
+        return int(cursor.fetchone()[0] or 0)
+
+
+def _timed(client, path: str, repeat: int) -> tuple[float, int, dict]:
+    """Median ms of ``repeat`` GETs, the payload bytes and the decoded answer."""
+    times = []
+    body = b""
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        response = client.get(path)
+        body = response.content
+        times.append((time.perf_counter() - t0) * 1000)
+        assert response.status_code == 200, body[:300]
+    return statistics.median(times), len(body), json.loads(body)
+
+
+def _naive(trial_id: int, repeat: int) -> float:
+    """(child) The pre-store read: every raw row of the series, downsampled in Python."""
+    from headway.metric_values import chartable
+    from registry.downsample import downsample_minmax
+    from registry.models import MetricReport
+
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        steps, values = [], []
+        rows = MetricReport.objects.filter(trial_id=trial_id, group="training").order_by(
+            "steps_completed"
+        )
+        for step, metrics in rows.values_list("steps_completed", "metrics").iterator(2000):
+            steps.append(step)
+            values.append(chartable(metrics.get("loss")))
+        out = downsample_minmax(steps, values, 2000)
+        json.dumps({"steps": out[0], "values": out[1]})
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def _child(token: str, trials: int, steps: int, repeat: int, out_path: str) -> None:
+    """(child) Load, measure, write the figures as JSON to ``out_path``."""
+    import django
+
+    django.setup()
+    from django.test import Client
+
+    experiment_id, long_id, points = _load(trials, steps)
+    stored = _stored_bytes()
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    overview_ms, overview_bytes, series_count = 0.0, 0, 0
+    for name in METRICS:
+        ms, size, data = _timed(
+            client, f"/api/v1/experiments/{experiment_id}/metrics/?name={name}", repeat
+        )
+        overview_ms += ms
+        overview_bytes += size
+        series_count += len(data["series"])
+        assert all(len(s["steps"]) <= 100 for s in data["series"])
+    trial_path = f"/api/v1/trials/{long_id}/metrics/?name=loss"
+    series_ms, series_bytes, data = _timed(client, trial_path, repeat)
+    (series,) = data["series"]
+    assert series["count"] == LONG_STEPS and len(series["steps"]) <= 2000
+    lo, hi = LONG_STEPS // 2, LONG_STEPS // 2 + LONG_STEPS // 20
+    zoom_ms, zoom_bytes, data = _timed(client, f"{trial_path}&x_min={lo}&x_max={hi}", repeat)
+    assert data["series"][0]["steps"][0] == lo and data["series"][0]["steps"][-1] == hi
+    poll_ms, poll_bytes, data = _timed(
+        client, f"{trial_path}&after_step={LONG_STEPS - 100}", repeat
+    )
+    assert len(data["series"][0]["steps"]) == 100
+    naive_ms = _naive(long_id, max(1, repeat // 2))
+    figures = {
+        "points_stored": points,
+        "overview_series": series_count,
+        "overview_ms": overview_ms,
+        "overview_bytes": overview_bytes,
+        "series_1m_ms": series_ms,
+        "series_1m_bytes": series_bytes,
+        "zoom_ms": zoom_ms,
+        "zoom_bytes": zoom_bytes,
+        "poll_ms": poll_ms,
+        "poll_bytes": poll_bytes,
+        "naive_1m_ms": naive_ms,
+        "naive_over_store": naive_ms / series_ms,
+        "stored_bytes_per_point": stored / points,
+    }
+    Path(out_path).write_text(json.dumps(figures))
+
+
+def measure(backend: Backend, trials: int, steps: int, repeat: int) -> dict[str, float]:
+    token = backend.prepare()
+    out = backend.var_dir / "figures.json"
+    cmd = [sys.executable, __file__, "--child", token, "--trials", str(trials)]
+    cmd += ["--steps", str(steps), "--repeat", str(repeat), "--out", str(out)]
+    subprocess.run(cmd, cwd=REPO, env=backend.env, check=True)
+    return json.loads(out.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
+    parser.add_argument("--child", metavar="TOKEN", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return _child(args.child, args.trials, args.steps, args.repeat, args.out)
+    backends = [Backend.sqlite]
+    if not args.no_postgres:
+        why = postgres_recreate(POSTGRES_URL)
+        if why is None:
+            backends.append(lambda: Backend.postgres(POSTGRES_URL))
+        else:
+            print(f"note: skipping PostgreSQL ({POSTGRES_URL} unreachable: {why})")
+    figures: dict[str, float] = {}
+    rows = []
+    for make in backends:
+        backend = make()
+        try:
+            print(f"loading and measuring {backend.label} ...", flush=True)
+            r = measure(backend, args.trials, args.steps, args.repeat)
+        finally:
+            backend.cleanup()
+        rows.append((backend.label, r))
+        figures.update({f"{backend.label}_{k}": round(v, 3) for k, v in r.items()})
+    print()
+    head = f"{'backend':9s} {'overview ms':>11s} {'KB':>6s} {'1M ms':>7s} {'zoom ms':>8s}"
+    head += f" {'poll ms':>8s} {'naive ms':>9s} {'naive/store':>11s} {'B/point':>8s}"
+    print(head)
+    print("-" * len(head))
+    for label, r in rows:
+        print(
+            f"{label:9s} {r['overview_ms']:11.1f} {r['overview_bytes'] / 1000:6.0f}"
+            f" {r['series_1m_ms']:7.1f} {r['zoom_ms']:8.1f} {r['poll_ms']:8.1f}"
+            f" {r['naive_1m_ms']:9.0f} {r['naive_over_store']:10.0f}x"
+            f" {r['stored_bytes_per_point']:8.1f}"
+        )
+    print(
+        f"targets: 1M series <= {TARGET_SERIES_MS:.0f} ms, overview <= {TARGET_OVERVIEW_MS:.0f} ms"
+        f" and <= {TARGET_OVERVIEW_BYTES / 1e6:.0f} MB; reference: MLflow 232 B per metric row."
+    )
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Metric series over REST: query parameters shared by the trial and experiment endpoints, and
+the streamed CSV export."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import Http404, StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.views import APIView
+
+from registry import metrics
+from registry.api.params import int_param, optional_int_param
+from registry.errors import InvalidInput
+from registry.models import Trial
+
+MAX_POINTS_LIMIT = 1_000_000
+SERIES_PARAMETERS = [
+    OpenApiParameter("group", str, description="Only this group (training, validation, ...)."),
+    OpenApiParameter("name", str, many=True, description="Only these metric names (repeatable)."),
+    OpenApiParameter("max_points", int, description="Points per series (>= 4), 0 for all."),
+    OpenApiParameter("x_min", int, description="First step of the window (zoom)."),
+    OpenApiParameter("x_max", int, description="Last step of the window (zoom)."),
+    OpenApiParameter("after_step", int, description="Only steps after this (live-poll cursor)."),
+    OpenApiParameter(
+        "x_axis", str, enum=[a.value for a in metrics.XAxis], description="Extra x values."
+    ),
+]
+
+
+def series_params(request, *, default_max_points: int) -> dict[str, Any]:
+    """The keyword arguments of ``registry.metrics.read_*series`` from a GET's query.
+
+    Raises:
+        InvalidInput: naming the parameter (not an integer, out of range, ``x_min > x_max``,
+            an unknown ``x_axis``).
+    """
+    max_points = int_param(request, "max_points", default_max_points, lo=0, hi=MAX_POINTS_LIMIT)
+    if 0 < max_points < 4:
+        raise InvalidInput({"max_points": ["Must be 0 (all points) or at least 4."]})
+    step_max = 2**62
+    x_min = optional_int_param(request, "x_min", lo=0, hi=step_max)
+    x_max = optional_int_param(request, "x_max", lo=0, hi=step_max)
+    if x_min is not None and x_max is not None and x_min > x_max:
+        raise InvalidInput({"x_max": [f"Must be at least x_min ({x_min})."]})
+    after_step = optional_int_param(request, "after_step", lo=-1, hi=step_max)
+    raw_axis = request.query_params.get("x_axis") or metrics.XAxis.BATCHES.value
+    try:
+        x_axis = metrics.XAxis(raw_axis)
+    except ValueError:
+        allowed = ", ".join(a.value for a in metrics.XAxis)
+        raise InvalidInput({"x_axis": [f"Must be one of: {allowed}."]}) from None
+    return {
+        "group": request.query_params.get("group") or None,
+        "names": [n for n in request.query_params.getlist("name") if n],
+        "max_points": max_points,
+        "window": metrics.Window(x_min=x_min, x_max=x_max, after_step=after_step),
+        "x_axis": x_axis,
+    }
+
+
+class _Echo:
+    """A write-only file for ``csv.writer`` that hands each line back (Django's CSV recipe)."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+CSV_HEADER = ("group", "name", "steps_completed", "value", "epoch", "reported_at", "run_id")
+
+
+def _csv_lines(trial_id: int, group: str | None, names: list[str]) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow(CSV_HEADER)
+    for row_group, name, step, value, epoch, reported_at, run_id in metrics.stream_rows(
+        trial_id, group, names
+    ):
+        cell = value if isinstance(value, int | float | str) else json.dumps(value)
+        stamp = reported_at.isoformat() if reported_at else ""
+        yield writer.writerow(
+            (row_group, name, step, cell, "" if epoch is None else epoch, stamp, run_id)
+        )
+
+
+class TrialMetricsCSV(APIView):
+    """``GET trials/{id}/metrics.csv``: every stored point, streamed (users only)."""
+
+    @extend_schema(
+        parameters=SERIES_PARAMETERS[:2],
+        responses={(200, "text/csv"): str},
+        operation_id="trial_metrics_csv",
+    )
+    def get(self, request, pk: int):
+        """One CSV line per point: ``group,name,steps_completed,value,epoch,reported_at,run_id``.
+
+        Streamed from a server-side cursor, so memory stays flat for any series length.
+        """
+        if not Trial.objects.filter(id=pk).exists():
+            raise Http404("No Trial matches the given query.")
+        group = request.query_params.get("group") or None
+        names = [n for n in request.query_params.getlist("name") if n]
+        response = StreamingHttpResponse(_csv_lines(pk, group, names), content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="trial-{pk}-metrics.csv"'
+        return response

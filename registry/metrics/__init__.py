@@ -1,0 +1,31 @@
+"""Metric storage: validated batch ingestion, per-series aggregates, chart-ready reads, export.
+
+Reports are upserted on ``(trial, group, steps_completed)`` so retries never duplicate and a
+resumed or restarted run supersedes what a failed run reported after its last checkpoint.
+Every ``(trial, group, name)`` series keeps an aggregate and multi-resolution buckets, updated
+in the report's transaction, so reads cost O(points returned) (docs/internals.md
+"Metric store"); ``Trial.summary_metrics`` and ``best_validation`` come from the same
+aggregates, so list pages never scan raw reports.
+"""
+
+from registry.metrics._aggregate import BASE_WIDTH, FANOUT, LEVELS, level_width
+from registry.metrics._ingest import MAX_REPORTS_PER_BATCH, ReportIn, metrics_report, parse_reports
+from registry.metrics._read import Window, XAxis, read_experiment_series, read_series, stream_rows
+from registry.metrics._store import rebuild_trial
+
+__all__ = [
+    "BASE_WIDTH",
+    "FANOUT",
+    "LEVELS",
+    "MAX_REPORTS_PER_BATCH",
+    "ReportIn",
+    "Window",
+    "XAxis",
+    "level_width",
+    "metrics_report",
+    "parse_reports",
+    "read_experiment_series",
+    "read_series",
+    "rebuild_trial",
+    "stream_rows",
+]

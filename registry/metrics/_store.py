@@ -1,0 +1,262 @@
+"""Keeping ``MetricSeries`` and ``MetricBucket`` in step with the raw reports of a trial.
+
+Two paths, chosen per group by ``metrics_report``:
+
+- ``append``: the batch holds only steps never stored before (training going forward, the
+  common case). Its per-bucket aggregates are merged into the stored ones in SQL on conflict:
+  one statement for the series, one for the buckets, no reads.
+- ``rebuild``: the batch replaces stored reports (a retry, or a restarted run re-reporting after
+  its checkpoint). Level-0 buckets holding a replaced step are recomputed from the raw rows
+  (at most ``BASE_WIDTH`` rows each), each level above from its children, and each series from
+  its top-level buckets: cost grows with the batch, not with the series.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from django.db.models import Q
+
+from headway.metric_values import chartable
+from registry.metrics._aggregate import (
+    AGG_FIELDS,
+    BASE_WIDTH,
+    FANOUT,
+    LEVELS,
+    Agg,
+    many_bucket_aggregates,
+    merge_all,
+    merged,
+    point,
+)
+from registry.metrics._sql import insert_rows, quote
+from registry.models import MetricBucket, MetricReport, MetricSeries
+
+SeriesKey = tuple[str, str]  # (group, name)
+_AGG_TYPES = {
+    "count": "bigint",
+    "first_step": "bigint",
+    "last_step": "bigint",
+    "min_step": "bigint",
+    "max_step": "bigint",
+    "gap_step": "bigint",
+}
+AGG_COLUMNS = [(f, _AGG_TYPES.get(f, "double precision")) for f in AGG_FIELDS]
+SERIES_COLUMNS = [("trial_id", "bigint"), ("group", "varchar"), ("name", "varchar"), *AGG_COLUMNS]
+BUCKET_COLUMNS = [
+    ("series_id", "bigint"),
+    ("level", "smallint"),
+    ("bucket", "bigint"),
+    *AGG_COLUMNS,
+]
+SERIES_TABLE = MetricSeries._meta.db_table
+BUCKET_TABLE = MetricBucket._meta.db_table
+
+
+@functools.cache
+def _merge_updates(table: str) -> list[str]:
+    """``SET`` clauses merging ``EXCLUDED``'s aggregate into the stored one (disjoint points)."""
+    t, x = quote(table), "EXCLUDED"
+
+    def col(name: str) -> str:
+        return quote(name)
+
+    def pick(cond: str, field: str) -> str:
+        return f"{col(field)} = CASE WHEN {cond} THEN {x}.{col(field)} ELSE {t}.{col(field)} END"
+
+    first = f"{x}.{col('first_step')} < {t}.{col('first_step')}"
+    last = f"{x}.{col('last_step')} > {t}.{col('last_step')}"
+    low = (
+        f"{t}.{col('min_value')} IS NULL OR {x}.{col('min_value')} < {t}.{col('min_value')}"
+        f" OR ({x}.{col('min_value')} = {t}.{col('min_value')}"
+        f" AND {x}.{col('min_step')} < {t}.{col('min_step')})"
+    )
+    high = (
+        f"{t}.{col('max_value')} IS NULL OR {x}.{col('max_value')} > {t}.{col('max_value')}"
+        f" OR ({x}.{col('max_value')} = {t}.{col('max_value')}"
+        f" AND {x}.{col('max_step')} < {t}.{col('max_step')})"
+    )
+    gap = f"{t}.{col('gap_step')} IS NULL OR {x}.{col('gap_step')} < {t}.{col('gap_step')}"
+    return [
+        f"{col('count')} = {t}.{col('count')} + {x}.{col('count')}",
+        pick(first, "first_step"),
+        pick(first, "first_value"),
+        pick(last, "last_step"),
+        pick(last, "last_value"),
+        pick(low, "min_step"),
+        pick(low, "min_value"),
+        pick(high, "max_step"),
+        pick(high, "max_value"),
+        pick(gap, "gap_step"),
+    ]
+
+
+def append(
+    trial_id: int, points: Mapping[SeriesKey, list[tuple[int, float | None]]]
+) -> dict[SeriesKey, Agg]:
+    """Merge never-stored points into their series and buckets; return the series' new aggregates.
+
+    Arguments:
+        points: ``{(group, name): [(step, value), ...]}``, steps distinct within a series and
+            absent from the store; value None is a gap.
+    """
+    per_series = many_bucket_aggregates({key: pts for key, pts in points.items() if pts})
+    series_rows = [
+        (trial_id, group, name, *merged(buckets[k] for k in buckets if k[0] == LEVELS - 1))
+        for (group, name), buckets in per_series.items()
+    ]
+    returned = insert_rows(
+        SERIES_TABLE,
+        SERIES_COLUMNS,
+        series_rows,
+        conflict=("trial_id", "group", "name"),
+        updates=_merge_updates(SERIES_TABLE),
+        returning=("id", "group", "name", *AGG_FIELDS),
+    )
+    ids: dict[SeriesKey, int] = {}
+    out: dict[SeriesKey, Agg] = {}
+    for series_id, group, name, *agg in returned:
+        ids[(group, name)] = series_id
+        out[(group, name)] = tuple(agg)
+    bucket_rows = [
+        (ids[key], level, bucket, *agg)
+        for key, buckets in per_series.items()
+        for (level, bucket), agg in buckets.items()
+    ]
+    insert_rows(
+        BUCKET_TABLE,
+        BUCKET_COLUMNS,
+        bucket_rows,
+        conflict=("series_id", "level", "bucket"),
+        updates=_merge_updates(BUCKET_TABLE),
+    )
+    return out
+
+
+def _runs(indices: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted integers as maximal ``(first, last)`` runs of consecutive values."""
+    out: list[tuple[int, int]] = []
+    for i in sorted(set(indices)):
+        if out and i == out[-1][1] + 1:
+            out[-1] = (out[-1][0], i)
+        else:
+            out.append((i, i))
+    return out
+
+
+def _raw_points(
+    trial_id: int, group: str, buckets: Iterable[int]
+) -> dict[str, dict[int, list[tuple[int, float | None]]]]:
+    """``{name: {level-0 bucket: [(step, value)]}}`` of ``group`` read from the raw reports."""
+    where = Q()
+    for lo, hi in _runs(buckets):
+        where |= Q(steps_completed__gte=lo * BASE_WIDTH, steps_completed__lt=(hi + 1) * BASE_WIDTH)
+    rows = MetricReport.objects.filter(where, trial_id=trial_id, group=group).values_list(
+        "steps_completed", "metrics"
+    )
+    out: dict[str, dict[int, list[tuple[int, float | None]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for step, metrics in rows.iterator(chunk_size=2000):
+        for name, value in metrics.items():
+            out[name][step // BASE_WIDTH].append((step, chartable(value)))
+    return out
+
+
+def rebuild(trial_id: int, group: str, steps: Iterable[int]) -> dict[SeriesKey, Agg | None]:
+    """Recompute every series of ``group`` where reports at ``steps`` were stored or replaced.
+
+    Returns ``{(group, name): aggregate}`` for the group's series, None for a series left with
+    no point (its row is deleted). Cost: the raw rows of the level-0 buckets holding ``steps``,
+    then ``FANOUT`` child rows per changed bucket per level, then the top-level rows.
+    """
+    changed = {step // BASE_WIDTH for step in steps}
+    raw = _raw_points(trial_id, group, changed)
+    existing = dict(
+        MetricSeries.objects.filter(trial_id=trial_id, group=group).values_list("name", "id")
+    )
+    new_names = [name for name in raw if name not in existing]
+    if new_names:
+        placeholder = (0, 0, None, 0, None, None, None, None, None, None)
+        created = insert_rows(
+            SERIES_TABLE,
+            SERIES_COLUMNS,
+            [(trial_id, group, name, *placeholder) for name in new_names],
+            returning=("id", "name"),
+        )
+        existing.update({name: series_id for series_id, name in created})
+    series_ids = list(existing.values())
+    by_name = {series_id: name for name, series_id in existing.items()}
+    level_rows: list[tuple] = []
+    for name, series_id in existing.items():
+        for bucket, pts in raw.get(name, {}).items():
+            level_rows.append((series_id, 0, bucket, *merged(point(s, v) for s, v in pts)))
+    _replace_level(series_ids, 0, changed, level_rows)
+    for level in range(1, LEVELS):
+        parents = {bucket // FANOUT for bucket in changed}
+        children = _read_buckets(series_ids, level - 1, parents, FANOUT)
+        grouped: dict[tuple[int, int], list[Agg]] = defaultdict(list)
+        for series_id, bucket, agg in children:
+            grouped[(series_id, bucket // FANOUT)].append(agg)
+        level_rows = [
+            (series_id, level, bucket, *merged(aggs))
+            for (series_id, bucket), aggs in grouped.items()
+        ]
+        _replace_level(series_ids, level, parents, level_rows)
+        changed = parents
+    tops: dict[int, list[Agg]] = defaultdict(list)
+    top_rows = MetricBucket.objects.filter(series_id__in=series_ids, level=LEVELS - 1)
+    for series_id, *agg in top_rows.values_list("series_id", *AGG_FIELDS):
+        tops[series_id].append(tuple(agg))
+    out: dict[SeriesKey, Agg | None] = {}
+    empty: list[int] = []
+    for series_id in series_ids:
+        root = merge_all(sorted(tops.get(series_id, []), key=lambda a: a[1]))
+        out[(group, by_name[series_id])] = root
+        if root is None:
+            empty.append(series_id)
+        else:
+            fields = dict(zip(AGG_FIELDS, root, strict=True))
+            MetricSeries.objects.filter(id=series_id).update(**fields)
+    MetricSeries.objects.filter(id__in=empty).delete()
+    return out
+
+
+def _read_buckets(
+    series_ids: list[int], level: int, parents: Iterable[int], fanout: int
+) -> list[tuple[int, int, Agg]]:
+    """``(series_id, bucket, aggregate)`` of the children at ``level`` of the ``parents``."""
+    where = Q()
+    for lo, hi in _runs(parents):
+        where |= Q(bucket__gte=lo * fanout, bucket__lt=(hi + 1) * fanout)
+    rows = MetricBucket.objects.filter(where, series_id__in=series_ids, level=level)
+    return [
+        (series_id, bucket, tuple(agg))
+        for series_id, bucket, *agg in rows.values_list("series_id", "bucket", *AGG_FIELDS)
+    ]
+
+
+def _replace_level(
+    series_ids: list[int], level: int, buckets: Iterable[int], rows: list[tuple]
+) -> None:
+    """Delete the ``buckets`` of ``level`` of the series, then insert ``rows`` in their place."""
+    where = Q()
+    for lo, hi in _runs(buckets):
+        where |= Q(bucket__gte=lo, bucket__lte=hi)
+    MetricBucket.objects.filter(where, series_id__in=series_ids, level=level).delete()
+    insert_rows(BUCKET_TABLE, BUCKET_COLUMNS, rows)
+
+
+def rebuild_trial(trial_id: int) -> None:
+    """Rebuild every series and bucket of a trial from its raw reports (backfill, repair).
+
+    Reads each group's reports once; O(reports) time and memory.
+    """
+    groups = MetricReport.objects.filter(trial_id=trial_id).values_list("group", flat=True)
+    for group in sorted(set(groups)):
+        steps = MetricReport.objects.filter(trial_id=trial_id, group=group).values_list(
+            "steps_completed", flat=True
+        )
+        rebuild(trial_id, group, steps.iterator(chunk_size=5000))
