@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
@@ -76,14 +77,29 @@ def _cluster_info(run: TrialRun) -> dict:
     }
 
 
-def _command(entrypoint: str, is_trial_class: bool, slots: int = 1) -> list[str]:
+STARTUP_HOOK = "startup-hook.sh"
+
+
+def _command(
+    entrypoint: str, is_trial_class: bool, slots: int = 1, code_dir: Path | None = None
+) -> list[str]:
     """The process to start: a trial class under the harness (under the launcher with several
-    slots), a shell command as given."""
+    slots), a shell command as given.
+
+    When the model definition has a ``startup-hook.sh`` at its top, it is sourced by bash in
+    the trial's working directory first (Determined's hook: install packages, export
+    variables the entrypoint sees); if it fails, the entrypoint does not start.
+    """
     if is_trial_class and slots > 1:
-        return [sys.executable, "-m", "headway.launch.torch_distributed", "--trial", entrypoint]
-    if is_trial_class:
-        return [sys.executable, "-m", "headway.exec.harness", entrypoint]
-    return ["/bin/sh", "-c", entrypoint]
+        command = [sys.executable, "-m", "headway.launch.torch_distributed", "--trial", entrypoint]
+    elif is_trial_class:
+        command = [sys.executable, "-m", "headway.exec.harness", entrypoint]
+    else:
+        command = ["/bin/sh", "-c", entrypoint]
+    if code_dir is not None and (code_dir / STARTUP_HOOK).is_file():
+        hook = f'set -e; source ./{STARTUP_HOOK}; set +e; exec "$@"'
+        return ["/bin/bash", "-c", hook, STARTUP_HOOK, *command]
+    return command
 
 
 def _environment(
@@ -269,7 +285,7 @@ def _launch_and_wait(
         f" {entrypoint}"
     )
     process = subprocess.Popen(
-        _command(entrypoint, is_trial_class, node.total_slots),
+        _command(entrypoint, is_trial_class, node.total_slots, code_dir),
         cwd=code_dir,
         env=_environment(run, info_path, node, share),
         stdout=subprocess.PIPE,
@@ -298,15 +314,17 @@ def _launch_and_wait(
     return process.wait()
 
 
-def _supervise(
-    run: TrialRun,
+def _pump_output(
     killer: supervision.ProcessGroupKiller,
     lines: queue.Queue,
     logs: _LogWriter,
-    watch: distributed.ShareWatch | None = None,
+    *,
+    on_flush: Callable[[], None],
+    on_beat: Callable[[], object],
 ) -> None:
-    """Copy output to the logs, heartbeat, and signal the process when a kill is due (a kill
-    request, or another host of the run failing)."""
+    """Copy output to the logs until the process ends: flush them every
+    ``HEADWAY_LOG_FLUSH_SECONDS`` (then ``on_flush()``: is a kill due?), ``on_beat()`` every
+    ``HEADWAY_HEARTBEAT_SECONDS``, and escalate a scheduled kill."""
     flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
     last_flush = last_beat = time.monotonic()
     while True:
@@ -322,19 +340,41 @@ def _supervise(
         if now - last_flush >= flush_every or len(logs.pending) >= 500:
             logs.flush()
             last_flush = now
-            if not killer.scheduled and _stop_requested(run) == "kill":
-                logs.add("[headway] kill requested")
-                killer.schedule()
-            message = watch.check() if watch is not None and not killer.scheduled else None
-            if message:
-                logs.add(message)
-                killer.schedule()
+            on_flush()
         if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS:
-            lifecycle.trial_run_heartbeat(trial_id=run.trial_id, run_id=run.run_id)
+            on_beat()
             last_beat = now
         message = killer.escalate()
         if message:
             logs.add(message)
+
+
+def _supervise(
+    run: TrialRun,
+    killer: supervision.ProcessGroupKiller,
+    lines: queue.Queue,
+    logs: _LogWriter,
+    watch: distributed.ShareWatch | None = None,
+) -> None:
+    """Copy output to the logs, heartbeat, and signal the process when a kill is due (a kill
+    request, or another host of the run failing)."""
+
+    def check_kill() -> None:
+        if not killer.scheduled and _stop_requested(run) == "kill":
+            logs.add("[headway] kill requested")
+            killer.schedule()
+        message = watch.check() if watch is not None and not killer.scheduled else None
+        if message:
+            logs.add(message)
+            killer.schedule()
+
+    _pump_output(
+        killer,
+        lines,
+        logs,
+        on_flush=check_kill,
+        on_beat=lambda: lifecycle.trial_run_heartbeat(trial_id=run.trial_id, run_id=run.run_id),
+    )
 
 
 def _supervise_share(
@@ -345,31 +385,20 @@ def _supervise_share(
 ) -> None:
     """A share's loop: logs and heartbeat as the chief's; its ranks are stopped when the run is
     killed at once, and when the run ended (the chief's ranks are gone) after the grace time."""
-    flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
-    last_flush = last_beat = time.monotonic()
-    while True:
-        try:
-            item = lines.get(timeout=flush_every)
-        except queue.Empty:
-            item = None
-        if item is _EOF:
-            return
-        if item is not None:
-            logs.add(item)
-        now = time.monotonic()
-        if now - last_flush >= flush_every or len(logs.pending) >= 500:
-            logs.flush()
-            last_flush = now
-            gone = "" if killer.scheduled else distributed.run_gone(share.run_id)
-            if gone == "kill":
-                logs.add(f"[headway] node {share.node_rank}: kill requested")
-                killer.schedule()
-            elif gone == "ended":
-                logs.add(f"[headway] node {share.node_rank}: the run ended on the chief host")
-                killer.schedule(delay=settings.HEADWAY_KILL_GRACE_SECONDS)
-        if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS:
-            distributed.share_heartbeat(share)
-            last_beat = now
-        message = killer.escalate()
-        if message:
-            logs.add(message)
+
+    def check_run() -> None:
+        gone = "" if killer.scheduled else distributed.run_gone(share.run_id)
+        if gone == "kill":
+            logs.add(f"[headway] node {share.node_rank}: kill requested")
+            killer.schedule()
+        elif gone == "ended":
+            logs.add(f"[headway] node {share.node_rank}: the run ended on the chief host")
+            killer.schedule(delay=settings.HEADWAY_KILL_GRACE_SECONDS)
+
+    _pump_output(
+        killer,
+        lines,
+        logs,
+        on_flush=check_run,
+        on_beat=lambda: distributed.share_heartbeat(share),
+    )
