@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Callable
@@ -171,3 +175,85 @@ def register_checkpoint(trial, uuid: str, steps_completed: int = 10, run_id: int
         metadata={"steps_completed": steps_completed},
     )
     return checkpoint
+
+
+def run_ranks(code: str, *args: str, world_size: int = 2, timeout: float = 180) -> list[dict]:
+    """Run ``python -c code *args`` as ``world_size`` local ranks with torchrun's env vars set
+    (gloo rendezvous on a free port, one thread each) and return each rank's ``RESULT{json}``
+    line, in rank order. Asserts every rank exits 0 (its stderr is the message)."""
+    port = free_port()
+    procs = []
+    for rank in range(world_size):
+        env = {
+            **os.environ,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world_size),
+            "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(world_size),
+            "GROUP_RANK": "0",
+            "PYTHONPATH": str(REPO),
+            "OMP_NUM_THREADS": "1",
+        }
+        env.pop("HEADWAY_CLUSTER_INFO", None)
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code, *args],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    results = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, stderr
+        line = next(x for x in stdout.splitlines() if x.startswith("RESULT"))
+        results.append(json.loads(line[len("RESULT") :]))
+    return results
+
+
+def start_host_workers(
+    env: dict[str, str], base: Path, pool: str, slots: int, **extra_env: str
+) -> list[subprocess.Popen]:
+    """Start two worker processes as hosts ``<pool>-a`` and ``<pool>-b`` of one pool, ``slots``
+    each, with ``env`` (a cluster's) plus ``extra_env``; logs in ``base/<host>.log``."""
+    from workers.services import worker_command
+
+    workers = []
+    for suffix in ("a", "b"):
+        name = f"{pool}-{suffix}"
+        host_env = dict(
+            env,
+            HEADWAY_QUEUE=pool,
+            HEADWAY_HOST_NAME=name,
+            HEADWAY_SLOTS=str(slots),
+            HEADWAY_VAR_DIR=str(base / name),
+            **extra_env,
+        )
+        with open(base / f"{name}.log", "wb") as log:
+            workers.append(
+                subprocess.Popen(
+                    worker_command(slots + 1, queue=pool, host_name=name),
+                    cwd=REPO,
+                    env=host_env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+    return workers
+
+
+def stop_workers(workers: list[subprocess.Popen]) -> None:
+    """SIGTERM each worker's process group, SIGKILL what is left after 30 s."""
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()

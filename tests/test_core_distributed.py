@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import run_ranks
 
 pytestmark = pytest.mark.slow  # two processes that import torch and join a gloo group
 
@@ -55,39 +51,7 @@ WORKER = textwrap.dedent(
 
 
 def test_two_ranks_share_collectives_and_a_sharded_checkpoint(tmp_path: pathlib.Path) -> None:
-    root = pathlib.Path(__file__).resolve().parents[1]
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        env = {
-            **os.environ,
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "RANK": str(rank),
-            "WORLD_SIZE": "2",
-            "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": "2",
-            "GROUP_RANK": "0",
-            "PYTHONPATH": str(root),
-            "OMP_NUM_THREADS": "1",
-        }
-        env.pop("HEADWAY_CLUSTER_INFO", None)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-c", WORKER, str(tmp_path / "store")],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    results = []
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 0, stderr
-        line = next(x for x in stdout.splitlines() if x.startswith("RESULT"))
-        results.append(json.loads(line[len("RESULT") :]))
-    r0, r1 = results
+    r0, r1 = run_ranks(WORKER, str(tmp_path / "store"), timeout=120)
     assert r0["broadcast"] == r1["broadcast"] == {"from": 0}
     assert r0["allgather"] == r1["allgather"] == [0, 10]
     assert r0["gather"] == ["r0", "r1"] and r1["gather"] is None

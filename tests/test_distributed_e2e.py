@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helpers import REPO, process_alive, wait_for
+from tests.helpers import REPO, process_alive, start_host_workers, stop_workers, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -195,42 +194,18 @@ def test_digits_on_two_slots_matches_one_process_at_the_same_global_batch_size(c
 @pytest.fixture(scope="module")
 def _two_hosts(cluster, tmp_path_factory):
     """Two workers of their own pool, hosts ``<pool>-a`` and ``<pool>-b`` with 2 slots each."""
-    from workers.services import worker_command
-
     base = tmp_path_factory.mktemp("distributed")
     pool = f"headway-dist-{uuid.uuid4().hex[:8]}"
-    workers = []
-    for suffix in ("a", "b"):
-        name = f"{pool}-{suffix}"
-        env = dict(
-            cluster.env,
-            HEADWAY_QUEUE=pool,
-            HEADWAY_HOST_NAME=name,
-            HEADWAY_HOST_ADDRESS="127.0.0.1",
-            HEADWAY_SLOTS=str(SLOTS_PER_HOST),
-            HEADWAY_VAR_DIR=str(base / name),
-            HEADWAY_HEARTBEAT_SECONDS="1",
-        )
-        with open(base / f"{name}.log", "wb") as log:
-            workers.append(
-                subprocess.Popen(
-                    worker_command(SLOTS_PER_HOST + 1, queue=pool, host_name=name),
-                    cwd=REPO,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
+    workers = start_host_workers(
+        cluster.env,
+        base,
+        pool,
+        SLOTS_PER_HOST,
+        HEADWAY_HOST_ADDRESS="127.0.0.1",
+        HEADWAY_HEARTBEAT_SECONDS="1",
+    )
     yield pool, base
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
+    stop_workers(workers)
 
 
 @pytest.fixture

@@ -9,16 +9,12 @@ runs on the chief only and ``on_checkpoint_upload_end`` on every rank with the s
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import run_ranks
 
 pytestmark = pytest.mark.slow  # two processes that import torch and join a gloo group
 
@@ -114,39 +110,7 @@ WORKER = textwrap.dedent(
 
 
 def test_two_ranks_follow_determined(tmp_path: pathlib.Path) -> None:
-    root = pathlib.Path(__file__).resolve().parents[1]
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        env = {
-            **os.environ,
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "RANK": str(rank),
-            "WORLD_SIZE": "2",
-            "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": "2",
-            "GROUP_RANK": "0",
-            "PYTHONPATH": str(root),
-            "OMP_NUM_THREADS": "1",
-        }
-        env.pop("HEADWAY_CLUSTER_INFO", None)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-c", WORKER, str(tmp_path / "store")],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    results = []
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=180)
-        assert proc.returncode == 0, stderr
-        line = next(x for x in stdout.splitlines() if x.startswith("RESULT"))
-        results.append(json.loads(line[len("RESULT") :]))
-    r0, r1 = results
+    r0, r1 = run_ranks(WORKER, str(tmp_path / "store"), timeout=180)
 
     # aggregation_frequency=2: rank 0 trains x=1,3 and rank 1 x=2,4; one all-reduce (the second
     # batch), mean over ranks of the window sums (4 and 6) divided by 2 -> w = -2.5 on both.

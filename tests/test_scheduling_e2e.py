@@ -8,16 +8,13 @@ free again, so overlapping intervals are runs that held slots at the same time.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helpers import REPO, wait_for
+from tests.helpers import start_host_workers, stop_workers, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -55,40 +52,11 @@ def config(trials: int, sleep: float, **extra) -> dict:
 @pytest.fixture(scope="module")
 def _hosts(cluster, tmp_path_factory):
     """Two workers of their own pool (queue), hosts ``<pool>-a`` and ``<pool>-b``, 2 slots each."""
-    from workers.services import worker_command
-
     base = tmp_path_factory.mktemp("scheduling")
     pool = f"headway-sched-{uuid.uuid4().hex[:8]}"
-    workers = []
-    for suffix in ("a", "b"):
-        name = f"{pool}-{suffix}"
-        env = dict(
-            cluster.env,
-            HEADWAY_QUEUE=pool,
-            HEADWAY_HOST_NAME=name,
-            HEADWAY_SLOTS=str(SLOTS_PER_HOST),
-            HEADWAY_VAR_DIR=str(base / name),
-        )
-        with open(base / f"{name}.log", "wb") as log:
-            workers.append(
-                subprocess.Popen(
-                    worker_command(SLOTS_PER_HOST + 1, queue=pool, host_name=name),
-                    cwd=REPO,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
+    workers = start_host_workers(cluster.env, base, pool, SLOTS_PER_HOST)
     yield pool, base
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
+    stop_workers(workers)
 
 
 @pytest.fixture
