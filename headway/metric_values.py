@@ -48,3 +48,19 @@ def chartable(value: Any) -> float | None:
     """The value a chart plots: a finite float, or None (a gap) for anything else."""
     number = decode_number(value)
     return number if number is not None and math.isfinite(number) else None
+
+
+def encode_and_chart(value: Any) -> tuple[Any, float | None]:
+    """``(encode_value(value), chartable(value))`` in one step, fast for plain numbers.
+
+    Ingestion converts every value both ways; floats and ints are nearly all of them.
+    """
+    kind = type(value)
+    if kind is float:
+        if math.isfinite(value):
+            return value, value
+        return encode_float(value), None
+    if kind is int:
+        return value, float(value)
+    encoded = encode_value(value)
+    return encoded, chartable(encoded)

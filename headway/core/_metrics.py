@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import json
 import logging
 import sys
 import threading
@@ -141,6 +142,13 @@ class _Flush:
 
 
 _STOP = object()
+_JSON = {"Content-Type": "application/json"}
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def _encode(report: dict[str, Any]) -> bytes:
+    """A report as compact JSON bytes (values are already JSON-safe: no NaN literals)."""
+    return _ENCODER.encode(report).encode()
 
 
 class RegistryMetricReporter:
@@ -182,14 +190,19 @@ class RegistryMetricReporter:
                 self._thread.start()
 
     def submit(self, report: dict[str, Any]) -> None:
-        """Queue one JSON-safe report; raise the error of an earlier rejected batch, if any."""
+        """Queue one JSON-safe report; raise the error of an earlier rejected batch, if any.
+
+        The report is encoded to JSON here, in the caller's thread (a few microseconds): the
+        sender then only joins bytes, so it holds the GIL briefly and does not stall a
+        training loop whose torch calls release and re-take it (the convoy effect).
+        """
         if self._closed:
             raise RuntimeError("metrics reported after the Core API context was closed")
         if self._error is not None:
             self._raise_pending()
         if not self._started:
             self.start()
-        self._pending.append(report)
+        self._pending.append(_encode(report))
         if len(self._pending) >= BATCH_SIZE and not self._wake.is_set():
             self._wake.set()
 
@@ -236,7 +249,7 @@ class RegistryMetricReporter:
             self._wake.wait(FLUSH_INTERVAL_S)  # sleeps while idle: no spinning
             self._wake.clear()
             while self._pending:
-                batch: list[dict[str, Any]] = []
+                batch: list[bytes] = []
                 marker: _Flush | None = None
                 stop = False
                 while self._pending and len(batch) < MAX_BATCH_SIZE:
@@ -255,12 +268,13 @@ class RegistryMetricReporter:
                 if stop:
                     return
 
-    def _send(self, batch: list[dict[str, Any]]) -> None:
+    def _send(self, batch: list[bytes]) -> None:
+        body = b'{"reports":[' + b",".join(batch) + b"]}"
         delay = RETRY_BACKOFF_S
         failures = 0
         while True:
             try:
-                self._session.post(self._path, json={"reports": batch})
+                self._session.request("POST", self._path, data=body, headers=_JSON)
                 if failures:
                     logger.info("metric reporter: delivered after %d retries", failures)
                 return

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapte
 from pydantic import ValidationError as PydanticValidationError
 
 from headway.expconf import ConfigError, Length
-from headway.metric_values import chartable, encode_value
+from headway.metric_values import encode_and_chart
 from registry.errors import InvalidInput
 from registry.lifecycle._common import refresh_experiment
 from registry.metrics import _store as store
@@ -144,7 +144,14 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
         trial = Trial.objects.select_for_update().select_related("experiment").get(id=trial_id)
         experiment = trial.experiment
         default_run = run_id or trial.run_id
-        encoded = [{k: encode_value(v) for k, v in r.metrics.items()} for r in reports]
+        encoded: list[dict[str, Any]] = []
+        points: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
+        for r in reports:
+            stored = {}
+            for name, value in r.metrics.items():
+                stored[name], number = encode_and_chart(value)
+                points.setdefault((r.group, name), []).append((r.steps_completed, number))
+            encoded.append(stored)
         rows = [
             (
                 trial.id,
@@ -176,13 +183,8 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
             conflict=("trial_id", "group", "steps_completed"),
             updates=_RAW_UPDATES,
         )
-        points: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
-        for r, metrics in zip(reports, encoded, strict=True):
-            if r.group in replaced:
-                continue
-            for name, value in metrics.items():
-                points.setdefault((r.group, name), []).append((r.steps_completed, chartable(value)))
-        changed: dict[tuple[str, str], Agg | None] = dict(store.append(trial.id, points))
+        appended = {key: pts for key, pts in points.items() if key[0] not in replaced}
+        changed: dict[tuple[str, str], Agg | None] = dict(store.append(trial.id, appended))
         for group in replaced:
             summary[group] = {}
             changed.update(store.rebuild(trial.id, group, by_group[group]))
