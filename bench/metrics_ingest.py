@@ -151,6 +151,9 @@ def _training_loop(steps: int, report) -> float:
     """
     import torch
 
+    # One thread: the server shares this machine's cores, and a 2-thread OpenMP matmul whose
+    # second core is busy with the server spin-waits (8x slower), which is not the SDK's cost.
+    torch.set_num_threads(1)
     torch.manual_seed(0)
     w = torch.randn(64, 64) * 0.1
     x = torch.randn(8, 64)

@@ -8,14 +8,15 @@ so list pages never scan raw reports.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
-from typing import Annotated, Any
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Annotated, Any, NotRequired
 
 from django.db import connection, transaction
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, TypeAdapter, with_config
 from pydantic import ValidationError as PydanticValidationError
+from typing_extensions import TypedDict
 
 from headway.expconf import ConfigError, Length
 from headway.metric_values import encode_and_chart
@@ -32,55 +33,70 @@ GroupName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 MetricName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 
-class ReportIn(BaseModel):
-    """One report as posted by the SDK (see docs/rest-api.md)."""
+@with_config(ConfigDict(extra="forbid"))
+class ReportIn(TypedDict):
+    """One report as posted by the SDK (see docs/rest-api.md); validated as a plain dict.
 
-    model_config = ConfigDict(extra="forbid")
+    A ``TypedDict`` rather than a model: validating 10,000 reports into dicts (straight from
+    the request's JSON) costs a fifth of building model instances.
+    """
 
     group: GroupName
-    steps_completed: int = Field(ge=0)
+    steps_completed: Annotated[int, Field(ge=0)]
     metrics: dict[MetricName, Any]
-    run_id: int | None = Field(default=None, ge=0)
-    epoch: float | None = None
-    timestamp: datetime | None = None
+    run_id: NotRequired[Annotated[int, Field(ge=0)] | None]
+    epoch: NotRequired[float | None]
+    timestamp: NotRequired[AwareDatetime | None]
 
 
-_batch_adapter = TypeAdapter(list[ReportIn])
+@with_config(ConfigDict(extra="forbid"))
+class _Batch(TypedDict):
+    reports: Annotated[list[ReportIn], Field(max_length=MAX_REPORTS_PER_BATCH)]
+
+
+_batch_adapter = TypeAdapter(_Batch)
 
 
 def _loc_to_field(loc: Iterable[Any]) -> str:
-    out = "reports"
+    out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
     return out
 
 
-def parse_reports(payload: Any) -> list[ReportIn]:
-    """Validate a POSTed ``{"reports": [...]}`` body.
+def _message(err: Any) -> str:
+    if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
+        return "Unknown field; allowed: reports."
+    if err["type"] == "too_long" and tuple(err["loc"]) == ("reports",):
+        return f"At most {MAX_REPORTS_PER_BATCH} reports per batch."
+    if err["type"] == "missing" and tuple(err["loc"]) == ("reports",):
+        return "This field is required (a list of reports)."
+    return err["msg"]
 
-    Metric values are any JSON value; non-finite floats (the bare ``NaN`` literals) are encoded
-    as strings on storage, and the strings ``"NaN"``/``"Infinity"``/``"-Infinity"`` are kept as
-    they are, so both spellings store and read back (as gaps) the same way.
+
+def parse_reports(payload: Any) -> list[ReportIn]:
+    """Validate a POSTed ``{"reports": [...]}`` body (decoded JSON, or the raw JSON bytes).
+
+    Raw bytes are validated without building Python objects first (pydantic's JSON parser,
+    which also takes the bare ``NaN``/``Infinity`` literals). Metric values are any JSON
+    value; non-finite floats are encoded as strings on storage, and the strings
+    ``"NaN"``/``"Infinity"``/``"-Infinity"`` are kept as they are, so both spellings store
+    and read back (as gaps) the same way.
 
     Raises:
         InvalidInput: naming ``reports[i].field`` (or ``reports[i].metrics.KEY``).
     """
-    if not isinstance(payload, dict) or "reports" not in payload:
-        raise InvalidInput({"reports": ["This field is required (a list of reports)."]})
-    unknown = set(payload) - {"reports"}
-    if unknown:
-        raise InvalidInput({k: ["Unknown field; allowed: reports."] for k in sorted(unknown)})
-    raw = payload["reports"]
-    if isinstance(raw, list) and len(raw) > MAX_REPORTS_PER_BATCH:
-        raise InvalidInput({"reports": [f"At most {MAX_REPORTS_PER_BATCH} reports per batch."]})
     try:
-        reports = _batch_adapter.validate_python(raw)
+        if isinstance(payload, bytes | str):
+            batch = _batch_adapter.validate_json(payload)
+        else:
+            batch = _batch_adapter.validate_python(payload)
     except PydanticValidationError as exc:
         errors: dict[str, list[str]] = {}
         for err in exc.errors():
-            errors.setdefault(_loc_to_field(err["loc"]), []).append(err["msg"])
+            errors.setdefault(_loc_to_field(err["loc"]) or "reports", []).append(_message(err))
         raise InvalidInput(errors) from None
-    return reports
+    return batch["reports"]
 
 
 def _group_high_water(summary: dict, group: str) -> int:
@@ -118,9 +134,21 @@ _RAW_UPDATES = [
 ]
 
 
+def _datetime_adapter() -> Callable[[datetime], Any]:
+    """How a timezone-aware datetime is passed to the database, cheaply.
+
+    SQLite stores naive UTC text, which Django's adapter makes in ~7 us per value (a tenth of
+    a one-metric report's ingestion); the same text from ``astimezone`` + ``isoformat`` costs
+    a third of that. PostgreSQL takes the datetime itself.
+    """
+    if connection.vendor == "sqlite":
+        return lambda value: value.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
+    return connection.ops.adapt_datetimefield_value
+
+
 def _latest_per_step(reports: list[ReportIn]) -> list[ReportIn]:
     """The batch with one report per ``(group, steps_completed)``: the last one sent wins."""
-    latest = {(r.group, r.steps_completed): r for r in reports}
+    latest = {(r["group"], r["steps_completed"]): r for r in reports}
     return list(latest.values()) if len(latest) < len(reports) else reports
 
 
@@ -137,7 +165,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
     """
     received = len(reports)
     reports = _latest_per_step(reports)
-    adapt_dt = connection.ops.adapt_datetimefield_value
+    adapt_dt = _datetime_adapter()
     now = adapt_dt(timezone.now())
     with transaction.atomic():
         # Lock the trial so concurrent batches of one trial merge one after the other.
@@ -148,18 +176,19 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
         points: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
         for r in reports:
             stored = {}
-            for name, value in r.metrics.items():
+            group, step = r["group"], r["steps_completed"]
+            for name, value in r["metrics"].items():
                 stored[name], number = encode_and_chart(value)
-                points.setdefault((r.group, name), []).append((r.steps_completed, number))
+                points.setdefault((group, name), []).append((step, number))
             encoded.append(stored)
         rows = [
             (
                 trial.id,
-                r.group,
-                r.steps_completed,
-                r.run_id if r.run_id is not None else default_run,
-                r.epoch,
-                adapt_dt(r.timestamp) if r.timestamp else now,
+                r["group"],
+                r["steps_completed"],
+                default_run if r.get("run_id") is None else r["run_id"],
+                r.get("epoch"),
+                now if (stamp := r.get("timestamp")) is None else adapt_dt(stamp),
                 metrics,
             )
             for r, metrics in zip(reports, encoded, strict=True)
@@ -167,7 +196,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
         summary = trial.summary_metrics or {}
         by_group: dict[str, list[int]] = {}
         for r in reports:
-            by_group.setdefault(r.group, []).append(r.steps_completed)
+            by_group.setdefault(r["group"], []).append(r["steps_completed"])
         replaced = {
             group
             for group, steps in by_group.items()
@@ -194,7 +223,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
             else:
                 summary.setdefault(group, {})[name] = _summary_entry(agg)
         trial.summary_metrics = summary
-        trial.steps_completed = max(trial.steps_completed, *(r.steps_completed for r in reports))
+        trial.steps_completed = max(trial.steps_completed, *(r["steps_completed"] for r in reports))
         fields = ["summary_metrics", "steps_completed"]
         if _fallback_progress(trial, experiment):
             fields.append("progress")
