@@ -12,6 +12,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from dashboard import selectors
+from dashboard.bulk import BULK_ACTIONS
+from dashboard.filters import ExperimentFilter, sort_columns
 from registry.models import Experiment, Trial
 from registry.scheduling import host_list
 
@@ -28,11 +30,24 @@ def _get_experiment(experiment_id: int) -> Experiment:
 @require_GET
 @login_required
 def experiments(request: HttpRequest) -> HttpResponse:
-    """Experiment list (newest first), read from the summary fields only."""
-    page = Paginator(selectors.experiment_list(), EXPERIMENTS_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
-    return render(request, "dashboard/experiments.html", {"page": page})
+    """Experiment list: filtered and sorted by the query string, 50 a page, archived hidden.
+
+    Filters and sort are ``dashboard.filters.ExperimentFilter`` over
+    ``selectors.experiment_list()``; a bounded number of queries whatever the number of
+    experiments or trials (one for the page's rows, one count, the owner select's users).
+    The page links (sort headers, pager) keep every other query parameter.
+    """
+    filterset = ExperimentFilter(data=request.GET, queryset=selectors.experiment_list())
+    page = Paginator(filterset.qs, EXPERIMENTS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "filter": filterset,
+        "columns": sort_columns(request.GET),
+        "bulk_actions": BULK_ACTIONS,
+        "query": request.GET.urlencode(),
+        "filtered": any(k != "page" and v for k, v in request.GET.items()),
+    }
+    return render(request, "dashboard/experiments.html", context)
 
 
 @require_GET
