@@ -1,0 +1,48 @@
+"""The trial page (``/trials/<id>/``): header, error of a failed run, charts, checkpoints, runs.
+
+Server-rendered like the experiment page (STYLE.md §9): figures are built in Python and drawn by
+the local plotly.js (``static/js/trial.js``). A fixed number of SQL queries whatever the number
+of checkpoints, runs or metric points (``dashboard.trial_selectors``).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from dashboard import trial_selectors
+from registry.models import Trial
+
+
+@require_GET
+@login_required
+def trial(request: HttpRequest, trial_id: int) -> HttpResponse:
+    """One trial: state, hparams, progress, one chart per metric, checkpoints, runs, controls.
+
+    Every logged-in user may read every trial, as in the REST API. Raises ``Http404`` for an
+    unknown trial. For an ERROR trial the last run's exit code and log tail come first.
+    """
+    obj = get_object_or_404(
+        Trial.objects.select_related("experiment").defer(
+            "experiment__model_definition",
+            "experiment__original_config",
+            "experiment__searcher_state",
+        ),
+        id=trial_id,
+    )
+    checkpoints = trial_selectors.trial_checkpoints(obj)
+    runs = trial_selectors.trial_runs(obj)
+    trial_selectors.attach_controls(obj, checkpoints.rows)
+    figures = trial_selectors.trial_figures(obj)
+    context = {
+        "trial": obj,
+        "experiment": obj.experiment,
+        "checkpoints": checkpoints,
+        "runs": runs,
+        "error": trial_selectors.trial_error(obj, runs),
+        "figures": figures,
+        "chart_data": [{"id": f["id"], "figure": f["figure"]} for f in figures],
+    }
+    return render(request, "dashboard/trial.html", context)
