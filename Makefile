@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# collectstatic: hashed + gzipped static files for WhiteNoise (docs/dashboard.md).
 migrate: install
 	$(PY) manage.py migrate --noinput -v 0
+	$(PY) manage.py collectstatic --noinput -v 0
 
 ## make demo [ONCE=1]: serve on the embedded defaults and train examples/digits.
 demo: migrate

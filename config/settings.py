@@ -5,6 +5,7 @@ Embedded defaults (no servers needed): SQLite at ``var/headway.sqlite3``, checkp
 to PostgreSQL, ``REDIS_URL`` to a Redis broker; see docs/configuration.md for every variable.
 """
 
+import os
 import re
 import socket
 from pathlib import Path
@@ -37,6 +38,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    # Swagger UI and Redoc files served from our own static files (the schema UI works offline).
+    "drf_spectacular_sidecar",
     "django_filters",
     "dashboard",
     "workers",
@@ -106,7 +109,21 @@ STATICFILES_DIRS = [
 ]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
-# Serve static files straight from the finder in the embedded setup (no collectstatic step).
+# `collectstatic` (run by `make migrate`/`demo`/`serve`) writes content-hashed copies plus .gz
+# (and .br with the brotli package) next to them; WhiteNoise serves hashed names with a
+# one-year immutable Cache-Control and picks the compressed variant from Accept-Encoding.
+# Under pytest (which sets PYTEST_VERSION) plain names are used: pytest-django's live_server
+# serves /static/ from the finders, which know no hashed names, and a manifest left in var/ by
+# `make demo` could be stale; tests/test_static_and_errors.py checks the manifest storage itself.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if os.environ.get("PYTEST_VERSION")
+        else "config.staticfiles.CompressedManifestStorage"
+    },
+}
+# Files not collected yet keep their plain names (config/staticfiles.py), served from the finders.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
@@ -134,6 +151,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Experiments, trials, metrics and checkpoints.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc from drf-spectacular-sidecar's static files instead of a CDN; no
+    # call to the public validator.swagger.io either.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: a Redis broker when REDIS_URL is set, else the filesystem transport (no server needed).
