@@ -4,6 +4,11 @@ Each view only validates the request and calls one ``registry.lifecycle`` functi
 place that changes states (STYLE.md §3); the outcome is shown with a ``messages`` note on the
 page it redirects to. An illegal transition (a stale page, a double click) becomes an error note,
 never a 500.
+
+Every form carries a ``next`` field, the page it was posted from (trial page or experiment page);
+the views go back there when it is a same-host path (Django's ``url_has_allowed_host_and_scheme``,
+the check its login view uses) and to the experiment page otherwise, so an outside ``next`` can
+never turn a control into an open redirect.
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, resolve_url
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from dashboard.forms import ContinueTrialForm
+from dashboard.forms import ContinueTrialForm, stash_continue_form
 from headway.cli import merge_hparam_overrides
 from registry import lifecycle
 from registry.errors import RegistryError
@@ -46,13 +52,31 @@ def _service(table: dict[str, Callable[..., Any]], action: str) -> Callable[...,
         raise Http404(f"Unknown control {action!r}.") from None
 
 
+def _back(request: HttpRequest, fallback: str, *args: Any) -> HttpResponse:
+    """Redirect to the form's ``next`` when it is a path on this host, else to ``fallback``.
+
+    ``fallback`` is a URL name, resolved with ``args``. Absolute URLs, ``//host`` and other
+    schemes are refused (``url_has_allowed_host_and_scheme`` with no allowed host but ours).
+    """
+    target = request.POST.get("next", "")
+    safe = (
+        target.startswith("/")
+        and not target.startswith("//")
+        and url_has_allowed_host_and_scheme(
+            target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        )
+    )
+    return redirect(target if safe else resolve_url(fallback, *args))
+
+
 @require_POST
 @login_required
 def experiment_control(request: HttpRequest, experiment_id: int, action: str) -> HttpResponse:
     """``POST /experiments/<id>/control/<action>``: one of ``EXPERIMENT_CONTROLS``.
 
-    Redirects to the experiment page with ``Experiment <id>: <STATE>`` or the refusal's reason.
-    Raises ``Http404`` for an unknown action or experiment.
+    Redirects to ``next`` (see ``_back``; default: the experiment page) with
+    ``Experiment <id>: <STATE>`` or the refusal's reason. Raises ``Http404`` for an unknown
+    action or experiment.
     """
     service = _service(EXPERIMENT_CONTROLS, action)
     get_object_or_404(Experiment.objects.only("id"), id=experiment_id)
@@ -63,7 +87,7 @@ def experiment_control(request: HttpRequest, experiment_id: int, action: str) ->
     else:
         archived = " (archived)" if experiment.archived else ""
         messages.success(request, f"Experiment {experiment.id}: {experiment.state}{archived}")
-    return redirect("dashboard:experiment", experiment_id)
+    return _back(request, "dashboard:experiment", experiment_id)
 
 
 @require_POST
@@ -71,8 +95,9 @@ def experiment_control(request: HttpRequest, experiment_id: int, action: str) ->
 def trial_control(request: HttpRequest, trial_id: int, action: str) -> HttpResponse:
     """``POST /trials/<id>/control/<action>``: one of ``TRIAL_CONTROLS``.
 
-    Redirects to the trial's experiment page with ``Trial <id>: <STATE>`` or the refusal's
-    reason. Raises ``Http404`` for an unknown action or trial.
+    Redirects to ``next`` (the trial page or the experiment page it was posted from; default:
+    the trial's experiment page) with ``Trial <id>: <STATE>`` or the refusal's reason. Raises
+    ``Http404`` for an unknown action or trial.
     """
     service = _service(TRIAL_CONTROLS, action)
     trial = get_object_or_404(Trial.objects.only("id", "experiment_id"), id=trial_id)
@@ -82,7 +107,7 @@ def trial_control(request: HttpRequest, trial_id: int, action: str) -> HttpRespo
         messages.error(request, exc.detail)
     else:
         messages.success(request, f"Trial {trial.id}: {trial.state}")
-    return redirect("dashboard:experiment", trial.experiment_id)
+    return _back(request, "dashboard:experiment", trial.experiment_id)
 
 
 @require_POST
@@ -91,14 +116,19 @@ def trial_continue(request: HttpRequest, trial_id: int) -> HttpResponse:
     """``POST /trials/<id>/continue``: a new experiment warm-started from this trial.
 
     Form fields (``ContinueTrialForm``): ``checkpoint`` (uuid; empty = the trial's latest),
-    ``max_length`` (batches; empty = unchanged), ``hparams`` (``NAME=VALUE`` lines). Redirects
-    to the new experiment's page, or back to the trial's experiment with the error.
+    ``max_length`` (batches; empty = unchanged), ``hparams`` (``NAME=VALUE`` lines), ``next``.
+    On success, redirects to the new trial's page (``dashboard:trial``) with a success note
+    (issue #9: "creates the warm-started trial and navigates to it"). On bad input or a refusal,
+    goes back to ``next`` (default: the trial's experiment page) with the error note; for field
+    errors the typed values and the errors are kept in the session so that page re-opens the
+    form with them (``dashboard.forms.stash_continue_form``).
     """
     trial = get_object_or_404(Trial.objects.only("id", "experiment_id", "hparams"), id=trial_id)
     form = ContinueTrialForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Trial {trial.id} not continued: {form.error_text()}")
-        return redirect("dashboard:experiment", trial.experiment_id)
+        stash_continue_form(request, trial.id, form.errors)
+        return _back(request, "dashboard:experiment", trial.experiment_id)
     overrides = form.cleaned_data["hparams"]
     try:
         experiment = lifecycle.trial_continue(
@@ -110,6 +140,18 @@ def trial_continue(request: HttpRequest, trial_id: int) -> HttpResponse:
         )
     except RegistryError as exc:
         messages.error(request, f"Trial {trial.id} not continued: {exc.detail}")
-        return redirect("dashboard:experiment", trial.experiment_id)
-    messages.success(request, f"Created experiment {experiment.id} (continues trial {trial.id})")
-    return redirect("dashboard:experiment", experiment.id)
+        if exc.errors:  # bad input (e.g. a checkpoint); a refused state needs only the note
+            stash_continue_form(request, trial.id, exc.errors)
+        return _back(request, "dashboard:experiment", trial.experiment_id)
+    # A "single" searcher: the new experiment's one trial exists once experiment_create returns.
+    new_trial = experiment.trials.order_by("id").only("id").first()
+    if new_trial is None:  # defensive: a searcher that creates trials later
+        messages.success(
+            request, f"Created experiment {experiment.id} (continues trial {trial.id})"
+        )
+        return redirect("dashboard:experiment", experiment.id)
+    messages.success(
+        request,
+        f"Created trial {new_trial.id} in experiment {experiment.id} (continues trial {trial.id})",
+    )
+    return redirect("dashboard:trial", new_trial.id)

@@ -131,7 +131,7 @@ def test_pause_button_pauses_the_trial(live_server, monkeypatch):
             # The form POSTs, the view redirects back: the row shows PAUSED and Activate.
             page.wait_for_selector(f"{row} .badge.state-paused", timeout=15_000)
             page.wait_for_selector(f"{row} button[data-action=activate]")
-            assert page.url == url
+            assert page.url == f"{url}#trial-{trial.id}"  # back at the row it was posted from
             assert f"Trial {trial.id}: PAUSED" in page.inner_text(".messages")
         finally:
             browser.close()

@@ -207,16 +207,21 @@ def test_continue_trial_creates_the_experiment_and_redirects_to_it(
         follow=True,
     )
     new = Experiment.objects.exclude(id=trial.experiment_id).get()
-    assert _redirected_to(response) == reverse("dashboard:experiment", args=[new.id])
-    assert _messages(response) == [
-        ("success", f"Created experiment {new.id} (continues trial {trial.id})")
-    ]
     new_trial = new.trials.get()
+    # Lands on the new trial's page (was: the new experiment's page).
+    assert _redirected_to(response) == reverse("dashboard:trial", args=[new_trial.id])
+    assert _messages(response) == [
+        (
+            "success",
+            f"Created trial {new_trial.id} in experiment {new.id} (continues trial {trial.id})",
+        )
+    ]
     assert new_trial.warm_start_checkpoint == first
     assert new_trial.hparams == {"lr": 0.5, "optimizer": {"name": "sgd", "momentum": 0.5}}
     assert new.config["searcher"]["max_length"] == {"batches": 20}
-    # The new page links back to the trial it continues.
-    assert f'#trial-{trial.id}">trial {trial.id}</a>' in response.content.decode()
+    # The new experiment's page links back to the trial it continues.
+    new_page = client_alice.get(reverse("dashboard:experiment", args=[new.id])).content.decode()
+    assert f'#trial-{trial.id}">trial {trial.id}</a>' in new_page
 
     # Empty fields: the latest checkpoint, hparams and max_length unchanged.
     client_alice.post(

@@ -1,7 +1,9 @@
 // Experiment page: draw the metrics chart, then poll the live endpoint while the experiment runs.
 // Polling, not a SPA (STYLE.md §9): the server answers an `updated` token and re-sends the figure
 // and the trials table only when that token changed; Plotly.react redraws in place and keeps the
-// user's zoom and log/linear choice (layout.uirevision).
+// user's zoom and log/linear choice (layout.uirevision). A failed poll is never silent: an
+// expired session or a lost connection shows #live-banner (polls back off meanwhile, and stop
+// while the tab is hidden); the next good poll hides it.
 (function () {
   "use strict";
   var POLL_MS = 2000;
@@ -15,6 +17,7 @@
   var timer = null;
   var inFlight = false;
   var failures = 0;
+  var banner = document.getElementById("live-banner");
 
   Plotly.newPlot(chart, figure.data, figure.layout, config);
 
@@ -49,6 +52,34 @@
     );
   }
 
+  // kind: "session" (the live URL answered with the login page, or 401/403) or "connection"
+  // (network error, 5xx, anything else); null hides the banner.
+  function showBanner(kind) {
+    if (!banner) {
+      return;
+    }
+    if (kind === null) {
+      banner.hidden = true;
+      banner.replaceChildren();
+      return;
+    }
+    if (kind === "session") {
+      var link = document.createElement("a");
+      link.href = banner.dataset.loginUrl;
+      link.textContent = "log in again";
+      banner.replaceChildren("Your session expired \u2014 ", link, " to see live updates.");
+    } else {
+      banner.replaceChildren("Connection lost, retrying\u2026 This page may be out of date.");
+    }
+    banner.dataset.kind = kind;
+    banner.hidden = false;
+  }
+
+  function isLoginPage(response) {
+    var login = banner ? new URL(banner.dataset.loginUrl, window.location.href).pathname : null;
+    return Boolean(login && new URL(response.url).pathname === login);
+  }
+
   function schedule(delay) {
     clearTimeout(timer);
     timer = null;
@@ -65,7 +96,13 @@
     var url = root.dataset.liveUrl + "?since=" + encodeURIComponent(token);
     fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (response) {
-        // A redirect to the login page (session expired) is not JSON: stop quietly.
+        // login_required answers an expired session with a redirect to the login page.
+        if (response.status === 401 || response.status === 403 ||
+            (response.redirected && isLoginPage(response))) {
+          var expired = new Error("session expired");
+          expired.kind = "session";
+          throw expired;
+        }
         if (!response.ok || response.redirected) {
           throw new Error("live update failed: " + response.status);
         }
@@ -73,6 +110,7 @@
       })
       .then(function (data) {
         failures = 0;
+        showBanner(null);
         showSummary(data);
         var pending = data.updated !== token;
         if (pending && !trialsBusy()) {
@@ -94,8 +132,9 @@
         terminal = data.terminal && !pending;
         root.dataset.terminal = terminal ? "true" : "false";
       })
-      .catch(function () {
+      .catch(function (error) {
         failures += 1;
+        showBanner(error && error.kind === "session" ? "session" : "connection");
       })
       .finally(function () {
         inFlight = false;
