@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import uuid as uuid_module
 from collections.abc import Callable
 from pathlib import Path
 
@@ -162,16 +163,25 @@ def current_run(trial):
     return TrialRun.objects.get(trial=trial, run_id=reload(trial).run_id)
 
 
-def register_checkpoint(trial, uuid: str, steps_completed: int = 10, run_id: int = 1):
-    """Register a checkpoint of ``trial`` as its run would (lifecycle call); returns it."""
+def register_checkpoint(
+    trial,
+    uuid: str | uuid_module.UUID | None = None,
+    steps_completed: int = 10,
+    run_id: int | None = 1,
+    size: int = 10,
+):
+    """Register a checkpoint of ``trial`` as its run would (lifecycle call); returns it.
+
+    ``uuid`` defaults to a fresh one; the checkpoint holds one file of ``size`` bytes.
+    """
     from registry import lifecycle
 
     checkpoint, _ = lifecycle.checkpoint_register(
         trial_id=trial.id,
-        uuid=uuid,
+        uuid=uuid_module.UUID(str(uuid)) if uuid is not None else uuid_module.uuid4(),
         steps_completed=steps_completed,
         run_id=run_id,
-        resources={"state-dict.pth": 10},
+        resources={"state-dict.pth": size},
         metadata={"steps_completed": steps_completed},
     )
     return checkpoint

@@ -9,9 +9,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from registry.lifecycle import checkpoint_register, experiment_create
+from registry.lifecycle import experiment_create
 from registry.models import Experiment, RunState, State, Trial
-from tests.helpers import make_tar_gz
+from tests.helpers import make_tar_gz, register_checkpoint
 
 CONFIG = (
     "name: controls\nentrypoint: python train.py\n"
@@ -179,16 +179,7 @@ def test_csrf_is_enforced(alice, trial: Trial) -> None:
 
 
 def _checkpoint(trial: Trial, steps: int) -> uuid.UUID:
-    checkpoint = uuid.uuid4()
-    checkpoint_register(
-        trial_id=trial.id,
-        uuid=checkpoint,
-        steps_completed=steps,
-        run_id=None,
-        resources={"state.pt": 10},
-        metadata={},
-    )
-    return checkpoint
+    return register_checkpoint(trial, steps_completed=steps, run_id=None, size=10).uuid
 
 
 def test_continue_trial_creates_the_experiment_and_redirects_to_it(

@@ -11,9 +11,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from registry.lifecycle import checkpoint_register, experiment_create
+from registry.lifecycle import experiment_create
 from registry.models import Experiment, State, Trial
-from tests.helpers import make_tar_gz
+from tests.helpers import make_tar_gz, register_checkpoint
 
 CONFIG = (
     "name: nav\nentrypoint: python train.py\n"
@@ -41,16 +41,7 @@ def trial(client_alice: Client) -> Trial:
 
 
 def _checkpoint(trial: Trial, steps: int) -> uuid.UUID:
-    checkpoint = uuid.uuid4()
-    checkpoint_register(
-        trial_id=trial.id,
-        uuid=checkpoint,
-        steps_completed=steps,
-        run_id=None,
-        resources={"state.pt": 10},
-        metadata={},
-    )
-    return checkpoint
+    return register_checkpoint(trial, steps_completed=steps, run_id=None, size=10).uuid
 
 
 def _redirected_to(response) -> str:

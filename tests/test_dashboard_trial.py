@@ -12,10 +12,10 @@ from django.urls import reverse
 
 from dashboard.charts import trace_name
 from registry import lifecycle, scheduling
-from registry.lifecycle import checkpoint_register, experiment_create
+from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
 from registry.models import CheckpointState, Experiment, State, Trial, TrialLog
-from tests.helpers import make_tar_gz, register_host, start_run
+from tests.helpers import make_tar_gz, register_checkpoint, register_host, start_run
 
 pytestmark = pytest.mark.django_db
 
@@ -79,16 +79,7 @@ def _report(trial: Trial, steps: list[int], validation_steps: list[int]) -> None
 
 
 def _checkpoint(trial: Trial, steps: int) -> uuid.UUID:
-    checkpoint = uuid.uuid4()
-    checkpoint_register(
-        trial_id=trial.id,
-        uuid=checkpoint,
-        steps_completed=steps,
-        run_id=None,
-        resources={"state.pt": 2048},
-        metadata={},
-    )
-    return checkpoint
+    return register_checkpoint(trial, steps_completed=steps, run_id=None, size=2048).uuid
 
 
 def _page(client: Client, trial: Trial) -> str:
