@@ -9,8 +9,10 @@ aggregates, so list pages never scan raw reports.
 """
 
 from registry.metrics._aggregate import BASE_WIDTH, FANOUT, LEVELS, level_width
+from registry.metrics._axes import XAxis
+from registry.metrics._export import stream_rows
 from registry.metrics._ingest import MAX_REPORTS_PER_BATCH, ReportIn, metrics_report, parse_reports
-from registry.metrics._read import Window, XAxis, read_experiment_series, read_series, stream_rows
+from registry.metrics._read import Window, read_experiment_series, read_series
 from registry.metrics._store import rebuild_trial
 
 __all__ = [

@@ -257,9 +257,8 @@ def _fallback_progress(trial: Trial, experiment: Experiment) -> bool:
     The experiment's progress is refreshed at most once per whole percent, keeping the
     experiment row lock off the per-batch path.
     """
-    searcher = experiment.config.get("searcher", {})
-    raw = searcher.get("max_length")
-    if raw is None:
+    raw = experiment.config.get("searcher", {}).get("max_length")
+    if raw is None or trial.progress >= 1.0:  # nothing to raise it to: skip the parsing
         return False
     try:
         length = Length.parse(raw, field="searcher.max_length")

@@ -12,10 +12,9 @@ single NaNs and the window's first and last points always survive, at every zoom
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import Max, Min, Q
@@ -33,19 +32,12 @@ from registry.metrics._aggregate import (
     merge_all,
     point,
 )
-from registry.models import MetricBucket, MetricReport, MetricSeries, TrialRun
+from registry.metrics._axes import XAxis, add_x
+from registry.models import MetricBucket, MetricReport, MetricSeries
 
 RAW_SCAN_FACTOR = 2  # read raw when at most this many rows per point returned are scanned
 POINTS_PER_GROUP = 4  # first, min, max, last; a group with a gap draws one more
 MAX_STEP = 2**62
-
-
-class XAxis(enum.StrEnum):
-    """What the chart's x-axis shows; ``epochs``/``time`` add a per-point array to a series."""
-
-    BATCHES = "batches"
-    EPOCHS = "epochs"
-    TIME = "time"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +187,7 @@ def _read(
         for s in series
     ]
     if x_axis is not XAxis.BATCHES:
-        _add_x(out, x_axis)
+        add_x(out, x_axis)
     return out
 
 
@@ -394,68 +386,3 @@ def _downsample(s: _Series, pieces: Sequence[tuple[int, Agg]], max_points: int) 
             s.steps.append(step)
             s.values.append(value)
     s.downsampled = len(s.steps) < s.in_window
-
-
-def _add_x(entries: list[dict[str, Any]], x_axis: XAxis) -> None:
-    """Add ``epochs`` or ``elapsed_seconds`` per returned point (one query per group + one).
-
-    Looked up by step in the raw reports, so the cost grows with the points returned.
-    """
-    wanted: dict[tuple[int, str], set[int]] = defaultdict(set)
-    for e in entries:
-        wanted[(e["trial_id"], e["group"])].update(e["steps"])
-    by_group: dict[str, set[int]] = defaultdict(set)
-    trials: dict[str, set[int]] = defaultdict(set)
-    for (trial_id, group), steps in wanted.items():
-        by_group[group].update(steps)
-        trials[group].add(trial_id)
-    found: dict[tuple[int, str, int], tuple[float | None, Any]] = {}
-    for group, steps in by_group.items():
-        if not steps:
-            continue
-        rows = MetricReport.objects.filter(
-            trial_id__in=trials[group], group=group, steps_completed__in=sorted(steps)
-        ).values_list("trial_id", "steps_completed", "epoch", "reported_at")
-        for trial_id, step, epoch, reported_at in rows:
-            found[(trial_id, group, step)] = (epoch, reported_at)
-    starts: dict[int, Any] = {}
-    if x_axis is XAxis.TIME:
-        trial_ids = {trial_id for trial_id, _ in wanted}
-        started = (
-            TrialRun.objects.filter(trial_id__in=trial_ids, started_at__isnull=False)
-            .values("trial_id")
-            .annotate(first=Min("started_at"))
-        )
-        starts = {row["trial_id"]: row["first"] for row in started}
-    for e in entries:
-        looked = [found.get((e["trial_id"], e["group"], step)) for step in e["steps"]]
-        if x_axis is XAxis.EPOCHS:
-            e["epochs"] = [x[0] if x else None for x in looked]
-        else:
-            start = starts.get(e["trial_id"])
-            if start is None:  # never started (imported reports): the first report is zero
-                start = min((x[1] for x in looked if x), default=None)
-            e["elapsed_seconds"] = [
-                round((x[1] - start).total_seconds(), 3) if x and start else None for x in looked
-            ]
-
-
-def stream_rows(
-    trial_id: int, group: str | None = None, names: Iterable[str] = ()
-) -> Iterable[tuple[str, str, int, Any, float | None, Any, int]]:
-    """Every stored point of a trial, in (group, step, name) order, without holding them all.
-
-    Yields ``(group, name, steps_completed, value, epoch, reported_at, run_id)``; ``value``
-    as stored (numbers, ``"NaN"``/``"Infinity"`` strings, any JSON value).
-    """
-    rows = MetricReport.objects.filter(trial_id=trial_id)
-    if group:
-        rows = rows.filter(group=group)
-    wanted = set(names)
-    ordered = rows.order_by("group", "steps_completed").values_list(
-        "group", "steps_completed", "metrics", "epoch", "reported_at", "run_id"
-    )
-    for row_group, step, metrics, epoch, reported_at, run_id in ordered.iterator(chunk_size=5000):
-        for name in sorted(metrics):
-            if not wanted or name in wanted:
-                yield row_group, name, step, metrics[name], epoch, reported_at, run_id
