@@ -5,6 +5,7 @@ from registry.models.experiment import Experiment
 from registry.models.host import RunShare, WorkerHost
 from registry.models.logs import TrialLog
 from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
+from registry.models.model_registry import ModelVersion, RegisteredModel
 from registry.models.states import TERMINAL_STATES, RunState, State
 from registry.models.trial import Trial, TrialRun
 
@@ -16,6 +17,8 @@ __all__ = [
     "MetricBucket",
     "MetricReport",
     "MetricSeries",
+    "ModelVersion",
+    "RegisteredModel",
     "RunShare",
     "RunState",
     "State",

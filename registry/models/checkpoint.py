@@ -6,7 +6,12 @@ from django.utils import timezone
 
 class CheckpointState(models.TextChoices):
     COMPLETED = "COMPLETED"
+    # Retention or a delete request took it; files are being removed from storage.
+    DELETING = "DELETING"
+    # Files removed from storage; the row stays so metrics and lineage keep their reference.
     DELETED = "DELETED"
+    # Removing the files failed (see the log); a later GC pass retries.
+    DELETE_FAILED = "DELETE_FAILED"
 
 
 class Checkpoint(models.Model):

@@ -15,6 +15,10 @@ class State(models.TextChoices):
     COMPLETED = "COMPLETED"
     CANCELED = "CANCELED"
     ERROR = "ERROR"
+    # Experiments only: ``DELETE experiments/{id}/`` removes stored checkpoints, then the rows.
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+    DELETE_FAILED = "DELETE_FAILED"
 
 
 TERMINAL_STATES = frozenset({State.COMPLETED, State.CANCELED, State.ERROR})
