@@ -202,6 +202,16 @@ HEADWAY_CHECKPOINT_DIR = Path(
     envstr("HEADWAY_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints"))
 ).resolve()
 HEADWAY_WORK_DIR = Path(envstr("HEADWAY_WORK_DIR", str(VAR_DIR / "work"))).resolve()
+# Lifetime of the S3 URLs that `checkpoints/{uuid}/download?redirect=presigned` redirects to.
+HEADWAY_PRESIGNED_URL_SECONDS = envint("HEADWAY_PRESIGNED_URL_SECONDS", 300)
+if not 1 <= HEADWAY_PRESIGNED_URL_SECONDS <= 7 * 24 * 3600:
+    raise ImproperlyConfigured(
+        "HEADWAY_PRESIGNED_URL_SECONDS must be 1 to 604800 (S3's limit), "
+        f"got {HEADWAY_PRESIGNED_URL_SECONDS}"
+    )
+# Checkpoint GC removes stored checkpoints no registry row owns (a crashed upload) only once
+# their newest file is this old, so an upload in progress is never taken (docs/checkpoints.md).
+HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS = envint("HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS", 3600)
 # Model definitions are stored with the experiment; the rule and its default live in
 # headway.archive (shared with the CLI's packer).
 HEADWAY_MAX_MODEL_DEF_BYTES = envint("HEADWAY_MAX_MODEL_DEF_BYTES", MAX_MODEL_DEF_BYTES)

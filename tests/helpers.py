@@ -267,3 +267,50 @@ def stop_workers(workers: list[subprocess.Popen]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
+
+
+def retention_experiment(api, storage: dict, metric: str = "validation_loss", **searcher):
+    """An experiment (created over the API with ``api``) whose ``checkpoint_storage`` is
+    ``storage`` (retention fields included); returns its first trial."""
+    from registry.models import Trial
+
+    config = {
+        "name": "retention",
+        "entrypoint": "model_def:TinyTrial",
+        "hyperparameters": {"global_batch_size": 8},
+        "searcher": {"name": "single", "metric": metric, "max_length": {"batches": 10}, **searcher},
+        "checkpoint_storage": storage,
+    }
+    response = create_experiment(api, config=config)
+    assert response.status_code == 201, response.content
+    return Trial.objects.get(experiment_id=response.json()["id"])
+
+
+def stored_checkpoint(
+    trial, steps: int, validation: dict | None = None, training: dict | None = None
+):
+    """Write a checkpoint's file to the trial's storage, register it and report the given
+    validation / training metrics at its step (lifecycle and metrics services); returns it."""
+    from headway.storage import build_storage_manager
+    from registry import metrics
+
+    checkpoint_id = uuid_module.uuid4()
+    manager = build_storage_manager(trial.experiment.config["checkpoint_storage"])
+    with manager.store_path(str(checkpoint_id)) as path:
+        (path / "state-dict.pth").write_bytes(b"x" * 10)
+    reports = [
+        {"group": group, "steps_completed": steps, "metrics": values}
+        for group, values in (("validation", validation), ("training", training))
+        if values is not None
+    ]
+    if reports:
+        metrics.metrics_report(trial_id=trial.id, reports=reports)
+    return register_checkpoint(trial, uuid=checkpoint_id, steps_completed=steps)
+
+
+def end_trial(trial, exit_code: int = 0) -> None:
+    """Run the trial's queued run to its exit (``exit_code`` 0 completes a single trial)."""
+    from registry import lifecycle
+
+    run = start_run(trial)
+    lifecycle.trial_run_exited(trial_id=trial.id, run_id=run.run_id, exit_code=exit_code)

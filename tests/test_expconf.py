@@ -277,16 +277,6 @@ def test_sample_hparams_accepts_a_raw_space_and_copies_constants() -> None:
     ("section", "path", "hint"),
     [
         (
-            {"checkpoint_storage": {"type": "shared_fs", "save_trial_latest": 1}},
-            "checkpoint_storage.save_trial_latest",
-            "keeps every checkpoint",
-        ),
-        (
-            {"checkpoint_storage": {"type": "s3", "bucket": "bkt", "save_experiment_best": 0}},
-            "checkpoint_storage.save_experiment_best",
-            "keeps every checkpoint",
-        ),
-        (
             {"hyperparameters": {"lr": {"type": "log", "minval": -3, "maxval": -1, "count": 3}}},
             "hyperparameters.lr.count",
             "grid searcher",

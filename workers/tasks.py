@@ -46,6 +46,34 @@ def reap_lost_runs() -> None:
     place_queued_runs()  # also a periodic safety net for passes that failed
 
 
+@shared_task(
+    name="headway.checkpoint_gc",
+    acks_late=True,  # idempotent: claims are conditional UPDATEs, storage deletes are repeatable
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def checkpoint_gc(experiment_id: int, orphans: bool = True) -> None:
+    """One checkpoint GC pass over an experiment: retention, retries and (with ``orphans``)
+    orphaned files (``registry.checkpoints.gc``)."""
+    from registry.checkpoints import checkpoint_gc as run
+
+    run(experiment_id=experiment_id, orphans=orphans)
+
+
+@shared_task(
+    name="headway.experiment_delete",
+    acks_late=True,  # idempotent: acts only on a DELETING experiment
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def experiment_delete(experiment_id: int) -> None:
+    """Delete a DELETING experiment's stored checkpoints, then its rows
+    (``registry.checkpoints.deletion``)."""
+    from registry.checkpoints import experiment_delete_run
+
+    experiment_delete_run(experiment_id=experiment_id)
+
+
 @worker_ready.connect
 def register_host(sender=None, **kwargs) -> None:
     """Register this worker's host and heartbeat it (``workers.hosts``); ``sender`` is the

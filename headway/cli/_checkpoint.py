@@ -1,27 +1,45 @@
-"""``headway checkpoint list | download``."""
+"""``headway checkpoint list | delete`` (``download`` lives in :mod:`._checkpoint_download`)."""
 
 from __future__ import annotations
 
 import argparse
-import tarfile
-from pathlib import Path
+from typing import Any
 
-import requests
+from headway.cli._common import fetch_all, make_session
+from headway.cli._output import fmt, fmt_size, fmt_time, print_table
 
-from headway.cli._common import CLIError, fetch_all, make_session
-from headway.cli._output import fmt_size, fmt_time, print_table
+ORDERINGS = ("steps_completed", "-steps_completed", "searcher_metric", "-searcher_metric")
+
+
+def _flags(checkpoint: dict[str, Any]) -> str:
+    return ",".join(name for name in ("best", "latest") if checkpoint.get(name)) or "-"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Table of an experiment's checkpoints, newest first."""
-    checkpoints = fetch_all(make_session(args), f"experiments/{args.experiment_id}/checkpoints/")
+    """Table of an experiment's checkpoints (newest first, or ``--order-by``) with the searcher
+    metric of the validation at each one's step and its ``best``/``latest`` flags."""
+    params = {"order_by": args.order_by} if args.order_by else None
+    checkpoints = fetch_all(
+        make_session(args), f"experiments/{args.experiment_id}/checkpoints/", params
+    )
     print_table(
-        ["uuid", "trial", "steps_completed", "size", "state", "created"],
+        [
+            "uuid",
+            "trial",
+            "steps_completed",
+            "searcher_metric",
+            "flags",
+            "size",
+            "state",
+            "created",
+        ],
         [
             [
                 c.get("uuid"),
                 c.get("trial_id"),
                 c.get("steps_completed"),
+                fmt(c.get("searcher_metric")),
+                _flags(c),
                 fmt_size(c.get("size")),
                 c.get("state"),
                 fmt_time(c.get("created_at")),
@@ -32,30 +50,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_download(args: argparse.Namespace) -> int:
-    """Stream the checkpoint's tar and extract it into ``-o DIR`` (default
-    ``checkpoints/<uuid>``); print the directory.
-
-    Extraction uses ``tarfile``'s ``"data"`` filter (PEP 706): absolute paths, ``..``, links
-    leaving the directory and device files are refused, so a hostile archive cannot write
-    outside DIR.
-    """
-    dest = Path(args.output or Path("checkpoints") / args.uuid)
-    session = make_session(args)
-    response = session.stream(f"checkpoints/{args.uuid}/download")
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        # A proxy may gzip the body; let urllib3 undo that before tarfile reads it.
-        response.raw.decode_content = True
-        with tarfile.open(fileobj=response.raw, mode="r|") as archive:
-            archive.extractall(dest, filter="data")
-    except tarfile.TarError as exc:
-        raise CLIError(f"checkpoint {args.uuid}: unsafe or corrupt archive: {exc}") from None
-    except requests.RequestException as exc:
-        raise CLIError(f"checkpoint {args.uuid}: download interrupted: {exc}") from None
-    except OSError as exc:
-        raise CLIError(f"cannot write checkpoint into {dest}: {exc}") from None
-    finally:
-        response.close()
-    print(dest.resolve())
+def cmd_delete(args: argparse.Namespace) -> int:
+    """``DELETE checkpoints/UUID/``: remove its files from storage (the registry keeps a
+    DELETED row). The registry refuses (409) a checkpoint a model version holds or a trial may
+    still resume from."""
+    make_session(args).delete(f"checkpoints/{args.uuid}/")
+    print(f"Checkpoint {args.uuid}: DELETED")
     return 0
+
+
+def add_parsers(ckpt_cmds: Any) -> None:
+    """``checkpoint list`` and ``checkpoint delete`` (``download`` is added by its module)."""
+    ckpt_list = ckpt_cmds.add_parser("list", help="an experiment's checkpoints")
+    ckpt_list.add_argument("experiment_id", metavar="EXPERIMENT_ID", type=int)
+    ckpt_list.add_argument("--order-by", choices=ORDERINGS, help="sort key (default: newest first)")
+    ckpt_list.set_defaults(func=cmd_list)
+    delete = ckpt_cmds.add_parser("delete", help="delete a checkpoint's files from storage")
+    delete.add_argument("uuid", metavar="UUID")
+    delete.set_defaults(func=cmd_delete)

@@ -1,4 +1,4 @@
-"""``headway experiment create | list | describe``."""
+"""``headway experiment create | list | describe | delete``."""
 
 from __future__ import annotations
 
@@ -159,3 +159,34 @@ def _print_experiment(experiment: dict[str, Any]) -> None:
             ("ended", fmt_time(experiment.get("ended_at"))),
         ]
     )
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """``DELETE experiments/ID/`` after a confirmation (skipped with ``--yes``).
+
+    The registry deletes an ended experiment's stored checkpoints and then its rows in the
+    background (state DELETING); it refuses (409) a running experiment or one with a checkpoint
+    that a model version holds.
+    """
+    if not args.yes:
+        try:
+            answer = input(
+                f"Delete experiment {args.id} with its checkpoints, metrics and logs? [y/N] "
+            )
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            raise CLIError("aborted; nothing deleted (pass --yes to skip this question)", 1)
+    experiment = make_session(args).delete(f"experiments/{args.id}/")
+    print(f"Experiment {args.id}: {(experiment or {}).get('state', 'DELETING')}")
+    return 0
+
+
+def add_delete_parser(exp_cmds: Any) -> None:
+    """``experiment delete ID [--yes]``."""
+    delete = exp_cmds.add_parser(
+        "delete", help="delete an ended experiment, its checkpoints' files and its records"
+    )
+    delete.add_argument("id", metavar="ID", type=int)
+    delete.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    delete.set_defaults(func=cmd_delete)

@@ -8,7 +8,17 @@ from collections.abc import Sequence
 
 import requests
 
-from headway.cli import _auth, _checkpoint, _controls, _experiment, _tensorboard, _trial, _worker
+from headway.cli import (
+    _auth,
+    _checkpoint,
+    _checkpoint_download,
+    _controls,
+    _experiment,
+    _model,
+    _tensorboard,
+    _trial,
+    _worker,
+)
 from headway.cli._common import DEFAULT_MASTER, CLIError, master_url
 from headway.client import APIError, ConflictError, UnauthenticatedError
 from headway.expconf import ConfigError
@@ -46,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp_describe.add_argument("--json", action="store_true", help="print raw JSON")
     exp_describe.set_defaults(func=_experiment.cmd_describe)
     _controls.add_experiment_controls(exp_cmds)
+    _experiment.add_delete_parser(exp_cmds)
 
     trial = commands.add_parser("trial", aliases=["t"], help="inspect and control trials")
     trial_cmds = trial.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
@@ -67,17 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     trial_metrics.set_defaults(func=_trial.cmd_metrics)
     _controls.add_trial_controls(trial_cmds)
 
-    checkpoint = commands.add_parser("checkpoint", aliases=["c"], help="list/download checkpoints")
+    checkpoint = commands.add_parser("checkpoint", aliases=["c"], help="manage checkpoints")
     ckpt_cmds = checkpoint.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
-    ckpt_list = ckpt_cmds.add_parser("list", help="an experiment's checkpoints")
-    ckpt_list.add_argument("experiment_id", metavar="EXPERIMENT_ID", type=int)
-    ckpt_list.set_defaults(func=_checkpoint.cmd_list)
-    download = ckpt_cmds.add_parser("download", help="download and unpack a checkpoint")
-    download.add_argument("uuid", metavar="UUID")
-    download.add_argument(
-        "--output", "-o", metavar="DIR", help="target directory (default: checkpoints/UUID)"
-    )
-    download.set_defaults(func=_checkpoint.cmd_download)
+    _checkpoint.add_parsers(ckpt_cmds)
+    _checkpoint_download.add_parser(ckpt_cmds)
 
     worker = commands.add_parser("worker", aliases=["w"], help="inspect worker hosts")
     worker_cmds = worker.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
@@ -85,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker_list.add_argument("--json", action="store_true", help="print raw JSON")
     worker_list.set_defaults(func=_worker.cmd_list)
     _tensorboard.add_parser(commands)
+    _model.add_parser(commands)
     return parser
 
 

@@ -103,6 +103,11 @@ class Session:
         response = self.request("POST", path, json=json)
         return response.json() if response.content else None
 
+    def delete(self, path: str) -> Any:
+        """DELETE a resource; return the decoded answer (None for an empty body, e.g. 204)."""
+        response = self.request("DELETE", path)
+        return response.json() if response.content else None
+
     def paginate(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Any]:
         """Yield every item of a paginated list endpoint, following ``next`` links."""
         page = self.get(path, params=params)

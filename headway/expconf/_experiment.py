@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from headway.expconf._base import StrictModel, field_error, reject_unsupported, tagged_union
+from headway.expconf._base import StrictModel, field_error, tagged_union
 from headway.expconf._errors import ConfigError, format_path
 from headway.expconf._hparams import GRID_COUNT_REQUIRED, Hyperparameter, range_hyperparameters
 from headway.expconf._length import Length
@@ -147,28 +147,27 @@ else:
     )
 
 
-_NO_RETENTION = (
-    "Headway keeps every checkpoint until checkpoint retention (garbage collection) is built; "
-    "leave it out"
-)
+_NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
 class _StorageConfig(StrictModel):
-    """Fields every storage type shares. Determined's retention fields (``save_experiment_best``,
-    ``save_trial_best``, ``save_trial_latest``) are refused, not ignored: nothing deletes
-    checkpoints yet."""
+    """Fields every storage type shares: Determined's checkpoint retention (garbage collection).
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_retention(cls, data: Any) -> Any:
-        return reject_unsupported(
-            data,
-            {
-                "save_experiment_best": _NO_RETENTION,
-                "save_trial_best": _NO_RETENTION,
-                "save_trial_latest": _NO_RETENTION,
-            },
-        )
+    When a trial or the experiment ends (or on ``POST experiments/{id}/checkpoints/gc/``), the
+    registry keeps the union of each trial's ``save_trial_latest`` latest checkpoints (by
+    ``steps_completed``), each trial's ``save_trial_best`` best and the experiment's
+    ``save_experiment_best`` best (by the searcher metric of the validation reported at the
+    checkpoint's step) and deletes the files of the others (docs/checkpoints.md).
+
+    Attributes:
+        save_experiment_best (int): best checkpoints kept across the experiment (default 0).
+        save_trial_best (int): best checkpoints kept per trial (default 1).
+        save_trial_latest (int): latest checkpoints kept per trial (default 1).
+    """
+
+    save_experiment_best: _NonNegativeInt = 0
+    save_trial_best: _NonNegativeInt = 1
+    save_trial_latest: _NonNegativeInt = 1
 
 
 class SharedFSConfig(_StorageConfig):

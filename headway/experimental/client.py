@@ -3,7 +3,9 @@
 Port by changing ``from determined.experimental import client`` to ``from headway.experimental
 import client``. Supported: ``login``, ``get_checkpoint(uuid).download(path)``,
 ``get_experiment(id).get_trials()``, ``get_trial(id).top_checkpoint()`` /
-``list_checkpoints()``, and the ``uuid`` / ``metadata`` / ``steps_completed`` attributes. The
+``list_checkpoints()``, the ``uuid`` / ``metadata`` / ``steps_completed`` attributes, and the
+model registry: ``create_model``, ``get_model(name).register_version(uuid)``,
+``get_version(n).checkpoint``, ``list_models``. The
 HTTP work is ``headway.client.Session``'s; tokens are the CLI's (``headway login``).
 """
 
@@ -15,10 +17,11 @@ import pathlib
 import shutil
 import tarfile
 from typing import Any
+from urllib.parse import quote
 
 from headway.cli._common import fetch_all
 from headway.cli._token import resolve_token, save_token
-from headway.client import Session
+from headway.client import NotFoundError, Session
 
 DEFAULT_MASTER = "http://127.0.0.1:8000"
 _session: Session | None = None
@@ -214,3 +217,128 @@ def get_experiment(experiment_id: int) -> Experiment:
         config=dict(data.get("config") or {}),
         _session=session,
     )
+
+
+def _model_path(name: str) -> str:
+    return f"models/{quote(name, safe='')}/"
+
+
+@dataclasses.dataclass
+class ModelVersion:
+    """Version ``model_version`` (1, 2, ...) of a registered model (Determined's
+    ``client.ModelVersion``): ``checkpoint`` is the ``Checkpoint`` it holds.
+
+    Attributes:
+        model_name (str), model_version (int), checkpoint (Checkpoint), name (str),
+        comment (str), labels (list[str]), metadata (dict).
+    """
+
+    model_name: str
+    model_version: int
+    checkpoint: Checkpoint
+    name: str
+    comment: str
+    labels: list[str]
+    metadata: dict[str, Any]
+
+    @classmethod
+    def _from_json(cls, data: dict[str, Any], session: Session) -> ModelVersion:
+        return cls(
+            model_name=str(data["model"]),
+            model_version=int(data["version"]),
+            checkpoint=Checkpoint._from_json(data["checkpoint"], session),
+            name=data.get("name") or "",
+            comment=data.get("comment") or "",
+            labels=list(data.get("labels") or []),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+@dataclasses.dataclass
+class Model:
+    """A registered model (Determined's ``client.Model``): ``name``, ``description``,
+    ``labels``, ``metadata``, ``archived``; versions via ``register_version`` /
+    ``get_version`` / ``get_versions``."""
+
+    name: str
+    description: str
+    labels: list[str]
+    metadata: dict[str, Any]
+    archived: bool
+    _session: Session = dataclasses.field(repr=False)
+
+    @classmethod
+    def _from_json(cls, data: dict[str, Any], session: Session) -> Model:
+        return cls(
+            name=str(data["name"]),
+            description=data.get("description") or "",
+            labels=list(data.get("labels") or []),
+            metadata=dict(data.get("metadata") or {}),
+            archived=bool(data.get("archived")),
+            _session=session,
+        )
+
+    def register_version(self, checkpoint_uuid: str) -> ModelVersion:
+        """Register a ``COMPLETED`` checkpoint as this model's next version; return it.
+
+        Raises:
+            headway.client.BadRequestError: unknown, deleted or malformed ``checkpoint_uuid``.
+            headway.client.UnauthenticatedError: not the model's owner (nor an admin).
+            headway.client.ConflictError: the model is archived.
+        """
+        data = self._session.post(
+            _model_path(self.name) + "versions/", json={"checkpoint_uuid": str(checkpoint_uuid)}
+        )
+        return ModelVersion._from_json(data, self._session)
+
+    def get_version(self, version: int = -1) -> ModelVersion:
+        """Version ``version``; ``-1`` (the default) is the latest.
+
+        Raises:
+            headway.client.NotFoundError: no such version (or, for ``-1``, none at all).
+        """
+        if version == -1:
+            versions = self._session.get(_model_path(self.name) + "versions/", {"limit": 1})
+            if not versions["results"]:
+                raise NotFoundError(f"model {self.name} has no versions", 404, None)
+            return ModelVersion._from_json(versions["results"][0], self._session)
+        data = self._session.get(_model_path(self.name) + f"versions/{int(version)}/")
+        return ModelVersion._from_json(data, self._session)
+
+    def get_versions(self) -> list[ModelVersion]:
+        """Every version, newest (highest number) first."""
+        items = fetch_all(self._session, _model_path(self.name) + "versions/")
+        return [ModelVersion._from_json(v, self._session) for v in items]
+
+
+def create_model(
+    name: str,
+    description: str = "",
+    metadata: dict[str, Any] | None = None,
+    labels: list[str] | None = None,
+) -> Model:
+    """Determined's ``client.create_model``. Raises ``BadRequestError`` for an invalid name,
+    ``ConflictError`` when it is taken."""
+    session = _get_session()
+    body = {
+        "name": name,
+        "description": description,
+        "metadata": metadata or {},
+        "labels": labels or [],
+    }
+    return Model._from_json(session.post("models/", json=body), session)
+
+
+def get_model(name: str) -> Model:
+    """Determined's ``client.get_model``. Raises ``NotFoundError`` for an unknown name."""
+    session = _get_session()
+    return Model._from_json(session.get(_model_path(name)), session)
+
+
+def list_models() -> list[Model]:
+    """Determined's ``client.list_models`` (alias ``get_models``): every model, by name."""
+    session = _get_session()
+    return [Model._from_json(m, session) for m in fetch_all(session, "models/")]
+
+
+get_models = list_models

@@ -4,6 +4,7 @@ Never imports Django. ``build_storage_manager(config)`` picks the backend from a
 ``checkpoint_storage``; ``iter_tar_chunks`` streams a checkpoint as a tar.
 """
 
+from headway.storage._archive_stream import iter_file_chunks, iter_tgz_chunks, zip_stream
 from headway.storage._base import StorageManager
 from headway.storage._build import build, build_storage_manager
 from headway.storage._shared_fs import SharedFSStorageManager
@@ -15,8 +16,11 @@ __all__ = [
     "StorageManager",
     "build",
     "build_storage_manager",
+    "iter_file_chunks",
     "iter_tar_chunks",
+    "iter_tgz_chunks",
     "stream_tar",
+    "zip_stream",
 ]
 
 

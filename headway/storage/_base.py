@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import datetime
 import pathlib
 import re
 from collections.abc import Iterator
@@ -31,6 +32,11 @@ def check_storage_id(storage_id: str) -> str:
     if not isinstance(storage_id, str) or not _STORAGE_ID_RE.fullmatch(storage_id):
         raise ValueError(f"invalid checkpoint storage id {storage_id!r}")
     return storage_id
+
+
+def is_storage_id(name: str) -> bool:
+    """Whether ``name`` passes ``check_storage_id`` (listings skip anything else)."""
+    return isinstance(name, str) and _STORAGE_ID_RE.fullmatch(name) is not None
 
 
 def check_relpath(relpath: str) -> pathlib.PurePosixPath:
@@ -98,13 +104,44 @@ class StorageManager(abc.ABC):
         """
 
     @abc.abstractmethod
-    def open_file(self, storage_id: str, relpath: str) -> BinaryIO:
+    def open_file(
+        self, storage_id: str, relpath: str, *, start: int = 0, end: int | None = None
+    ) -> BinaryIO:
         """Open one file of a checkpoint for streaming binary reads; the caller closes it.
+
+        Arguments:
+            start (int): first byte to read (0-based); the stream begins there.
+            end (int | None): byte offset after the last one wanted (exclusive); None: to the
+                end of the file. A backend may yield bytes past ``end`` (shared_fs does): read
+                ``end - start`` bytes.
 
         Raises:
             ValueError: when ``relpath`` is absolute or contains ``..``.
             FileNotFoundError: when the checkpoint or file does not exist.
         """
+
+    @abc.abstractmethod
+    def file_size(self, storage_id: str, relpath: str) -> int:
+        """Return the stored size in bytes of one file of a checkpoint.
+
+        Raises:
+            ValueError: when ``relpath`` is absolute or contains ``..``.
+            FileNotFoundError: when the checkpoint or file does not exist.
+        """
+
+    def presigned_url(
+        self,
+        storage_id: str,
+        relpath: str,
+        expires_s: int = 300,
+        content_disposition: str | None = None,
+    ) -> str:
+        """A time-limited URL that GETs one file with no credentials (S3 only).
+
+        Raises:
+            NotImplementedError: for a backend without presigned URLs (shared_fs).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no presigned URLs")
 
     @abc.abstractmethod
     def delete(self, storage_id: str) -> None:
@@ -113,3 +150,15 @@ class StorageManager(abc.ABC):
     @abc.abstractmethod
     def exists(self, storage_id: str) -> bool:
         """Return True when the checkpoint has at least one stored file (or directory)."""
+
+    def list_storage_ids(self) -> dict[str, datetime.datetime]:
+        """Map every storage id present in this storage to its newest file's modification time.
+
+        Used by the registry's garbage collection to find orphans (files no registered
+        checkpoint owns, e.g. an upload that crashed). Times are timezone-aware (UTC); an id
+        whose directory holds no file maps to the directory's own modification time.
+
+        Raises:
+            NotImplementedError: for a backend that cannot list its checkpoints.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot list its storage ids")

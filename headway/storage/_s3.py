@@ -8,6 +8,7 @@ through ``endpoint_url``.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import pathlib
 import tempfile
@@ -15,20 +16,26 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import boto3
+import botocore.config
 import botocore.exceptions
-from boto3.s3.transfer import TransferConfig
+from boto3.s3.transfer import TransferConfig, create_transfer_manager
 
 from headway.storage._base import (
     StorageManager,
     check_relpath,
     check_storage_id,
+    is_storage_id,
     list_local_files,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
-_TRANSFER = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20)
+# One managed transfer for all the files of a checkpoint: files move in parallel (max_concurrency
+# threads shared by all files), big files in multipart pieces; memory ~ chunksize * concurrency.
+_TRANSFER = TransferConfig(
+    multipart_threshold=16 << 20, multipart_chunksize=16 << 20, max_concurrency=10
+)
 
 
 class S3StorageManager(StorageManager):
@@ -69,6 +76,8 @@ class S3StorageManager(StorageManager):
             aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
             region_name=region,
+            # SigV4 everywhere, presigned URLs included (AWS retired SigV2; X-Amz-Expires).
+            config=botocore.config.Config(signature_version="s3v4"),
         )
 
     @classmethod
@@ -115,27 +124,35 @@ class S3StorageManager(StorageManager):
             root = pathlib.Path(tmp)
             yield root
             try:
-                for relpath in list_local_files(root):
-                    self._client.upload_file(
-                        str(root / relpath), self.bucket, prefix + relpath, Config=_TRANSFER
-                    )
+                # The TransferManager cancels the pending transfers (and aborts multipart
+                # uploads) when the block raises, before the objects already stored are deleted.
+                with create_transfer_manager(self._client, _TRANSFER) as transfers:
+                    futures = [
+                        transfers.upload(str(root / relpath), self.bucket, prefix + relpath)
+                        for relpath in list_local_files(root)
+                    ]
+                    for future in futures:
+                        future.result()
             except BaseException:
                 self.delete(storage_id)  # no half-uploaded checkpoint is left behind
                 raise
 
     @contextlib.contextmanager
     def restore_path(self, storage_id: str) -> Iterator[pathlib.Path]:
-        """Download every object into a temporary directory, removed after the block."""
+        """Download every object (in parallel, ranged GETs for big ones) into a temporary
+        directory, removed after the block whether it exits normally or not."""
         files = self.list_files(storage_id)
         prefix = self._key_prefix(storage_id)
         with tempfile.TemporaryDirectory(prefix="headway-restore-", dir=self.tmp_dir) as tmp:
             root = pathlib.Path(tmp)
-            for relpath in files:
-                target = root / check_relpath(relpath)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                self._client.download_file(
-                    self.bucket, prefix + relpath, str(target), Config=_TRANSFER
-                )
+            with create_transfer_manager(self._client, _TRANSFER) as transfers:
+                futures = []
+                for relpath in files:
+                    target = root / check_relpath(relpath)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    futures.append(transfers.download(self.bucket, prefix + relpath, str(target)))
+                for future in futures:
+                    future.result()
             yield root
 
     def list_files(self, storage_id: str) -> dict[str, int]:
@@ -149,23 +166,53 @@ class S3StorageManager(StorageManager):
             raise FileNotFoundError(f"checkpoint {storage_id} not found in s3://{self.bucket}")
         return files
 
-    def open_file(self, storage_id: str, relpath: str) -> BinaryIO:
-        """Return the streaming body of one object (``read(n)``, ``close()``, ``with``)."""
+    def open_file(
+        self, storage_id: str, relpath: str, *, start: int = 0, end: int | None = None
+    ) -> BinaryIO:
+        """Return the streaming body of one object (``read(n)``, ``close()``, ``with``); with
+        ``start``/``end`` only those bytes, fetched with an HTTP ``Range`` GET."""
         key = self._key_prefix(storage_id) + str(check_relpath(relpath))
         try:
-            # botocore's StreamingBody is a file-like io.IOBase; callers only read and close it.
-            return cast(BinaryIO, self._client.get_object(Bucket=self.bucket, Key=key)["Body"])
+            if start or end is not None:
+                byte_range = f"bytes={start}-{'' if end is None else end - 1}"
+                answer = self._client.get_object(Bucket=self.bucket, Key=key, Range=byte_range)
+            else:
+                answer = self._client.get_object(Bucket=self.bucket, Key=key)
         except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            if _missing(exc):
+                raise FileNotFoundError(f"checkpoint {storage_id} has no file {relpath!r}") from exc
+            raise
+        # botocore's StreamingBody is a file-like io.IOBase; callers only read and close it.
+        return cast(BinaryIO, answer["Body"])
+
+    def file_size(self, storage_id: str, relpath: str) -> int:
+        """Size in bytes of one object (a ``HEAD`` request)."""
+        key = self._key_prefix(storage_id) + str(check_relpath(relpath))
+        try:
+            return int(self._client.head_object(Bucket=self.bucket, Key=key)["ContentLength"])
+        except botocore.exceptions.ClientError as exc:
+            if _missing(exc):
                 raise FileNotFoundError(f"checkpoint {storage_id} has no file {relpath!r}") from exc
             raise
 
-    def presigned_url(self, storage_id: str, relpath: str, expires_s: int = 3600) -> str:
-        """A time-limited GET URL for one file (the registry may redirect downloads to it)."""
+    def presigned_url(
+        self,
+        storage_id: str,
+        relpath: str,
+        expires_s: int = 300,
+        content_disposition: str | None = None,
+    ) -> str:
+        """A time-limited GET URL for one file (the registry may redirect downloads to it).
+
+        The URL names this manager's endpoint (``endpoint_url``), so it works for whoever can
+        reach that endpoint, with no credentials. ``content_disposition`` is the
+        ``Content-Disposition`` header S3 answers with (e.g. ``attachment; filename="x.pt"``).
+        """
         key = self._key_prefix(storage_id) + str(check_relpath(relpath))
-        return self._client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_s
-        )
+        params = {"Bucket": self.bucket, "Key": key}
+        if content_disposition:
+            params["ResponseContentDisposition"] = content_disposition
+        return self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_s)
 
     def delete(self, storage_id: str) -> None:
         """Delete every object of the checkpoint (1000 keys per request)."""
@@ -177,9 +224,29 @@ class S3StorageManager(StorageManager):
             ]
             self._client.delete_objects(Bucket=self.bucket, Delete={"Objects": chunk})
 
+    def list_storage_ids(self) -> dict[str, datetime.datetime]:
+        """Every first key segment under ``prefix`` named like a storage id, with the newest
+        ``LastModified`` of its objects (one listing of the prefix, 1000 keys per request)."""
+        base = f"{self.prefix}/" if self.prefix else ""
+        found: dict[str, datetime.datetime] = {}
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=base):
+            for obj in page.get("Contents", []):
+                storage_id, sep, _ = obj["Key"][len(base) :].partition("/")
+                if not sep or not is_storage_id(storage_id):
+                    continue
+                modified = obj["LastModified"]
+                if storage_id not in found or modified > found[storage_id]:
+                    found[storage_id] = modified
+        return found
+
     def exists(self, storage_id: str) -> bool:
         """Return True when at least one object has the checkpoint's prefix."""
         answer = self._client.list_objects_v2(
             Bucket=self.bucket, Prefix=self._key_prefix(storage_id), MaxKeys=1
         )
         return int(answer.get("KeyCount", 0)) > 0
+
+
+def _missing(exc: botocore.exceptions.ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import pathlib
 import shutil
@@ -13,6 +14,7 @@ from headway.storage._base import (
     StorageManager,
     check_relpath,
     check_storage_id,
+    is_storage_id,
     list_local_files,
 )
 
@@ -66,8 +68,7 @@ class SharedFSStorageManager(StorageManager):
         """Return ``{relative path: size}`` of every regular file (symlinks skipped)."""
         return list_local_files(self._existing_dir(storage_id))
 
-    def open_file(self, storage_id: str, relpath: str) -> BinaryIO:
-        """Open ``<checkpoint>/<relpath>`` for reading; refuse paths leaving the checkpoint."""
+    def _file(self, storage_id: str, relpath: str) -> pathlib.Path:
         rel = check_relpath(relpath)
         root = self._existing_dir(storage_id).resolve()
         path = (root / rel).resolve()
@@ -76,7 +77,21 @@ class SharedFSStorageManager(StorageManager):
             raise ValueError(f"checkpoint file path {relpath!r} points outside the checkpoint")
         if not path.is_file():
             raise FileNotFoundError(f"checkpoint {storage_id} has no file {relpath!r}")
-        return open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
+        return path
+
+    def open_file(
+        self, storage_id: str, relpath: str, *, start: int = 0, end: int | None = None
+    ) -> BinaryIO:
+        """Open ``<checkpoint>/<relpath>`` for reading at ``start``; refuse paths leaving the
+        checkpoint. The file is not cut at ``end``: the caller reads ``end - start`` bytes."""
+        fh = open(self._file(storage_id, relpath), "rb")  # noqa: SIM115 - the caller closes it
+        if start:
+            fh.seek(start)
+        return fh
+
+    def file_size(self, storage_id: str, relpath: str) -> int:
+        """Size in bytes of ``<checkpoint>/<relpath>``."""
+        return self._file(storage_id, relpath).stat().st_size
 
     def delete(self, storage_id: str) -> None:
         """Remove the checkpoint directory (no error when it is already gone)."""
@@ -85,3 +100,20 @@ class SharedFSStorageManager(StorageManager):
     def exists(self, storage_id: str) -> bool:
         """Return True when ``<base_path>/<storage_id>`` is a directory."""
         return self._dir(storage_id).is_dir()
+
+    def list_storage_ids(self) -> dict[str, datetime.datetime]:
+        """Every sub-directory of ``base_path`` named like a storage id, with the newest
+        modification time of it and the files under it (UTC); ``{}`` when ``base_path`` is
+        missing."""
+        if not self.base_path.is_dir():
+            return {}
+        found: dict[str, datetime.datetime] = {}
+        for entry in self.base_path.iterdir():
+            if entry.is_symlink() or not entry.is_dir() or not is_storage_id(entry.name):
+                continue
+            newest = entry.stat().st_mtime
+            for path in entry.rglob("*"):
+                with contextlib.suppress(FileNotFoundError):  # removed while we walk
+                    newest = max(newest, path.lstat().st_mtime)
+            found[entry.name] = datetime.datetime.fromtimestamp(newest, tz=datetime.UTC)
+        return found

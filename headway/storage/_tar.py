@@ -23,7 +23,10 @@ _RECORD = tarfile.RECORDSIZE  # 10240: tar archives end on a record boundary
 
 
 def iter_tar_chunks(
-    manager: StorageManager, storage_id: str, chunk_size: int = 1 << 20
+    manager: StorageManager,
+    storage_id: str,
+    chunk_size: int = 1 << 20,
+    files: dict[str, int] | None = None,
 ) -> Iterator[bytes]:
     """Yield the bytes of an uncompressed tar holding every file of checkpoint ``storage_id``.
 
@@ -35,6 +38,8 @@ def iter_tar_chunks(
         manager (StorageManager): where the checkpoint lives.
         storage_id (str): the checkpoint uuid.
         chunk_size (int): target size in bytes of each yielded chunk (the last may be shorter).
+        files (dict[str, int] | None): ``{relative path: size}`` to archive, as listed by
+            ``manager.list_files`` (listed here when None).
 
     Raises:
         FileNotFoundError: when the checkpoint does not exist (raised by the first ``next()``).
@@ -44,7 +49,8 @@ def iter_tar_chunks(
     """
     if chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
-    files = manager.list_files(storage_id)
+    if files is None:
+        files = manager.list_files(storage_id)
     mtime = int(time.time())
     buffer = bytearray()
     total = 0
@@ -61,6 +67,14 @@ def iter_tar_chunks(
         total += len(header)
         with manager.open_file(storage_id, relpath) as fh:
             for piece in _read_exactly(fh, size, chunk_size, relpath):
+                if len(piece) >= chunk_size // 2:
+                    # Big pieces go out as read: copying them into the buffer would cost a
+                    # memcpy per byte for nothing.
+                    if buffer:
+                        yield bytes(buffer)
+                        buffer.clear()
+                    yield piece
+                    continue
                 buffer += piece
                 if len(buffer) >= chunk_size:
                     yield bytes(buffer)

@@ -1,5 +1,6 @@
 """Who may call what: users anything; trial tokens only their trial's SDK endpoints."""
 
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
 from registry.models import TrialRun
@@ -26,3 +27,15 @@ class IsUserOrTrialScoped(BasePermission):
             return True
         allowed = getattr(view, "allow_trial_token", ())
         return getattr(view, "action", None) in allowed
+
+
+def ensure_owner_or_staff(request, owner_id: int, what: str) -> None:
+    """Changes and deletions are the owner's (or staff's), as in Determined before RBAC.
+
+    Raises:
+        PermissionDenied: (403) naming ``what`` (e.g. ``"experiment 7"``) otherwise.
+    """
+    user = request.user
+    if user.is_staff or user.id == owner_id:
+        return
+    raise PermissionDenied(f"Only the owner of {what} (or an admin) may do this.")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import Any
 
 from rest_framework import serializers
 
 from headway.early_exit import EarlyExitReason
 from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
+from registry.checkpoints import attach_metadata
 from registry.models import Checkpoint, Experiment, Trial, TrialLog, TrialRun, WorkerHost
 
 
@@ -40,6 +42,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "source_trial_id",
             "model_definition_size",
             "scheduling_message",
+            "delete_error",
             "created_at",
             "ended_at",
         ]
@@ -99,8 +102,23 @@ class TrialSerializer(serializers.ModelSerializer):
 
 
 class CheckpointSerializer(serializers.ModelSerializer):
+    """A checkpoint with the metrics reported at its step (``registry.checkpoints.selectors``).
+
+    ``validation_metrics``: the validation report at its ``steps_completed`` (null if none);
+    ``training_metrics``: the latest training report at or before it (null if none);
+    ``searcher_metric``: the searcher metric's value in ``validation_metrics``; ``best``: the
+    best COMPLETED checkpoint of its trial by that metric; ``latest``: the trial's
+    ``latest_checkpoint``. Lists attach these for a whole page at once (``attach_metadata``);
+    a single checkpoint gets them here.
+    """
+
     trial_id = serializers.IntegerField(read_only=True)
     experiment_id = serializers.IntegerField(source="trial.experiment_id", read_only=True)
+    validation_metrics = serializers.SerializerMethodField()
+    training_metrics = serializers.SerializerMethodField()
+    searcher_metric = serializers.SerializerMethodField()
+    best = serializers.SerializerMethodField()
+    latest = serializers.SerializerMethodField()
 
     class Meta:
         model = Checkpoint
@@ -116,8 +134,34 @@ class CheckpointSerializer(serializers.ModelSerializer):
             "size",
             "storage",
             "created_at",
+            "validation_metrics",
+            "training_metrics",
+            "searcher_metric",
+            "best",
+            "latest",
         ]
         read_only_fields = fields
+
+    @staticmethod
+    def _meta(obj: Checkpoint, name: str) -> Any:
+        if not hasattr(obj, "best"):
+            attach_metadata([obj])
+        return getattr(obj, name)
+
+    def get_validation_metrics(self, obj: Checkpoint) -> dict[str, Any] | None:
+        return self._meta(obj, "validation_metrics")
+
+    def get_training_metrics(self, obj: Checkpoint) -> dict[str, Any] | None:
+        return self._meta(obj, "training_metrics")
+
+    def get_searcher_metric(self, obj: Checkpoint) -> float | str | None:
+        return self._meta(obj, "searcher_metric")
+
+    def get_best(self, obj: Checkpoint) -> bool:
+        return self._meta(obj, "best")
+
+    def get_latest(self, obj: Checkpoint) -> bool:
+        return self._meta(obj, "latest")
 
 
 class CheckpointRegisterSerializer(serializers.Serializer):

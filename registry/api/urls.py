@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from registry.api import views
+from registry.model_registry import MODEL_NAME_PATTERN
 
 app_name = "registry-api"
 
@@ -15,6 +16,12 @@ router.register("experiments", views.ExperimentViewSet, basename="experiment")
 router.register("trials", views.TrialViewSet, basename="trial")
 router.register("checkpoints", views.CheckpointViewSet, basename="checkpoint")
 router.register("workers", views.WorkerHostViewSet, basename="worker")
+router.register("models", views.RegisteredModelViewSet, basename="model")
+router.register(
+    rf"models/(?P<model_name>{MODEL_NAME_PATTERN})/versions",
+    views.ModelVersionViewSet,
+    basename="model-version",
+)
 
 urlpatterns = [
     path("auth/login/", views.LoginView.as_view(), name="login"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from registry.checkpoints.gc import request_checkpoint_gc
 from registry.lifecycle._search import (
     apply_trial_operation,
     decode_operation,
@@ -52,6 +53,7 @@ def trial_end(trial: Trial, state: State) -> None:
         trial.progress = 1.0
     trial.save(update_fields=["state", "ended_at", "progress"])
     deliver_trial_ended(trial, state)
+    request_checkpoint_gc(trial.experiment_id, orphans=False)  # retention, once this commits
 
 
 def refresh_experiment(experiment_id: int) -> Experiment:
@@ -84,6 +86,8 @@ def refresh_experiment(experiment_id: int) -> Experiment:
         else:
             experiment.state = State.ERROR
         experiment.ended_at = timezone.now()
+        # Trials' latest checkpoints are no longer protected once the experiment has ended.
+        request_checkpoint_gc(experiment.id)
     elif experiment.state in (State.ACTIVE, State.PAUSED):
         unfinished = states - TERMINAL_STATES
         experiment.state = State.PAUSED if unfinished == {State.PAUSED} else State.ACTIVE

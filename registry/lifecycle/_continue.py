@@ -15,7 +15,7 @@ from django.db import transaction
 from registry.errors import InvalidInput
 from registry.lifecycle._experiments import experiment_create
 from registry.lifecycle._transitions import TRIAL_CONTROLS, check_control
-from registry.models import Checkpoint, Experiment, Trial
+from registry.models import Checkpoint, CheckpointState, Experiment, Trial
 
 
 def _as_const_space(hparams: dict[str, Any]) -> dict[str, Any]:
@@ -53,9 +53,18 @@ def trial_continue(
             raise InvalidInput(
                 {"checkpoint": [f"Trial {trial.id} has no checkpoint to continue from."]}
             )
-        if not Checkpoint.objects.filter(uuid=chosen, trial=trial).exists():
+        state = (
+            Checkpoint.objects.filter(uuid=chosen, trial=trial)
+            .values_list("state", flat=True)
+            .first()
+        )
+        if state is None:
             raise InvalidInput(
                 {"checkpoint": [f"Checkpoint {chosen} is not a checkpoint of trial {trial.id}."]}
+            )
+        if state != CheckpointState.COMPLETED:
+            raise InvalidInput(
+                {"checkpoint": [f"Checkpoint {chosen} is {state}: its files are (being) deleted."]}
             )
         source = trial.experiment
         config = dict(source.config)

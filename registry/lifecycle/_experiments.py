@@ -26,7 +26,7 @@ from registry.lifecycle._trials import (
     trial_kill_locked,
     trial_pause_locked,
 )
-from registry.models import TERMINAL_STATES, Checkpoint, Experiment, State, Trial
+from registry.models import TERMINAL_STATES, Checkpoint, CheckpointState, Experiment, State, Trial
 from registry.searcher import build_searcher
 
 
@@ -123,8 +123,11 @@ def _configured_warm_start(config: ExperimentConfig) -> uuid_lib.UUID | None:
             wanted = uuid_lib.UUID(str(searcher.source_checkpoint_uuid))
         except ValueError:
             raise InvalidInput({field: ["Not a checkpoint uuid."]}) from None
-        if not Checkpoint.objects.filter(uuid=wanted).exists():
+        state = Checkpoint.objects.filter(uuid=wanted).values_list("state", flat=True).first()
+        if state is None:
             raise InvalidInput({field: [f"No checkpoint {wanted}."]})
+        if state != CheckpointState.COMPLETED:
+            raise InvalidInput({field: [f"Checkpoint {wanted} is {state}: its files are deleted."]})
         return wanted
     if searcher.source_trial_id:
         field = "config.searcher.source_trial_id"

@@ -29,6 +29,8 @@ class Experiment(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # Why ``DELETE experiments/{id}/`` failed (state DELETE_FAILED); "" otherwise.
+    delete_error = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["-id"]

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 import socket
 import stat
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ from headway.cli import (
 from headway.cli._token import read_token, resolve_token, save_token, token_file
 from headway.cli.main import build_parser, main
 from headway.client import Session
-from tests.cli.fakes import GOOD_CONFIG, FakeResponse, FakeSession, names_in, write_config
+from tests.cli.fakes import GOOD_CONFIG, FakeSession, names_in, write_config
 
 # --- parser -------------------------------------------------------------------------------
 
@@ -240,37 +238,6 @@ def test_trial_logs_follow_pages_until_the_trial_ends(
     fake.routes[("GET", "trials/5/")] = lambda _: {"id": 5, "state": next(polls)}
     assert main(["trial", "logs", "5", "--follow"]) == 0
     assert capsys.readouterr().out.splitlines() == ["one", "two", "three"]
-
-
-def test_checkpoint_download_extracts_into_dir(
-    fake: type[FakeSession], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in {"state.pth": b"weights", "code/model_def.py": b"x = 1\n"}.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    fake.routes[("STREAM", "checkpoints/abc/download")] = FakeResponse(buffer.getvalue())
-    out_dir = tmp_path / "ckpt"
-    assert main(["checkpoint", "download", "abc", "-o", str(out_dir)]) == 0
-    assert (out_dir / "state.pth").read_bytes() == b"weights"
-    assert (out_dir / "code" / "model_def.py").exists()
-    assert capsys.readouterr().out.strip() == str(out_dir.resolve())
-
-
-def test_checkpoint_download_refuses_paths_escaping_the_dir(
-    fake: type[FakeSession], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        info = tarfile.TarInfo("../escaped.txt")
-        info.size = 1
-        tar.addfile(info, io.BytesIO(b"x"))
-    fake.routes[("STREAM", "checkpoints/bad/download")] = FakeResponse(buffer.getvalue())
-    assert main(["checkpoint", "download", "bad", "-o", str(tmp_path / "out")]) == 1
-    assert not (tmp_path / "escaped.txt").exists()
-    assert "unsafe or corrupt archive" in capsys.readouterr().err
 
 
 # --- auth -----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from registry.api.views.auth import LoginView
 from registry.api.views.checkpoints import CheckpointViewSet
 from registry.api.views.experiments import ExperimentViewSet
 from registry.api.views.metrics import TrialMetricsCSV
+from registry.api.views.models import ModelVersionViewSet, RegisteredModelViewSet
 from registry.api.views.trials import TrialViewSet
 from registry.api.views.workers import WorkerHostViewSet
 
@@ -11,6 +12,8 @@ __all__ = [
     "CheckpointViewSet",
     "ExperimentViewSet",
     "LoginView",
+    "ModelVersionViewSet",
+    "RegisteredModelViewSet",
     "TrialMetricsCSV",
     "TrialViewSet",
     "WorkerHostViewSet",

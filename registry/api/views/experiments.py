@@ -8,14 +8,17 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from registry import lifecycle, metrics
+from registry.api.permissions import ensure_owner_or_staff
 from registry.api.serializers import (
     CheckpointSerializer,
     ExperimentCreateSerializer,
     ExperimentSerializer,
     TrialSerializer,
 )
+from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
-from registry.errors import InvalidInput
+from registry.checkpoints import experiment_delete, request_checkpoint_gc
+from registry.errors import IllegalTransition, InvalidInput
 from registry.models import Checkpoint, Experiment, State
 from registry.scheduling import experiment_scheduling_message
 
@@ -41,12 +44,14 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         state = self.request.query_params.get("state")
         if state:
             if state not in State.values:
-                from registry.errors import InvalidInput
-
                 raise InvalidInput(
                     {"state": [f"Unknown state; allowed: {', '.join(State.values)}."]}
                 )
             qs = qs.filter(state=state)
+        else:
+            # Experiments being deleted are hidden unless asked for by state (DELETE_FAILED
+            # ones stay visible: the user has to act on them).
+            qs = qs.exclude(state__in=(State.DELETING, State.DELETED))
         archived = self.request.query_params.get("archived")
         if archived in ("true", "false"):
             qs = qs.filter(archived=archived == "true")
@@ -132,13 +137,41 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         )
         return Response({"experiment_id": experiment.id, "series": series})
 
-    @extend_schema(responses=CheckpointSerializer(many=True))
+    @extend_schema(parameters=CHECKPOINT_LIST_PARAMETERS, responses=CheckpointSerializer(many=True))
     @action(detail=True, methods=["get"])
     def checkpoints(self, request, pk=None):
         experiment = self.get_object()
-        qs = Checkpoint.objects.filter(trial__experiment=experiment).select_related("trial")
-        page = self.paginate_queryset(qs.order_by("-created_at"))
-        return self.get_paginated_response(CheckpointSerializer(page, many=True).data)
+        return checkpoint_list_response(
+            self, Checkpoint.objects.filter(trial__experiment=experiment)
+        )
+
+    @extend_schema(request=None, responses={202: dict})
+    @action(detail=True, methods=["post"], url_path="checkpoints/gc")
+    def checkpoints_gc(self, request, pk=None):
+        """Run checkpoint GC now (retention policy, failed deletions, orphaned files); owner
+        or staff. The pass runs in a Celery task: 202."""
+        experiment = self.get_object()
+        ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
+        if experiment.state in (State.DELETING, State.DELETED):
+            raise IllegalTransition(f"experiment {experiment.id} is {experiment.state}")
+        request_checkpoint_gc(experiment.id)
+        return Response(
+            {"detail": f"Checkpoint GC of experiment {experiment.id} queued."},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+    @extend_schema(request=None, responses={202: ExperimentSerializer})
+    def destroy(self, request, pk=None):
+        """Delete an ended experiment (owner or staff): DELETING, then a Celery task deletes its
+        stored checkpoints and its rows. 409 while it runs or when a model version holds one of
+        its checkpoints."""
+        experiment = self.get_object()
+        ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
+        experiment_delete(experiment_id=experiment.id)
+        return Response(
+            ExperimentSerializer(self.get_queryset().get(id=experiment.id)).data,
+            status=status.HTTP_202_ACCEPTED,
+        )
 
     @extend_schema(responses={(200, "application/gzip"): bytes})
     @action(detail=True, methods=["get"], url_path="model_definition")

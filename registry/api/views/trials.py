@@ -24,6 +24,7 @@ from registry.api.serializers import (
     TrialLogSerializer,
     TrialSerializer,
 )
+from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
 from registry.models import Experiment, Trial, TrialLog
 from registry.preemption import wait_for_stop_request
@@ -91,7 +92,11 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         series = metrics.read_series(trial_id=trial.id, **params)
         return Response({"trial_id": trial.id, "series": series})
 
-    @extend_schema(request=CheckpointRegisterSerializer, responses=CheckpointSerializer(many=True))
+    @extend_schema(
+        parameters=CHECKPOINT_LIST_PARAMETERS,
+        request=CheckpointRegisterSerializer,
+        responses=CheckpointSerializer(many=True),
+    )
     @action(detail=True, methods=["get", "post"])
     def checkpoints(self, request, pk=None):
         trial = self.get_object()
@@ -112,8 +117,9 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
                 CheckpointSerializer(checkpoint).data,
                 status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
             )
-        page = self.paginate_queryset(trial.checkpoints.select_related("trial"))
-        return self.get_paginated_response(CheckpointSerializer(page, many=True).data)
+        return checkpoint_list_response(
+            self, trial.checkpoints.all(), default_order=("-steps_completed", "-created_at")
+        )
 
     @extend_schema(
         parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],

@@ -1,0 +1,174 @@
+"""Serializers of the model registry's REST API (``models/``, ``models/{name}/versions/``).
+
+Input serializers refuse unknown keys (``StrictSerializer``): a misspelt field is a 400 naming
+it, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from registry.errors import InvalidInput
+from registry.model_registry import MODEL_NAME_MAX, validate_model_name
+from registry.models import Checkpoint, ModelVersion, RegisteredModel
+
+LABEL_MAX = 256
+
+
+class StrictSerializer(serializers.Serializer):
+    """A serializer whose input may hold only its declared fields."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: [f"Unknown field; allowed: {', '.join(self.fields)}."] for key in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A ``CharField`` that refuses numbers and booleans instead of turning them into text."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def _labels_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=StrictCharField(max_length=LABEL_MAX, allow_blank=False), required=False
+    )
+
+
+class ModelCreateSerializer(StrictSerializer):
+    """``{"name": ..., "description"?: str, "labels"?: [str], "metadata"?: {...}}``."""
+
+    name = StrictCharField(max_length=MODEL_NAME_MAX, trim_whitespace=False)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    labels = _labels_field()
+    metadata = serializers.DictField(required=False)
+
+    def validate_name(self, value: str) -> str:
+        try:
+            return validate_model_name(value)
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.errors["name"]) from None
+
+
+class ModelUpdateSerializer(StrictSerializer):
+    """Any of ``description``, ``labels`` (replaces the list), ``metadata`` (replaces the
+    mapping), ``archived``. The name cannot change."""
+
+    description = serializers.CharField(required=False, allow_blank=True)
+    labels = _labels_field()
+    metadata = serializers.DictField(required=False)
+    archived = serializers.BooleanField(required=False)
+
+
+class VersionCreateSerializer(StrictSerializer):
+    """``{"checkpoint_uuid": uuid, "name"?, "comment"?, "labels"?, "metadata"?}``."""
+
+    checkpoint_uuid = serializers.UUIDField()
+    name = serializers.CharField(required=False, allow_blank=True, max_length=256, default="")
+    comment = serializers.CharField(required=False, allow_blank=True, default="")
+    labels = _labels_field()
+    metadata = serializers.DictField(required=False)
+
+
+class VersionUpdateSerializer(StrictSerializer):
+    """Any of ``name``, ``comment``, ``labels`` (replaces the list), ``metadata`` (replaces)."""
+
+    name = serializers.CharField(required=False, allow_blank=True, max_length=256)
+    comment = serializers.CharField(required=False, allow_blank=True)
+    labels = _labels_field()
+    metadata = serializers.DictField(required=False)
+
+
+class RegisteredModelSerializer(serializers.ModelSerializer):
+    """A model; ``num_versions`` and ``latest_version`` are annotated by the viewset."""
+
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    num_versions = serializers.IntegerField(read_only=True, default=0)
+    latest_version = serializers.IntegerField(read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = RegisteredModel
+        fields = [
+            "id",
+            "name",
+            "description",
+            "labels",
+            "metadata",
+            "owner",
+            "archived",
+            "num_versions",
+            "latest_version",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class VersionCheckpointSerializer(serializers.ModelSerializer):
+    """The checkpoint a version holds (needs ``checkpoint__trial`` joined)."""
+
+    trial_id = serializers.IntegerField(read_only=True)
+    experiment_id = serializers.IntegerField(source="trial.experiment_id", read_only=True)
+    # Plain text in the schema: a second component with the CheckpointState enum would make
+    # drf-spectacular name the shared enum by a hash ("State9b1Enum") and warn.
+    state = serializers.CharField(
+        read_only=True, help_text="COMPLETED, DELETING, DELETED or DELETE_FAILED"
+    )
+
+    class Meta:
+        model = Checkpoint
+        fields = [
+            "uuid",
+            "trial_id",
+            "experiment_id",
+            "steps_completed",
+            "size",
+            "state",
+            "resources",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class ModelVersionSerializer(serializers.ModelSerializer):
+    """A version with its checkpoint embedded and the checkpoint's tar download URL (absolute
+    when the request is in the serializer's context)."""
+
+    model = serializers.CharField(source="model.name", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    checkpoint = VersionCheckpointSerializer(read_only=True)
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ModelVersion
+        fields = [
+            "model",
+            "version",
+            "name",
+            "comment",
+            "labels",
+            "metadata",
+            "owner",
+            "checkpoint",
+            "download_url",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.URLField())
+    def get_download_url(self, obj: ModelVersion) -> str:
+        path = reverse("registry-api:checkpoint-download", kwargs={"uuid": str(obj.checkpoint_id)})
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request is not None else path

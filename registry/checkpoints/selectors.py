@@ -1,0 +1,153 @@
+"""Reads about checkpoints: the metrics reported at their step, best/latest flags, protections.
+
+Every function costs a fixed number of queries whatever the number of checkpoints: metrics come
+from correlated subqueries on ``MetricReport``'s unique ``(trial, group, steps_completed)``
+index, so a list page never issues one query per row.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db.models import JSONField, OuterRef, QuerySet, Subquery
+
+from headway.metric_values import decode_number
+from registry.checkpoints.retention import CheckpointFacts, best_first
+from registry.models import (
+    TERMINAL_STATES,
+    Checkpoint,
+    CheckpointState,
+    Experiment,
+    MetricReport,
+    ModelVersion,
+    Trial,
+)
+
+TRAINING = "training"
+VALIDATION = "validation"
+
+
+def with_metrics(queryset: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
+    """Annotate ``validation_metrics`` (the validation report at the checkpoint's step, or None)
+    and ``training_metrics`` (the latest training report at or before its step, or None), and
+    join the trial and its experiment (without the model definition)."""
+    validation = MetricReport.objects.filter(
+        trial_id=OuterRef("trial_id"), group=VALIDATION, steps_completed=OuterRef("steps_completed")
+    ).values("metrics")[:1]
+    training = (
+        MetricReport.objects.filter(
+            trial_id=OuterRef("trial_id"),
+            group=TRAINING,
+            steps_completed__lte=OuterRef("steps_completed"),
+        )
+        .order_by("-steps_completed")
+        .values("metrics")[:1]
+    )
+    return (
+        queryset.select_related("trial__experiment")
+        .defer(
+            "trial__experiment__model_definition",
+            "trial__experiment__original_config",
+            "trial__experiment__searcher_state",
+        )
+        .annotate(
+            validation_metrics=Subquery(validation, output_field=JSONField()),
+            training_metrics=Subquery(training, output_field=JSONField()),
+        )
+    )
+
+
+def searcher_value(checkpoint: Checkpoint, experiment: Experiment) -> float | None:
+    """The experiment's searcher metric in the checkpoint's annotated ``validation_metrics``."""
+    metrics = getattr(checkpoint, "validation_metrics", None) or {}
+    return decode_number(metrics.get(experiment.searcher_metric))
+
+
+def facts(checkpoint: Checkpoint, experiment: Experiment) -> CheckpointFacts:
+    """What the retention policy needs of a checkpoint annotated by ``with_metrics``."""
+    return CheckpointFacts(
+        uuid=str(checkpoint.uuid),
+        trial_id=checkpoint.trial_id,
+        steps_completed=checkpoint.steps_completed,
+        created_at=checkpoint.created_at,
+        searcher_value=searcher_value(checkpoint, experiment),
+    )
+
+
+def best_per_trial(trial_ids: Iterable[int]) -> set[str]:
+    """The uuid of each trial's best COMPLETED checkpoint by its experiment's searcher metric
+    (trials with no validated checkpoint have none). One query."""
+    rows = with_metrics(
+        Checkpoint.objects.filter(trial_id__in=set(trial_ids), state=CheckpointState.COMPLETED)
+    ).defer("resources", "metadata", "storage")
+    by_trial: dict[int, list[Checkpoint]] = defaultdict(list)
+    for row in rows:
+        by_trial[row.trial_id].append(row)
+    best: set[str] = set()
+    for checkpoints in by_trial.values():
+        experiment = checkpoints[0].trial.experiment
+        ranked = best_first(
+            (facts(c, experiment) for c in checkpoints), experiment.smaller_is_better
+        )
+        if ranked:
+            best.add(ranked[0].uuid)
+    return best
+
+
+def attach_metadata(checkpoints: Sequence[Checkpoint]) -> Sequence[Checkpoint]:
+    """Set ``validation_metrics``, ``training_metrics``, ``searcher_metric``, ``best`` and
+    ``latest`` on each checkpoint (in place); checkpoints not read through ``with_metrics`` get
+    their metrics in one extra query. Returns ``checkpoints``."""
+    missing = [c.uuid for c in checkpoints if not hasattr(c, "validation_metrics")]
+    if missing:
+        annotated = {c.uuid: c for c in with_metrics(Checkpoint.objects.filter(uuid__in=missing))}
+        for checkpoint in checkpoints:
+            if checkpoint.uuid in annotated:
+                source = annotated[checkpoint.uuid]
+                checkpoint.validation_metrics = source.validation_metrics  # type: ignore[attr-defined]
+                checkpoint.training_metrics = source.training_metrics  # type: ignore[attr-defined]
+                checkpoint.trial = source.trial
+    best = best_per_trial(c.trial_id for c in checkpoints)
+    for checkpoint in checkpoints:
+        trial = checkpoint.trial
+        metrics: dict[str, Any] = checkpoint.validation_metrics or {}  # type: ignore[attr-defined]
+        checkpoint.searcher_metric = metrics.get(trial.experiment.searcher_metric)  # type: ignore[attr-defined]
+        checkpoint.best = str(checkpoint.uuid) in best  # type: ignore[attr-defined]
+        checkpoint.latest = trial.latest_checkpoint == checkpoint.uuid  # type: ignore[attr-defined]
+    return checkpoints
+
+
+def model_versions_holding(checkpoints: QuerySet[Checkpoint]) -> list[str]:
+    """``"<model> v<version> (checkpoint <uuid>)"`` for each model version holding one of
+    ``checkpoints``, sorted; empty when none does."""
+    rows = ModelVersion.objects.filter(checkpoint__in=checkpoints).values_list(
+        "model__name", "version", "checkpoint_id"
+    )
+    return sorted(f"{name} v{version} (checkpoint {uuid})" for name, version, uuid in rows)
+
+
+def protected_checkpoints(experiment: Experiment) -> dict[str, str]:
+    """Checkpoints of ``experiment`` that retention must never collect, with why.
+
+    Protected: checkpoints held by a model version; warm-start sources of any trial (a continued
+    trial restores it on every restart until its own first checkpoint); each trial's
+    ``latest_checkpoint`` while the trial or the experiment has not ended (a resume restores it,
+    and a search may resume a COMPLETED trial, as ASHA promotions do). Three queries.
+    """
+    own = Checkpoint.objects.filter(trial__experiment=experiment)
+    why: dict[str, str] = {}
+    for name, version, uuid in ModelVersion.objects.filter(checkpoint__in=own).values_list(
+        "model__name", "version", "checkpoint_id"
+    ):
+        why[str(uuid)] = f"held by model {name} version {version}"
+    sources = Trial.objects.filter(warm_start_checkpoint__in=own.values("uuid"))
+    for trial_id, source in sources.values_list("id", "warm_start_checkpoint"):
+        why.setdefault(str(source), f"warm-start source of trial {trial_id}")
+    ended = experiment.state in TERMINAL_STATES
+    trials = Trial.objects.filter(experiment=experiment, latest_checkpoint__isnull=False)
+    for trial_id, state, latest in trials.values_list("id", "state", "latest_checkpoint"):
+        if not ended or state not in TERMINAL_STATES:
+            why.setdefault(str(latest), f"latest checkpoint of trial {trial_id}, which may resume")
+    return why

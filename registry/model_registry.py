@@ -1,0 +1,307 @@
+"""The model registry's services: create, update, archive and delete models; register, update and
+delete their versions (Determined's ``det model`` / MLflow's registered models).
+
+Views (REST and dashboard) only call these functions. Rules, in one place:
+
+- A model name is 1-256 characters of ``A-Z a-z 0-9 . _ -`` starting with a letter or digit
+  (``MODEL_NAME_RE``), so it is a URL path segment as is (``/models/{name}/``), with no
+  percent-encoding and never ``.`` or ``..``. Names are unique, case-sensitive.
+- Everyone logged in may read every model; only the model's owner or a staff user may change or
+  delete it or its versions (``check_can_modify``, 403 otherwise).
+- Versions are numbered 1, 2, ... per model: the next number is the highest plus one, chosen while
+  the model row is locked (``select_for_update``), so concurrent registrations never collide.
+  Deleting the newest version frees its number (as in Determined).
+- Only a ``COMPLETED`` checkpoint can be registered; the checkpoint row is locked while the
+  version is written, so a retention pass that locks it too cannot delete it meanwhile. Lock
+  order: model, then checkpoint.
+- A version holds its checkpoint (``ModelVersion.checkpoint`` is ``PROTECT``;
+  ``checkpoint.model_versions`` lists the holders); deleting the version, or the whole model,
+  frees it.
+- An archived model accepts no new versions (409), as in Determined; unarchive it first.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid as uuid_lib
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import BooleanField, Max, QuerySet
+from django.db.models.expressions import RawSQL
+from django.utils import timezone
+
+from registry.errors import InvalidInput, RegistryError
+from registry.models import Checkpoint, CheckpointState, ModelVersion, RegisteredModel
+
+MODEL_NAME_MAX = 256
+MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# The same rule for URL patterns (router lookups, dashboard paths).
+MODEL_NAME_PATTERN = MODEL_NAME_RE.pattern
+
+
+class ModelConflict(RegistryError):
+    """409: a duplicate name, or a change the model's state refuses (archived)."""
+
+    status = 409
+
+
+class ModelNotFound(RegistryError):
+    """404: no model of that name, or no such version."""
+
+    status = 404
+
+
+class ModelPermissionDenied(RegistryError):
+    """403: the user may read the model but neither owns it nor is staff."""
+
+    status = 403
+
+
+def validate_model_name(name: Any) -> str:
+    """``name`` when it is a valid model name (see the module docstring), else ``InvalidInput``.
+
+    Raises:
+        InvalidInput: ``{"name": [why]}``.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidInput({"name": ["Must be a non-empty string."]})
+    if len(name) > MODEL_NAME_MAX:
+        raise InvalidInput({"name": [f"Must be at most {MODEL_NAME_MAX} characters."]})
+    if not MODEL_NAME_RE.fullmatch(name):
+        raise InvalidInput(
+            {
+                "name": [
+                    "Use letters, digits, '.', '_' and '-' only, starting with a letter or digit."
+                ]
+            }
+        )
+    return name
+
+
+def check_can_modify(model: RegisteredModel, user: Any) -> None:
+    """Raise ``ModelPermissionDenied`` unless ``user`` owns ``model`` or is staff."""
+    if user.is_staff or model.owner_id == user.pk:
+        return
+    raise ModelPermissionDenied(
+        f"Only the owner of model {model.name!r} ({model.owner.get_username()}) or an admin may"
+        " change it."
+    )
+
+
+def get_model(name: str) -> RegisteredModel:
+    """The model named ``name`` (owner joined). Raises ``ModelNotFound``."""
+    model = RegisteredModel.objects.select_related("owner").filter(name=name).first()
+    if model is None:
+        raise ModelNotFound(f"No model named {name!r}.")
+    return model
+
+
+def get_version(model: RegisteredModel, version: int) -> ModelVersion:
+    """Version ``version`` of ``model`` with its checkpoint (and trial) joined.
+
+    Raises:
+        ModelNotFound: the model has no such version.
+    """
+    found = (
+        ModelVersion.objects.select_related("model__owner", "owner", "checkpoint__trial")
+        .filter(model=model, version=version)
+        .first()
+    )
+    if found is None:
+        raise ModelNotFound(f"Model {model.name!r} has no version {version}.")
+    return found
+
+
+def with_label(qs: QuerySet[Any], label: str) -> QuerySet[Any]:
+    """Rows of ``qs`` whose JSON ``labels`` list holds ``label`` exactly.
+
+    PostgreSQL uses JSON containment (``@>``); SQLite lacks it, so there the list's elements are
+    compared one by one with ``json_each``.
+    """
+    if connection.features.supports_json_field_contains:
+        return qs.filter(labels__contains=[label])
+    table = qs.model._meta.db_table
+    has_label = RawSQL(
+        f'EXISTS (SELECT 1 FROM json_each("{table}"."labels") WHERE json_each.value = %s)',
+        (label,),
+        output_field=BooleanField(),
+    )
+    return qs.alias(has_label=has_label).filter(has_label=True)
+
+
+def model_create(
+    *,
+    owner: Any,
+    name: str,
+    description: str = "",
+    labels: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> RegisteredModel:
+    """Create model ``name`` owned by ``owner`` (Determined's ``det model create``).
+
+    Raises:
+        InvalidInput: an invalid ``name``.
+        ModelConflict: ``{"name": [...]}`` when the name is taken.
+    """
+    validate_model_name(name)
+    try:
+        with transaction.atomic():
+            return RegisteredModel.objects.create(
+                name=name,
+                description=description,
+                labels=list(labels or []),
+                metadata=dict(metadata or {}),
+                owner=owner,
+            )
+    except IntegrityError:
+        raise ModelConflict(
+            f"A model named {name!r} already exists.",
+            {"name": [f"A model named {name!r} already exists."]},
+        ) from None
+
+
+def model_update(
+    *,
+    model: RegisteredModel,
+    user: Any,
+    description: str | None = None,
+    labels: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    archived: bool | None = None,
+) -> RegisteredModel:
+    """Replace the given fields of ``model`` (None leaves a field as it is); return it.
+
+    ``metadata`` replaces the whole mapping, as ``labels`` replaces the whole list.
+
+    Raises:
+        ModelPermissionDenied: ``user`` is neither the owner nor staff.
+    """
+    check_can_modify(model, user)
+    changes = {
+        "description": description,
+        "labels": labels,
+        "metadata": metadata,
+        "archived": archived,
+    }
+    fields = [key for key, value in changes.items() if value is not None]
+    for key in fields:
+        setattr(model, key, changes[key])
+    model.updated_at = timezone.now()
+    model.save(update_fields=[*fields, "updated_at"])
+    return model
+
+
+def model_delete(*, model: RegisteredModel, user: Any) -> int:
+    """Delete ``model`` and all its versions, freeing their checkpoints for retention (as
+    Determined's ``det model delete``); return how many versions went with it.
+
+    Raises:
+        ModelPermissionDenied: ``user`` is neither the owner nor staff.
+    """
+    check_can_modify(model, user)
+    with transaction.atomic():
+        count, _ = ModelVersion.objects.filter(model=model).delete()
+        model.delete()
+    return count
+
+
+def version_register(
+    *,
+    model: RegisteredModel,
+    user: Any,
+    checkpoint_uuid: uuid_lib.UUID,
+    name: str = "",
+    comment: str = "",
+    labels: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> ModelVersion:
+    """Register ``checkpoint_uuid`` as the next version of ``model`` (Determined's
+    ``Model.register_version``); return the version, its checkpoint and trial joined.
+
+    Any user may register any checkpoint (everyone may read every checkpoint); the version then
+    protects it from retention and deletion until the version or model is deleted.
+
+    Raises:
+        ModelPermissionDenied: ``user`` is neither the model's owner nor staff.
+        ModelConflict: the model is archived.
+        InvalidInput: ``{"checkpoint_uuid": [...]}`` for an unknown checkpoint or one that is
+            not ``COMPLETED`` (being deleted or deleted).
+    """
+    check_can_modify(model, user)
+    with transaction.atomic():
+        # The model row lock serialises registrations of this model: two of them cannot both
+        # read the same highest version and insert the same next number.
+        locked = RegisteredModel.objects.select_for_update().get(pk=model.pk)
+        if locked.archived:
+            raise ModelConflict(
+                f"Model {model.name!r} is archived; unarchive it to register versions."
+            )
+        checkpoint = (
+            # ``of=self``: lock the checkpoint row only, not the joined trial.
+            Checkpoint.objects.select_for_update(of=("self",))
+            .select_related("trial")
+            .filter(uuid=checkpoint_uuid)
+            .first()
+        )
+        if checkpoint is None:
+            raise InvalidInput({"checkpoint_uuid": [f"No checkpoint {checkpoint_uuid}."]})
+        if checkpoint.state != CheckpointState.COMPLETED:
+            raise InvalidInput(
+                {
+                    "checkpoint_uuid": [
+                        f"Checkpoint {checkpoint_uuid} is {checkpoint.state}; only COMPLETED"
+                        " checkpoints can be registered."
+                    ]
+                }
+            )
+        highest = locked.versions.aggregate(top=Max("version"))["top"] or 0
+        version = ModelVersion.objects.create(
+            model=locked,
+            version=highest + 1,
+            checkpoint=checkpoint,
+            name=name,
+            comment=comment,
+            labels=list(labels or []),
+            metadata=dict(metadata or {}),
+            owner=user,
+        )
+        locked.updated_at = timezone.now()
+        locked.save(update_fields=["updated_at"])
+    version.model = model
+    return version
+
+
+def version_update(
+    *,
+    version: ModelVersion,
+    user: Any,
+    name: str | None = None,
+    comment: str | None = None,
+    labels: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> ModelVersion:
+    """Replace the given notes of ``version`` (None leaves a field as it is); return it.
+
+    Raises:
+        ModelPermissionDenied: ``user`` is neither the model's owner nor staff.
+    """
+    check_can_modify(version.model, user)
+    changes = {"name": name, "comment": comment, "labels": labels, "metadata": metadata}
+    fields = [key for key, value in changes.items() if value is not None]
+    for key in fields:
+        setattr(version, key, changes[key])
+    if fields:
+        version.save(update_fields=fields)
+    return version
+
+
+def version_delete(*, version: ModelVersion, user: Any) -> None:
+    """Delete ``version``; its checkpoint is no longer held by it (retention may then take it
+    unless another version holds it too).
+
+    Raises:
+        ModelPermissionDenied: ``user`` is neither the model's owner nor staff.
+    """
+    check_can_modify(version.model, user)
+    version.delete()

@@ -1,0 +1,155 @@
+"""``headway checkpoint download`` against a live server: per-file download, resume, size checks
+against the registry's ``resources``, archives, and the progress bar."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+import uuid
+import zipfile
+
+import pytest
+
+from headway.cli.main import main
+from headway.storage import build_storage_manager
+from registry.models import Trial
+from tests.helpers import TINY_CONFIG, create_experiment
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FILES = {
+    "state.pth": os.urandom((1 << 20) * 2 + 77),
+    "code/model_def.py": b"x = 1\n",
+    "code/deep/er/notes.txt": b"nested",
+    "empty.bin": b"",
+}
+
+
+@pytest.fixture
+def cli(live_server, api, monkeypatch, tmp_path):
+    """The CLI pointed at the live server with alice's token."""
+    monkeypatch.setenv("HEADWAY_MASTER", live_server.url)
+    monkeypatch.setenv("HEADWAY_TOKEN", api.token)
+    monkeypatch.setenv("HEADWAY_HOME", str(tmp_path / "home"))
+    return main
+
+
+@pytest.fixture
+def register(api, tmp_path):
+    """``register(files, resources=None) -> uuid``: store files on shared_fs and register them
+    (``resources`` overrides what the registry is told)."""
+    storage = {"type": "shared_fs", "host_path": str(tmp_path / "storage")}
+    response = create_experiment(api, config=TINY_CONFIG + f"checkpoint_storage: {storage}\n")
+    trial = Trial.objects.get(experiment_id=response.json()["id"])
+    manager = build_storage_manager(storage)
+
+    def _register(files: dict[str, bytes], resources: dict | None = None) -> str:
+        storage_id = str(uuid.uuid4())
+        with manager.store_path(storage_id) as path:
+            for name, data in files.items():
+                (path / name).parent.mkdir(parents=True, exist_ok=True)
+                (path / name).write_bytes(data)
+        body = {
+            "uuid": storage_id,
+            "steps_completed": 1,
+            "resources": resources or {name: len(data) for name, data in files.items()},
+            "metadata": {"steps_completed": 1},
+        }
+        answer = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
+        assert answer.status_code == 201, answer.json()
+        return storage_id
+
+    _register.manager = manager
+    return _register
+
+
+def read_tree(root) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_it_downloads_every_file_into_the_directory(cli, register, tmp_path, capsys):
+    storage_id = register(FILES)
+    out = tmp_path / "out"
+    assert cli(["checkpoint", "download", storage_id, "-o", str(out)]) == 0
+    assert read_tree(out) == FILES
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(out.resolve())
+    assert captured.err == ""  # no progress bar when stderr is not a terminal
+
+
+def test_it_resumes_partial_files_and_skips_complete_ones(cli, register, tmp_path):
+    storage_id = register(FILES)
+    out = tmp_path / "out"
+    (out / "code").mkdir(parents=True)
+    # A partial state.pth whose first bytes are not the real ones: a resumed download appends
+    # the rest with a Range request instead of fetching the file again.
+    (out / "state.pth").write_bytes(b"P" * 1000)
+    (out / "code" / "model_def.py").write_bytes(b"y = 2\n")  # the registered size: kept as is
+    (out / "empty.bin").write_bytes(b"too long")  # longer than registered: fetched again
+    assert cli(["checkpoint", "download", storage_id, "-o", str(out)]) == 0
+    tree = read_tree(out)
+    assert tree["state.pth"] == b"P" * 1000 + FILES["state.pth"][1000:]
+    assert tree["code/model_def.py"] == b"y = 2\n"
+    assert tree["empty.bin"] == b"" and tree["code/deep/er/notes.txt"] == b"nested"
+
+
+def test_a_file_whose_size_differs_from_the_registry_is_an_error_naming_it(
+    cli, register, tmp_path, capsys
+):
+    resources = {name: len(data) for name, data in FILES.items()}
+    resources["code/deep/er/notes.txt"] = 3  # storage holds 6 bytes
+    storage_id = register(FILES, resources)
+    assert cli(["checkpoint", "download", storage_id, "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "code/deep/er/notes.txt" in err and "3" in err
+
+
+def test_a_file_missing_from_storage_is_an_error_naming_it(cli, register, tmp_path, capsys):
+    storage_id = register(FILES)
+    os.remove(register.manager.base_path / storage_id / "code" / "model_def.py")
+    assert cli(["checkpoint", "download", storage_id, "-o", str(tmp_path / "out")]) == 1
+    assert "code/model_def.py" in capsys.readouterr().err
+
+
+def test_unknown_checkpoint_is_an_error(cli, tmp_path, capsys):
+    assert cli(["checkpoint", "download", str(uuid.uuid4()), "-o", str(tmp_path / "o")]) == 1
+    assert "404" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["tar", "tgz", "zip"])
+def test_format_saves_the_archive(cli, register, tmp_path, capsys, kind):
+    storage_id = register(FILES)
+    target = tmp_path / f"ckpt.{kind}"
+    assert cli(["checkpoint", "download", storage_id, "--format", kind, "-o", str(target)]) == 0
+    assert capsys.readouterr().out.strip() == str(target.resolve())
+    assert not (tmp_path / f"ckpt.{kind}.part").exists()
+    if kind == "zip":
+        with zipfile.ZipFile(target) as archive:
+            assert {name: archive.read(name) for name in archive.namelist()} == FILES
+    else:
+        with tarfile.open(target) as archive:
+            got = {m.name: archive.extractfile(m).read() for m in archive.getmembers()}
+        assert got == FILES
+
+
+def test_progress_bar_on_request(cli, register, tmp_path, capsys):
+    storage_id = register(FILES)
+    assert cli(["checkpoint", "download", storage_id, "-o", str(tmp_path / "o"), "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert storage_id[:8] in err and "100%" in err
+
+
+def test_no_archive_is_left_when_the_checkpoint_is_gone(cli, register, tmp_path, capsys):
+    storage_id = register(FILES)
+    register.manager.delete(storage_id)
+    target = tmp_path / "gone.zip"
+    assert cli(["checkpoint", "download", storage_id, "--format", "zip", "-o", str(target)]) == 1
+    assert "410" in capsys.readouterr().err
+    assert not target.exists() and not (tmp_path / "gone.zip.part").exists()
+
+
+def test_it_refuses_a_registered_path_leaving_the_directory(cli, register, tmp_path, capsys):
+    storage_id = register({"a.bin": b"a"}, {"a.bin": 1, "../escaped.txt": 1})
+    assert cli(["checkpoint", "download", storage_id, "-o", str(tmp_path / "out")]) == 1
+    assert "unsafe" in capsys.readouterr().err
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out").exists()
