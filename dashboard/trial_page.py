@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from dashboard import trial_selectors
+from dashboard import overview, trial_selectors
 from registry.models import Trial
 
 
@@ -35,14 +35,12 @@ def trial(request: HttpRequest, trial_id: int) -> HttpResponse:
     checkpoints = trial_selectors.trial_checkpoints(obj)
     runs = trial_selectors.trial_runs(obj)
     trial_selectors.attach_controls(obj, checkpoints.rows)
-    figures = trial_selectors.trial_figures(obj)
     context = {
         "trial": obj,
         "experiment": obj.experiment,
         "checkpoints": checkpoints,
         "runs": runs,
         "error": trial_selectors.trial_error(obj, runs),
-        "figures": figures,
-        "chart_data": [{"id": f["id"], "figure": f["figure"]} for f in figures],
+        "chart_options": overview.trial_chart_options(obj),
     }
     return render(request, "dashboard/trial.html", context)

@@ -1,4 +1,4 @@
-"""Reads for the trial page (``dashboard.trial_page``): one figure per metric, checkpoints, runs.
+"""Reads for the trial page (``dashboard.trial_page``): checkpoints, runs, the error of a failed run.
 
 Every function here runs a fixed number of SQL queries whatever the number of checkpoints, runs
 or metric points (the page is tested with ``django_assert_max_num_queries``): series come
@@ -12,19 +12,15 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import plotly.graph_objects as go
 from django.db.models import Subquery
 
-from dashboard import charts
 from dashboard.selectors import (
-    CHART_MAX_POINTS,
     CHECKPOINT_DOWNLOAD_URL,
     flatten_hparams,
     trial_actions,
 )
 from headway.metric_values import chartable
 from registry.lifecycle import TRIAL_CONTROLS, legal_controls
-from registry.metrics import read_series
 from registry.models import (
     Checkpoint,
     CheckpointState,
@@ -37,55 +33,7 @@ from registry.models import (
 
 CHECKPOINT_ROWS = 100  # newest first; the best checkpoint is always added when older
 ERROR_LOG_LINES = 50  # of the failed run, shown at the top of an ERROR trial's page
-VALIDATION = charts.VALIDATION
-
-
-def metric_figure(trial_id: int, series: Mapping[str, Any]) -> dict[str, Any]:
-    """One metric's chart: a single trace of ``series`` against batches.
-
-    Arguments:
-        trial_id (int): the trial the series belongs to (trace name and hover).
-        series (dict): one entry of ``registry.metrics.read_series`` (``group``, ``name``,
-            ``steps``, ``values`` with None for NaN/inf, drawn as gaps).
-
-    Returns:
-        dict: ``Figure.to_plotly_json()`` with one trace drawn as on the experiment page
-        (``dashboard.charts``), titled ``group/name``, with the linear/log buttons.
-    """
-    fig = go.Figure(charts._trace(trial_id, series))
-    fig.update_layout(
-        template="plotly_white",
-        title={"text": f"{series['group']}/{series['name']}", "font": {"size": 14}},
-        uirevision=f"trial-{trial_id}-{series['group']}-{series['name']}",
-        margin={"l": 60, "r": 20, "t": 60, "b": 45},
-        xaxis={"title": {"text": charts.X_TITLE}, "rangemode": "tozero"},
-        yaxis={"title": {"text": series["name"]}, "type": "linear"},
-        showlegend=False,
-        hovermode="closest",
-        updatemenus=charts._axis_buttons(),
-    )
-    return fig.to_plotly_json()
-
-
-def trial_figures(trial: Trial) -> list[dict[str, Any]]:
-    """Every metric of ``trial`` (all groups), one figure each, validation first.
-
-    Returns:
-        list[dict]: ``[{"id": "chart-<n>", "group", "name", "downsampled", "figure"}]``; the
-        ``id`` is a safe DOM id whatever the metric's name.
-    """
-    entries = read_series(trial_id=trial.id, max_points=CHART_MAX_POINTS)
-    entries.sort(key=lambda s: (s["group"] != VALIDATION, s["group"], s["name"]))
-    return [
-        {
-            "id": f"chart-{i}",
-            "group": s["group"],
-            "name": s["name"],
-            "downsampled": s["downsampled"],
-            "figure": metric_figure(trial.id, s),
-        }
-        for i, s in enumerate(entries)
-    ]
+VALIDATION = "validation"
 
 
 def _validation_by_step(trial: Trial) -> dict[int, dict[str, Any]]:

@@ -2,17 +2,30 @@
 
 from django.urls import path
 
-from dashboard import bulk, controls, trial_page, views
+from dashboard import bulk, compare, controls, model_views, trial_page, views
 
 app_name = "dashboard"
 urlpatterns = [
     path("", views.experiments, name="experiments"),
     path("experiments/bulk", bulk.experiments_bulk, name="experiments-bulk"),
+    path("experiments/live", views.experiments_live, name="experiments-live"),
     path("experiments/<int:experiment_id>/", views.experiment, name="experiment"),
     path("experiments/<int:experiment_id>/live", views.experiment_live, name="experiment-live"),
+    path("experiments/<int:experiment_id>/files/", views.experiment_files, name="experiment-files"),
     path("trials/<int:trial_id>/", trial_page.trial, name="trial"),
     path("trials/<int:trial_id>/logs/", views.trial_logs, name="trial-logs"),
     path("workers/", views.workers, name="workers"),
+    path("models/", model_views.models, name="models"),
+    path("models/create", model_views.model_create, name="model-create"),
+    path("models/register", model_views.register_version, name="model-register"),
+    path("models/<str:name>/", model_views.model, name="model"),
+    path("models/<str:name>/archive", model_views.model_archive, name="model-archive"),
+    path(
+        "models/<str:name>/versions/<int:version>/delete",
+        model_views.version_delete,
+        name="model-version-delete",
+    ),
+    path("compare/", compare.compare, name="compare"),
     path(
         "experiments/<int:experiment_id>/control/<str:action>",
         controls.experiment_control,

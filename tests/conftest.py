@@ -270,3 +270,12 @@ def fresh_supervision(monkeypatch):
 
     monkeypatch.setattr(supervision, "_active", {})
     monkeypatch.setattr(supervision, "shutting_down", threading.Event())
+
+
+@pytest.fixture
+def chromium(monkeypatch):
+    """A launched headless Chromium ``Browser`` (``tests/browser.py``)."""
+    from tests.browser import launch_chromium
+
+    with launch_chromium(monkeypatch) as browser:
+        yield browser

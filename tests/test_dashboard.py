@@ -1,17 +1,15 @@
-"""Dashboard pages, the live endpoint and the Plotly figure builder (Django test client, real DB)."""
+"""Dashboard pages, the live endpoint and the chart options they embed (Django test client, real DB)."""
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from dashboard.charts import isolated_marker_sizes, metrics_figure, trace_name
 from dashboard.selectors import flatten_hparams, format_length
-from registry.metrics import metrics_report, parse_reports, read_series
+from registry.metrics import metrics_report, parse_reports
 from registry.models import Checkpoint, Experiment, State, Trial, TrialLog
 from tests.helpers import DASHBOARD_CONFIG
 
@@ -81,79 +79,49 @@ def test_it_renders_the_experiment_page(client_alice, experiment):
     response = client_alice.get(reverse("dashboard:experiment", args=[experiment.id]))
     assert response.status_code == 200
     html = response.content.decode()
-    assert '<div id="metrics-chart"' in html
+    assert 'id="metrics-board"' in html
     assert 'src="/static/plotly/plotly.min.js"' in html
-    assert "/static/js/experiment.js" in html
+    for script in ("charts.js", "hparams.js", "trials_table.js", "experiment.js"):
+        assert f"/static/js/{script}" in html
+    # The trials table: latest checkpoint link + CLI, hparams as columns, compare ticks.
     assert f'href="/api/v1/checkpoints/{CHECKPOINT_UUID}/download"' in html
-    assert "3.0\xa0MB" in html  # filesizeformat
+    assert f'data-copy="headway checkpoint download {CHECKPOINT_UUID}"' in html
     assert "100 batches" in html
-    assert "optimizer.momentum" in html
+    assert "<code>optimizer.momentum</code>" in html
     trial = experiment.trials.get()
+    assert f'name="trial" value="{trial.id}" form="compare-form"' in html
     assert reverse("dashboard:trial-logs", args=[trial.id]) in html
-    assert 'id="metrics-figure"' in html
+    assert 'id="metrics-options"' in html
     assert "cdn" not in html.lower()
 
 
-def test_it_embeds_a_figure_with_one_trace_per_charted_series(client_alice, experiment):
+def test_chart_options_list_every_metric_and_the_trials(client_alice, experiment):
     response = client_alice.get(reverse("dashboard:experiment", args=[experiment.id]))
-    figure = response.context["figure"]
+    options = response.context["chart_options"]
     trial = experiment.trials.get()
-    names = [trace["name"] for trace in figure["data"]]
-    assert sorted(names) == sorted(
-        [
-            trace_name(trial.id, "training", "loss"),
-            trace_name(trial.id, "validation", "validation_accuracy"),
-            trace_name(trial.id, "validation", "validation_loss"),
-        ]
-    )
-
-
-def test_metrics_figure_puts_gaps_where_nan_was(experiment):
-    trial = experiment.trials.get()
-    figure = metrics_figure({trial.id: read_series(trial_id=trial.id)})
-    by_key = {(t["meta"]["group"], t["meta"]["metric"]): t for t in figure["data"]}
-    # Training "lr" is not charted; training loss and every validation metric are.
-    assert set(by_key) == {
-        ("training", "loss"),
-        ("validation", "validation_accuracy"),
-        ("validation", "validation_loss"),
-    }
-    loss = by_key[("training", "loss")]
-    assert list(loss["x"]) == [10, 20, 30]
-    assert list(loss["y"]) == [2.0, None, 0.5]
-    assert all(trace["connectgaps"] is False for trace in figure["data"])
-    # Strict JSON: no NaN literal reaches the browser.
-    json.dumps(figure, allow_nan=False)
-
-
-def test_metrics_figure_has_a_trace_per_trial_group_and_metric():
-    def series(group, name, values):
-        return {"group": group, "name": name, "steps": [1, 2], "values": values}
-
-    figure = metrics_figure(
-        {
-            1: [series("training", "loss", [1.0, 0.5]), series("validation", "acc", [0.1, None])],
-            2: [series("training", "loss", [2.0, 1.5]), series("validation", "f1", [0.3, 0.4])],
-        },
-        uirevision="x",
-    )
-    keys = [
-        (t["meta"]["trial_id"], t["meta"]["group"], t["meta"]["metric"]) for t in figure["data"]
+    assert options["sources"] == [{"url": f"/api/v1/experiments/{experiment.id}/metrics"}]
+    # Every metric of every group, validation first (not only losses).
+    assert options["metrics"] == [
+        {"group": "validation", "name": "validation_accuracy"},
+        {"group": "validation", "name": "validation_loss"},
+        {"group": "training", "name": "loss"},
+        {"group": "training", "name": "lr"},
     ]
-    assert keys == [
-        (1, "training", "loss"),
-        (1, "validation", "acc"),
-        (2, "training", "loss"),
-        (2, "validation", "f1"),
-    ]
-    assert figure["layout"]["uirevision"] == "x"
-    assert figure["layout"]["xaxis"]["title"]["text"].startswith("batches")
+    [entry] = options["trials"]
+    assert entry["id"] == trial.id and entry["label"] == f"Trial {trial.id}"
+    assert ["optimizer.momentum", "0.9"] in entry["hparams"]
+    assert options["bestTrialId"] == trial.id
+    # A single trial: no hyperparameter views.
+    assert response.context["hparam_data"] is None
 
 
-def test_metrics_figure_without_series_says_so():
-    figure = metrics_figure({})
-    assert list(figure["data"]) == []
-    assert "No metrics" in figure["layout"]["annotations"][0]["text"]
+def test_the_config_shows_as_submitted_and_with_defaults(client_alice, experiment):
+    Experiment.objects.filter(id=experiment.id).update(original_config="name: digits-mlp  # mine\n")
+    html = client_alice.get(reverse("dashboard:experiment", args=[experiment.id])).content.decode()
+    assert "name: digits-mlp  # mine" in html
+    assert 'id="config-effective"' in html
+    effective = html.split('id="config-effective">', 1)[1].split("</pre>", 1)[0]
+    assert "max_length:" in effective and "batches: 100" in effective
 
 
 def test_it_redirects_anonymous_users_to_login(client, experiment):
@@ -179,28 +147,29 @@ def test_it_returns_404_for_unknown_ids(client_alice, experiment):
 def test_live_endpoint_shape_and_token(client_alice, experiment):
     url = reverse("dashboard:experiment-live", args=[experiment.id])
     data = client_alice.get(url).json()
-    assert set(data) >= {"updated", "state", "progress", "figure", "terminal", "trials_html"}
+    assert set(data) >= {"updated", "state", "progress", "metrics", "terminal", "trials_html"}
     assert data["state"] == "ACTIVE"
     # 30 of 100 batches reported: progress falls back to steps_completed / max_length.
     assert data["progress"] == pytest.approx(0.3)
     assert data["terminal"] is False
-    assert len(data["figure"]["data"]) == 3
-    assert "trial-" in data["trials_html"]
+    assert len(data["metrics"]) == 4
+    trial = experiment.trials.get()
+    assert data["best_trial_id"] == trial.id
+    assert f'id="trial-{trial.id}"' in data["trials_html"]
 
     # Same token: nothing changed, so nothing heavy is re-sent.
     same = client_alice.get(url, {"since": data["updated"]}).json()
     assert same["updated"] == data["updated"]
-    assert same["figure"] is None and same["trials_html"] is None
+    assert same["metrics"] is None and same["trials_html"] is None
 
     # A new report changes the summary, hence the token.
-    trial = experiment.trials.get()
     trial.steps_completed = 40
     trial.summary_metrics = {"training": {"loss": {"count": 4}}}
     trial.save()
     Experiment.objects.filter(id=experiment.id).update(state=State.COMPLETED, progress=1.0)
     changed = client_alice.get(url, {"since": data["updated"]}).json()
     assert changed["updated"] != data["updated"]
-    assert changed["figure"] is not None
+    assert changed["metrics"] is not None
     assert changed["state"] == "COMPLETED"
     assert changed["terminal"] is True
 
@@ -236,9 +205,3 @@ def test_helpers_format_config_values():
     assert format_length({"epochs": 3}) == "3 epochs"
     assert format_length(500) == "500 batches"
     assert flatten_hparams({"b": 1, "a": {"x": 2}}) == [("a.x", 2), ("b", 1)]
-
-
-def test_isolated_points_get_a_marker():
-    assert isolated_marker_sizes([1.0, None, 2.0, 3.0, None]) == [5, 0, 0, 0, 0]
-    assert isolated_marker_sizes([None, 1.0, None]) == [0, 5, 0]
-    assert isolated_marker_sizes([]) == []

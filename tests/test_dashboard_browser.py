@@ -3,41 +3,16 @@ and a control button (trial Pause)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from django.contrib.auth import get_user_model
 
 from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
 from registry.models import Experiment, State, Trial
+from tests.browser import CHARTS, chart_js, log_in, save_screenshot
 from tests.helpers import DASHBOARD_CONFIG, make_tar_gz
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-TRACE_COUNT = "document.getElementById('metrics-chart').data.length"
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _require_chromium() -> None:
-    if Path(CHROMIUM).exists():
-        return
-    message = f"{CHROMIUM} is not installed"
-    # A green CI run must never hide a capability it skipped.
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def _report(trial_id: int, group: str, step: int, metrics: dict) -> None:
@@ -45,12 +20,7 @@ def _report(trial_id: int, group: str, step: int, metrics: dict) -> None:
     metrics_report(trial_id=trial_id, reports=parse_reports(payload))
 
 
-def test_it_draws_and_live_updates_the_metrics_chart(live_server, tmp_path, monkeypatch):
-    _require_chromium()
-    # Playwright's sync API runs an asyncio loop in this thread, which trips Django's async
-    # guard on ORM calls; the ORM writes below are plain synchronous code, so that is safe.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
+def test_it_draws_and_live_updates_the_metrics_chart(live_server, chromium):
 
     user = get_user_model().objects.create_user("bob", password="pw-bob")
     experiment = Experiment.objects.create(
@@ -61,54 +31,32 @@ def test_it_draws_and_live_updates_the_metrics_chart(live_server, tmp_path, monk
         _report(trial.id, "training", step, {"loss": loss})
     _report(trial.id, "validation", 40, {"validation_accuracy": 0.8, "validation_loss": 0.9})
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"{live_server.url}/experiments/{experiment.id}/")
-            # Not logged in yet: the page sends us to the login form, which comes back here.
-            assert "/accounts/login/" in page.url
-            page.fill("input[name=username]", "bob")
-            page.fill("input[name=password]", "pw-bob")
-            page.click("button[type=submit]")
-            page.wait_for_url(f"**/experiments/{experiment.id}/")
-
-            page.wait_for_selector("#metrics-chart.js-plotly-plot .main-svg", timeout=15_000)
-            page.wait_for_function(f"{TRACE_COUNT} === 3", timeout=15_000)
-            ys = page.evaluate(
-                "document.getElementById('metrics-chart').data"
-                ".find(t => t.name.endsWith('training/loss')).y"
-            )
-            assert ys == [2.0, None, 1.0, 0.7]
-
-            # A new validation metric arrives: the page's polling redraws with a 4th trace.
-            _report(trial.id, "validation", 50, {"validation_f1": 0.75})
-            page.wait_for_function(f"{TRACE_COUNT} === 4", timeout=20_000)
-
-            shot = tmp_path / "experiment.png"
-            page.screenshot(path=str(shot), full_page=True)
-        finally:
-            browser.close()
-
-    data = shot.read_bytes()
-    assert len(data) > 1000
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def _log_in(page, url: str, username: str, password: str) -> None:
-    """Open ``url``, which sends an anonymous user to the login form, and log in."""
-    page.goto(url)
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/experiments/{experiment.id}/")
+    # Not logged in yet: the page sends us to the login form, which comes back here.
     assert "/accounts/login/" in page.url
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
+    save_screenshot(page, "login")
+    page.fill("input[name=username]", "bob")
+    page.fill("input[name=password]", "pw-bob")
     page.click("button[type=submit]")
-    page.wait_for_url(url)
+    page.wait_for_url(f"**/experiments/{experiment.id}/")
+
+    page.wait_for_function(f"document.querySelectorAll('{CHARTS}').length === 3")
+    loss = chart_js("training/loss")
+    assert page.evaluate(f"{loss}.data[0].y") == [2.0, None, 1.0, 0.7]
+
+    # New points and a new metric arrive: the poll appends the points (after_step)
+    # and adds a chart for the new metric.
+    _report(trial.id, "training", 50, {"loss": 0.6})
+    _report(trial.id, "validation", 50, {"validation_f1": 0.75})
+    page.wait_for_function(f"document.querySelectorAll('{CHARTS}').length === 4")
+    page.wait_for_function(f"{loss}.data[0].x.length === 5", timeout=20_000)
+    assert page.evaluate(f"{loss}.data[0].y") == [2.0, None, 1.0, 0.7, 0.6]
+    assert page.evaluate(f"{chart_js('validation/validation_f1')}.data[0].y") == [0.75]
+    save_screenshot(page, "experiment-live")
 
 
-def test_pause_button_pauses_the_trial(live_server, monkeypatch):
-    _require_chromium()
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
+def test_pause_button_pauses_the_trial(live_server, chromium):
 
     user = get_user_model().objects.create_user("dora", password="pw-dora")
     experiment = experiment_create(
@@ -119,22 +67,17 @@ def test_pause_button_pauses_the_trial(live_server, monkeypatch):
     )
     trial = experiment.trials.get()  # its run stays QUEUED: no worker in this test
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            url = f"{live_server.url}/experiments/{experiment.id}/"
-            _log_in(page, url, "dora", "pw-dora")
-            row = f"#trial-{trial.id}"
-            page.wait_for_selector(f"{row} .badge.state-active")
-            page.click(f"{row} button[data-action=pause]")
-            # The form POSTs, the view redirects back: the row shows PAUSED and Activate.
-            page.wait_for_selector(f"{row} .badge.state-paused", timeout=15_000)
-            page.wait_for_selector(f"{row} button[data-action=activate]")
-            assert page.url == f"{url}#trial-{trial.id}"  # back at the row it was posted from
-            assert f"Trial {trial.id}: PAUSED" in page.inner_text(".messages")
-        finally:
-            browser.close()
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    url = f"{live_server.url}/experiments/{experiment.id}/"
+    log_in(page, url, "dora", "pw-dora")
+    row = f"#trial-{trial.id}"
+    page.wait_for_selector(f"{row} .badge.state-active")
+    page.click(f"{row} button[data-action=pause]")
+    # The form POSTs, the view redirects back: the row shows PAUSED and Activate.
+    page.wait_for_selector(f"{row} .badge.state-paused", timeout=15_000)
+    page.wait_for_selector(f"{row} button[data-action=activate]")
+    assert page.url == f"{url}#trial-{trial.id}"  # back at the row it was posted from
+    assert f"Trial {trial.id}: PAUSED" in page.inner_text(".messages")
 
     trial.refresh_from_db()
     assert trial.state == State.PAUSED

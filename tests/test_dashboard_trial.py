@@ -10,7 +10,6 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.charts import trace_name
 from registry import lifecycle, scheduling
 from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
@@ -88,29 +87,27 @@ def _page(client: Client, trial: Trial) -> str:
     return response.content.decode()
 
 
-def test_it_renders_one_chart_per_metric_with_one_trace(client_alice: Client, trial: Trial) -> None:
+def test_it_embeds_chart_options_for_every_metric(client_alice: Client, trial: Trial) -> None:
     response = client_alice.get(reverse("dashboard:trial", args=[trial.id]))
     assert response.status_code == 200
     html = response.content.decode()
-    assert 'src="/static/plotly/plotly.min.js"' in html and "/static/js/trial.js" in html
-    assert 'id="trial-figures"' in html
-    figures = response.context["figures"]
-    keys = [(f["group"], f["name"]) for f in figures]
+    assert 'src="/static/plotly/plotly.min.js"' in html and "/static/js/charts.js" in html
+    assert 'id="metrics-options"' in html and 'id="metrics-board"' in html
+    options = response.context["chart_options"]
+    assert options["sources"] == [
+        {"url": f"/api/v1/trials/{trial.id}/metrics", "trialId": trial.id}
+    ]
     # Every metric of both groups (not only losses), validation first.
-    assert keys == [
+    assert [(m["group"], m["name"]) for m in options["metrics"]] == [
         ("validation", "validation_accuracy"),
         ("validation", "validation_loss"),
         ("training", "loss"),
         ("training", "lr"),
         ("training", "samples_per_second"),
     ]
-    for f in figures:
-        [trace] = f["figure"]["data"]
-        assert trace["name"] == trace_name(trial.id, f["group"], f["name"])
-        assert f'id="{f["id"]}"' in html
-        json.dumps(f["figure"], allow_nan=False)
-    loss = figures[2]["figure"]["data"][0]
-    assert list(loss["x"]) == [10, 20, 30]
+    json.dumps(options, allow_nan=False)
+    # The live poll reads the trial's REST detail.
+    assert f'data-live-url="/api/v1/trials/{trial.id}"' in html
     # Header: state as text, experiment link, hparams, steps, restarts, logs link, controls.
     assert "state-active" in html and ">ACTIVE<" in html
     assert reverse("dashboard:experiment", args=[trial.experiment_id]) in html
@@ -172,7 +169,7 @@ def test_an_error_trial_shows_the_failed_run_at_the_top(client_alice: Client, tr
     assert "<code>3</code>" in error and "RuntimeError: boom" in error
     assert "line 59" in error and "line 0\n" not in error  # only the tail
     # The error comes before the charts.
-    assert html.index('id="trial-error"') < html.index("<h2>Metrics</h2>")
+    assert html.index('id="trial-error"') < html.index('<h2 id="metrics-heading">Metrics</h2>')
 
 
 def test_unknown_trial_is_404_and_anonymous_is_redirected(
@@ -191,7 +188,7 @@ def test_a_trial_without_metrics_or_checkpoints(
 ) -> None:
     trial = experiment.trials.get()
     html = _page(client_alice, trial)
-    assert "No metrics reported yet." in html and "No checkpoints yet." in html
+    assert "No checkpoints yet." in html
     assert 'id="run-1"' in html and "not placed" in html
 
 
@@ -232,13 +229,8 @@ def test_query_count_is_bounded(
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_chromium_draws_one_chart_per_metric(live_server, monkeypatch, tmp_path) -> None:
-    from tests.test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, _log_in, _require_chromium
-
-    _require_chromium()
-    # Playwright's sync API runs an asyncio loop in this thread (see test_dashboard_browser).
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
+def test_chromium_draws_one_chart_per_metric(live_server, chromium) -> None:
+    from tests.browser import CHARTS, log_in, save_screenshot
 
     get_user_model().objects.create_user("erin", password="pw-erin")
     experiment = experiment_create(
@@ -248,21 +240,15 @@ def test_chromium_draws_one_chart_per_metric(live_server, monkeypatch, tmp_path)
     )
     trial = experiment.trials.get()
     _report(trial, [10, 20, 30], validation_steps=[20, 30])
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            _log_in(page, f"{live_server.url}/trials/{trial.id}/", "erin", "pw-erin")
-            page.wait_for_function(
-                "document.querySelectorAll('.trial-chart .js-plotly-plot').length === 5",
-                timeout=15_000,
-            )
-            ys = page.evaluate(
-                "Array.from(document.querySelectorAll('.trial-chart .js-plotly-plot'))"
-                ".map(el => el.data.length)"
-            )
-            assert ys == [1, 1, 1, 1, 1]
-            page.screenshot(path=str(tmp_path / "trial.png"), full_page=True)
-        finally:
-            browser.close()
-    assert (tmp_path / "trial.png").read_bytes()[:4] == b"\x89PNG"
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    log_in(page, f"{live_server.url}/trials/{trial.id}/", "erin", "pw-erin")
+    page.wait_for_function(f"document.querySelectorAll('{CHARTS}').length === 5", timeout=15_000)
+    traces = page.evaluate(
+        f"Array.from(document.querySelectorAll('{CHARTS}')).map(el => el.data.length)"
+    )
+    assert traces == [1, 1, 1, 1, 1]
+    keys = page.evaluate(
+        f"Array.from(document.querySelectorAll('{CHARTS}')).map(el => el.dataset.key)"
+    )
+    assert keys[:2] == ["validation/validation_accuracy", "validation/validation_loss"]
+    save_screenshot(page, "trial")

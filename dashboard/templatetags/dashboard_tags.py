@@ -23,3 +23,15 @@ def metric(value: Any) -> str:
             return str(value)
         return f"{value:.6g}"
     return str(value)
+
+
+@register.simple_tag
+def hparam_value(trial: Any, key: str) -> Any:
+    """The value of flattened hyperparameter ``key`` (``optimizer.lr``) of ``trial``, or None.
+
+    Reads ``trial.hparams_flat`` (set by ``dashboard.selectors.experiment_trials``).
+    """
+    for name, value in getattr(trial, "hparams_flat", ()):
+        if name == key:
+            return value
+    return None

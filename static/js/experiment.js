@@ -1,17 +1,16 @@
-// Experiment page: draw the metrics chart, then poll the live endpoint while the experiment runs.
-// Polling, not a SPA (STYLE.md §9): the server answers an `updated` token and re-sends the figure
-// and the trials table only when that token changed; Plotly.react redraws in place and keeps the
-// user's zoom and log/linear choice (layout.uirevision). A failed poll is never silent: an
+// Experiment page: draw the metric charts (static/js/charts.js), then poll the live endpoint
+// while the experiment runs. Polling, not a SPA (STYLE.md §9): the server answers an `updated`
+// token and re-sends the trials table and the metric list only when that token changed; then the
+// charts fetch only the points after what they hold (after_step) and redraw in place, keeping the
+// user's zoom, hidden traces and chart options (layout.uirevision). A failed poll is never silent: an
 // expired session or a lost connection shows #live-banner (polls back off meanwhile, and stop
 // while the tab is hidden); the next good poll hides it.
 (function () {
   "use strict";
-  var POLL_MS = 2000;
+  var POLL_MS = 3000;
   var MAX_BACKOFF_MS = 30000;
   var root = document.getElementById("experiment");
-  var chart = document.getElementById("metrics-chart");
-  var figure = JSON.parse(document.getElementById("metrics-figure").textContent);
-  var config = { responsive: true, displaylogo: false };
+  var options = JSON.parse(document.getElementById("metrics-options").textContent);
   var token = root.dataset.updated;
   var terminal = root.dataset.terminal === "true";
   var timer = null;
@@ -19,7 +18,11 @@
   var failures = 0;
   var banner = document.getElementById("live-banner");
 
-  Plotly.newPlot(chart, figure.data, figure.layout, config);
+  options.onError = function (error) {
+    showBanner(error && error.kind === "session" ? "session" : "connection");
+  };
+  var board = new HeadwayCharts.Board(document.getElementById("metrics-board"), options);
+  board.reload();
 
   function badge(state) {
     var span = document.createElement("span");
@@ -48,7 +51,8 @@
     var trials = document.getElementById("trials");
     var active = document.activeElement;
     return Boolean(
-      trials.querySelector("details[open]") || (active && active.form && trials.contains(active))
+      trials.querySelector("details[open]") ||
+        (active && active.form && active.type !== "checkbox" && trials.contains(active))
     );
   }
 
@@ -113,12 +117,18 @@
         showBanner(null);
         showSummary(data);
         var pending = data.updated !== token;
-        if (pending && !trialsBusy()) {
-          if (data.figure) {
-            Plotly.react(chart, data.figure.data, data.figure.layout, config);
+        // Charts never wait for a busy form: their poll only appends what is new.
+        if (pending && data.metrics) {
+          board.bestTrialId = data.best_trial_id;
+          if (board.setMetrics(data.metrics)) {
+            board.reload();
+          } else {
+            board.poll().catch(function () {});
           }
+        }
+        if (pending && !trialsBusy()) {
           if (data.trials_html !== null) {
-            document.getElementById("trials").innerHTML = data.trials_html;
+            TrialsTable.replace(document.getElementById("trials"), data.trials_html);
           }
           // The control buttons follow the new state (e.g. Activate once PAUSED).
           if (data.controls_html !== null) {

@@ -1,0 +1,98 @@
+"""The compare page (``/compare/?trial=1&trial=7``): ticked trials of one or several experiments,
+their metric charts overlaid and their hyperparameters diffed."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from dashboard import overview
+from dashboard.selectors import flatten_hparams
+from registry.models import Trial
+
+MAX_COMPARED = 50
+
+
+def parse_trial_ids(values: list[str]) -> tuple[list[int], list[str]]:
+    """The distinct positive trial ids in ``values`` (first-seen order) and the errors found.
+
+    Each value may hold several ids separated by commas or spaces (``"3, 7 9"``).
+    """
+    ids: list[int] = []
+    errors: list[str] = []
+    for value in values:
+        for part in value.replace(",", " ").split():
+            if not part.isdigit() or int(part) <= 0:
+                errors.append(f"trial: {part!r} is not a trial id (a positive integer).")
+            elif int(part) not in ids:
+                ids.append(int(part))
+    if len(ids) > MAX_COMPARED:
+        errors.append(f"trial: at most {MAX_COMPARED} trials can be compared at once.")
+        ids = ids[:MAX_COMPARED]
+    return ids, errors
+
+
+def hparam_diff(trials: list[Trial]) -> list[dict[str, Any]]:
+    """One row per flattened hyperparameter: ``{"name", "values" (per trial, None if absent),
+    "differs"}``; rows whose values differ come first, then by name."""
+    flat = [dict(flatten_hparams(t.hparams)) for t in trials]
+    names = sorted({name for hp in flat for name in hp})
+    rows = []
+    for name in names:
+        values = [hp.get(name) for hp in flat]
+        differs = len({repr(v) for v in values}) > 1 or any(name not in hp for hp in flat)
+        rows.append({"name": name, "values": values, "differs": differs})
+    rows.sort(key=lambda r: (not r["differs"], r["name"]))
+    return rows
+
+
+@require_GET
+@login_required
+def compare(request: HttpRequest) -> HttpResponse:
+    """Charts of the ticked trials overlaid (one source per experiment) and their hparams diffed.
+
+    Unknown ids are reported on the page (status 400 when nothing valid remains); a bounded number
+    of queries whatever the number of trials.
+    """
+    ids, errors = parse_trial_ids(request.GET.getlist("trial"))
+    found = {
+        t.id: t
+        for t in Trial.objects.filter(id__in=ids)
+        .select_related("experiment")
+        .defer(
+            "experiment__model_definition",
+            "experiment__original_config",
+            "experiment__searcher_state",
+        )
+    }
+    missing = [i for i in ids if i not in found]
+    errors += [f"trial: no trial {i}." for i in missing]
+    trials = [found[i] for i in ids if i in found]
+    by_experiment: dict[int, list[int]] = defaultdict(list)
+    for trial in trials:
+        by_experiment[trial.experiment_id].append(trial.id)
+    chart_options = {
+        "sources": [
+            {"url": reverse("registry-api:experiment-metrics", args=[exp_id]), "trialIds": tids}
+            for exp_id, tids in by_experiment.items()
+        ],
+        "metrics": overview.metric_keys(Q(trial_id__in=[t.id for t in trials])) if trials else [],
+        "trials": overview.trial_entries(trials, with_experiment=len(by_experiment) > 1),
+        "bestTrialId": None,
+    }
+    context = {
+        "trials": trials,
+        "errors": errors,
+        "diff": hparam_diff(trials),
+        "chart_options": chart_options,
+        "several_experiments": len(by_experiment) > 1,
+    }
+    status = 400 if errors and not trials else 200
+    return render(request, "dashboard/compare.html", context, status=status)

@@ -1,0 +1,81 @@
+// Charts of the trial and compare pages (static/js/charts.js). On a trial page of a trial that
+// has not ended (section[data-live-url]), poll every 3 s: the trial's REST detail refreshes the
+// state, batches and best validation, and the charts fetch only their new points. Polls back off
+// on errors and stop while the tab is hidden or once the trial ends.
+(function () {
+  "use strict";
+  var POLL_MS = 3000;
+  var MAX_BACKOFF_MS = 30000;
+  var TERMINAL = ["COMPLETED", "CANCELED", "ERROR"];
+  var root = document.getElementById("metrics-board");
+  var script = document.getElementById("metrics-options");
+  if (!root || !script) {
+    return;
+  }
+  var board = new HeadwayCharts.Board(root, JSON.parse(script.textContent));
+  board.reload();
+
+  var section = document.querySelector("section[data-live-url]");
+  if (!section || section.dataset.terminal === "true") {
+    return;
+  }
+  var failures = 0;
+  var timer = null;
+
+  function setText(id, text) {
+    var el = document.getElementById(id);
+    if (el && text !== null && text !== undefined) {
+      el.textContent = text;
+    }
+  }
+
+  function poll() {
+    timer = null;
+    fetch(section.dataset.liveUrl, {
+      headers: { Accept: "application/json" }, credentials: "same-origin",
+    }).then(function (response) {
+      if (!response.ok || response.redirected) {
+        throw new Error("trial update failed: " + response.status);
+      }
+      return response.json();
+    }).then(function (trial) {
+      var state = document.querySelector("#trial-state .badge");
+      if (state) {
+        state.className = "badge state-" + trial.state.toLowerCase();
+        state.textContent = trial.state;
+      }
+      setText("trial-steps", String(trial.steps_completed));
+      if (trial.best_validation !== null) {
+        setText("trial-best", Number(Number(trial.best_validation).toPrecision(6)).toString());
+      }
+      return board.poll().then(function () {
+        failures = 0;
+        if (TERMINAL.indexOf(trial.state) >= 0) {
+          section.dataset.terminal = "true";
+        }
+      });
+    }).catch(function () {
+      failures += 1;
+    }).finally(function () {
+      schedule();
+    });
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = null;
+    if (section.dataset.terminal !== "true" && !document.hidden) {
+      timer = setTimeout(poll, Math.min(POLL_MS * Math.pow(2, failures), MAX_BACKOFF_MS));
+    }
+  }
+
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) {
+      clearTimeout(timer);
+      timer = null;
+    } else if (!timer) {
+      poll();
+    }
+  });
+  schedule();
+})();

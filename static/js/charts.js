@@ -1,0 +1,555 @@
+// Metric charts shared by the experiment, trial and compare pages: one Plotly chart per metric,
+// one line per trial, drawn from the REST metric endpoints (registry/metrics, docs/dashboard.md).
+//
+// - Data: GET <source>/metrics/?name=...&max_points=P&x_axis=... for every source (an experiment,
+//   a trial, or an experiment restricted to some trials); P spreads a point budget over the traces.
+// - Controls: metric picker, x-axis (batches / epochs / wall time), y linear / log, EMA smoothing
+//   (debiased as TensorBoard does; the raw line stays faint behind), best trial drawn thicker.
+// - Zoom: a drag-zoom fetches the metric again for the zoomed step range at full resolution
+//   (x_min / x_max); double-click returns to the overview data.
+// - Live: poll() fetches only steps after each series' last one (after_step) and appends them;
+//   Plotly.react keeps the user's zoom and hidden traces (layout.uirevision).
+window.HeadwayCharts = (function () {
+  "use strict";
+
+  var PLOT_CONFIG = { responsive: true, displaylogo: false };
+  var POINT_BUDGET = 30000; // points per fetch over every trace; P = budget / traces
+  var MIN_POINTS = 50;
+  var MAX_POINTS = 2000;
+  var DEFAULT_SELECTED = 12; // metrics charted before the user picks
+  // Plotly's default colorway: the same trial has the same colour in every chart.
+  var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+    "#7f7f7f", "#bcbd22", "#17becf"];
+  var X_TITLES = {
+    batches: "batches (steps_completed)",
+    epochs: "epochs",
+    time: "wall time (seconds since the trial started)",
+  };
+
+  function metricKey(group, name) {
+    return group + "/" + name;
+  }
+
+  function clamp(value, lo, hi) {
+    return Math.max(lo, Math.min(hi, value));
+  }
+
+  // TensorBoard's smoothing: an exponential moving average debiased for its zero start, so the
+  // first points are not pulled toward 0. Gaps (null: NaN/inf) stay gaps and do not advance it.
+  function ema(values, weight) {
+    if (!(weight > 0)) {
+      return values.slice();
+    }
+    var out = new Array(values.length);
+    var last = 0;
+    var count = 0;
+    for (var i = 0; i < values.length; i++) {
+      var v = values[i];
+      if (v === null || v === undefined || !isFinite(v)) {
+        out[i] = null;
+        continue;
+      }
+      last = last * weight + (1 - weight) * v;
+      count += 1;
+      out[i] = last / (1 - Math.pow(weight, count));
+    }
+    return out;
+  }
+
+  // A value between two gaps has no line segment: give just those points a marker.
+  function isolatedMarkers(values, size) {
+    return values.map(function (v, i) {
+      var before = i > 0 && values[i - 1] !== null;
+      var after = i + 1 < values.length && values[i + 1] !== null;
+      return v !== null && !(before || after) ? size : 0;
+    });
+  }
+
+  // Plotly renders hover text as a subset of HTML: user strings must not be read as tags.
+  function escapeHtml(text) {
+    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  function xValues(entry, xAxis) {
+    if (xAxis === "epochs") {
+      return entry.epochs || [];
+    }
+    if (xAxis === "time") {
+      return entry.elapsed_seconds || [];
+    }
+    return entry.steps;
+  }
+
+  // options: {sources: [{url, trialId?, trialIds?}], metrics: [{group, name}],
+  //           trials: [{id, label, hparams: [[key, value]]}], bestTrialId, onError}
+  function Board(root, options) {
+    this.root = root;
+    this.sources = options.sources;
+    this.trials = options.trials || [];
+    this.bestTrialId = options.bestTrialId || null;
+    this.onError = options.onError || function () {};
+    this.xAxis = "batches";
+    this.yType = "linear";
+    this.smoothing = 0;
+    this.metrics = [];
+    this.selected = {};
+    this.data = {}; // key -> trial id -> {steps, values, epochs?, elapsed_seconds?, last_step}
+    this.zoom = {}; // key -> {data: trial id -> entry} while zoomed in
+    this.plots = {}; // key -> div
+    this.charts = root.querySelector(".metric-charts");
+    this.picker = root.querySelector(".metric-picker-options");
+    this.status = root.querySelector(".chart-status");
+    this.appended = 0;
+    this.setMetrics(options.metrics || []);
+    this.bindControls();
+  }
+
+  Board.prototype.trialIndex = function (trialId) {
+    for (var i = 0; i < this.trials.length; i++) {
+      if (this.trials[i].id === trialId) {
+        return i;
+      }
+    }
+    this.trials.push({ id: trialId, label: "Trial " + trialId, hparams: [] });
+    return this.trials.length - 1;
+  };
+
+  Board.prototype.selectedKeys = function () {
+    var self = this;
+    return this.metrics
+      .map(function (m) { return metricKey(m.group, m.name); })
+      .filter(function (key) { return self.selected[key]; });
+  };
+
+  // Adds picker entries for metrics not seen yet; new ones are charted while few are.
+  Board.prototype.setMetrics = function (metrics) {
+    var self = this;
+    var added = false;
+    metrics.forEach(function (m) {
+      var key = metricKey(m.group, m.name);
+      if (self.metrics.some(function (o) { return metricKey(o.group, o.name) === key; })) {
+        return;
+      }
+      self.metrics.push(m);
+      self.selected[key] = self.selectedKeys().length < DEFAULT_SELECTED;
+      added = true;
+      if (self.picker) {
+        var label = document.createElement("label");
+        var box = document.createElement("input");
+        box.type = "checkbox";
+        box.checked = self.selected[key];
+        box.dataset.key = key;
+        label.appendChild(box);
+        label.appendChild(document.createTextNode(" " + key));
+        self.picker.appendChild(label);
+      }
+    });
+    return added;
+  };
+
+  Board.prototype.bindControls = function () {
+    var self = this;
+    var root = this.root;
+    var xAxis = root.querySelector("select[name=x_axis]");
+    var yScale = root.querySelector("select[name=y_scale]");
+    var smoothing = root.querySelector("input[name=smoothing]");
+    var output = root.querySelector("output[for=" + (smoothing ? smoothing.id : "none") + "]");
+    if (xAxis) {
+      xAxis.addEventListener("change", function () {
+        self.xAxis = xAxis.value;
+        self.zoom = {};
+        self.reload();
+      });
+    }
+    if (yScale) {
+      yScale.addEventListener("change", function () {
+        self.yType = yScale.value;
+        self.renderAll();
+      });
+    }
+    if (smoothing) {
+      smoothing.addEventListener("input", function () {
+        self.smoothing = Number(smoothing.value);
+        if (output) {
+          output.textContent = self.smoothing.toFixed(2);
+        }
+        self.renderAll();
+      });
+    }
+    if (this.picker) {
+      this.picker.addEventListener("change", function (event) {
+        var key = event.target.dataset.key;
+        if (key) {
+          self.selected[key] = event.target.checked;
+          self.reload();
+        }
+      });
+    }
+    root.querySelectorAll("button[data-pick]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var all = button.dataset.pick === "all";
+        self.picker.querySelectorAll("input[data-key]").forEach(function (box) {
+          box.checked = all;
+          self.selected[box.dataset.key] = all;
+        });
+        self.reload();
+      });
+    });
+  };
+
+  Board.prototype.pointsPerTrace = function (keys) {
+    var traces = Math.max(1, this.trials.length * Math.max(1, keys.length));
+    return clamp(Math.floor(POINT_BUDGET / traces), MIN_POINTS, MAX_POINTS);
+  };
+
+  // GET every source; resolves to [{trial_id, group, name, ...}] (entries of read_series).
+  Board.prototype.fetchSeries = function (params) {
+    var self = this;
+    var requests = this.sources.map(function (source) {
+      var query = new URLSearchParams();
+      Object.keys(params).forEach(function (name) {
+        [].concat(params[name]).forEach(function (value) {
+          if (value !== null && value !== undefined) {
+            query.append(name, value);
+          }
+        });
+      });
+      (source.trialIds || []).forEach(function (id) { query.append("trial_id", id); });
+      return fetch(source.url + "?" + query.toString(), {
+        headers: { Accept: "application/json" },
+        credentials: "same-origin",
+      }).then(function (response) {
+        if (!response.ok || response.redirected) {
+          var error = new Error("metrics request failed: " + response.status);
+          error.kind = response.status === 401 || response.status === 403 ||
+            response.redirected ? "session" : "connection";
+          throw error;
+        }
+        return response.json();
+      }).then(function (body) {
+        return body.series.map(function (entry) {
+          if (source.trialId !== undefined) {
+            entry.trial_id = source.trialId;
+          }
+          return entry;
+        });
+      });
+    });
+    return Promise.all(requests).then(function (lists) {
+      return [].concat.apply([], lists);
+    }).catch(function (error) {
+      self.onError(error);
+      throw error;
+    });
+  };
+
+  Board.prototype.baseParams = function (keys) {
+    var names = {};
+    keys.forEach(function (key) { names[key.slice(key.indexOf("/") + 1)] = true; });
+    var params = { name: Object.keys(names), max_points: this.pointsPerTrace(keys) };
+    if (this.xAxis !== "batches") {
+      params.x_axis = this.xAxis;
+    }
+    return params;
+  };
+
+  // Fetch every selected metric from scratch (first draw, picker or x-axis change).
+  Board.prototype.reload = function () {
+    var self = this;
+    var keys = this.selectedKeys();
+    this.appended = 0;
+    if (!keys.length) {
+      this.data = {};
+      this.renderAll();
+      return Promise.resolve();
+    }
+    this.setStatus("Loading\u2026");
+    return this.fetchSeries(this.baseParams(keys)).then(function (entries) {
+      self.data = {};
+      self.store(entries, false);
+      self.renderAll();
+      self.setStatus("");
+    }).catch(function () {
+      self.setStatus("Could not load the metrics.");
+    });
+  };
+
+  // Live update: only points after each series' last step; appended, then redrawn.
+  Board.prototype.poll = function () {
+    var self = this;
+    var keys = this.selectedKeys();
+    if (!keys.length) {
+      return Promise.resolve();
+    }
+    var cursor = null;
+    keys.forEach(function (key) {
+      var byTrial = self.data[key] || {};
+      Object.keys(byTrial).forEach(function (id) {
+        var last = byTrial[id].last_step;
+        cursor = cursor === null ? last : Math.min(cursor, last);
+      });
+    });
+    // A metric no trial reported yet has no cursor: read it whole.
+    if (cursor === null || keys.some(function (key) { return !self.data[key]; })) {
+      return this.reload();
+    }
+    var params = this.baseParams(keys);
+    params.after_step = cursor;
+    return this.fetchSeries(params).then(function (entries) {
+      var grew = self.store(entries, true);
+      // Appended raw tails grow without bound on a long run: re-read downsampled now and then.
+      if (self.appended > 4 * params.max_points) {
+        return self.reload();
+      }
+      if (grew) {
+        self.renderAll();
+      }
+    });
+  };
+
+  // Put fetched entries into this.data; with append, only steps after what is held.
+  Board.prototype.store = function (entries, append) {
+    var self = this;
+    var grew = false;
+    entries.forEach(function (entry) {
+      var key = metricKey(entry.group, entry.name);
+      if (!self.selected[key]) {
+        return;
+      }
+      var byTrial = self.data[key] || (self.data[key] = {});
+      var held = byTrial[entry.trial_id];
+      if (!append || !held) {
+        byTrial[entry.trial_id] = entry;
+        grew = true;
+        return;
+      }
+      var start = 0;
+      while (start < entry.steps.length && entry.steps[start] <= held.last_step) {
+        start += 1;
+      }
+      if (start < entry.steps.length) {
+        ["steps", "values", "epochs", "elapsed_seconds"].forEach(function (field) {
+          if (held[field] && entry[field]) {
+            held[field] = held[field].concat(entry[field].slice(start));
+          }
+        });
+        self.appended += entry.steps.length - start;
+        grew = true;
+      }
+      held.last_step = Math.max(held.last_step, entry.last_step);
+    });
+    return grew;
+  };
+
+  Board.prototype.setStatus = function (text) {
+    if (this.status) {
+      this.status.textContent = text;
+    }
+  };
+
+  Board.prototype.renderAll = function () {
+    var self = this;
+    var keys = this.selectedKeys();
+    // Drop charts of unselected metrics, add missing ones in picker order.
+    Object.keys(this.plots).forEach(function (key) {
+      if (keys.indexOf(key) < 0) {
+        Plotly.purge(self.plots[key]);
+        self.plots[key].parentNode.remove();
+        delete self.plots[key];
+      }
+    });
+    keys.forEach(function (key) {
+      self.render(key);
+    });
+    this.root.dataset.charts = String(keys.length);
+  };
+
+  Board.prototype.plotFor = function (key) {
+    var self = this;
+    if (this.plots[key]) {
+      return this.plots[key];
+    }
+    var figure = document.createElement("figure");
+    figure.className = "metric-chart";
+    var div = document.createElement("div");
+    div.className = "plot";
+    div.setAttribute("role", "img");
+    div.setAttribute("aria-label", "Chart of " + key + " for each trial");
+    div.dataset.key = key;
+    figure.appendChild(div);
+    this.charts.appendChild(figure);
+    this.plots[key] = div;
+    // Keep picker order.
+    this.selectedKeys().forEach(function (k) {
+      if (self.plots[k]) {
+        self.charts.appendChild(self.plots[k].parentNode);
+      }
+    });
+    return div;
+  };
+
+  Board.prototype.traces = function (key, byTrial) {
+    var self = this;
+    var group = key.slice(0, key.indexOf("/"));
+    var validation = group === "validation";
+    var out = [];
+    var ids = Object.keys(byTrial).map(Number).sort(function (a, b) { return a - b; });
+    ids.forEach(function (id) {
+      var entry = byTrial[id];
+      var index = self.trialIndex(id);
+      var trial = self.trials[index];
+      var color = COLORS[index % COLORS.length];
+      var best = id === self.bestTrialId;
+      var x = xValues(entry, self.xAxis);
+      var values = entry.values;
+      var meta = {
+        label: escapeHtml(trial.label) + (best ? " (best)" : ""),
+        hp: trial.hparams.map(function (kv) {
+          return escapeHtml(kv[0]) + "=" + escapeHtml(kv[1]);
+        }).join("<br>") || "no hyperparameters",
+      };
+      var name = trial.label + (best ? " \u2605 best" : "");
+      var smoothed = self.smoothing > 0;
+      var hover = "<b>%{meta.label}</b><br>%{meta.hp}<br>" + self.xAxis + " %{x}<br>" +
+        escapeHtml(key) + " %{y:.5g}<extra></extra>";
+      if (smoothed) {
+        out.push({
+          type: "scatter", mode: "lines", x: x, y: values, name: name + " (raw)",
+          legendgroup: "trial-" + id, showlegend: false, hoverinfo: "skip",
+          line: { color: color, width: 1 }, opacity: 0.25, connectgaps: false,
+          meta: { trial_id: id, raw: true },
+        });
+      }
+      out.push({
+        type: "scatter",
+        mode: validation ? "lines+markers" : "lines+markers",
+        x: x,
+        y: smoothed ? ema(values, self.smoothing) : values,
+        name: name,
+        legendgroup: "trial-" + id,
+        line: { color: color, width: best ? 3 : 1.5, dash: validation ? "solid" : "solid" },
+        marker: { color: color, size: validation ? 5 : isolatedMarkers(values, 5) },
+        connectgaps: false,
+        meta: { trial_id: id, label: meta.label, hp: meta.hp, best: best },
+        hovertemplate: hover,
+      });
+    });
+    return out;
+  };
+
+  Board.prototype.render = function (key) {
+    var self = this;
+    var div = this.plotFor(key);
+    var zoomed = this.zoom[key];
+    var byTrial = zoomed ? zoomed.data : this.data[key] || {};
+    var traces = this.traces(key, byTrial);
+    var layout = {
+      template: "plotly_white",
+      title: { text: escapeHtml(key), font: { size: 14 } },
+      // A new x-axis resets the zoom; anything else (live data, smoothing) keeps it.
+      uirevision: key + "|" + this.xAxis,
+      margin: { l: 60, r: 20, t: 50, b: 45 },
+      xaxis: { title: { text: X_TITLES[this.xAxis] } },
+      yaxis: { type: this.yType },
+      showlegend: traces.length > 0,
+      legend: { font: { size: 11 }, groupclick: "togglegroup" },
+      hovermode: "closest",
+      annotations: traces.length ? [] : [{
+        text: "No points for this metric", showarrow: false, xref: "paper", yref: "paper",
+        x: 0.5, y: 0.5, font: { size: 14, color: "#888" },
+      }],
+    };
+    div.dataset.rendering = "1";
+    var drawn = Plotly.react(div, traces, layout, PLOT_CONFIG);
+    Promise.resolve(drawn).then(function () {
+      delete div.dataset.rendering;
+      if (!div.dataset.bound) {
+        div.dataset.bound = "1";
+        div.on("plotly_relayout", function (event) { self.onRelayout(key, event); });
+      }
+    });
+  };
+
+  // The step range [lo, hi] that covers x in [a, b] in the overview data (any x-axis).
+  Board.prototype.stepWindow = function (key, a, b) {
+    var self = this;
+    if (this.xAxis === "batches") {
+      return [Math.max(0, Math.floor(a)), Math.max(0, Math.ceil(b))];
+    }
+    var lo = null;
+    var hi = null;
+    var byTrial = this.data[key] || {};
+    Object.keys(byTrial).forEach(function (id) {
+      var entry = byTrial[id];
+      var x = xValues(entry, self.xAxis);
+      for (var i = 0; i < entry.steps.length; i++) {
+        if (x[i] === null || x[i] === undefined) {
+          continue;
+        }
+        // One point beyond each edge, so the zoomed lines reach the frame.
+        if (x[i] >= a || (i + 1 < x.length && x[i + 1] >= a)) {
+          if (x[i] <= b || (i > 0 && x[i - 1] <= b)) {
+            lo = lo === null ? entry.steps[i] : Math.min(lo, entry.steps[i]);
+            hi = hi === null ? entry.steps[i] : Math.max(hi, entry.steps[i]);
+          }
+        }
+      }
+    });
+    return lo === null ? null : [lo, hi];
+  };
+
+  Board.prototype.onRelayout = function (key, event) {
+    var self = this;
+    if (this.plots[key].dataset.rendering) {
+      return;
+    }
+    if (event["xaxis.autorange"]) {
+      if (this.zoom[key]) {
+        delete this.zoom[key];
+        this.render(key);
+      }
+      return;
+    }
+    var a = event["xaxis.range[0]"];
+    var b = event["xaxis.range[1]"];
+    if (a === undefined && event["xaxis.range"]) {
+      a = event["xaxis.range"][0];
+      b = event["xaxis.range"][1];
+    }
+    if (a === undefined || b === undefined) {
+      return;
+    }
+    var steps = this.stepWindow(key, Number(a), Number(b));
+    if (!steps) {
+      return;
+    }
+    var group = key.slice(0, key.indexOf("/"));
+    var params = {
+      group: group,
+      name: key.slice(key.indexOf("/") + 1),
+      x_min: steps[0],
+      x_max: steps[1],
+      max_points: clamp(Math.floor(POINT_BUDGET / Math.max(1, this.trials.length)), 200, MAX_POINTS),
+    };
+    if (this.xAxis !== "batches") {
+      params.x_axis = this.xAxis;
+    }
+    var div = this.plots[key];
+    div.dataset.zoom = "loading";
+    this.fetchSeries(params).then(function (entries) {
+      var data = {};
+      entries.forEach(function (entry) {
+        if (entry.group === group) {
+          data[entry.trial_id] = entry;
+        }
+      });
+      self.zoom[key] = { steps: steps, data: data };
+      self.render(key);
+      div.dataset.zoom = steps[0] + "-" + steps[1];
+    }).catch(function () {
+      div.dataset.zoom = "failed";
+    });
+  };
+
+  return { Board: Board, ema: ema, metricKey: metricKey };
+})();

@@ -1,0 +1,136 @@
+"""``headway model create|list|describe|register|download`` against a live registry
+(pytest-django's live server), and ``headway.experimental.client``'s model calls."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import uuid
+
+import pytest
+
+from headway.cli.main import main
+from headway.client import BadRequestError, NotFoundError
+from headway.experimental import client
+from headway.storage import build_storage_manager
+from registry.models import ModelVersion, Trial
+from tests.helpers import TINY_CONFIG, create_experiment
+
+FILES = {"state-dict.pth": b"\x01w" * 64, "nested/extra.json": b"{}"}
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def stored(api, live_server, tmp_path, monkeypatch) -> tuple[str, list[str]]:
+    """The live server's URL (alice's token in ``$HEADWAY_TOKEN``) and two checkpoints of one
+    trial whose files are in shared_fs storage (steps 10 and 20)."""
+    monkeypatch.setenv("HEADWAY_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HEADWAY_TOKEN", api.token)
+    monkeypatch.delenv("HEADWAY_MASTER", raising=False)
+    storage = {"type": "shared_fs", "host_path": str(tmp_path / "storage")}
+    config = TINY_CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
+    response = create_experiment(api, config=config)
+    assert response.status_code == 201, response.json()
+    trial = Trial.objects.get(experiment_id=response.json()["id"])
+    manager = build_storage_manager(storage)
+    uuids = []
+    for steps in (10, 20):
+        storage_id = str(uuid.uuid4())
+        with manager.store_path(storage_id) as path:
+            for name, data in FILES.items():
+                (path / name).parent.mkdir(parents=True, exist_ok=True)
+                (path / name).write_bytes(data)
+        body = {
+            "uuid": storage_id,
+            "steps_completed": steps,
+            "resources": {name: len(data) for name, data in FILES.items()},
+        }
+        answer = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
+        assert answer.status_code == 201, answer.json()
+        uuids.append(storage_id)
+    return live_server.url, uuids
+
+
+def _cli(server: str, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["--master", server, *argv])
+    out, err = capsys.readouterr()
+    return code, out.strip(), err.strip()
+
+
+def test_create_register_describe_list_and_download(stored, capsys, tmp_path) -> None:
+    server, (first, second) = stored
+    assert _cli(server, capsys, "model", "create", "digits", "-d", "CNN", "-l", "prod") == (
+        0,
+        "Model digits created",
+        "",
+    )
+    code, out, _ = _cli(server, capsys, "model", "register", "digits", first)
+    assert (code, out) == (0, f"Registered checkpoint {first} as digits version 1")
+    # Determined's name for the same command.
+    code, out, _ = _cli(server, capsys, "m", "register-version", "digits", second, "-c", "best")
+    assert (code, out) == (0, f"Registered checkpoint {second} as digits version 2")
+    assert ModelVersion.objects.get(version=2).comment == "best"
+
+    code, out, _ = _cli(server, capsys, "model", "list")
+    assert code == 0
+    header, _, row = out.splitlines()
+    assert header.split()[:3] == ["name", "versions", "latest"]
+    assert row.split()[:4] == ["digits", "2", "2", "prod"]
+
+    code, out, _ = _cli(server, capsys, "model", "describe", "digits")
+    assert code == 0 and "description: CNN" in out
+    versions = out.split("Versions:")[1].strip().splitlines()
+    assert versions[2].split()[:2] == ["2", second] and versions[3].split()[:2] == ["1", first]
+
+    # Latest version by default, or --version N; the checkpoint download's code path.
+    code, out, _ = _cli(server, capsys, "model", "download", "digits", "-o", str(tmp_path / "a"))
+    assert code == 0 and pathlib.Path(out) == (tmp_path / "a").resolve()
+    assert (tmp_path / "a" / "state-dict.pth").read_bytes() == FILES["state-dict.pth"]
+    assert (tmp_path / "a" / "nested" / "extra.json").read_bytes() == b"{}"
+    code, out, _ = _cli(
+        server, capsys, "model", "download", "digits", "--version", "1", "-o", str(tmp_path / "b")
+    )
+    assert code == 0 and (tmp_path / "b" / "state-dict.pth").exists()
+
+
+def test_errors_are_one_line_naming_the_problem(stored, capsys) -> None:
+    server, (first, _) = stored
+    code, _, err = _cli(server, capsys, "model", "create", "bad name")
+    assert code == 1 and err.startswith("error: ") and "name" in err
+    _cli(server, capsys, "model", "create", "digits")
+    code, _, err = _cli(server, capsys, "model", "create", "digits")
+    assert code == 1 and "already exists" in err
+    code, _, err = _cli(server, capsys, "model", "register", "digits", "not-a-uuid")
+    assert code == 1 and "checkpoint_uuid" in err
+    code, _, err = _cli(server, capsys, "model", "register", "nope", first)
+    assert code == 1 and "nope" in err
+    code, _, err = _cli(server, capsys, "model", "download", "digits")
+    assert code == 1 and err == "error: model digits has no versions"
+    code, _, err = _cli(server, capsys, "model", "download", "digits", "--version", "0")
+    assert code == 2 and "--version" in err
+    code, _, err = _cli(server, capsys, "model", "describe", "a/b")
+    assert code == 1 and err.startswith("error: ")
+
+
+def test_the_python_client_uses_determined_names(stored, live_server, tmp_path) -> None:
+    _, (first, second) = stored
+    client.login(master=live_server.url)
+    model = client.create_model("digits", description="CNN", labels=["prod"])
+    assert model.name == "digits" and model.labels == ["prod"]
+    v1 = model.register_version(first)
+    v2 = client.get_model("digits").register_version(second)
+    assert (v1.model_version, v2.model_version) == (1, 2)
+    assert client.get_model("digits").get_version().model_version == 2
+    version = client.get_model("digits").get_version(1)
+    assert version.checkpoint.uuid == first and version.checkpoint.steps_completed == 10
+    path = version.checkpoint.download(tmp_path / "dl")
+    assert pathlib.Path(path, "state-dict.pth").read_bytes() == FILES["state-dict.pth"]
+    assert [v.model_version for v in model.get_versions()] == [2, 1]
+    assert [m.name for m in client.list_models()] == ["digits"]
+    with pytest.raises(NotFoundError):
+        client.get_model("nope")
+    with pytest.raises(NotFoundError):
+        model.get_version(9)
+    with pytest.raises(BadRequestError):
+        client.create_model("no spaces allowed")
