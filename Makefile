@@ -52,9 +52,11 @@ bench: migrate
 	$(PY) bench/harness_overhead.py
 	$(PY) bench/metrics_ingest.py
 	$(PY) bench/metrics_read.py
+	$(PY) bench/dashboard.py
 	$(PY) bench/preempt_latency.py
 	$(PY) bench/scheduling.py
 	$(PY) bench/ddp_overhead.py
+	$(PY) bench/checkpoint_io.py
 
 clean:
 	rm -rf var/

@@ -39,12 +39,18 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _fixtures import (  # noqa: E402
+    METRICS,
+    STARTED_AT,
+    load_metric_experiment,
+    searcher_config,
+    timed_get,
+)
 from _server import REPO, Backend, postgres_recreate  # noqa: E402
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_READ_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench_read"
 )
-METRICS = ("m0", "m1", "m2")
 LONG_STEPS = 1_000_000
 TARGET_SERIES_MS, TARGET_OVERVIEW_MS, TARGET_OVERVIEW_BYTES = 150.0, 300.0, 1_000_000
 TABLES = ("registry_metricreport", "registry_metricseries", "registry_metricbucket")
@@ -52,8 +58,6 @@ TABLES = ("registry_metricreport", "registry_metricseries", "registry_metricbuck
 
 def _load(trials: int, steps: int) -> tuple[int, int, int]:
     """(child) Bulk-load the experiment and the long trial; return their ids and points."""
-    from datetime import UTC, datetime
-
     import numpy as np
     from django.contrib.auth import get_user_model
 
@@ -61,34 +65,20 @@ def _load(trials: int, steps: int) -> tuple[int, int, int]:
     from registry.models import Experiment, Trial
 
     owner = get_user_model().objects.get(username="bench")
-    config = {"searcher": {"name": "random", "metric": "m0", "max_length": {"batches": steps}}}
-    experiment = Experiment.objects.create(
-        owner=owner, name="read-bench", config=config, model_definition=b""
-    )
     rng = np.random.default_rng(0)
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    points = 0
-    step_array = np.arange(1, steps + 1, dtype=np.int64)
     t0 = time.perf_counter()
-    for i in range(trials):
-        trial = Trial.objects.create(experiment=experiment, hparams={"lr": 10 ** -(1 + i % 4)})
-        decay = np.exp(-step_array / (steps / (2 + i % 5)))
-        series = {
-            name: decay * (1 + k) + 0.05 * rng.standard_normal(steps)
-            for k, name in enumerate(METRICS)
-        }
-        points += bulk_load(trial.id, "training", step_array, series, started_at=start)
-        if (i + 1) % 10 == 0:
-            print(
-                f"  loaded {i + 1}/{trials} trials ({time.perf_counter() - t0:.0f} s)", flush=True
-            )
+    experiment, _, points = load_metric_experiment(
+        owner, name="read-bench", trials=trials, steps=steps, rng=rng
+    )
     long_experiment = Experiment.objects.create(
-        owner=owner, name="read-bench-long", config=config, model_definition=b""
+        owner=owner, name="read-bench-long", config=searcher_config(steps), model_definition=b""
     )
     long_trial = Trial.objects.create(experiment=long_experiment, hparams={})
     long_steps = np.arange(1, LONG_STEPS + 1, dtype=np.int64)
     loss = np.exp(-long_steps / 2e5) + 0.05 * rng.standard_normal(LONG_STEPS)
-    points += bulk_load(long_trial.id, "training", long_steps, {"loss": loss}, started_at=start)
+    points += bulk_load(
+        long_trial.id, "training", long_steps, {"loss": loss}, started_at=STARTED_AT
+    )
     print(f"  loaded {points:,} points in {time.perf_counter() - t0:.0f} s", flush=True)
     return experiment.id, long_trial.id, points
 
@@ -115,15 +105,8 @@ def _stored_bytes() -> int:
 
 def _timed(client, path: str, repeat: int) -> tuple[float, int, dict]:
     """Median ms of ``repeat`` GETs, the payload bytes and the decoded answer."""
-    times = []
-    body = b""
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        response = client.get(path)
-        body = response.content
-        times.append((time.perf_counter() - t0) * 1000)
-        assert response.status_code == 200, body[:300]
-    return statistics.median(times), len(body), json.loads(body)
+    ms, response = timed_get(client, path, repeat)
+    return ms, len(response.content), json.loads(response.content)
 
 
 def _naive(trial_id: int, repeat: int) -> float:
