@@ -54,7 +54,7 @@ from _fixtures import (
     load_metric_experiment,
     timed_get,
 )
-from _server import REPO, Backend, postgres_recreate
+from _server import REPO, Backend, backend_factories
 
 # The child runs through the entry point, which puts the repository before bench/ on sys.path.
 ENTRY_POINT = str(Path(__file__).with_name("dashboard.py"))
@@ -287,13 +287,7 @@ def main() -> None:
         parser.error("--trials >= 2, --steps >= 10, --experiments >= 1, --repeat >= 1")
     if args.child:
         return _child(args)
-    backends = [Backend.sqlite]
-    if not args.no_postgres:
-        why = postgres_recreate(POSTGRES_URL)
-        if why is None:
-            backends.append(lambda: Backend.postgres(POSTGRES_URL))
-        else:
-            print(f"note: skipping PostgreSQL ({POSTGRES_URL} unreachable: {why})")
+    backends = backend_factories(POSTGRES_URL, postgres=not args.no_postgres)
     figures: dict[str, float] = {}
     rows = []
     for make in backends:

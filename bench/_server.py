@@ -20,6 +20,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -179,6 +180,19 @@ class Backend:
         if self.label == "postgres":
             postgres_drop(self.database_url)
         shutil.rmtree(self.var_dir, ignore_errors=True)
+
+
+def backend_factories(postgres_url: str, *, postgres: bool = True) -> list[Callable[[], Backend]]:
+    """The backends a benchmark measures: SQLite, then PostgreSQL at ``postgres_url`` (recreated)
+    unless ``postgres`` is False or the server is unreachable (a note says why)."""
+    factories: list[Callable[[], Backend]] = [Backend.sqlite]
+    if postgres:
+        why = postgres_recreate(postgres_url)
+        if why is None:
+            factories.append(lambda: Backend.postgres(postgres_url))
+        else:
+            print(f"note: skipping PostgreSQL ({postgres_url} unreachable: {why})")
+    return factories
 
 
 class Server:

@@ -40,8 +40,8 @@ from _server import (  # noqa: E402
     REPO,
     Backend,
     Server,
+    backend_factories,
     gunicorn_available,
-    postgres_recreate,
     single_file_model_definition,
 )
 
@@ -343,13 +343,7 @@ def main() -> None:
     kinds = ["runserver"] + (["gunicorn"] if gunicorn_available() else [])
     if "gunicorn" not in kinds:
         print("note: gunicorn is not installed (not a dependency); measuring runserver only.")
-    backends = [Backend.sqlite]
-    if not args.no_postgres:
-        why = postgres_recreate(POSTGRES_URL)
-        if why is None:
-            backends.append(lambda: Backend.postgres(POSTGRES_URL))
-        else:
-            print(f"note: skipping PostgreSQL ({POSTGRES_URL} unreachable: {why})")
+    backends = backend_factories(POSTGRES_URL, postgres=not args.no_postgres)
 
     results: dict[str, dict[str, float | bool]] = {}
     figures: dict[str, float | bool] = {}

@@ -46,7 +46,7 @@ from _fixtures import (  # noqa: E402
     searcher_config,
     timed_get,
 )
-from _server import REPO, Backend, postgres_recreate  # noqa: E402
+from _server import REPO, Backend, backend_factories  # noqa: E402
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_READ_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench_read"
@@ -200,13 +200,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return _child(args.child, args.trials, args.steps, args.repeat, args.out)
-    backends = [Backend.sqlite]
-    if not args.no_postgres:
-        why = postgres_recreate(POSTGRES_URL)
-        if why is None:
-            backends.append(lambda: Backend.postgres(POSTGRES_URL))
-        else:
-            print(f"note: skipping PostgreSQL ({POSTGRES_URL} unreachable: {why})")
+    backends = backend_factories(POSTGRES_URL, postgres=not args.no_postgres)
     figures: dict[str, float] = {}
     rows = []
     for make in backends:

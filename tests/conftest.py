@@ -279,3 +279,32 @@ def chromium(monkeypatch):
 
     with launch_chromium(monkeypatch) as browser:
         yield browser
+
+
+@pytest.fixture
+def alice(db):
+    """A dashboard user (password ``pw-alice``)."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user("alice", password="pw-alice")
+
+
+@pytest.fixture
+def client_alice(client, alice):
+    """Django's test client with ``alice`` logged in."""
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture(params=["shared_fs", "s3"])
+def checkpoint_storage(request, tmp_path) -> dict:
+    """A ``checkpoint_storage`` config: a shared_fs folder, or a new bucket on the moto server."""
+    if request.param == "shared_fs":
+        return {"type": "shared_fs", "host_path": str(tmp_path)}
+    from headway.storage import build_storage_manager
+
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = f"ckpt-{uuid.uuid4().hex[:8]}"
+    config = {"type": "s3", "bucket": bucket, "prefix": "runs", "endpoint_url": endpoint}
+    build_storage_manager(config)._client.create_bucket(Bucket=bucket)
+    return config

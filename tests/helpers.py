@@ -314,3 +314,45 @@ def end_trial(trial, exit_code: int = 0) -> None:
 
     run = start_run(trial)
     lifecycle.trial_run_exited(trial_id=trial.id, run_id=run.run_id, exit_code=exit_code)
+
+
+def trial_on_storage(api, storage: dict):
+    """The trial of a ``TINY_CONFIG`` experiment created over the API with ``api`` whose
+    ``checkpoint_storage`` is ``storage``."""
+    from registry.models import Trial
+
+    response = create_experiment(
+        api, config=TINY_CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
+    )
+    assert response.status_code == 201, response.json()
+    return Trial.objects.get(experiment_id=response.json()["id"])
+
+
+def store_over_rest(
+    api,
+    trial,
+    files: dict[str, bytes],
+    steps_completed: int,
+    metadata: dict | None = None,
+    resources: dict[str, int] | None = None,
+) -> str:
+    """Write ``files`` (relative path -> bytes) as a new checkpoint in the trial's storage and
+    register it with ``POST trials/{id}/checkpoints/`` (``resources``: what the registry is told,
+    by default the files' sizes); return its uuid."""
+    from headway.storage import build_storage_manager
+
+    storage_id = str(uuid_module.uuid4())
+    manager = build_storage_manager(trial.experiment.config["checkpoint_storage"])
+    with manager.store_path(storage_id) as path:
+        for name, data in files.items():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            (path / name).write_bytes(data)
+    body = {
+        "uuid": storage_id,
+        "steps_completed": steps_completed,
+        "resources": resources or {name: len(data) for name, data in files.items()},
+        "metadata": metadata if metadata is not None else {"steps_completed": steps_completed},
+    }
+    answer = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
+    assert answer.status_code == 201, answer.json()
+    return storage_id

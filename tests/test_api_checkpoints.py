@@ -2,53 +2,31 @@
 and from S3 (moto's server mode, a real HTTP endpoint)."""
 
 import io
-import json
 import tarfile
 import uuid
 
 import pytest
 
 from headway.storage import build_storage_manager
-from registry.models import Trial
-from tests.helpers import TINY_CONFIG, create_experiment
+from tests.helpers import store_over_rest, trial_on_storage
 
 pytestmark = pytest.mark.django_db
 
 FILES = {"state-dict.pth": b"\x00weights" * 1000, "code/notes.txt": b"hello"}
 
 
-@pytest.fixture(params=["shared_fs", "s3"])
-def storage(request, tmp_path):
-    if request.param == "shared_fs":
-        return {"type": "shared_fs", "host_path": str(tmp_path)}
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = f"ckpt-{uuid.uuid4().hex[:8]}"
-    config = {"type": "s3", "bucket": bucket, "prefix": "runs", "endpoint_url": endpoint}
-    build_storage_manager(config)._client.create_bucket(Bucket=bucket)
-    return config
-
-
 @pytest.fixture
-def stored(api, storage):
+def stored(api, checkpoint_storage):
     """A trial whose checkpoint's files are in storage and registered over REST."""
-    config = TINY_CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
-    response = create_experiment(api, config=config)
-    assert response.status_code == 201, response.json()
-    trial = Trial.objects.get(experiment_id=response.json()["id"])
-    storage_id = str(uuid.uuid4())
-    manager = build_storage_manager(trial.experiment.config["checkpoint_storage"])
-    with manager.store_path(storage_id) as path:
-        for name, data in FILES.items():
-            (path / name).parent.mkdir(parents=True, exist_ok=True)
-            (path / name).write_bytes(data)
+    trial = trial_on_storage(api, checkpoint_storage)
+    storage_id = store_over_rest(api, trial, FILES, 40)
+    manager = build_storage_manager(checkpoint_storage)
     body = {
         "uuid": storage_id,
         "steps_completed": 40,
         "resources": {name: len(data) for name, data in FILES.items()},
         "metadata": {"steps_completed": 40},
     }
-    registered = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
-    assert registered.status_code == 201, registered.json()
     again = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
     assert again.status_code == 200  # idempotent on uuid
     return trial, storage_id, manager

@@ -13,7 +13,7 @@ import pytest
 from headway.cli.main import main
 from headway.storage import build_storage_manager
 from registry.models import Trial
-from tests.helpers import TINY_CONFIG, create_experiment
+from tests.helpers import TINY_CONFIG, create_experiment, store_over_rest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,20 +44,7 @@ def register(api, tmp_path):
     manager = build_storage_manager(storage)
 
     def _register(files: dict[str, bytes], resources: dict | None = None) -> str:
-        storage_id = str(uuid.uuid4())
-        with manager.store_path(storage_id) as path:
-            for name, data in files.items():
-                (path / name).parent.mkdir(parents=True, exist_ok=True)
-                (path / name).write_bytes(data)
-        body = {
-            "uuid": storage_id,
-            "steps_completed": 1,
-            "resources": resources or {name: len(data) for name, data in files.items()},
-            "metadata": {"steps_completed": 1},
-        }
-        answer = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
-        assert answer.status_code == 201, answer.json()
-        return storage_id
+        return store_over_rest(api, trial, files, 1, resources=resources)
 
     _register.manager = manager
     return _register

@@ -4,7 +4,6 @@ redirects, and every bad input, against shared_fs and S3 (moto's server mode ove
 from __future__ import annotations
 
 import io
-import json
 import os
 import tarfile
 import uuid
@@ -14,8 +13,7 @@ import pytest
 import requests
 
 from headway.storage import build_storage_manager
-from registry.models import Trial
-from tests.helpers import TINY_CONFIG, create_experiment
+from tests.helpers import store_over_rest, trial_on_storage
 
 pytestmark = pytest.mark.django_db
 
@@ -28,40 +26,12 @@ FILES = {
 URL = "/api/v1/checkpoints/{}/download"
 
 
-@pytest.fixture(params=["shared_fs", "s3"])
-def storage(request, tmp_path):
-    if request.param == "shared_fs":
-        return {"type": "shared_fs", "host_path": str(tmp_path)}
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = f"dl-{uuid.uuid4().hex[:8]}"
-    config = {"type": "s3", "bucket": bucket, "prefix": "runs", "endpoint_url": endpoint}
-    build_storage_manager(config)._client.create_bucket(Bucket=bucket)
-    return config
-
-
 @pytest.fixture
-def stored(api, storage):
+def stored(api, checkpoint_storage):
     """``(storage_id, manager)`` of a registered checkpoint holding ``FILES``."""
-    response = create_experiment(
-        api, config=TINY_CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
-    )
-    assert response.status_code == 201, response.json()
-    trial = Trial.objects.get(experiment_id=response.json()["id"])
-    storage_id = str(uuid.uuid4())
-    manager = build_storage_manager(storage)
-    with manager.store_path(storage_id) as path:
-        for name, data in FILES.items():
-            (path / name).parent.mkdir(parents=True, exist_ok=True)
-            (path / name).write_bytes(data)
-    body = {
-        "uuid": storage_id,
-        "steps_completed": 5,
-        "resources": {name: len(data) for name, data in FILES.items()},
-        "metadata": {"steps_completed": 5},
-    }
-    registered = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
-    assert registered.status_code == 201, registered.json()
-    return storage_id, manager
+    trial = trial_on_storage(api, checkpoint_storage)
+    storage_id = store_over_rest(api, trial, FILES, 5)
+    return storage_id, build_storage_manager(checkpoint_storage)
 
 
 def body_of(response) -> bytes:
@@ -168,7 +138,8 @@ def test_unknown_checkpoint_is_404(api):
     assert api.get(URL.format(uuid.uuid4()), {"format": "zip"}).status_code == 404
 
 
-def test_a_registered_file_missing_from_storage_is_404_naming_it(api, stored, storage):
+def test_a_registered_file_missing_from_storage_is_404_naming_it(api, stored, checkpoint_storage):
+    storage = checkpoint_storage
     storage_id, manager = stored
     if storage["type"] == "s3":
         manager._client.delete_object(
@@ -188,8 +159,9 @@ def test_a_registered_file_missing_from_storage_is_404_naming_it(api, stored, st
 
 
 def test_presigned_redirect_needs_s3_and_serves_the_file_without_credentials(
-    api, stored, storage, settings
+    api, stored, checkpoint_storage, settings
 ):
+    storage = checkpoint_storage
     storage_id, _ = stored
     settings.HEADWAY_PRESIGNED_URL_SECONDS = 120
     params = {"path": "model/state.pth", "redirect": "presigned"}

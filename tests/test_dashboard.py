@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from dashboard.selectors import flatten_hparams, format_length
@@ -14,17 +13,6 @@ from registry.models import Checkpoint, Experiment, State, Trial, TrialLog
 from tests.helpers import DASHBOARD_CONFIG
 
 CHECKPOINT_UUID = uuid.UUID("0f4b8a52-6a43-4f55-9d9c-3f3b2a1d0e77")
-
-
-@pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", password="pw-alice")
-
-
-@pytest.fixture
-def client_alice(client, alice):
-    client.force_login(alice)
-    return client
 
 
 @pytest.fixture

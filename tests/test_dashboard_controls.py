@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
@@ -20,17 +19,6 @@ CONFIG = (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", password="pw-alice")
-
-
-@pytest.fixture
-def client_alice(client: Client, alice) -> Client:
-    client.force_login(alice)
-    return client
 
 
 @pytest.fixture

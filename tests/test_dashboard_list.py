@@ -33,19 +33,8 @@ CONFIG = (
 
 
 @pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", password="pw-alice")
-
-
-@pytest.fixture
 def bob(db):
     return get_user_model().objects.create_user("bob", password="pw-bob")
-
-
-@pytest.fixture
-def client_alice(client: Client, alice) -> Client:
-    client.force_login(alice)
-    return client
 
 
 def _config(searcher: str = "single", metric: str = "validation_accuracy") -> dict:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 from django.urls import reverse
 
 from dashboard.compare import hparam_diff, parse_trial_ids
@@ -16,17 +14,6 @@ from registry.models import Experiment, Trial, TrialLog
 from tests.helpers import DASHBOARD_CONFIG, make_tar_gz
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", password="pw-alice")
-
-
-@pytest.fixture
-def client_alice(client: Client, alice) -> Client:
-    client.force_login(alice)
-    return client
 
 
 def _experiment(owner, trials: int, name: str = "search") -> Experiment:

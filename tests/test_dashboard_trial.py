@@ -26,17 +26,6 @@ CONFIG = (
 
 
 @pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", password="pw-alice")
-
-
-@pytest.fixture
-def client_alice(client: Client, alice) -> Client:
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
 def experiment(alice) -> Experiment:
     return experiment_create(
         owner=alice,

@@ -3,7 +3,6 @@ checkpoints and downloads (Determined's ``determined.experimental.client`` names
 
 from __future__ import annotations
 
-import json
 import pathlib
 import uuid
 
@@ -11,9 +10,7 @@ import pytest
 
 from headway.client import NotFoundError
 from headway.experimental import client
-from headway.storage import build_storage_manager
-from registry.models import Trial
-from tests.helpers import TINY_CONFIG, create_experiment
+from tests.helpers import store_over_rest, trial_on_storage
 
 FILES = {"state-dict.pth": b"\x00w" * 100, "tensorboard/events.out.tfevents.1": b"ev"}
 
@@ -22,28 +19,11 @@ FILES = {"state-dict.pth": b"\x00w" * 100, "tensorboard/events.out.tfevents.1": 
 def stored(api, live_server, tmp_path, monkeypatch):
     monkeypatch.setenv("HEADWAY_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HEADWAY_TOKEN", raising=False)
-    storage = {"type": "shared_fs", "host_path": str(tmp_path / "storage")}
-    config = TINY_CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
-    response = create_experiment(api, config=config)
-    assert response.status_code == 201, response.json()
-    trial = Trial.objects.get(experiment_id=response.json()["id"])
-    manager = build_storage_manager(storage)
-    uuids = []
-    for steps in (10, 20):
-        storage_id = str(uuid.uuid4())
-        with manager.store_path(storage_id) as path:
-            for name, data in FILES.items():
-                (path / name).parent.mkdir(parents=True, exist_ok=True)
-                (path / name).write_bytes(data)
-        body = {
-            "uuid": storage_id,
-            "steps_completed": steps,
-            "resources": {name: len(data) for name, data in FILES.items()},
-            "metadata": {"steps_completed": steps, "val": 1.0 / steps},
-        }
-        answer = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
-        assert answer.status_code == 201, answer.json()
-        uuids.append(storage_id)
+    trial = trial_on_storage(api, {"type": "shared_fs", "host_path": str(tmp_path / "storage")})
+    uuids = [
+        store_over_rest(api, trial, FILES, s, {"steps_completed": s, "val": 1.0 / s})
+        for s in (10, 20)
+    ]
     client.login(master=live_server.url, user="alice", password="alice-password")
     return trial, uuids
 

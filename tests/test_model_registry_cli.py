@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-import json
 import pathlib
-import uuid
 
 import pytest
 
 from headway.cli.main import main
 from headway.client import BadRequestError, NotFoundError
 from headway.experimental import client
-from headway.storage import build_storage_manager
-from registry.models import ModelVersion, Trial
-from tests.helpers import TINY_CONFIG, create_experiment
+from registry.models import ModelVersion
+from tests.helpers import store_over_rest, trial_on_storage
 
 FILES = {"state-dict.pth": b"\x01w" * 64, "nested/extra.json": b"{}"}
 
@@ -28,27 +25,8 @@ def stored(api, live_server, tmp_path, monkeypatch) -> tuple[str, list[str]]:
     monkeypatch.setenv("HEADWAY_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HEADWAY_TOKEN", api.token)
     monkeypatch.delenv("HEADWAY_MASTER", raising=False)
-    storage = {"type": "shared_fs", "host_path": str(tmp_path / "storage")}
-    config = TINY_CONFIG + "checkpoint_storage: " + json.dumps(storage) + "\n"
-    response = create_experiment(api, config=config)
-    assert response.status_code == 201, response.json()
-    trial = Trial.objects.get(experiment_id=response.json()["id"])
-    manager = build_storage_manager(storage)
-    uuids = []
-    for steps in (10, 20):
-        storage_id = str(uuid.uuid4())
-        with manager.store_path(storage_id) as path:
-            for name, data in FILES.items():
-                (path / name).parent.mkdir(parents=True, exist_ok=True)
-                (path / name).write_bytes(data)
-        body = {
-            "uuid": storage_id,
-            "steps_completed": steps,
-            "resources": {name: len(data) for name, data in FILES.items()},
-        }
-        answer = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
-        assert answer.status_code == 201, answer.json()
-        uuids.append(storage_id)
+    trial = trial_on_storage(api, {"type": "shared_fs", "host_path": str(tmp_path / "storage")})
+    uuids = [store_over_rest(api, trial, FILES, steps) for steps in (10, 20)]
     return live_server.url, uuids
 
 

@@ -18,17 +18,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", password="pw-alice")
-
-
-@pytest.fixture
-def client_alice(client: Client, alice) -> Client:
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
 def client_bob(db) -> Client:
     bob = get_user_model().objects.create_user("bob", password="pw-bob")
     other = Client()

@@ -4,8 +4,6 @@
 // on errors and stop while the tab is hidden or once the trial ends.
 (function () {
   "use strict";
-  var POLL_MS = 3000;
-  var MAX_BACKOFF_MS = 30000;
   var TERMINAL = ["COMPLETED", "CANCELED", "ERROR"];
   var root = document.getElementById("metrics-board");
   var script = document.getElementById("metrics-options");
@@ -19,8 +17,6 @@
   if (!section || section.dataset.terminal === "true") {
     return;
   }
-  var failures = 0;
-  var timer = null;
 
   function setText(id, text) {
     var el = document.getElementById(id);
@@ -29,16 +25,8 @@
     }
   }
 
-  function poll() {
-    timer = null;
-    fetch(section.dataset.liveUrl, {
-      headers: { Accept: "application/json" }, credentials: "same-origin",
-    }).then(function (response) {
-      if (!response.ok || response.redirected) {
-        throw new Error("trial update failed: " + response.status);
-      }
-      return response.json();
-    }).then(function (trial) {
+  function tick() {
+    return HeadwayLive.getJSON(section.dataset.liveUrl).then(function (trial) {
       var state = document.querySelector("#trial-state .badge");
       if (state) {
         state.className = "badge state-" + trial.state.toLowerCase();
@@ -49,33 +37,12 @@
         setText("trial-best", Number(Number(trial.best_validation).toPrecision(6)).toString());
       }
       return board.poll().then(function () {
-        failures = 0;
-        if (TERMINAL.indexOf(trial.state) >= 0) {
-          section.dataset.terminal = "true";
-        }
+        var ended = TERMINAL.indexOf(trial.state) >= 0;
+        section.dataset.terminal = ended ? "true" : "false";
+        return !ended;
       });
-    }).catch(function () {
-      failures += 1;
-    }).finally(function () {
-      schedule();
     });
   }
 
-  function schedule() {
-    clearTimeout(timer);
-    timer = null;
-    if (section.dataset.terminal !== "true" && !document.hidden) {
-      timer = setTimeout(poll, Math.min(POLL_MS * Math.pow(2, failures), MAX_BACKOFF_MS));
-    }
-  }
-
-  document.addEventListener("visibilitychange", function () {
-    if (document.hidden) {
-      clearTimeout(timer);
-      timer = null;
-    } else if (!timer) {
-      poll();
-    }
-  });
-  schedule();
+  HeadwayLive.poll(tick);
 })();

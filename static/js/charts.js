@@ -215,18 +215,7 @@ window.HeadwayCharts = (function () {
         });
       });
       (source.trialIds || []).forEach(function (id) { query.append("trial_id", id); });
-      return fetch(source.url + "?" + query.toString(), {
-        headers: { Accept: "application/json" },
-        credentials: "same-origin",
-      }).then(function (response) {
-        if (!response.ok || response.redirected) {
-          var error = new Error("metrics request failed: " + response.status);
-          error.kind = response.status === 401 || response.status === 403 ||
-            response.redirected ? "session" : "connection";
-          throw error;
-        }
-        return response.json();
-      }).then(function (body) {
+      return HeadwayLive.getJSON(source.url + "?" + query.toString()).then(function (body) {
         return body.series.map(function (entry) {
           if (source.trialId !== undefined) {
             entry.trial_id = source.trialId;
@@ -422,12 +411,12 @@ window.HeadwayCharts = (function () {
       }
       out.push({
         type: "scatter",
-        mode: validation ? "lines+markers" : "lines+markers",
+        mode: "lines+markers",
         x: x,
         y: smoothed ? ema(values, self.smoothing) : values,
         name: name,
         legendgroup: "trial-" + id,
-        line: { color: color, width: best ? 3 : 1.5, dash: validation ? "solid" : "solid" },
+        line: { color: color, width: best ? 3 : 1.5 },
         marker: { color: color, size: validation ? 5 : isolatedMarkers(values, 5) },
         connectgaps: false,
         meta: { trial_id: id, label: meta.label, hp: meta.hp, best: best },

@@ -7,15 +7,10 @@
 // while the tab is hidden); the next good poll hides it.
 (function () {
   "use strict";
-  var POLL_MS = 3000;
-  var MAX_BACKOFF_MS = 30000;
   var root = document.getElementById("experiment");
   var options = JSON.parse(document.getElementById("metrics-options").textContent);
   var token = root.dataset.updated;
   var terminal = root.dataset.terminal === "true";
-  var timer = null;
-  var inFlight = false;
-  var failures = 0;
   var banner = document.getElementById("live-banner");
 
   options.onError = function (error) {
@@ -79,88 +74,45 @@
     banner.hidden = false;
   }
 
-  function isLoginPage(response) {
-    var login = banner ? new URL(banner.dataset.loginUrl, window.location.href).pathname : null;
-    return Boolean(login && new URL(response.url).pathname === login);
-  }
-
-  function schedule(delay) {
-    clearTimeout(timer);
-    timer = null;
-    if (!terminal && !document.hidden) {
-      timer = setTimeout(poll, delay);
-    }
-  }
-
-  function poll() {
-    if (inFlight || terminal || document.hidden) {
-      return;
-    }
-    inFlight = true;
+  function tick() {
     var url = root.dataset.liveUrl + "?since=" + encodeURIComponent(token);
-    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
-      .then(function (response) {
-        // login_required answers an expired session with a redirect to the login page.
-        if (response.status === 401 || response.status === 403 ||
-            (response.redirected && isLoginPage(response))) {
-          var expired = new Error("session expired");
-          expired.kind = "session";
-          throw expired;
+    return HeadwayLive.getJSON(url).then(function (data) {
+      showBanner(null);
+      showSummary(data);
+      var pending = data.updated !== token;
+      // Charts never wait for a busy form: their poll only appends what is new.
+      if (pending && data.metrics) {
+        board.bestTrialId = data.best_trial_id;
+        if (board.setMetrics(data.metrics)) {
+          board.reload();
+        } else {
+          board.poll().catch(function () {});
         }
-        if (!response.ok || response.redirected) {
-          throw new Error("live update failed: " + response.status);
+      }
+      if (pending && !trialsBusy()) {
+        if (data.trials_html !== null) {
+          TrialsTable.replace(document.getElementById("trials"), data.trials_html);
         }
-        return response.json();
-      })
-      .then(function (data) {
-        failures = 0;
-        showBanner(null);
-        showSummary(data);
-        var pending = data.updated !== token;
-        // Charts never wait for a busy form: their poll only appends what is new.
-        if (pending && data.metrics) {
-          board.bestTrialId = data.best_trial_id;
-          if (board.setMetrics(data.metrics)) {
-            board.reload();
-          } else {
-            board.poll().catch(function () {});
-          }
+        // The control buttons follow the new state (e.g. Activate once PAUSED).
+        if (data.controls_html !== null) {
+          document.getElementById("experiment-controls").innerHTML = data.controls_html;
         }
-        if (pending && !trialsBusy()) {
-          if (data.trials_html !== null) {
-            TrialsTable.replace(document.getElementById("trials"), data.trials_html);
-          }
-          // The control buttons follow the new state (e.g. Activate once PAUSED).
-          if (data.controls_html !== null) {
-            document.getElementById("experiment-controls").innerHTML = data.controls_html;
-          }
-          token = data.updated;
-          root.dataset.updated = token;
-          pending = false;
-        }
-        // An update waiting for a busy form keeps the polling alive even once the run ended.
-        terminal = data.terminal && !pending;
-        root.dataset.terminal = terminal ? "true" : "false";
-      })
-      .catch(function (error) {
-        failures += 1;
-        showBanner(error && error.kind === "session" ? "session" : "connection");
-      })
-      .finally(function () {
-        inFlight = false;
-        schedule(Math.min(POLL_MS * Math.pow(2, failures), MAX_BACKOFF_MS));
-      });
+        token = data.updated;
+        root.dataset.updated = token;
+        pending = false;
+      }
+      // An update waiting for a busy form keeps the polling alive even once the run ended.
+      terminal = data.terminal && !pending;
+      root.dataset.terminal = terminal ? "true" : "false";
+      return !terminal;
+    });
   }
 
-  // Hidden tabs do not poll; coming back polls at once.
-  document.addEventListener("visibilitychange", function () {
-    if (document.hidden) {
-      clearTimeout(timer);
-      timer = null;
-    } else {
-      poll();
-    }
-  });
-
-  schedule(POLL_MS);
+  if (!terminal) {
+    HeadwayLive.poll(tick, {
+      onError: function (error) {
+        showBanner(error && error.kind === "session" ? "session" : "connection");
+      },
+    });
+  }
 })();

@@ -3,15 +3,11 @@
 // in place. Backs off on errors, stops while the tab is hidden and once every row has ended.
 (function () {
   "use strict";
-  var POLL_MS = 3000;
-  var MAX_BACKOFF_MS = 30000;
   var TERMINAL = ["COMPLETED", "CANCELED", "ERROR"];
   var table = document.querySelector("table.experiments[data-live-url]");
   if (!table) {
     return;
   }
-  var failures = 0;
-  var timer = null;
 
   function liveIds() {
     var ids = [];
@@ -45,45 +41,20 @@
     }
   }
 
-  function poll() {
-    timer = null;
+  // Each tick asks only for the rows still running; none left ends the loop.
+  function tick() {
     var ids = liveIds();
     if (!ids.length) {
-      return;
+      return false;
     }
     var query = ids.map(function (id) { return "id=" + encodeURIComponent(id); }).join("&");
-    fetch(table.dataset.liveUrl + "?" + query, {
-      headers: { Accept: "application/json" }, credentials: "same-origin",
-    }).then(function (response) {
-      if (!response.ok || response.redirected) {
-        throw new Error("list update failed: " + response.status);
-      }
-      return response.json();
-    }).then(function (data) {
-      failures = 0;
+    return HeadwayLive.getJSON(table.dataset.liveUrl + "?" + query).then(function (data) {
       data.experiments.forEach(update);
-    }).catch(function () {
-      failures += 1;
-    }).finally(function () {
-      schedule();
+      return liveIds().length > 0;
     });
   }
 
-  function schedule() {
-    clearTimeout(timer);
-    timer = null;
-    if (!document.hidden && liveIds().length) {
-      timer = setTimeout(poll, Math.min(POLL_MS * Math.pow(2, failures), MAX_BACKOFF_MS));
-    }
+  if (liveIds().length) {
+    HeadwayLive.poll(tick);
   }
-
-  document.addEventListener("visibilitychange", function () {
-    if (document.hidden) {
-      clearTimeout(timer);
-      timer = null;
-    } else if (!timer) {
-      poll();
-    }
-  });
-  schedule();
 })();

@@ -4,8 +4,6 @@
 // while the tab is hidden and once the trial ends.
 (function () {
   "use strict";
-  var POLL_MS = 2000;
-  var MAX_BACKOFF_MS = 30000;
   var TERMINAL = ["COMPLETED", "CANCELED", "ERROR"];
   var root = document.getElementById("trial-logs");
   if (!root || root.dataset.tail !== "true") {
@@ -14,9 +12,6 @@
   var pre = document.getElementById("log-lines");
   var status = document.getElementById("log-status");
   var lastId = Number(root.dataset.lastId);
-  var failures = 0;
-  var timer = null;
-  var done = false;
 
   function atBottom() {
     var scroller = document.scrollingElement;
@@ -46,53 +41,27 @@
     }
   }
 
-  function poll() {
-    timer = null;
-    fetch(root.dataset.logsUrl + "?after=" + lastId, {
-      headers: { Accept: "application/json" }, credentials: "same-origin",
-    }).then(function (response) {
-      if (!response.ok || response.redirected) {
-        throw new Error("logs update failed: " + response.status);
-      }
-      return response.json();
-    }).then(function (data) {
-      failures = 0;
+  function tick() {
+    return HeadwayLive.getJSON(root.dataset.logsUrl + "?after=" + lastId).then(function (data) {
       status.textContent = "";
       append(data.results);
       lastId = data.last_id;
       // A full page means more are waiting: fetch again at once.
       if (data.results.length >= 1000) {
-        schedule(0);
-        return;
+        return 0;
       }
       if (TERMINAL.indexOf(data.trial_state) >= 0) {
-        done = true;
         status.textContent = "The trial ended (" + data.trial_state + ").";
-        return;
+        return false;
       }
-      schedule(POLL_MS);
-    }).catch(function () {
-      failures += 1;
-      status.textContent = "Connection lost, retrying\u2026";
-      schedule(Math.min(POLL_MS * Math.pow(2, failures), MAX_BACKOFF_MS));
+      return true;
     });
   }
 
-  function schedule(delay) {
-    clearTimeout(timer);
-    timer = null;
-    if (!done && !document.hidden) {
-      timer = setTimeout(poll, delay);
-    }
-  }
-
-  document.addEventListener("visibilitychange", function () {
-    if (document.hidden) {
-      clearTimeout(timer);
-      timer = null;
-    } else if (!timer) {
-      poll();
-    }
+  HeadwayLive.poll(tick, {
+    intervalMs: 2000,
+    onError: function () {
+      status.textContent = "Connection lost, retrying\u2026";
+    },
   });
-  schedule(POLL_MS);
 })();
