@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, TypeAdapter, with_config
 from pydantic import ValidationError as PydanticValidationError
@@ -24,7 +24,7 @@ from registry.errors import InvalidInput
 from registry.lifecycle._common import refresh_experiment
 from registry.metrics import _store as store
 from registry.metrics._aggregate import COUNT, LAST_STEP, LAST_VALUE, MAX_VALUE, MIN_VALUE, Agg
-from registry.metrics._sql import insert_rows, quote
+from registry.metrics._sql import copy_rows, insert_rows, quote
 from registry.models import Experiment, MetricReport, Trial
 
 MAX_REPORTS_PER_BATCH = 10_000
@@ -205,13 +205,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                 trial_id=trial.id, group=group, steps_completed__in=steps
             ).exists()
         }
-        insert_rows(
-            MetricReport._meta.db_table,
-            _RAW_COLUMNS,
-            rows,
-            conflict=("trial_id", "group", "steps_completed"),
-            updates=_RAW_UPDATES,
-        )
+        _store_raw(rows, append_only=not replaced)
         appended = {key: pts for key, pts in points.items() if key[0] not in replaced}
         changed: dict[tuple[str, str], Agg | None] = dict(store.append(trial.id, appended))
         for group in replaced:
@@ -239,6 +233,29 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                 )
         trial.save(update_fields=fields)
     return received
+
+
+def _store_raw(rows: list[tuple], *, append_only: bool) -> None:
+    """Write the raw report rows: upserted, or on PostgreSQL appended with ``COPY`` when no stored
+    row has their steps (``append_only``, known from the summary's high-water marks).
+
+    A stored row the summary does not know of (a report without metrics) makes the ``COPY``
+    fail inside its savepoint; the batch is then upserted as usual, so nothing is lost.
+    """
+    if append_only and connection.vendor == "postgresql":
+        try:
+            with transaction.atomic():
+                copy_rows(MetricReport._meta.db_table, _RAW_COLUMNS, rows)
+            return
+        except IntegrityError:
+            pass
+    insert_rows(
+        MetricReport._meta.db_table,
+        _RAW_COLUMNS,
+        rows,
+        conflict=("trial_id", "group", "steps_completed"),
+        updates=_RAW_UPDATES,
+    )
 
 
 def _best_of(experiment: Experiment, agg: Agg | None) -> float | None:
