@@ -36,3 +36,16 @@ def test_charts_show_non_finite_values_as_gaps() -> None:
     assert chartable(math.inf) is None
     assert chartable("-Infinity") is None
     assert chartable(False) is None
+
+
+def test_report_timestamps_are_iso_utc_across_second_boundaries(monkeypatch):
+    import datetime
+
+    from headway.core import _metrics
+
+    for now in (1732348799.999999, 1732348800.000001, 1732348800.5, 1732348801.25):
+        monkeypatch.setattr(_metrics.time, "time", lambda now=now: now)
+        stamp = _metrics.utc_timestamp()
+        assert stamp.endswith("Z") and len(stamp) == len("2024-11-23T08:00:00.000000Z")
+        parsed = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        assert abs(parsed.timestamp() - now) < 2e-6

@@ -9,11 +9,11 @@ queue (never spins) and retries transient failures forever; the server is idempo
 from __future__ import annotations
 
 import collections
-import datetime
 import json
 import logging
 import sys
 import threading
+import time
 from typing import Any, Protocol
 
 import requests
@@ -53,7 +53,13 @@ def json_safe_metrics(metrics: Any, what: str = "metric") -> dict[str, Any]:
 
 
 def _convert(value: Any, key: str, what: str) -> Any:
-    if value is None or isinstance(value, (bool, str, int)):
+    # Exact types first: this runs for every metric of every step.
+    kind = type(value)
+    if kind is float:
+        return encode_float(value)
+    if kind is int or kind is str or kind is bool or value is None:
+        return value
+    if isinstance(value, (bool, str, int)):
         return value
     if isinstance(value, float):
         return encode_float(value)
@@ -85,15 +91,26 @@ def _tensor_like_to_python(value: Any) -> Any:
         return value.item() if value.ndim == 0 else value.tolist()
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
-        value = value.detach()
-        return value.item() if value.dim() == 0 else value.cpu().tolist()
+        # .item() needs no detach (it copies the value out); a detach costs a new tensor.
+        return value.item() if value.dim() == 0 else value.detach().cpu().tolist()
     return _UNCONVERTIBLE
 
 
+_second_cache: list[Any] = [-1, ""]  # [whole second, its "YYYY-MM-DDTHH:MM:SS" text]
+
+
 def utc_timestamp() -> str:
-    """Now as ISO-8601 UTC with a ``Z`` suffix (the registry's timestamp format)."""
-    now = datetime.datetime.now(datetime.UTC)
-    return now.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """Now as ISO-8601 UTC with microseconds and a ``Z`` suffix (the registry's format).
+
+    Called for every report: the date-and-time text is formatted once per second and reused.
+    """
+    now = time.time()
+    second = int(now)
+    if second != _second_cache[0]:
+        _second_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second_cache[0] = second
+    micro = min(999_999, round((now - second) * 1_000_000))
+    return f"{_second_cache[1]}.{micro:06d}Z"
 
 
 class MetricSink(Protocol):

@@ -14,6 +14,7 @@ from headway.core._metrics import LocalMetricSink, MetricSink, json_safe_metrics
 logger = logging.getLogger("headway.core")
 
 _GROUP_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_VALID_GROUPS = frozenset({"training", "validation"})  # skip the regex for the usual two
 
 
 def check_steps_completed(value: Any) -> int:
@@ -121,7 +122,7 @@ class TrainContext:
             ValueError: for a bad group name or ``steps_completed``.
             TypeError: naming the key of a value that is not JSON-serializable.
         """
-        if not isinstance(group, str) or not _GROUP_RE.fullmatch(group):
+        if not (isinstance(group, str) and (group in _VALID_GROUPS or _GROUP_RE.fullmatch(group))):
             raise ValueError(f"metric group must match [a-z][a-z0-9_]{{0,31}}, got {group!r}")
         steps_completed = check_steps_completed(steps_completed)
         safe = json_safe_metrics(metrics)
