@@ -26,7 +26,7 @@ migrate: install
 demo: migrate
 	$(PY) manage.py demo $(if $(ONCE),--once)
 
-## make serve: web server + one worker in the foreground (HEADWAY_PORT honoured).
+## make serve: web server (gunicorn, config/gunicorn.py) + one worker in the foreground (HEADWAY_PORT honoured).
 serve: migrate
 	$(PY) manage.py serve
 

@@ -12,6 +12,7 @@ import base64
 import importlib.util
 import io
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -144,6 +145,8 @@ class Backend:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "DATABASE_URL": self.database_url,
+            # A deployment's settings require a key on PostgreSQL; a throwaway one per run here.
+            "SECRET_KEY": os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
             "HEADWAY_VAR_DIR": str(self.var_dir),
             # Nobody consumes this queue: trial runs enqueued at experiment creation just sit.
             "HEADWAY_QUEUE": f"bench-{os.getpid()}",
@@ -245,10 +248,10 @@ class Server:
             if self.proc.poll() is not None:
                 break
             try:
-                if requests.get(f"{self.url}/healthz", timeout=1).ok:
+                if requests.get(f"{self.url}/healthz", timeout=5).ok:
                     return self
-            except requests.ConnectionError:
-                pass
+            except (requests.ConnectionError, requests.Timeout):
+                pass  # not listening yet, or a worker still loading Django
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"{self.kind} did not start:\n{self._log.read_text()[-2000:]}")

@@ -8,21 +8,28 @@ to PostgreSQL, ``REDIS_URL`` to a Redis broker; see docs/configuration.md for ev
 import os
 import re
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 import plotly
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import envbool, envint, envstr
+from config.env import embedded_secret_key, envbool, envint, envstr
 from headway.archive import MAX_MODEL_DEF_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("HEADWAY_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = envstr("SECRET_KEY", "headway-embedded-insecure-key-change-me")
 DEBUG = envbool("DEBUG", False)
+# SECRET_KEY signs sessions and CSRF tokens. Required on PostgreSQL (a deployment); the
+# single-machine SQLite setup (and the tests) use a random key kept in $HEADWAY_VAR_DIR.
+SECRET_KEY = envstr("SECRET_KEY", "") or embedded_secret_key(
+    VAR_DIR,
+    allowed=envstr("DATABASE_URL", "sqlite:").startswith("sqlite:")
+    or bool(os.environ.get("PYTEST_VERSION")),
+)
 ALLOWED_HOSTS = envstr("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver,[::1]").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in envstr("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -43,10 +50,15 @@ INSTALLED_APPS = [
     "django_filters",
     "dashboard",
     "workers",
+    # Content-Security-Policy header (CONTENT_SECURITY_POLICY below) and login throttling.
+    "csp",
+    "axes",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # JSON 413 for API bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (not Django's HTML 400).
+    "registry.api.body_limit.BodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -54,6 +66,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into a 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -96,6 +111,49 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+
+# Login throttling (django-axes): after HEADWAY_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, logins for it from there answer 429 for HEADWAY_LOGIN_COOLOFF_MINUTES
+# (dashboard and POST /api/v1/auth/login/). A correct password resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("HEADWAY_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("HEADWAY_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+
+# Behind a TLS-terminating proxy (HEADWAY_TLS): trust its X-Forwarded-Proto, send cookies over
+# HTTPS only and ask browsers for HTTPS from now on (HSTS). The proxy must set that header.
+HEADWAY_TLS = envbool("HEADWAY_TLS", False)
+if HEADWAY_TLS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = envint("HEADWAY_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("HEADWAY_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# No inline or third-party script anywhere (dashboard controls confirm through
+# static/js/confirm.js); inline styles stay allowed (Plotly and progress bars set style
+# attributes). Chromium checks every dashboard page against it (tests/test_production_settings.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -137,9 +195,16 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["registry.api.permissions.IsUserOrTrialScoped"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "registry.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Documents every operation's JSON error answers (registry/api/schema.py).
+    "DEFAULT_SCHEMA_CLASS": "registry.api.schema.HeadwayAutoSchema",
+    # The REST API takes JSON only (the SDK, CLI and client send JSON): no form or multipart
+    # parsing of bodies nobody sends; anything else is a 415.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # OPTIONS answers 405: the schema (/api/v1/schema/) describes the API, and DRF's metadata
+    # crashed (500) on viewsets without a serializer_class.
+    "DEFAULT_METADATA_CLASS": None,
     "EXCEPTION_HANDLER": "registry.api.errors.exception_handler",
     # Accept the NaN/Infinity literals Python's json emits in metric reports; responses never
     # hold them (non-finite values are stored and returned as strings).
@@ -151,6 +216,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Experiments, trials, metrics and checkpoints.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and Swagger UI need a login (a user's token or dashboard session), like the
+    # rest of the API; trial-run tokens are refused (issue #12, Low finding).
+    "SERVE_PERMISSIONS": ["registry.api.permissions.IsUserOrTrialScoped"],
     # Swagger UI and Redoc from drf-spectacular-sidecar's static files instead of a CDN; no
     # call to the public validator.swagger.io either.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -202,6 +270,15 @@ HEADWAY_CHECKPOINT_DIR = Path(
     envstr("HEADWAY_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints"))
 ).resolve()
 HEADWAY_WORK_DIR = Path(envstr("HEADWAY_WORK_DIR", str(VAR_DIR / "work"))).resolve()
+# Trial isolation (workers/isolation.py): the Unix user trials run as (the worker must be root),
+# and names of worker variables passed to trials besides the built-in allow-list.
+HEADWAY_TRIAL_USER = envstr("HEADWAY_TRIAL_USER", "")
+HEADWAY_TRIAL_ENV = [n.strip() for n in envstr("HEADWAY_TRIAL_ENV", "").split(",") if n.strip()]
+# S3-compatible endpoints an experiment's checkpoint_storage.endpoint_url may name (the registry
+# sends signed requests there: registry/storage_endpoints.py). Empty: AWS's endpoints only.
+HEADWAY_STORAGE_ENDPOINTS = [
+    u.strip() for u in envstr("HEADWAY_STORAGE_ENDPOINTS", "").split(",") if u.strip()
+]
 # Lifetime of the S3 URLs that `checkpoints/{uuid}/download?redirect=presigned` redirects to.
 HEADWAY_PRESIGNED_URL_SECONDS = envint("HEADWAY_PRESIGNED_URL_SECONDS", 300)
 if not 1 <= HEADWAY_PRESIGNED_URL_SECONDS <= 7 * 24 * 3600:
@@ -215,12 +292,29 @@ HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS = envint("HEADWAY_CHECKPOINT_ORPHAN_GRAC
 # Model definitions are stored with the experiment; the rule and its default live in
 # headway.archive (shared with the CLI's packer).
 HEADWAY_MAX_MODEL_DEF_BYTES = envint("HEADWAY_MAX_MODEL_DEF_BYTES", MAX_MODEL_DEF_BYTES)
+# Untrusted input is bounded before it is parsed (docs/security.md, "Untrusted input: limits").
+# Archives are checked in a child process with these wall-time and memory limits.
+HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS = float(envstr("HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS", "20"))
+HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES = envint("HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES", 1024**3)
+HEADWAY_MAX_CONFIG_BYTES = envint("HEADWAY_MAX_CONFIG_BYTES", 256 * 1024)
+HEADWAY_MAX_METRIC_NAMES_PER_REPORT = envint("HEADWAY_MAX_METRIC_NAMES_PER_REPORT", 1000)
+HEADWAY_MAX_METRIC_SERIES_PER_TRIAL = envint("HEADWAY_MAX_METRIC_SERIES_PER_TRIAL", 10_000)
+HEADWAY_MAX_LOG_LINE_CHARS = envint("HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
+HEADWAY_MAX_CHECKPOINT_FILES = envint("HEADWAY_MAX_CHECKPOINT_FILES", 50_000)
+# A request body may hold the base64 of the largest model definition plus the config; larger
+# bodies are answered with a JSON 413 (registry.api.errors), not Django's HTML 400.
+DATA_UPLOAD_MAX_MEMORY_SIZE = (
+    4 * -(-HEADWAY_MAX_MODEL_DEF_BYTES // 3) + 2 * HEADWAY_MAX_CONFIG_BYTES
+)
 # Kill: seconds between SIGTERM and SIGKILL of a trial's process group.
 HEADWAY_KILL_GRACE_SECONDS = float(envstr("HEADWAY_KILL_GRACE_SECONDS", "10"))
 # Workers heartbeat each run this often; a run whose worker has not heartbeated for the timeout
 # is lost and its trial re-queued (the reaper runs every HEADWAY_REAPER_INTERVAL_SECONDS).
 HEADWAY_HEARTBEAT_SECONDS = float(envstr("HEADWAY_HEARTBEAT_SECONDS", "10"))
 HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = envint("HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60)
+# A placed run no worker claimed this long after its task was sent gets the task again (a lost
+# broker message; registry/scheduling/_redispatch.py).
+HEADWAY_DISPATCH_TIMEOUT_SECONDS = envint("HEADWAY_DISPATCH_TIMEOUT_SECONDS", 120)
 HEADWAY_LOG_FLUSH_SECONDS = float(envstr("HEADWAY_LOG_FLUSH_SECONDS", "0.5"))
 # Torch/OMP threads per slot handed to trial processes (0 = leave torch's default).
 HEADWAY_THREADS_PER_SLOT = envint("HEADWAY_THREADS_PER_SLOT", 0)
@@ -252,5 +346,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
-    "loggers": {"django.server": {"level": "WARNING"}},
+    # django-axes logs every failed login at INFO; lock-outs are WARNING.
+    "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

@@ -11,6 +11,9 @@ def healthz(request):
     return JsonResponse({"status": "ok"})
 
 
+# JSON 404s under /api/ (registry/api/errors.py), Django's page elsewhere.
+handler404 = "registry.api.errors.not_found"
+
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include("registry.api.urls")),

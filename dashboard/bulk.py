@@ -3,7 +3,8 @@
 One POST form (CSRF-checked) names an ``action`` and the ticked ``experiment`` ids. Each
 experiment goes through the same ``registry.lifecycle`` function as its own button on the
 experiment page (``dashboard.controls.EXPERIMENT_CONTROLS``), one transaction each, so a refusal
-for one experiment (an illegal state) changes nothing for it and does not stop the others. Kill
+for one experiment (an illegal state, or another user's experiment: ``registry.authz``) changes
+nothing for it and does not stop the others. Kill
 (no checkpoint) and unarchive stay per experiment, on its page, where the confirmation can name
 what will be lost.
 """
@@ -18,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from dashboard.controls import EXPERIMENT_CONTROLS
+from registry import authz
 from registry.errors import RegistryError
 from registry.models import Experiment
 
@@ -73,6 +75,7 @@ def experiments_bulk(request: HttpRequest) -> HttpResponse:
             messages.error(request, f"Experiment {experiment_id} not found.")
             continue
         try:
+            authz.ensure_can_change_experiment(request.user, experiment_id)
             experiment = service(experiment_id=experiment_id)
         except RegistryError as exc:
             messages.error(

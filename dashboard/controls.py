@@ -3,7 +3,8 @@
 Each view only validates the request and calls one ``registry.lifecycle`` function, the single
 place that changes states (STYLE.md §3); the outcome is shown with a ``messages`` note on the
 page it redirects to. An illegal transition (a stale page, a double click) becomes an error note,
-never a 500.
+never a 500. Only the owner or an admin may use a control (``registry.authz``, the rule the REST
+API applies); anyone else gets 403 naming the owner rule (the pages do not show them the forms).
 
 Every form carries a ``next`` field, the page it was posted from (trial page or experiment page);
 the views go back there when it is a same-host path (Django's ``url_has_allowed_host_and_scheme``,
@@ -18,6 +19,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -25,7 +27,7 @@ from django.views.decorators.http import require_POST
 
 from dashboard.forms import ContinueTrialForm, stash_continue_form
 from headway.cli import merge_hparam_overrides
-from registry import lifecycle
+from registry import authz, lifecycle
 from registry.errors import RegistryError
 from registry.models import Experiment, Trial
 
@@ -50,6 +52,14 @@ def _service(table: dict[str, Callable[..., Any]], action: str) -> Callable[...,
         return table[action]
     except KeyError:
         raise Http404(f"Unknown control {action!r}.") from None
+
+
+def _ensure(check: Callable[[Any, int], None], request: HttpRequest, object_id: int) -> None:
+    """Run an ``authz`` check for the request's user; its refusal becomes Django's 403."""
+    try:
+        check(request.user, object_id)
+    except authz.NotPermitted as exc:
+        raise PermissionDenied(exc.detail) from None
 
 
 def _back(request: HttpRequest, fallback: str, *args: Any) -> HttpResponse:
@@ -80,6 +90,7 @@ def experiment_control(request: HttpRequest, experiment_id: int, action: str) ->
     """
     service = _service(EXPERIMENT_CONTROLS, action)
     get_object_or_404(Experiment.objects.only("id"), id=experiment_id)
+    _ensure(authz.ensure_can_change_experiment, request, experiment_id)
     try:
         experiment = service(experiment_id=experiment_id)
     except RegistryError as exc:
@@ -101,6 +112,7 @@ def trial_control(request: HttpRequest, trial_id: int, action: str) -> HttpRespo
     """
     service = _service(TRIAL_CONTROLS, action)
     trial = get_object_or_404(Trial.objects.only("id", "experiment_id"), id=trial_id)
+    _ensure(authz.ensure_can_change_trial, request, trial.id)
     try:
         trial = service(trial_id=trial.id)
     except RegistryError as exc:
@@ -124,6 +136,7 @@ def trial_continue(request: HttpRequest, trial_id: int) -> HttpResponse:
     form with them (``dashboard.forms.stash_continue_form``).
     """
     trial = get_object_or_404(Trial.objects.only("id", "experiment_id", "hparams"), id=trial_id)
+    _ensure(authz.ensure_can_change_trial, request, trial.id)
     form = ContinueTrialForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Trial {trial.id} not continued: {form.error_text()}")

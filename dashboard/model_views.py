@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.controls import _back
 from dashboard.selectors import CHECKPOINT_DOWNLOAD_URL
+from registry import authz
 from registry import model_registry as svc
 from registry.errors import InvalidInput, RegistryError
 from registry.models import ModelVersion, RegisteredModel
@@ -117,7 +118,7 @@ def model(request: HttpRequest, name: str) -> HttpResponse:
     page = Paginator(versions, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     for version in page:
         version.download_url = CHECKPOINT_DOWNLOAD_URL.format(uuid=version.checkpoint_id)  # type: ignore[attr-defined]
-    can_modify = request.user.is_staff or obj.owner_id == request.user.pk
+    can_modify = authz.can_change(request.user, obj.owner_id)
     context = {"model": obj, "page": page, "can_modify": can_modify}
     return render(request, "dashboard/model.html", context)
 

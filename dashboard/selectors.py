@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from headway.expconf import ConfigError, Length
+from registry.authz import can_change
 from registry.lifecycle import EXPERIMENT_CONTROLS, TRIAL_CONTROLS, legal_controls
 from registry.models import (
     Checkpoint,
@@ -126,25 +127,44 @@ def format_length(length: Any) -> str:
         return str(length)
 
 
-def experiment_actions(experiment: Experiment) -> list[str]:
-    """The experiment controls legal in its current state, in button order.
+def experiment_actions(experiment: Experiment, user: Any = None) -> list[str]:
+    """The experiment controls legal in its current state and permitted to ``user``, in button
+    order.
 
     Read from ``registry.lifecycle``'s table; ``archive`` only while not archived, and
-    ``unarchive`` when archived.
+    ``unarchive`` when archived. None when ``user`` may not change the experiment
+    (``registry.authz.can_change``: not its owner nor an admin); ``user=None`` skips that check.
     """
+    if user is not None and not can_change(user, experiment.owner_id):
+        return []
     actions = legal_controls(EXPERIMENT_CONTROLS, experiment.state)
     if experiment.archived:
         return [a for a in actions if a != "archive"] + ["unarchive"]
     return actions
 
 
-def trial_actions(trial: Trial) -> list[str]:
-    """The trial controls (pause, activate, cancel, kill) legal in its current state."""
+def trial_actions(trial: Trial, user: Any = None, *, owner_id: int | None = None) -> list[str]:
+    """The trial controls (pause, activate, cancel, kill) legal in its current state; none when
+    ``user`` is given and may not change the trial (``owner_id``: its experiment's owner)."""
+    if user is not None and not can_change(user, owner_id):
+        return []
     return [a for a in legal_controls(TRIAL_CONTROLS, trial.state) if a != "continue"]
 
 
-def experiment_trials(experiment: Experiment) -> list[Trial]:
-    """The experiment's trials with display extras attached.
+def trial_can_continue(
+    trial: Trial, checkpoints: Sequence[Checkpoint], user: Any, owner_id: int
+) -> bool:
+    """Whether to offer "Continue trial": PAUSED or ended, with a checkpoint, and ``user`` may
+    change the trial (its owner or an admin)."""
+    return (
+        "continue" in legal_controls(TRIAL_CONTROLS, trial.state)
+        and bool(checkpoints)
+        and (user is None or can_change(user, owner_id))
+    )
+
+
+def experiment_trials(experiment: Experiment, user: Any = None) -> list[Trial]:
+    """The experiment's trials with display extras attached (controls permitted to ``user``).
 
     Each trial gets ``current_run`` (its latest ``TrialRun`` or None), ``hparams_flat``,
     ``checkpoint_list`` (completed checkpoints, newest step first, each with ``download_url``),
@@ -169,9 +189,12 @@ def experiment_trials(experiment: Experiment) -> list[Trial]:
         trial.current_run = runs.get(trial.run_id)  # type: ignore[attr-defined]
         trial.hparams_flat = flatten_hparams(trial.hparams)  # type: ignore[attr-defined]
         trial.checkpoint_list = checkpoints.get(trial.id, [])  # type: ignore[attr-defined]
-        trial.actions = trial_actions(trial)  # type: ignore[attr-defined]
-        trial.can_continue = "continue" in legal_controls(TRIAL_CONTROLS, trial.state) and bool(  # type: ignore[attr-defined]
-            trial.checkpoint_list  # type: ignore[attr-defined]
+        trial.actions = trial_actions(trial, user, owner_id=experiment.owner_id)  # type: ignore[attr-defined]
+        trial.can_continue = trial_can_continue(  # type: ignore[attr-defined]
+            trial,
+            trial.checkpoint_list,  # type: ignore[attr-defined]
+            user,
+            experiment.owner_id,
         )
     return trials
 

@@ -34,7 +34,7 @@ def trial(request: HttpRequest, trial_id: int) -> HttpResponse:
     )
     checkpoints = trial_selectors.trial_checkpoints(obj)
     runs = trial_selectors.trial_runs(obj)
-    trial_selectors.attach_controls(obj, checkpoints.rows)
+    trial_selectors.attach_controls(obj, checkpoints.rows, request.user)
     context = {
         "trial": obj,
         "experiment": obj.experiment,

@@ -18,9 +18,9 @@ from dashboard.selectors import (
     CHECKPOINT_DOWNLOAD_URL,
     flatten_hparams,
     trial_actions,
+    trial_can_continue,
 )
 from headway.metric_values import chartable
-from registry.lifecycle import TRIAL_CONTROLS, legal_controls
 from registry.models import (
     Checkpoint,
     CheckpointState,
@@ -152,16 +152,16 @@ def trial_error(trial: Trial, runs: Sequence[TrialRun]) -> RunError | None:
     return RunError(run=run, lines=lines)
 
 
-def attach_controls(trial: Trial, checkpoints: Sequence[Checkpoint]) -> None:
-    """Set what ``_trial_controls.html`` reads: ``actions``, ``checkpoint_list``, ``can_continue``.
+def attach_controls(trial: Trial, checkpoints: Sequence[Checkpoint], user: Any = None) -> None:
+    """Set what ``_trial_controls.html`` reads: ``actions``, ``checkpoint_list``, ``can_continue``
+    (only the controls ``user`` may use: the trial's owner or an admin).
 
     ``checkpoint_list`` is the completed checkpoints among ``checkpoints`` (the continue form's
     choices); no query.
     """
     completed = [c for c in checkpoints if c.state == CheckpointState.COMPLETED]
-    trial.actions = trial_actions(trial)  # type: ignore[attr-defined]
+    owner_id = trial.experiment.owner_id
+    trial.actions = trial_actions(trial, user, owner_id=owner_id)  # type: ignore[attr-defined]
     trial.checkpoint_list = completed  # type: ignore[attr-defined]
-    trial.can_continue = "continue" in legal_controls(TRIAL_CONTROLS, trial.state) and bool(  # type: ignore[attr-defined]
-        completed
-    )
+    trial.can_continue = trial_can_continue(trial, completed, user, owner_id)  # type: ignore[attr-defined]
     trial.hparams_flat = flatten_hparams(trial.hparams)  # type: ignore[attr-defined]

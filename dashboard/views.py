@@ -67,7 +67,7 @@ def experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
     trials or points.
     """
     exp = _get_experiment(experiment_id)
-    trials = selectors.experiment_trials(exp)
+    trials = selectors.experiment_trials(exp, request.user)
     searcher = exp.config.get("searcher", {}) if isinstance(exp.config, dict) else {}
     chart_options = overview.experiment_chart_options(exp, trials)
     context = {
@@ -81,7 +81,7 @@ def experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
         "hparam_data": overview.hparam_data(exp, trials),
         "config": experiment_config.config_views(exp),
         "updated": selectors.update_token(exp, trials),
-        "experiment_actions": selectors.experiment_actions(exp),
+        "experiment_actions": selectors.experiment_actions(exp, request.user),
     }
     return render(request, "dashboard/experiment.html", context)
 
@@ -99,7 +99,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     The two HTML parts carry the control forms legal in the new states.
     """
     exp = _get_experiment(experiment_id)
-    trials = selectors.experiment_trials(exp)
+    trials = selectors.experiment_trials(exp, request.user)
     token = selectors.update_token(exp, trials)
     changed = request.GET.get("since") != token
     metric_list = trials_html = controls_html = None
@@ -119,7 +119,10 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
         )
         controls_html = render_to_string(
             "dashboard/_experiment_controls.html",
-            {"experiment": exp, "experiment_actions": selectors.experiment_actions(exp)},
+            {
+                "experiment": exp,
+                "experiment_actions": selectors.experiment_actions(exp, request.user),
+            },
             request=request,
         )
     return JsonResponse(

@@ -6,7 +6,7 @@ Views (REST and dashboard) only call these functions. Rules, in one place:
 - A model name is 1-256 characters of ``A-Z a-z 0-9 . _ -`` starting with a letter or digit
   (``MODEL_NAME_RE``), so it is a URL path segment as is (``/models/{name}/``), with no
   percent-encoding and never ``.`` or ``..``. Names are unique, case-sensitive.
-- Everyone logged in may read every model; only the model's owner or a staff user may change or
+- Everyone logged in may read every model; only the model's owner or an admin may change or
   delete it or its versions (``check_can_modify``, 403 otherwise).
 - Versions are numbered 1, 2, ... per model: the next number is the highest plus one, chosen while
   the model row is locked (``select_for_update``), so concurrent registrations never collide.
@@ -31,6 +31,7 @@ from django.db.models import BooleanField, Max, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from registry.authz import NotPermitted, can_change
 from registry.errors import InvalidInput, RegistryError
 from registry.models import Checkpoint, CheckpointState, ModelVersion, RegisteredModel
 
@@ -52,7 +53,7 @@ class ModelNotFound(RegistryError):
     status = 404
 
 
-class ModelPermissionDenied(RegistryError):
+class ModelPermissionDenied(NotPermitted):
     """403: the user may read the model but neither owns it nor is staff."""
 
     status = 403
@@ -80,8 +81,9 @@ def validate_model_name(name: Any) -> str:
 
 
 def check_can_modify(model: RegisteredModel, user: Any) -> None:
-    """Raise ``ModelPermissionDenied`` unless ``user`` owns ``model`` or is staff."""
-    if user.is_staff or model.owner_id == user.pk:
+    """Raise ``ModelPermissionDenied`` unless ``user`` owns ``model`` or is an admin
+    (``registry.authz.can_change``)."""
+    if can_change(user, model.owner_id):
         return
     raise ModelPermissionDenied(
         f"Only the owner of model {model.name!r} ({model.owner.get_username()}) or an admin may"

@@ -54,11 +54,18 @@ def _moto_server():
 
 
 @pytest.fixture
-def s3_endpoint(_moto_server, monkeypatch) -> str:
-    """A real S3 endpoint over HTTP (moto's server mode) with test credentials in the env."""
+def s3_endpoint(_moto_server, monkeypatch, request) -> str:
+    """A real S3 endpoint over HTTP (moto's server mode) with test credentials in the env, and
+    allowed as a storage endpoint (``HEADWAY_STORAGE_ENDPOINTS``) in this process's settings
+    and environment (workers started from ``os.environ`` inherit it)."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("HEADWAY_STORAGE_ENDPOINTS", _moto_server)
+    if request.config.pluginmanager.hasplugin("django"):
+        from django.conf import settings
+
+        monkeypatch.setattr(settings, "HEADWAY_STORAGE_ENDPOINTS", [_moto_server], raising=False)
     return _moto_server
 
 

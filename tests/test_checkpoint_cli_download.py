@@ -136,7 +136,12 @@ def test_no_archive_is_left_when_the_checkpoint_is_gone(cli, register, tmp_path,
 
 
 def test_it_refuses_a_registered_path_leaving_the_directory(cli, register, tmp_path, capsys):
-    storage_id = register({"a.bin": b"a"}, {"a.bin": 1, "../escaped.txt": 1})
+    from registry.models import Checkpoint
+
+    storage_id = register({"a.bin": b"a"})
+    # The registry refuses such a path since issue #12; a row stored before that (or a tampered
+    # database) must still not make the CLI write outside DIR.
+    Checkpoint.objects.filter(uuid=storage_id).update(resources={"a.bin": 1, "../escaped.txt": 1})
     assert cli(["checkpoint", "download", storage_id, "-o", str(tmp_path / "out")]) == 1
     assert "unsafe" in capsys.readouterr().err
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out").exists()

@@ -74,8 +74,10 @@ def moto_process():
 
 
 @pytest.fixture
-def s3(moto_process, monkeypatch):
-    """A fresh bucket's ``checkpoint_storage`` config on the moto process."""
+def s3(moto_process, monkeypatch, settings):
+    """A fresh bucket's ``checkpoint_storage`` config on the moto process (an allowed storage
+    endpoint of the registry)."""
+    settings.HEADWAY_STORAGE_ENDPOINTS = [moto_process]
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")

@@ -36,7 +36,9 @@ def s3_hosts(cluster, cluster_api, s3_endpoint, settings, tmp_path):
     build_storage_manager(storage)._client.create_bucket(Bucket=storage["bucket"])
     pool = f"headway-s3-{uuid.uuid4().hex[:8]}"
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
-    workers = start_host_workers(cluster.env, tmp_path, pool, 1, **AWS_ENV)
+    workers = start_host_workers(
+        cluster.env, tmp_path, pool, 1, HEADWAY_STORAGE_ENDPOINTS=s3_endpoint, **AWS_ENV
+    )
     try:
         wait_for(
             lambda: WorkerHost.objects.filter(pool=pool).alive().count() == 2, 60, "S3 workers"

@@ -108,7 +108,7 @@ def test_experiment_controls_and_archive(client_alice: Client, experiment: Exper
     assert (
         reverse("dashboard:experiment-control", args=[experiment.id, "unarchive"]).encode() in page
     )
-    assert b"return confirm(" not in page  # no Kill button once it ended
+    assert b"data-confirm=" not in page  # no Kill button once it ended
 
 
 def test_the_page_offers_only_legal_controls(client_alice: Client, experiment: Experiment) -> None:
@@ -117,7 +117,7 @@ def test_the_page_offers_only_legal_controls(client_alice: Client, experiment: E
         assert reverse("dashboard:experiment-control", args=[experiment.id, action]) in page
     for action in ("activate", "archive", "unarchive"):
         assert reverse("dashboard:experiment-control", args=[experiment.id, action]) not in page
-    assert "return confirm(" in page  # Kill asks first
+    assert "data-confirm=" in page  # Kill asks first (static/js/confirm.js)
     assert "Continue trial" not in page  # ACTIVE, and no checkpoint
 
 

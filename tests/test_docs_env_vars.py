@@ -342,6 +342,13 @@ def test_docker_compose_sets_only_documented_variables():
     for service in compose["services"].values():
         environment = service.get("environment") or {}
         names.update(environment if isinstance(environment, dict) else [])
-    internal = {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"}  # the postgres image's own
+    # The postgres and minio images' own.
+    internal = {
+        "POSTGRES_USER",
+        "POSTGRES_PASSWORD",
+        "POSTGRES_DB",
+        "MINIO_ROOT_USER",
+        "MINIO_ROOT_PASSWORD",
+    }
     undocumented = sorted(names - listed - internal)
     assert not undocumented, f"docker-compose.yml sets undocumented variables: {undocumented}"

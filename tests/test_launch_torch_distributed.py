@@ -134,6 +134,10 @@ before = exercise(d)
 dist.init_process_group("gloo")
 after = exercise(core.DistributedContext.from_torch_distributed())
 print(json.dumps({"rank": d.rank, "before": before, "after": after}), flush=True)
+# Tear down in order, as a script should: gloo's threads are otherwise killed at interpreter exit
+# ("terminate called without an active exception", an exit code of -6 now and then).
+d.close()
+dist.destroy_process_group()
 """
 
 # Rank 1 dies at once; rank 0 would sleep for a long time (its pid is written first).

@@ -104,9 +104,12 @@ def test_the_worker_of_serve_and_demo_is_one_host_with_the_configured_slots(chil
 def test_the_web_server_listens_on_localhost_at_the_port():
     assert services.web_command(8123) == [
         sys.executable,
-        "manage.py",
-        "runserver",
-        "--noreload",
+        "-m",
+        "gunicorn",
+        "-c",
+        "config/gunicorn.py",
+        "config.wsgi:application",
+        "--bind",
         "127.0.0.1:8123",
     ]
 

@@ -35,16 +35,18 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from headway.archive import extract_model_definition
+from headway.archive import check_model_definition_isolated, extract_model_definition
 from headway.expconf import parse_experiment_config
 from registry import lifecycle
 from registry.models import Checkpoint, Experiment, RunShare, TrialLog, TrialRun
-from workers import distributed, supervision
+from workers import distributed, isolation, supervision
 from workers.distributed import NodePlan
+from workers.loglines import clean_line, read_lines
 
 logger = logging.getLogger("headway.worker")
 
 _EOF = object()
+_LOG_INSERT_BATCH = 500  # rows an INSERT: bounds one statement's size (lines are cut too)
 
 
 def worker_name() -> str:
@@ -107,11 +109,19 @@ def _environment(
     info_path: Path,
     node: NodePlan | None = None,
     share: RunShare | None = None,
+    user: isolation.TrialUser | None = None,
 ) -> dict[str, str]:
-    """The trial process's environment on this host (``share``: a non-chief host's part)."""
+    """The trial process's environment on this host (``share``: a non-chief host's part;
+    ``user``: the ``HEADWAY_TRIAL_USER`` it runs as)."""
     node = node or NodePlan(total_slots=max(run.slots, 1))
     part = share if share is not None else run
-    env = dict(os.environ)
+    # An allow-list of the worker's environment: never its secrets (workers/isolation.py).
+    storage = (run.trial.experiment.config or {}).get("checkpoint_storage") or {}
+    env = isolation.trial_base_environment(
+        os.environ,
+        storage_type=str(storage.get("type") or ""),
+        extra=settings.HEADWAY_TRIAL_ENV,
+    )
     # `python` in a shell entrypoint must be the interpreter that has headway installed.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(
@@ -143,14 +153,14 @@ def _environment(
     env["HEADWAY_CHIEF_IP"] = node.chief_addr
     if node.port is not None:
         env["HEADWAY_RDZV_PORT"] = str(node.port)
-    for var in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL"):
-        env.pop(var, None)  # the trial talks to the registry over REST only
+    if user is not None:
+        env.update({"HOME": user.home, "USER": user.name, "LOGNAME": user.name})
     return env
 
 
 def _pump(stream, lines: queue.Queue) -> None:
-    for line in iter(stream.readline, ""):
-        lines.put(line.rstrip("\n"))
+    for line in read_lines(stream, settings.HEADWAY_MAX_LOG_LINE_CHARS):  # NUL-free, cut
+        lines.put(line)
     lines.put(_EOF)
 
 
@@ -167,14 +177,14 @@ class _LogWriter:
             TrialLog(
                 trial_id=self.trial_id,
                 run_id=self.run_id,
-                message=message,
+                message=clean_line(message, settings.HEADWAY_MAX_LOG_LINE_CHARS),
                 timestamp=timezone.now(),
             )
         )
 
     def flush(self) -> None:
         if self.pending:
-            TrialLog.objects.bulk_create(self.pending)
+            TrialLog.objects.bulk_create(self.pending, batch_size=_LOG_INSERT_BATCH)
             self.pending = []
 
 
@@ -273,9 +283,21 @@ def _launch_and_wait(
     experiment = Experiment.objects.only("model_definition", "config").get(
         id=run.trial.experiment_id
     )
-    extract_model_definition(bytes(experiment.model_definition), str(code_dir))
+    archive = bytes(experiment.model_definition)
+    # The same bounded check as at upload (time- and memory-limited child), then the unpacking.
+    check_model_definition_isolated(
+        archive,
+        max_bytes=settings.HEADWAY_MAX_MODEL_DEF_BYTES,
+        timeout=settings.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS,
+        memory_bytes=settings.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES,
+    )
+    extract_model_definition(archive, str(code_dir))
     info_path = run_dir / "cluster_info.json"
     info_path.write_text(json.dumps(_cluster_info(run)))
+    user = isolation.trial_user()
+    if user is not None:
+        isolation.lock_down_worker_files(user, database_file=isolation.sqlite_database_file())
+        isolation.hand_over(run_dir, user)
     config = parse_experiment_config(experiment.config)
     entrypoint = config.entrypoint
     is_trial_class = config.entrypoint_trial_class is not None
@@ -285,9 +307,13 @@ def _launch_and_wait(
         f" {entrypoint}"
     )
     process = subprocess.Popen(
-        _command(entrypoint, is_trial_class, node.total_slots, code_dir),
+        supervision.guarded(_command(entrypoint, is_trial_class, node.total_slots, code_dir)),
         cwd=code_dir,
-        env=_environment(run, info_path, node, share),
+        env=_environment(run, info_path, node, share, user),
+        user=user.uid if user is not None else None,
+        group=user.gid if user is not None else None,
+        extra_groups=[] if user is not None else None,
+        umask=isolation.TRIAL_UMASK if user is not None else -1,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

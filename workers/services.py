@@ -38,8 +38,12 @@ def worker_command(
 
 
 def web_command(port: int) -> list[str]:
-    """The web server command line (Django's threaded server, as docker-compose runs it too)."""
-    return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
+    """The web server command line: gunicorn with threads (``config/gunicorn.py``), on loopback
+    (the Docker image binds all interfaces through ``deploy/entrypoint.sh web``)."""
+    return [
+        sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
+        "--bind", f"127.0.0.1:{port}",
+    ]  # fmt: skip
 
 
 def _signal_group(child: subprocess.Popen, sig: int) -> None:

@@ -13,8 +13,11 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
+
+from django.conf import settings
 
 from registry import lifecycle
 
@@ -64,6 +67,18 @@ class ProcessGroupKiller:
             self._signal(signal.SIGKILL)
             return f"[headway] still running {self.grace:g} s after SIGTERM: SIGKILL"
         return None
+
+
+def guarded(command: list[str]) -> list[str]:
+    """``command`` under ``headway.exec.guard``: the trial's process group is stopped (SIGTERM,
+    then SIGKILL after ``HEADWAY_KILL_GRACE_SECONDS``) within about a second of this worker
+    process dying, instead of running on unsupervised until the reaper notices."""
+    return [
+        sys.executable, "-m", "headway.exec.guard",
+        "--parent", str(os.getpid()),
+        "--grace", f"{settings.HEADWAY_KILL_GRACE_SECONDS:g}",
+        "--", *command,
+    ]  # fmt: skip
 
 
 _active: dict[tuple[int, int], ProcessGroupKiller] = {}

@@ -32,6 +32,12 @@ from headway.archive._check import (
     check_model_definition,
     extract_model_definition,
 )
+from headway.archive._isolated import (
+    CHECK_MEMORY_BYTES,
+    CHECK_TIMEOUT_SECONDS,
+    check_model_definition_isolated,
+    clip_message,
+)
 from headway.archive._pack import pack_model_definition
 from headway.archive._rules import (
     MAX_MEMBERS,
@@ -45,8 +51,12 @@ from headway.archive._rules import (
     UnsafeArchivePath,
     check_member_path,
 )
+from headway.archive._scan import MAX_EXTENDED_HEADER_BYTES, prescan_tar_gz
 
 __all__ = [
+    "CHECK_MEMORY_BYTES",
+    "CHECK_TIMEOUT_SECONDS",
+    "MAX_EXTENDED_HEADER_BYTES",
     "MAX_MEMBERS",
     "MAX_MODEL_DEF_BYTES",
     "SKIP_NAMES",
@@ -60,6 +70,9 @@ __all__ = [
     "check_member",
     "check_member_path",
     "check_model_definition",
+    "check_model_definition_isolated",
+    "clip_message",
     "extract_model_definition",
     "pack_model_definition",
+    "prescan_tar_gz",
 ]

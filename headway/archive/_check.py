@@ -20,6 +20,7 @@ from headway.archive._rules import (
     _link_to_folder,
     check_member_path,
 )
+from headway.archive._scan import prescan_tar_gz
 
 # --- checking (the registry) ----------------------------------------------------------------
 
@@ -95,11 +96,13 @@ def check_model_definition(
     Raises:
         ModelDefinitionTooLarge: over the packed or unpacked limit.
         EntrypointNotFound: the entrypoint module or class is missing (or does not parse).
-        ModelDefinitionError: not a gzip'd tar, an unsafe or non-regular member (``check_member``),
-            or more than ``MAX_MEMBERS`` members.
+        ModelDefinitionError: not a gzip'd tar (or trailing data after it), an extended header
+            ``prescan_tar_gz`` refuses, an unsafe or non-regular member (``check_member``), or
+            more than ``MAX_MEMBERS`` members.
     """
     budget = _Budget(max_bytes)
     budget.check_packed(len(data))
+    prescan_tar_gz(data, max_bytes)  # bounds what tarfile's header regexes get to see
     links: dict[tuple[str, ...], tarfile.TarInfo] = {}
     files: set[tuple[str, ...]] = set()
     folders: set[tuple[str, ...]] = {()}
@@ -231,11 +234,13 @@ def extract_model_definition(data: bytes, dest: str | os.PathLike[str]) -> None:
     """Unpack a model definition that ``check_model_definition`` accepted into ``dest``.
 
     Uses ``tarfile``'s ``"data"`` filter (PEP 706) as a second line of defence: it refuses the
-    same unsafe members again.
+    same unsafe members again; ``prescan_tar_gz`` runs first, as in ``check_model_definition``.
 
     Raises:
+        ModelDefinitionError: what ``prescan_tar_gz`` refuses.
         tarfile.TarError: corrupt data or a member the ``"data"`` filter refuses.
         OSError: ``dest`` cannot be written.
     """
+    prescan_tar_gz(data)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         tar.extractall(dest, filter="data")

@@ -4,6 +4,7 @@ from headway.client._errors import (
     APIError,
     BadRequestError,
     ConflictError,
+    MasterUnreachableError,
     NotFoundError,
     UnauthenticatedError,
 )
@@ -13,6 +14,7 @@ __all__ = [
     "APIError",
     "BadRequestError",
     "ConflictError",
+    "MasterUnreachableError",
     "NotFoundError",
     "Session",
     "UnauthenticatedError",

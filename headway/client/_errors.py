@@ -19,6 +19,11 @@ class APIError(Exception):
         self.body = body
 
 
+class MasterUnreachableError(APIError):
+    """The registry stayed unreachable (or overloaded) longer than the session's outage budget
+    (``HEADWAY_MASTER_OUTAGE_SECONDS`` in trial processes)."""
+
+
 class BadRequestError(APIError):
     """400/413/422: the request was invalid; the message names the field."""
 

@@ -9,12 +9,18 @@ from typing import Any
 
 import requests
 
-from headway.client._errors import APIError, describe_error_body, error_for_status
+from headway.client._errors import (
+    APIError,
+    MasterUnreachableError,
+    describe_error_body,
+    error_for_status,
+)
 
 logger = logging.getLogger("headway.client")
 
 # Retry only what a retry can fix: connection failures and gateway/overload answers.
 _RETRY_STATUSES = frozenset({502, 503, 504, 429})
+BACKOFF_CAP_S = 10.0  # longest wait between two attempts
 
 
 class Session:
@@ -26,10 +32,15 @@ class Session:
         max_retries (int): attempts after the first for connection errors and 429/502/503/504.
         backoff (float): first retry delay in seconds; doubles each attempt (capped at 10 s).
         timeout (float): per-request timeout in seconds.
+        outage_seconds (float | None): when set, ``max_retries`` is ignored: connection errors,
+            timeouts and 429/502/503/504 are retried (capped exponential backoff) until the
+            registry answers or this many seconds passed since the call's first failure; then
+            ``MasterUnreachableError``. Trial processes use ``HEADWAY_MASTER_OUTAGE_SECONDS``.
 
     Raises (from every call): ``BadRequestError`` (400/413), ``UnauthenticatedError`` (401/403),
-    ``NotFoundError`` (404), ``ConflictError`` (409), ``APIError`` otherwise or when the server
-    stayed unreachable after the retries.
+    ``NotFoundError`` (404), ``ConflictError`` (409), ``MasterUnreachableError`` when the outage
+    budget ran out, ``APIError`` otherwise or when the server stayed unreachable after the
+    retries.
     """
 
     def __init__(
@@ -40,18 +51,20 @@ class Session:
         max_retries: int = 5,
         backoff: float = 0.5,
         timeout: float = 30.0,
+        outage_seconds: float | None = None,
     ) -> None:
         self.master_url = master_url.rstrip("/")
         self.token = token
         self.max_retries = max_retries
         self.backoff = backoff
         self.timeout = timeout
+        self.outage_seconds = outage_seconds
         self._http = requests.Session()
         if token:
             self._http.headers["Authorization"] = f"Token {token}"
 
     def with_retry(self, max_retries: int) -> Session:
-        """Return a copy sharing the token with another retry budget."""
+        """Return a copy sharing the token with another retry budget (and no outage budget)."""
         return Session(
             self.master_url,
             self.token,
@@ -73,18 +86,43 @@ class Session:
         kwargs.setdefault("timeout", self.timeout)
         url = self.url(path)
         delay = self.backoff
-        for attempt in range(self.max_retries + 1):
+        first_failure: float | None = None
+        attempt = 0
+        while True:
+            error: Exception | None = None
             try:
-                response = self._http.request(method, url, **kwargs)
+                response: requests.Response | None = self._http.request(method, url, **kwargs)
             except requests.ConnectionError as exc:
-                if attempt == self.max_retries:
-                    raise APIError(f"cannot reach {self.master_url}: {exc}") from exc
-            else:
-                if response.status_code not in _RETRY_STATUSES or attempt == self.max_retries:
-                    break
-            logger.debug("retrying %s %s in %.1fs", method, url, delay)
+                response, error = None, exc
+            except requests.Timeout as exc:
+                # A read timeout may have reached the server: only sessions for idempotent
+                # calls (the trial's, with an outage budget) send it again.
+                if self.outage_seconds is None:
+                    raise
+                response, error = None, exc
+            if response is not None and response.status_code not in _RETRY_STATUSES:
+                break
+            failure = str(error) if response is None else f"HTTP {response.status_code}"
+            now = time.monotonic()
+            first_failure = now if first_failure is None else first_failure
+            if self._out_of_retries(attempt, now - first_failure):
+                if response is not None and self.outage_seconds is None:
+                    break  # the last answer's error is raised below, as before
+                raise self._unreachable(now - first_failure, failure) from error
+            logger.log(
+                logging.WARNING if attempt in (0, 10) or attempt % 100 == 0 else logging.DEBUG,
+                "registry %s %s failed (%s); retrying in %.1f s",
+                method,
+                url,
+                failure,
+                delay,
+            )
             time.sleep(delay)
-            delay = min(delay * 2, 10.0)
+            delay = min(delay * 2, BACKOFF_CAP_S)
+            attempt += 1
+        assert response is not None
+        if first_failure is not None and attempt >= 10:
+            logger.warning("registry reachable again after %d retries", attempt)
         if response.status_code >= 400:
             try:
                 body: Any = response.json()
@@ -93,6 +131,20 @@ class Session:
             message = f"{method} {path}: HTTP {response.status_code}: {describe_error_body(body)}"
             raise error_for_status(response.status_code, message, body)
         return response
+
+    def _out_of_retries(self, attempt: int, failing_for: float) -> bool:
+        if self.outage_seconds is None:
+            return attempt >= self.max_retries
+        return failing_for >= self.outage_seconds
+
+    def _unreachable(self, failing_for: float, failure: str) -> APIError:
+        if self.outage_seconds is None:
+            return APIError(f"cannot reach {self.master_url}: {failure}")
+        return MasterUnreachableError(
+            f"the registry at {self.master_url} stayed unreachable for {failing_for:.0f} s "
+            f"(outage budget HEADWAY_MASTER_OUTAGE_SECONDS={self.outage_seconds:g}); "
+            f"last failure: {failure}"
+        )
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """GET a JSON document."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from headway.client import NotFoundError, Session
+from headway.core._disk_full import disk_full_is_reported
 from headway.core._distributed import DistributedContext
 from headway.core._metrics import json_safe_metrics
 from headway.core._train import check_steps_completed
@@ -197,6 +198,9 @@ class CheckpointContext:
             TypeError: naming a metadata key whose value is not JSON-serializable.
             RuntimeError: ``shard=False`` on a non-chief rank; with ``shard=True`` when another
                 rank failed.
+            headway.core.CheckpointStorageFull: the block (or the metadata written after it)
+                failed because the checkpoint's filesystem is full; the message names the
+                folder and the space left (torch's own error for this is obscure).
 
         .. code::
 
@@ -211,7 +215,7 @@ class CheckpointContext:
         metadata, steps_completed = _check_metadata(metadata)
         if not shard:
             storage_id = str(uuid.uuid4())
-            with self._storage.store_path(storage_id) as path:
+            with self._storage.store_path(storage_id) as path, disk_full_is_reported(path):
                 yield path, storage_id
                 self._write_files(path, metadata)
             self._register(storage_id, steps_completed, metadata)
@@ -219,7 +223,7 @@ class CheckpointContext:
         storage_id = self._dist.broadcast(str(uuid.uuid4()))
         error: BaseException | None = None
         try:
-            with self._storage.store_path(storage_id) as path:
+            with self._storage.store_path(storage_id) as path, disk_full_is_reported(path):
                 yield path, storage_id
                 if self._dist.rank == 0:
                     self._write_files(path, metadata)

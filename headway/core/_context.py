@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import pathlib
 import types
 from typing import Any
@@ -35,7 +36,8 @@ from headway.storage import StorageManager, build_storage_manager
 
 logger = logging.getLogger("headway.core")
 
-CLOSE_TIMEOUT_S = 60.0  # longest __exit__ waits for queued metrics to be delivered
+CLOSE_TIMEOUT_S = 60.0  # longest __exit__ waits for queued metrics to be delivered (local)
+DEFAULT_MASTER_OUTAGE_S = 1800.0  # HEADWAY_MASTER_OUTAGE_SECONDS when unset
 DEFAULT_LOCAL_CHECKPOINT_DIR = "checkpoints"
 
 
@@ -44,7 +46,8 @@ class Context:
 
     Made by ``core.init()``. Use it as a context manager: ``__enter__`` starts the background
     threads (metric reporter, preemption watcher); ``__exit__`` delivers queued metrics (waiting
-    at most about 60 s, with a warning) and stops them. A ``headway.InvalidHP`` raised in the
+    at most 60 s locally, the outage budget ``HEADWAY_MASTER_OUTAGE_SECONDS`` in managed mode,
+    with a warning) and stops them. A ``headway.InvalidHP`` raised in the
     block is reported (``searcher.report_early_exit(EarlyExitReason.INVALID_HP)``) and
     swallowed, so the process exits 0 and the searcher can replace the trial. ``start()``/``close()`` do the same
     without a ``with`` block.
@@ -65,6 +68,7 @@ class Context:
         distributed: DistributedContext,
         info: ClusterInfo | None,
         metric_sink: MetricSink,
+        close_timeout: float = CLOSE_TIMEOUT_S,
     ) -> None:
         self.train = train
         self.checkpoint = checkpoint
@@ -73,6 +77,7 @@ class Context:
         self.distributed = distributed
         self.info = info
         self._metric_sink = metric_sink
+        self._close_timeout = close_timeout
         self._closed = False
         # Safety net for scripts that never close the context (or report without ``with``):
         # deliver queued metrics at interpreter exit (atexit runs while daemon threads live).
@@ -89,8 +94,12 @@ class Context:
         except Exception:
             logger.exception("while closing the Core API context at exit")
 
-    def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
+    def close(self, timeout: float | None = None) -> None:
         """Deliver queued metrics (at most ``timeout`` s) and stop the background threads.
+
+        ``timeout`` defaults to 60 s in local mode and to the outage budget
+        (``HEADWAY_MASTER_OUTAGE_SECONDS``) in managed mode, so a trial that ends while the
+        registry is down waits for it rather than dropping its last metrics.
 
         Raises:
             headway.client.APIError: the registry rejected a metrics batch that was not raised
@@ -101,7 +110,7 @@ class Context:
         self._closed = True
         atexit.unregister(self._close_at_exit)
         self.preempt.close()
-        error = self._metric_sink.close(timeout)
+        error = self._metric_sink.close(self._close_timeout if timeout is None else timeout)
         if error is not None:
             raise error
 
@@ -250,9 +259,12 @@ def _managed_init(
         # One Session per thread: requests.Session is not documented as thread-safe.
         return Session(info.master_url, info.token, **kwargs)
 
-    # The reporter retries forever itself, so its session must not retry (or back off) again.
-    sink = RegistryMetricReporter(session(max_retries=0), trial_id)
-    main_session = session()
+    # Every call the trial makes rides out a registry outage of up to `outage` seconds (they
+    # are idempotent: checkpoints on uuid, metrics on steps, searcher reports on length).
+    outage = master_outage_seconds()
+    # The reporter retries itself, so its session must not retry (or back off) again.
+    sink = RegistryMetricReporter(session(max_retries=0), trial_id, outage_seconds=outage)
+    main_session = session(outage_seconds=outage)
     watcher = PreemptionWatcher(
         session(max_retries=0, timeout=30.0), trial_id, run_id, interval=preempt_poll_interval
     )
@@ -281,11 +293,33 @@ def _managed_init(
         ),
         searcher=SearcherContext(
             distributed=distributed,
-            reporter=RegistrySearcherReporter(session(), trial_id),
+            reporter=RegistrySearcherReporter(session(outage_seconds=outage), trial_id),
             max_length=length,
             unit=unit,
         ),
         distributed=distributed,
         info=info,
         metric_sink=sink,
+        close_timeout=outage,
     )
+
+
+def master_outage_seconds() -> float:
+    """``HEADWAY_MASTER_OUTAGE_SECONDS`` (default 1800): how long a trial process keeps retrying
+    while the registry is unreachable before it fails with ``MasterUnreachableError``.
+
+    Raises:
+        ValueError: naming the variable when it is not a number > 0.
+    """
+    raw = os.environ.get("HEADWAY_MASTER_OUTAGE_SECONDS", "")
+    if not raw.strip():
+        return DEFAULT_MASTER_OUTAGE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ValueError(
+            f"HEADWAY_MASTER_OUTAGE_SECONDS must be a number of seconds > 0, got {raw!r}"
+        )
+    return value

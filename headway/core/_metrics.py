@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import requests
 
-from headway.client import APIError, Session
+from headway.client import APIError, MasterUnreachableError, Session
 from headway.metric_values import encode_float
 
 logger = logging.getLogger("headway.core")
@@ -41,6 +41,7 @@ def json_safe_metrics(metrics: Any, what: str = "metric") -> dict[str, Any]:
     Raises:
         TypeError: naming the key, e.g. ``metric 'foo' has a value of type object that is not
             JSON-serializable``, or when ``metrics`` is not a dict with string keys.
+        ValueError: a NUL character in a name or a string value (the registry answers 400).
     """
     if not isinstance(metrics, dict):
         raise TypeError(f"metrics must be a dict, got {type(metrics).__name__}")
@@ -48,6 +49,8 @@ def json_safe_metrics(metrics: Any, what: str = "metric") -> dict[str, Any]:
     for key, value in metrics.items():
         if not isinstance(key, str):
             raise TypeError(f"{what} names must be strings, got {key!r}")
+        if "\x00" in key:
+            raise ValueError(f"{what} name {key!r} contains a NUL character")
         out[key] = _convert(value, key, what)
     return out
 
@@ -57,9 +60,13 @@ def _convert(value: Any, key: str, what: str) -> Any:
     kind = type(value)
     if kind is float:
         return encode_float(value)
-    if kind is int or kind is str or kind is bool or value is None:
+    if kind is str or isinstance(value, str):
+        if "\x00" in value:  # PostgreSQL cannot store it: the registry refuses the batch
+            raise ValueError(f"{what} {key!r} has a string value with a NUL character")
         return value
-    if isinstance(value, (bool, str, int)):
+    if kind is int or kind is bool or value is None:
+        return value
+    if isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         return encode_float(value)
@@ -70,6 +77,8 @@ def _convert(value: Any, key: str, what: str) -> Any:
         for sub_key, item in value.items():
             if not isinstance(sub_key, str):
                 raise TypeError(f"{what} {key!r} has a non-string key {sub_key!r}")
+            if "\x00" in sub_key:
+                raise ValueError(f"{what} {key!r} has a key with a NUL character")
             converted[sub_key] = _convert(item, key, what)
         return converted
     plain = _tensor_like_to_python(value)
@@ -176,17 +185,26 @@ class RegistryMetricReporter:
     ``BATCH_SIZE`` reports wait, ``FLUSH_INTERVAL_S`` after it last slept, or on
     ``flush()``/``close()``, and then sends everything waiting in POSTs of up to
     ``MAX_BATCH_SIZE`` reports: the busier the loop, the larger (and cheaper per report) the
-    batches. Connection errors, timeouts, 429 and 5xx are retried forever with capped
-    exponential backoff, in order. Any other error answer (400: a caller bug) drops that batch,
-    is logged as an error, and is raised by the next ``submit()`` or returned by ``close()``.
+    batches. Connection errors, timeouts, 429 and 5xx are retried with capped exponential
+    backoff, in order, forever or until the registry has been failing for ``outage_seconds``:
+    then a ``MasterUnreachableError`` is raised by the next ``submit()`` (the trial fails with
+    it) and what is queued is dropped. Any other error answer (400: a caller bug) drops that
+    batch, is logged as an error, and is raised by the next ``submit()`` or returned by
+    ``close()``.
 
     Arguments:
         session (Session): an authenticated session used by this thread only.
         trial_id (int): the trial reported for.
+        outage_seconds (float | None): how long the registry may stay unreachable (None:
+            forever).
     """
 
-    def __init__(self, session: Session, trial_id: int) -> None:
+    def __init__(
+        self, session: Session, trial_id: int, outage_seconds: float | None = None
+    ) -> None:
         self._session = session
+        self._outage_seconds = outage_seconds
+        self._gave_up = False
         self._path = f"trials/{trial_id}/metrics/"
         self._pending: collections.deque[Any] = collections.deque()
         self._wake = threading.Event()
@@ -289,7 +307,8 @@ class RegistryMetricReporter:
         body = b'{"reports":[' + b",".join(batch) + b"]}"
         delay = RETRY_BACKOFF_S
         failures = 0
-        while True:
+        first_failure = time.monotonic()
+        while not self._gave_up:
             try:
                 self._session.request("POST", self._path, data=body, headers=_JSON)
                 if failures:
@@ -308,6 +327,10 @@ class RegistryMetricReporter:
             except requests.RequestException as exc:  # read timeouts are not ConnectionErrors
                 error = exc
             failures += 1
+            failing_for = time.monotonic() - first_failure
+            if self._outage_seconds is not None and failing_for >= self._outage_seconds:
+                self._give_up(failing_for, error)
+                break
             log = logger.warning if failures in (1, 10) or failures % 100 == 0 else logger.debug
             log(
                 "metric reporter: attempt %d failed (%s); retrying in %.1f s",
@@ -319,3 +342,13 @@ class RegistryMetricReporter:
                 logger.error("metric reporter: dropped %d reports at shutdown", len(batch))
                 return
             delay = min(delay * 2, RETRY_BACKOFF_MAX_S)
+        if self._gave_up:
+            logger.error("metric reporter: dropped %d reports (registry unreachable)", len(batch))
+
+    def _give_up(self, failing_for: float, error: Exception) -> None:
+        self._gave_up = True
+        self._error = MasterUnreachableError(
+            f"metric reporter: the registry stayed unreachable for {failing_for:.0f} s (outage "
+            f"budget HEADWAY_MASTER_OUTAGE_SECONDS={self._outage_seconds:g}); last failure: "
+            f"{error}"
+        )

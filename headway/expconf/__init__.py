@@ -9,6 +9,7 @@
 
 from headway.expconf._errors import ConfigError
 from headway.expconf._experiment import (
+    MAX_YAML_VALUES,
     AdaptiveASHASearcherConfig,
     AsyncHalvingSearcherConfig,
     CheckpointStorageConfig,
@@ -66,6 +67,7 @@ __all__ = [
     "grid_points",
     "grid_size",
     "length_to_batches",
+    "MAX_YAML_VALUES",
     "load_yaml",
     "parse_experiment_config",
     "parse_hyperparameters",

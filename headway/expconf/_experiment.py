@@ -330,15 +330,72 @@ _YAMLLoader.add_implicit_resolver(
 )
 
 
-def load_yaml(text: str) -> Any:
-    """Parse YAML text; raise ``ConfigError`` keyed ``config`` with line and column on errors."""
+MAX_YAML_VALUES = 100_000
+"""Most values (mappings, lists and scalars) a config may hold once YAML aliases are expanded:
+aliases are shared by the loader but copied by validation and storage, so nine nested aliases
+of nine ("billion laughs") would expand a 700-byte document to hundreds of millions."""
+
+
+def _expanded_values(data: Any, limit: int) -> int:
+    """How many values ``data`` holds with shared (aliased) parts counted at each use.
+
+    Linear in the number of distinct objects: each one's count is computed once.
+
+    Raises:
+        ConfigError: keyed ``config``, over ``limit`` or for a recursive alias.
+    """
+    counts: dict[int, int] = {}
+    in_progress: set[int] = set()
+
+    def count(node: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        key = id(node)
+        if key in counts:
+            return counts[key]
+        if key in in_progress:
+            raise ConfigError.single("config", "a YAML alias refers to itself (a recursive config)")
+        in_progress.add(key)
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += count(child)
+            if total > limit:
+                raise ConfigError.single(
+                    "config",
+                    f"the config holds more than {limit} values once its YAML aliases are"
+                    " expanded; write the values out or use fewer aliases",
+                )
+        in_progress.discard(key)
+        counts[key] = total
+        return total
+
+    return count(data)
+
+
+def load_yaml(text: str, max_values: int = MAX_YAML_VALUES) -> Any:
+    """Parse YAML text; raise ``ConfigError`` keyed ``config`` with line and column on errors.
+
+    Arguments:
+        text (str): the YAML document.
+        max_values (int): most values the document may hold with its aliases expanded
+            (``MAX_YAML_VALUES``).
+
+    Raises:
+        ConfigError: keyed ``config``: malformed YAML, nested too deeply for the parser, or over
+            ``max_values`` (``_expanded_values``).
+    """
     try:
-        return yaml.load(text, Loader=_YAMLLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_YAMLLoader)  # noqa: S506 - SafeLoader subclass
+        _expanded_values(data, max_values)
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ConfigError.single("config", "the YAML document is nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError.single("config", f"malformed YAML{where}: {problem}") from None
+    return data
 
 
 def parse_experiment_config(data: dict[str, Any] | str) -> ExperimentConfig:

@@ -66,7 +66,9 @@ class Length(BaseModel):
     model_config = ConfigDict(frozen=True, strict=True)
 
     unit: Unit
-    value: int = Field(gt=0)
+    # The registry stores lengths in 64-bit columns: a larger one is a config error, not an
+    # overflow when the trial is saved.
+    value: int = Field(gt=0, le=2**63 - 1)
 
     @model_validator(mode="before")
     @classmethod

@@ -16,11 +16,13 @@ Each checkpoint directory holds:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
 import os
 import pathlib
+import pickle
 import random
 import shutil
 import sys
@@ -50,11 +52,22 @@ MAX_CODE_BYTES = MAX_MODEL_DEF_BYTES * UNPACKED_FACTOR
 """Largest model code copied into ``code/`` (what a model definition may unpack to)."""
 
 
+TRUST_PICKLES_ENV = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
+"""PyTorch's own switch (>= 2.6) back to ``weights_only=False``; Headway honours it too."""
+
+
 def capture_rng_state() -> dict[str, Any]:
-    """Python, NumPy and torch (CPU and every CUDA device) generator states."""
+    """Python, NumPy and torch (CPU and every CUDA device) generator states.
+
+    NumPy's state is stored as ``(name, keys tensor, pos, has_gauss, cached_gaussian)``: plain
+    values and a tensor, which ``torch.load(weights_only=True)`` reads without allow-listing
+    NumPy's pickle functions.
+    """
+    name, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    keys = np.asarray(keys, dtype=np.int64)
     state: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": (name, torch.from_numpy(keys), pos, has_gauss, cached),
         "torch": torch.random.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -69,7 +82,10 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     holds them on the GPU, so they are moved back first.
     """
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    name, keys, *rest = state["numpy"]
+    if isinstance(keys, torch.Tensor):
+        keys = keys.cpu().numpy().astype(np.uint32)
+    np.random.set_state((name, keys, *rest))
     torch.random.set_rng_state(state["torch"].cpu())
     cuda = state.get("cuda")
     if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
@@ -105,24 +121,68 @@ def save_state(path: pathlib.Path, state: dict[str, Any]) -> None:
     torch.save(state, path / STATE_FILE)
 
 
+def _numpy_rng_globals() -> list[Any]:
+    """What a NumPy RNG state saved as an ``ndarray`` (checkpoints before issue #12) needs
+    under ``weights_only=True``: array reconstruction and the uint32 dtype, no object arrays."""
+    multiarray = getattr(np, "_core", None) or np.core
+    return [
+        multiarray.multiarray._reconstruct,
+        np.ndarray,
+        np.dtype,
+        type(np.dtype(np.uint32)),
+    ]
+
+
+def trust_pickles_by_default() -> bool:
+    """True when ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is ``1``/``true`` (PyTorch's opt-out)."""
+    return os.environ.get(TRUST_PICKLES_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
 def load_state(
     path: pathlib.Path, device: torch.device, **torch_load_kwargs: Any
 ) -> dict[str, Any]:
     """Read ``path/state-dict.pth`` with tensors mapped to ``device``.
 
-    ``torch_load_kwargs`` override the ``torch.load`` arguments (``map_location=device``,
-    ``weights_only=False``). Raises ``FileNotFoundError`` naming the file when the checkpoint
-    has none.
+    Loads with ``torch.load(weights_only=True)`` (PyTorch >= 2.6's default): tensors, state
+    dicts and plain Python values only, so a planted pickle cannot run code in this process.
+    ``torch_load_kwargs`` override the arguments (``map_location=device``, ``weights_only``);
+    ``torch_load_kwargs={"weights_only": False}``, or ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` in
+    the environment, opt in to full unpickling for checkpoints you trust (e.g. callbacks that
+    save custom objects).
+
+    Raises:
+        FileNotFoundError: naming the file when the checkpoint has none.
+        pickle.UnpicklingError: the file holds objects ``weights_only`` loading refuses; the
+            message names the file and the opt-in.
     """
     file = path / STATE_FILE
     if not file.exists():
         raise FileNotFoundError(f"checkpoint {path} has no {STATE_FILE}")
-    # weights_only=False: optimizer and RNG states hold plain Python objects; checkpoints are
-    # written by the trial itself (downloads are validated by the storage layer).
-    kwargs: dict[str, Any] = {"map_location": device, "weights_only": False}
+    kwargs: dict[str, Any] = {
+        "map_location": device,
+        "weights_only": not trust_pickles_by_default(),
+    }
     kwargs.update(torch_load_kwargs)
-    state: dict[str, Any] = torch.load(file, **kwargs)
+    if not kwargs["weights_only"]:
+        state: dict[str, Any] = torch.load(file, **kwargs)
+        return state
+    try:
+        with _allow(_numpy_rng_globals()):
+            state = torch.load(file, **kwargs)
+    except pickle.UnpicklingError as exc:
+        reason = next((line for line in str(exc).splitlines() if "GLOBAL" in line), str(exc))
+        raise pickle.UnpicklingError(
+            f"{file} holds Python objects that torch.load(weights_only=True) refuses to "
+            f"unpickle ({reason.strip()}). Load it only if you trust whoever wrote it: pass "
+            f"torch_load_kwargs={{'weights_only': False}} or set {TRUST_PICKLES_ENV}=1."
+        ) from exc
     return state
+
+
+def _allow(globals_: list[Any]) -> Any:
+    """``torch.serialization.safe_globals`` (PyTorch >= 2.5), else a no-op context."""
+    safe = getattr(torch.serialization, "safe_globals", None)
+    return safe(globals_) if safe is not None else contextlib.nullcontext()
 
 
 def _check_count(kind: str, saved: list[Any], live: list[Any]) -> None:

@@ -90,7 +90,8 @@ def load_trial_from_checkpoint_path(
             ``code/`` cannot work (or for checkpoints without ``load_data.json``).
         trial_kwargs (dict | None): extra keyword arguments for the trial's ``__init__``.
         torch_load_kwargs (dict | None): keyword arguments for ``torch.load`` (default
-            ``map_location=device``, ``weights_only=False``).
+            ``map_location=device``, ``weights_only=True``; ``{"weights_only": False}`` only
+            for checkpoints you trust: it unpickles arbitrary objects, and so runs their code).
         hparams (dict | None): Headway extension: overrides the stored hyperparameters.
         device (torch.device | None): Headway extension: where to put the models (default:
             CUDA if available, else CPU).

@@ -149,6 +149,7 @@ class Trainer:
         step_zero_validation: bool = False,
         test_mode: bool = False,
         profiling_enabled: bool = False,
+        torch_load_kwargs: dict[str, Any] | None = None,
     ) -> None:
         """Train, validate and checkpoint until the length is reached or the trial is preempted.
 
@@ -172,6 +173,10 @@ class Trainer:
                 batch (``evaluate_full_dataset`` still sees the whole set), checkpoint, return.
             profiling_enabled (bool): report system metrics (``cpu_util_simple``,
                 ``memory_free``) in the metric group ``profiling`` while training.
+            torch_load_kwargs (dict | None): Headway extension (the name of
+                ``load_trial_from_checkpoint_path``'s argument): ``torch.load`` arguments for
+                the checkpoint restored at start. Checkpoints load with ``weights_only=True``;
+                ``{"weights_only": False}`` trusts the checkpoint's pickles (docs/security.md).
 
         Returns normally on completion and on preemption (after checkpointing), so the process
         exits 0. Raises ``ValueError`` for inconsistent lengths (naming the argument or field).
@@ -250,7 +255,7 @@ class Trainer:
             test_mode=test_mode,
         )
         if latest_checkpoint is not None:
-            self._restore(loop, latest_checkpoint)
+            self._restore(loop, latest_checkpoint, torch_load_kwargs or {})
         for cb in callbacks.values():
             cb.on_trial_startup(ctx._position.batches_trained, latest_checkpoint)
         # code/, load_data.json, tensorboard/ in checkpoints; set_profiler; system metrics.
@@ -304,7 +309,9 @@ class Trainer:
             op.report_completed(value if value is not None else float("nan"))
         return outcome == DONE
 
-    def _restore(self, loop: _Loop, latest_checkpoint: str) -> None:
+    def _restore(
+        self, loop: _Loop, latest_checkpoint: str, torch_load_kwargs: dict[str, Any]
+    ) -> None:
         ctx = self._context
         local_dir = pathlib.Path(latest_checkpoint)
         if local_dir.is_dir():
@@ -315,7 +322,7 @@ class Trainer:
             cm = ctx._core.checkpoint.restore_path(latest_checkpoint)
             metadata = ctx._core.checkpoint.get_metadata(latest_checkpoint) or {}
         with cm as path:
-            state = ckpt.load_state(pathlib.Path(path), ctx.device)
+            state = ckpt.load_state(pathlib.Path(path), ctx.device, **torch_load_kwargs)
             for cb in loop.callbacks:
                 cb.on_checkpoint_load_start(state)  # Determined: before anything is restored
             ckpt.apply_weights(state, ctx, loop.named_callbacks)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import os
 import pathlib
 import shutil
 from collections.abc import Iterator
@@ -43,10 +44,13 @@ class SharedFSStorageManager(StorageManager):
         return self.base_path / check_storage_id(storage_id)
 
     def _existing_dir(self, storage_id: str) -> pathlib.Path:
+        """The checkpoint's own directory, resolved; never a symbolic link (trial code can make
+        one, e.g. to ``/``) nor anything that resolves outside ``<base_path>/<storage_id>``."""
         path = self._dir(storage_id)
-        if not path.is_dir():
+        real = path.resolve()
+        if path.is_symlink() or not path.is_dir() or real != self.base_path.resolve() / path.name:
             raise FileNotFoundError(f"checkpoint {storage_id} not found in {self.base_path}")
-        return path
+        return real
 
     @contextlib.contextmanager
     def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
@@ -70,10 +74,11 @@ class SharedFSStorageManager(StorageManager):
 
     def _file(self, storage_id: str, relpath: str) -> pathlib.Path:
         rel = check_relpath(relpath)
-        root = self._existing_dir(storage_id).resolve()
+        root = self._existing_dir(storage_id)
         path = (root / rel).resolve()
-        # resolve() follows symlinks: a link inside the checkpoint must not expose other files.
-        if not path.is_relative_to(root):
+        # resolve() follows symlinks: a link inside the checkpoint (a file or a folder) must not
+        # expose other files, not even another checkpoint's.
+        if path != root / rel or not path.is_relative_to(root):
             raise ValueError(f"checkpoint file path {relpath!r} points outside the checkpoint")
         if not path.is_file():
             raise FileNotFoundError(f"checkpoint {storage_id} has no file {relpath!r}")
@@ -84,7 +89,9 @@ class SharedFSStorageManager(StorageManager):
     ) -> BinaryIO:
         """Open ``<checkpoint>/<relpath>`` for reading at ``start``; refuse paths leaving the
         checkpoint. The file is not cut at ``end``: the caller reads ``end - start`` bytes."""
-        fh = open(self._file(storage_id, relpath), "rb")  # noqa: SIM115 - the caller closes it
+        # O_NOFOLLOW: a file swapped for a link after the check is refused, not followed.
+        fd = os.open(self._file(storage_id, relpath), os.O_RDONLY | os.O_NOFOLLOW)
+        fh = os.fdopen(fd, "rb")
         if start:
             fh.seek(start)
         return fh
@@ -94,12 +101,18 @@ class SharedFSStorageManager(StorageManager):
         return self._file(storage_id, relpath).stat().st_size
 
     def delete(self, storage_id: str) -> None:
-        """Remove the checkpoint directory (no error when it is already gone)."""
-        shutil.rmtree(self._dir(storage_id), ignore_errors=True)
+        """Remove the checkpoint directory (no error when it is already gone); a symbolic link in
+        its place is removed itself, never what it points to."""
+        path = self._dir(storage_id)
+        if path.is_symlink():
+            path.unlink()
+            return
+        shutil.rmtree(path, ignore_errors=True)
 
     def exists(self, storage_id: str) -> bool:
-        """Return True when ``<base_path>/<storage_id>`` is a directory."""
-        return self._dir(storage_id).is_dir()
+        """Return True when ``<base_path>/<storage_id>`` is a directory (not a symbolic link)."""
+        path = self._dir(storage_id)
+        return path.is_dir() and not path.is_symlink()
 
     def list_storage_ids(self) -> dict[str, datetime.datetime]:
         """Every sub-directory of ``base_path`` named like a storage id, with the newest

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -43,3 +45,11 @@ def exception_handler(exc, context):
     if response is not None and isinstance(response.data, dict) and "errors" not in response.data:
         response.data.setdefault("errors", {})
     return response
+
+
+def not_found(request, exception):
+    """``handler404``: a JSON 404 in the API's error shape for ``/api/`` paths no route matches
+    (``trials/abc/metrics.csv``), Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found.", "errors": {}}, status=404)
+    return page_not_found(request, exception)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from registry.errors import InvalidInput
-from registry.model_registry import MODEL_NAME_MAX, validate_model_name
+from registry.model_registry import MODEL_NAME_MAX, MODEL_NAME_PATTERN, validate_model_name
 from registry.models import Checkpoint, ModelVersion, RegisteredModel
 
 LABEL_MAX = 256
@@ -21,6 +22,9 @@ LABEL_MAX = 256
 
 class StrictSerializer(serializers.Serializer):
     """A serializer whose input may hold only its declared fields."""
+
+    # The OpenAPI schema says so (additionalProperties: false; registry/api/schema.py).
+    refuses_unknown_fields = True
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -41,6 +45,15 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A ``BooleanField`` that takes only JSON ``true``/``false`` (not 0, 1, "yes")."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 def _labels_field() -> serializers.ListField:
     return serializers.ListField(
         child=StrictCharField(max_length=LABEL_MAX, allow_blank=False), required=False
@@ -50,8 +63,13 @@ def _labels_field() -> serializers.ListField:
 class ModelCreateSerializer(StrictSerializer):
     """``{"name": ..., "description"?: str, "labels"?: [str], "metadata"?: {...}}``."""
 
-    name = StrictCharField(max_length=MODEL_NAME_MAX, trim_whitespace=False)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    # The pattern documents validate_name's rule in the schema; validate_name enforces it.
+    name = StrictCharField(
+        max_length=MODEL_NAME_MAX,
+        trim_whitespace=False,
+        validators=[RegexValidator(rf"^{MODEL_NAME_PATTERN}$")],
+    )
+    description = StrictCharField(required=False, allow_blank=True, default="")
     labels = _labels_field()
     metadata = serializers.DictField(required=False)
 
@@ -66,10 +84,10 @@ class ModelUpdateSerializer(StrictSerializer):
     """Any of ``description``, ``labels`` (replaces the list), ``metadata`` (replaces the
     mapping), ``archived``. The name cannot change."""
 
-    description = serializers.CharField(required=False, allow_blank=True)
+    description = StrictCharField(required=False, allow_blank=True)
     labels = _labels_field()
     metadata = serializers.DictField(required=False)
-    archived = serializers.BooleanField(required=False)
+    archived = StrictBooleanField(required=False)
 
 
 class VersionCreateSerializer(StrictSerializer):
@@ -77,7 +95,7 @@ class VersionCreateSerializer(StrictSerializer):
 
     checkpoint_uuid = serializers.UUIDField()
     name = serializers.CharField(required=False, allow_blank=True, max_length=256, default="")
-    comment = serializers.CharField(required=False, allow_blank=True, default="")
+    comment = StrictCharField(required=False, allow_blank=True, default="")
     labels = _labels_field()
     metadata = serializers.DictField(required=False)
 
@@ -86,7 +104,7 @@ class VersionUpdateSerializer(StrictSerializer):
     """Any of ``name``, ``comment``, ``labels`` (replaces the list), ``metadata`` (replaces)."""
 
     name = serializers.CharField(required=False, allow_blank=True, max_length=256)
-    comment = serializers.CharField(required=False, allow_blank=True)
+    comment = StrictCharField(required=False, allow_blank=True)
     labels = _labels_field()
     metadata = serializers.DictField(required=False)
 

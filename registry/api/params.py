@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import re
+
+from drf_spectacular.utils import OpenApiParameter
+
 from registry.errors import InvalidInput
+
+# Plain decimal digits only: Python's int() also takes "1_000", " 7 " and non-ASCII digits.
+_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def optional_int_param(request, name: str, *, lo: int, hi: int) -> int | None:
-    """The integer query parameter ``name`` in ``[lo, hi]``, or None when absent or empty.
+    """The integer query parameter ``name`` in ``[lo, hi]``, or None when absent (an empty
+    value is not an integer: a 400, never silently the default).
 
     Raises:
         InvalidInput: ``{name: ["Must be an integer."]}`` or ``"Must be between lo and hi."``.
     """
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput({name: ["Must be an integer."]}) from None
+    return None if raw is None else _parse_int(name, raw, lo, hi)
+
+
+def _parse_int(name: str, raw: str, lo: int, hi: int) -> int:
+    if not _INTEGER.fullmatch(raw):
+        raise InvalidInput({name: [f"Must be an integer, got {raw[:40]!r}."]})
+    # Longer than any bound: out of range without converting (int() refuses > 4300 digits).
+    value = int(raw) if len(raw) <= 20 else hi + 1
     if not lo <= value <= hi:
         raise InvalidInput({name: [f"Must be between {lo} and {hi}."]})
     return value
@@ -27,3 +37,23 @@ def int_param(request, name: str, default: int, *, lo: int, hi: int) -> int:
     """``optional_int_param`` with a ``default`` for an absent parameter."""
     value = optional_int_param(request, name, lo=lo, hi=hi)
     return default if value is None else value
+
+
+def int_list_param(request, name: str, *, lo: int, hi: int) -> list[int]:
+    """Every value of the repeatable integer query parameter ``name``, each in ``[lo, hi]``.
+
+    Raises:
+        InvalidInput: as ``optional_int_param``, for the first bad value.
+    """
+    return [_parse_int(name, raw, lo, hi) for raw in request.query_params.getlist(name)]
+
+
+def int_query_parameter(
+    name: str, *, lo: int, hi: int, description: str = "", many: bool = False
+) -> OpenApiParameter:
+    """The schema of an integer query parameter parsed by ``optional_int_param(lo, hi)`` (or,
+    ``many``, a repeatable one parsed by ``int_list_param``)."""
+    schema: dict = {"type": "integer", "minimum": lo, "maximum": hi}
+    if many:
+        schema = {"type": "array", "items": schema}
+    return OpenApiParameter(name, schema, description=description)

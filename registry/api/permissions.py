@@ -1,8 +1,8 @@
 """Who may call what: users anything; trial tokens only their trial's SDK endpoints."""
 
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
+from registry.authz import ensure_can_change
 from registry.models import TrialRun
 
 
@@ -30,12 +30,10 @@ class IsUserOrTrialScoped(BasePermission):
 
 
 def ensure_owner_or_staff(request, owner_id: int, what: str) -> None:
-    """Changes and deletions are the owner's (or staff's), as in Determined before RBAC.
+    """Changes and deletions are the owner's (or an admin's), as in Determined before RBAC:
+    ``registry.authz.ensure_can_change`` for the request's user.
 
     Raises:
-        PermissionDenied: (403) naming ``what`` (e.g. ``"experiment 7"``) otherwise.
+        registry.authz.NotPermitted: (403) naming ``what`` (e.g. ``"experiment 7"``) otherwise.
     """
-    user = request.user
-    if user.is_staff or user.id == owner_id:
-        return
-    raise PermissionDenied(f"Only the owner of {what} (or an admin) may do this.")
+    ensure_can_change(request.user, owner_id, what)

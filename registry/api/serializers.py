@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Any
 
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from headway.early_exit import EarlyExitReason
 from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
+from headway.storage._base import check_relpath
 from registry.checkpoints import attach_metadata
 from registry.models import Checkpoint, Experiment, Trial, TrialLog, TrialRun, WorkerHost
 
@@ -164,12 +168,44 @@ class CheckpointSerializer(serializers.ModelSerializer):
         return self._meta(obj, "latest")
 
 
+INT64_MAX = 2**63 - 1
+# Run ids are 32-bit columns (PositiveIntegerField).
+RUN_ID_MAX = 2**31 - 1
+
+
 class CheckpointRegisterSerializer(serializers.Serializer):
     uuid = serializers.UUIDField()
-    steps_completed = serializers.IntegerField(min_value=0)
-    run_id = serializers.IntegerField(min_value=0, required=False, allow_null=True)
-    resources = serializers.DictField(child=serializers.IntegerField(min_value=0))
+    # Stored in 64-bit columns: a larger number is a 400, not an overflow (500).
+    steps_completed = serializers.IntegerField(min_value=0, max_value=INT64_MAX)
+    run_id = serializers.IntegerField(
+        min_value=0, max_value=RUN_ID_MAX, required=False, allow_null=True
+    )
+    resources = serializers.DictField(
+        child=serializers.IntegerField(min_value=0, max_value=INT64_MAX)
+    )
     metadata = serializers.DictField(required=False, default=dict)
+
+    def validate_resources(self, value: dict[str, int]) -> dict[str, int]:
+        """At most ``HEADWAY_MAX_CHECKPOINT_FILES`` files, each a safe canonical relative path
+        (``headway.storage.check_relpath``: no ``..``, absolute, empty or NUL names)."""
+        limit = settings.HEADWAY_MAX_CHECKPOINT_FILES
+        if len(value) > limit:
+            raise serializers.ValidationError(f"{len(value)} files; at most {limit}.")
+        for name in value:
+            try:
+                check_relpath(name)
+            except ValueError as exc:
+                raise serializers.ValidationError(str(exc).replace("\x00", "\\x00")) from None
+        if sum(value.values()) > INT64_MAX:
+            # The checkpoint's size (their sum) is a 64-bit column.
+            raise serializers.ValidationError(f"The sizes add up to more than {INT64_MAX} bytes.")
+        return value
+
+    def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
+        """No NUL character anywhere (PostgreSQL cannot store one in JSON)."""
+        if "\\u0000" in json.dumps(value):
+            raise serializers.ValidationError("NUL characters are not allowed in metadata.")
+        return value
 
 
 class TrialLogSerializer(serializers.ModelSerializer):
@@ -179,10 +215,27 @@ class TrialLogSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class TrialLogPageSerializer(serializers.Serializer):
+    """``GET trials/{id}/logs/``: lines after the ``after`` cursor, the next cursor and the
+    trial's state (a tail stops polling once the trial ended)."""
+
+    results = TrialLogSerializer(many=True)
+    last_id = serializers.IntegerField()
+    trial_state = serializers.CharField()
+
+
 class ProgressSerializer(serializers.Serializer):
     progress = serializers.FloatField(min_value=0.0, max_value=1.0)
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "number"},
+            {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]},
+        ]
+    }
+)
 class SearcherMetricField(serializers.Field):
     """A finite number, or ``"NaN"``/``"Infinity"``/``"-Infinity"`` (kept as no value)."""
 
@@ -197,7 +250,7 @@ class SearcherMetricField(serializers.Field):
 
 
 class SearcherCompletedSerializer(serializers.Serializer):
-    length = serializers.IntegerField(min_value=0)
+    length = serializers.IntegerField(min_value=0, max_value=INT64_MAX)
     metric = SearcherMetricField(allow_null=True)
 
 
@@ -211,9 +264,35 @@ class LoginSerializer(serializers.Serializer):
 
 
 class PreemptAckSerializer(serializers.Serializer):
-    run_id = serializers.IntegerField(min_value=1)
+    run_id = serializers.IntegerField(min_value=1, max_value=RUN_ID_MAX)
 
 
+_POSITIVE = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            _POSITIVE,
+            {
+                "type": "object",
+                "properties": {unit: _POSITIVE for unit in ("batches", "epochs", "records")},
+                "additionalProperties": False,
+                "minProperties": 1,
+                "maxProperties": 1,
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "unit": {"type": "string", "enum": ["batches", "epochs", "records"]},
+                    "value": _POSITIVE,
+                },
+                "required": ["unit", "value"],
+                "additionalProperties": False,
+            },
+        ]
+    }
+)
 class MaxLengthField(serializers.Field):
     """``max_length`` as a bare int (batches) or ``{"batches"|"epochs"|"records": N}``."""
 

@@ -21,10 +21,10 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import ProtectedError
 
-from headway.storage import build_storage_manager
 from registry.checkpoints.selectors import model_versions_holding
 from registry.errors import IllegalTransition, RegistryError
 from registry.models import TERMINAL_STATES, Checkpoint, CheckpointState, Experiment, State, Trial
+from registry.storage_endpoints import registry_storage_manager
 
 logger = logging.getLogger("registry.checkpoints")
 
@@ -76,7 +76,7 @@ def delete_checkpoint_files(
     failed: dict[str, str] = {}
     for uuid, storage in claimed.values_list("uuid", "storage"):
         try:
-            build_storage_manager(storage).delete(str(uuid))
+            registry_storage_manager(storage).delete(str(uuid))
         except Exception as exc:  # any backend error (OSError, botocore, a bad config): recorded
             logger.warning("deleting the files of checkpoint %s failed: %s", uuid, exc)
             failed[str(uuid)] = f"{type(exc).__name__}: {exc}"

@@ -27,11 +27,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from headway.storage import build_storage_manager
 from registry.checkpoints.deletion import delete_checkpoint_files
 from registry.checkpoints.retention import RetentionPolicy, checkpoints_to_keep
 from registry.checkpoints.selectors import facts, protected_checkpoints, with_metrics
 from registry.models import Checkpoint, CheckpointState, Experiment, State
+from registry.storage_endpoints import registry_storage_manager
 
 logger = logging.getLogger("registry.checkpoints")
 
@@ -62,7 +62,7 @@ def delete_orphans(storage: dict[str, Any], *, grace: timedelta, now: datetime) 
     next pass tries again).
     """
     try:
-        manager = build_storage_manager(storage)
+        manager = registry_storage_manager(storage)
         present = manager.list_storage_ids()
     except NotImplementedError:
         return []

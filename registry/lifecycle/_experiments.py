@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import uuid as uuid_lib
 from typing import Any
@@ -13,7 +14,7 @@ from headway.archive import (
     EntrypointNotFound,
     ModelDefinitionError,
     ModelDefinitionTooLarge,
-    check_model_definition,
+    check_model_definition_isolated,
 )
 from headway.expconf import ConfigError, ExperimentConfig, parse_experiment_config
 from registry.errors import InvalidInput, PayloadTooLarge
@@ -28,6 +29,7 @@ from registry.lifecycle._trials import (
 )
 from registry.models import TERMINAL_STATES, Checkpoint, CheckpointState, Experiment, State, Trial
 from registry.searcher import build_searcher
+from registry.storage_endpoints import check_storage_endpoint
 
 
 def _complete_config(config: ExperimentConfig) -> ExperimentConfig:
@@ -45,12 +47,29 @@ def _complete_config(config: ExperimentConfig) -> ExperimentConfig:
 
 
 def parse_config_or_400(source: dict[str, Any] | str) -> ExperimentConfig:
-    """Validate a config; raise ``InvalidInput`` with ``config.<field>`` keys on error."""
+    """Validate a config; raise ``InvalidInput`` with ``config.<field>`` keys on error.
+
+    The YAML text, and the JSON of a config given as a mapping, may be at most
+    ``HEADWAY_MAX_CONFIG_BYTES`` long (so is the normalised config that is stored); YAML aliases
+    are bounded by ``headway.expconf.MAX_YAML_VALUES``.
+    """
+    limit = settings.HEADWAY_MAX_CONFIG_BYTES
+    size = len(source.encode() if isinstance(source, str) else json.dumps(source).encode())
+    if size > limit:
+        raise InvalidInput(
+            {"config": [f"The config is {size} bytes, over the {limit}-byte limit."]}
+        )
     try:
-        return parse_experiment_config(source)
+        config = parse_experiment_config(source)
     except ConfigError as exc:
         errors = {(k if k == "config" else f"config.{k}"): list(v) for k, v in exc.errors.items()}
         raise InvalidInput(errors or {"config": [str(exc)]}) from None
+    size = len(json.dumps(config.to_dict()).encode())
+    if size > limit:
+        raise InvalidInput(
+            {"config": [f"The normalised config is {size} bytes, over the {limit}-byte limit."]}
+        )
+    return config
 
 
 def experiment_create(
@@ -76,12 +95,15 @@ def experiment_create(
             times that unpacked.
     """
     config = parse_config_or_400(config_source)
+    check_storage_endpoint(config.to_dict().get("checkpoint_storage"))  # SSRF: allow-list only
     # The rules (and the messages) are headway.archive's, shared with the CLI's packer.
     try:
-        check_model_definition(
+        check_model_definition_isolated(  # bounded time and memory, off the request thread
             model_definition,
             max_bytes=settings.HEADWAY_MAX_MODEL_DEF_BYTES,
             entrypoint_class=config.entrypoint_trial_class,
+            timeout=settings.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS,
+            memory_bytes=settings.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES,
         )
     except ModelDefinitionTooLarge as exc:
         raise PayloadTooLarge(str(exc), {"model_definition": [str(exc)]}) from None

@@ -11,7 +11,13 @@ aggregates, so list pages never scan raw reports.
 from registry.metrics._aggregate import BASE_WIDTH, FANOUT, LEVELS, level_width
 from registry.metrics._axes import XAxis
 from registry.metrics._export import stream_rows
-from registry.metrics._ingest import MAX_REPORTS_PER_BATCH, ReportIn, metrics_report, parse_reports
+from registry.metrics._ingest import (
+    MAX_REPORTS_PER_BATCH,
+    ReportIn,
+    metrics_report,
+    parse_reports,
+    report_batch_json_schema,
+)
 from registry.metrics._read import Window, read_experiment_series, read_series
 from registry.metrics._store import rebuild_trial
 
@@ -29,5 +35,6 @@ __all__ = [
     "read_experiment_series",
     "read_series",
     "rebuild_trial",
+    "report_batch_json_schema",
     "stream_rows",
 ]

@@ -8,10 +8,12 @@ so list pages never scan raw reports.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, TypeAdapter, with_config
@@ -42,9 +44,10 @@ class ReportIn(TypedDict):
     """
 
     group: GroupName
-    steps_completed: Annotated[int, Field(ge=0)]
+    # 64-bit and 32-bit columns: larger numbers are a 400, not an overflow (500).
+    steps_completed: Annotated[int, Field(ge=0, le=2**63 - 1)]
     metrics: dict[MetricName, Any]
-    run_id: NotRequired[Annotated[int, Field(ge=0)] | None]
+    run_id: NotRequired[Annotated[int, Field(ge=0, le=2**31 - 1)] | None]
     epoch: NotRequired[float | None]
     timestamp: NotRequired[AwareDatetime | None]
 
@@ -84,7 +87,8 @@ def parse_reports(payload: Any) -> list[ReportIn]:
     and read back (as gaps) the same way.
 
     Raises:
-        InvalidInput: naming ``reports[i].field`` (or ``reports[i].metrics.KEY``).
+        InvalidInput: naming ``reports[i].field`` (or ``reports[i].metrics.KEY``), also for more
+            than ``HEADWAY_MAX_METRIC_NAMES_PER_REPORT`` metrics or a NUL character.
     """
     try:
         if isinstance(payload, bytes | str):
@@ -96,7 +100,62 @@ def parse_reports(payload: Any) -> list[ReportIn]:
         for err in exc.errors():
             errors.setdefault(_loc_to_field(err["loc"]) or "reports", []).append(_message(err))
         raise InvalidInput(errors) from None
+    _check_names_and_nul(batch["reports"])
     return batch["reports"]
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict | list):
+        return "\\u0000" in json.dumps(value)
+    return False
+
+
+def _check_names_and_nul(reports: list[ReportIn]) -> None:
+    """At most ``HEADWAY_MAX_METRIC_NAMES_PER_REPORT`` metrics a report, and no NUL character
+    in names or string values (PostgreSQL cannot store one in JSON; the whole batch would fail).
+
+    Raises:
+        InvalidInput: naming ``reports[i].metrics`` or ``reports[i].metrics.KEY``.
+    """
+    limit = settings.HEADWAY_MAX_METRIC_NAMES_PER_REPORT
+    for i, report in enumerate(reports):
+        metrics = report["metrics"]
+        if len(metrics) > limit:
+            raise InvalidInput(
+                {f"reports[{i}].metrics": [f"{len(metrics)} metrics; at most {limit} a report."]}
+            )
+        for name, value in metrics.items():
+            if "\x00" in name or _has_nul(value):
+                shown = name.replace("\x00", "\\x00")
+                field = f"reports[{i}].metrics.{shown}"
+                raise InvalidInput({field: ["NUL characters are not allowed in metrics."]})
+
+
+def _check_series_budget(summary: dict, reports: list[ReportIn]) -> None:
+    """At most ``HEADWAY_MAX_METRIC_SERIES_PER_TRIAL`` distinct (group, name) series a trial.
+
+    Raises:
+        InvalidInput: naming ``reports`` when this batch would go over the limit.
+    """
+    limit = settings.HEADWAY_MAX_METRIC_SERIES_PER_TRIAL
+    known = sum(len(names) for names in summary.values())
+    new = {
+        (r["group"], name)
+        for r in reports
+        for name in r["metrics"]
+        if name not in summary.get(r["group"], {})
+    }
+    if known + len(new) > limit:
+        raise InvalidInput(
+            {
+                "reports": [
+                    f"A trial may have at most {limit} metric series; this batch adds"
+                    f" {len(new)} to {known}."
+                ]
+            }
+        )
 
 
 def _group_high_water(summary: dict, group: str) -> int:
@@ -162,6 +221,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
 
     Raises:
         Trial.DoesNotExist: when the trial is gone.
+        InvalidInput: naming ``reports``: over ``HEADWAY_MAX_METRIC_SERIES_PER_TRIAL`` series.
     """
     received = len(reports)
     reports = _latest_per_step(reports)
@@ -171,6 +231,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
         # Lock the trial so concurrent batches of one trial merge one after the other.
         trial = Trial.objects.select_for_update().select_related("experiment").get(id=trial_id)
         experiment = trial.experiment
+        _check_series_budget(trial.summary_metrics or {}, reports)
         default_run = run_id or trial.run_id
         encoded: list[dict[str, Any]] = []
         points: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
@@ -217,7 +278,9 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
             else:
                 summary.setdefault(group, {})[name] = _summary_entry(agg)
         trial.summary_metrics = summary
-        trial.steps_completed = max(trial.steps_completed, *(r["steps_completed"] for r in reports))
+        # A list, not varargs: an empty batch ({"reports": []}) leaves the step as it is.
+        steps = [trial.steps_completed, *(r["steps_completed"] for r in reports)]
+        trial.steps_completed = max(steps)
         fields = ["summary_metrics", "steps_completed"]
         if _fallback_progress(trial, experiment):
             fields.append("progress")
@@ -296,3 +359,12 @@ def _fallback_progress(trial: Trial, experiment: Experiment) -> bool:
         trial.save(update_fields=["progress"])
         refresh_experiment(experiment.id)
     return True
+
+
+def report_batch_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a ``{"reports": [...]}`` body, self-contained (no ``$ref``), for the
+    OpenAPI schema: generated from the validator itself, so the two cannot drift."""
+    schema = _batch_adapter.json_schema()
+    report = schema.pop("$defs")["ReportIn"]
+    schema["properties"]["reports"]["items"] = report
+    return schema

@@ -9,6 +9,7 @@ queues runs and requests a pass on commit.
 from registry.scheduling._hosts import host_heartbeat, host_redispatch, host_stopped
 from registry.scheduling._overview import experiment_scheduling_message, host_list
 from registry.scheduling._placement import NO_HOSTS, place_queued_runs, unplaceable_message
+from registry.scheduling._redispatch import redispatch_unclaimed_runs
 
 __all__ = [
     "NO_HOSTS",
@@ -18,5 +19,6 @@ __all__ = [
     "host_redispatch",
     "host_stopped",
     "place_queued_runs",
+    "redispatch_unclaimed_runs",
     "unplaceable_message",
 ]

@@ -296,9 +296,12 @@ def _assign(run: _Queued, choice: list[_HostSlots]) -> bool:
     chief, others = choice[0], choice[1:]
     with transaction.atomic():
         # Conditional: a run paused, killed or placed since it was read is left alone.
+        # heartbeat_at of a QUEUED run: when its task was sent (scheduling/_redispatch.py).
         updated = TrialRun.objects.filter(
             id=run.pk, state=RunState.QUEUED, host__isnull=True
-        ).update(host=chief.host, slots=share, devices=chief.free[:share])
+        ).update(
+            host=chief.host, slots=share, devices=chief.free[:share], heartbeat_at=timezone.now()
+        )
         if not updated:
             return False
         RunShare.objects.bulk_create(

@@ -24,13 +24,14 @@ from werkzeug.http import parse_range_header
 from headway.archive import UnsafeArchivePath, check_member_path
 from headway.storage import (
     StorageManager,
-    build_storage_manager,
     iter_file_chunks,
     iter_tar_chunks,
     iter_tgz_chunks,
     zip_stream,
 )
+from registry.api.schema import ErrorSerializer
 from registry.errors import InvalidInput, RegistryError
+from registry.storage_endpoints import registry_storage_manager
 
 # format -> (Content-Type, file name extension)
 FORMATS = {
@@ -103,6 +104,7 @@ class CheckpointDownloadMixin:
             (200, "application/octet-stream"): OpenApiTypes.BINARY,
             (206, "application/octet-stream"): OpenApiTypes.BINARY,
             302: OpenApiResponse(description="presigned S3 URL in Location"),
+            410: OpenApiResponse(ErrorSerializer, description="files no longer in storage"),
             416: OpenApiResponse(description="unsatisfiable Range"),
         },
     )
@@ -110,7 +112,7 @@ class CheckpointDownloadMixin:
     def download(self, request, uuid=None):
         checkpoint = self.get_object()
         params = _check_params(request.query_params)
-        manager = build_storage_manager(checkpoint.storage)
+        manager = registry_storage_manager(checkpoint.storage)
         if "path" in params:
             rel = _registered_path(params["path"], checkpoint.resources)
             if "redirect" in params:

@@ -32,10 +32,11 @@ CHECKPOINT_LIST_PARAMETERS = [
 
 
 def _parse(request) -> tuple[str | None, str | None]:
-    order_by = request.query_params.get("order_by") or None
+    # An empty value is a 400 too (not silently the default).
+    order_by = request.query_params.get("order_by")
     if order_by is not None and order_by not in ORDERINGS:
         raise InvalidInput({"order_by": [f"Unknown ordering; allowed: {', '.join(ORDERINGS)}."]})
-    state = request.query_params.get("state") or None
+    state = request.query_params.get("state")
     if state is not None and state not in CheckpointState.values:
         allowed = ", ".join(CheckpointState.values)
         raise InvalidInput({"state": [f"Unknown state; allowed: {allowed}."]})

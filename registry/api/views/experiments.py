@@ -8,6 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from registry import lifecycle, metrics
+from registry.api.params import int_list_param, int_query_parameter
 from registry.api.permissions import ensure_owner_or_staff
 from registry.api.serializers import (
     CheckpointSerializer,
@@ -42,7 +43,7 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         if self.action != "list":
             return qs
         state = self.request.query_params.get("state")
-        if state:
+        if state is not None:
             if state not in State.values:
                 raise InvalidInput(
                     {"state": [f"Unknown state; allowed: {', '.join(State.values)}."]}
@@ -53,9 +54,21 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
             # ones stay visible: the user has to act on them).
             qs = qs.exclude(state__in=(State.DELETING, State.DELETED))
         archived = self.request.query_params.get("archived")
-        if archived in ("true", "false"):
+        if archived is not None:
+            if archived not in ("true", "false"):
+                raise InvalidInput({"archived": ["Must be true or false."]})
             qs = qs.filter(archived=archived == "true")
         return qs
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("state", str, enum=State.values, description="Only this state."),
+            OpenApiParameter("archived", str, enum=["true", "false"], description="Archived?"),
+        ]
+    )
+    def list(self, request, *args, **kwargs):
+        """Newest first; experiments being deleted only when asked for by ``state``."""
+        return super().list(request, *args, **kwargs)
 
     @extend_schema(request=ExperimentCreateSerializer, responses={201: ExperimentSerializer})
     def create(self, request):
@@ -70,7 +83,9 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         return Response(ExperimentSerializer(experiment).data, status=status.HTTP_201_CREATED)
 
     def _control(self, request, pk, service):
-        experiment = service(experiment_id=self.get_object().id)
+        experiment = self.get_object()
+        ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
+        experiment = service(experiment_id=experiment.id)
         return Response(ExperimentSerializer(self.get_queryset().get(id=experiment.id)).data)
 
     @extend_schema(request=None, responses=ExperimentSerializer)
@@ -117,7 +132,9 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     @extend_schema(
         parameters=[
             *SERIES_PARAMETERS,
-            OpenApiParameter("trial_id", int, many=True, description="Only these trials."),
+            int_query_parameter(
+                "trial_id", lo=0, hi=2**63 - 1, many=True, description="Only these trials."
+            ),
         ],
         responses={200: dict},
     )
@@ -126,12 +143,7 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         """One series per trial and metric, for the experiment's overview charts."""
         experiment = self.get_object()
         params = series_params(request, default_max_points=EXPERIMENT_MAX_POINTS)
-        trial_ids = []
-        for raw in request.query_params.getlist("trial_id"):
-            try:
-                trial_ids.append(int(raw))
-            except ValueError:
-                raise InvalidInput({"trial_id": [f"Must be integers, got {raw!r}."]}) from None
+        trial_ids = int_list_param(request, "trial_id", lo=0, hi=2**63 - 1)
         series = metrics.read_experiment_series(
             experiment_id=experiment.id, trial_ids=trial_ids, **params
         )

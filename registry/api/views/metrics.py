@@ -13,18 +13,23 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from registry import metrics
-from registry.api.params import int_param, optional_int_param
+from registry.api.params import int_param, int_query_parameter, optional_int_param
 from registry.errors import InvalidInput
 from registry.models import Trial
 
 MAX_POINTS_LIMIT = 1_000_000
+STEP_MAX = 2**62
 SERIES_PARAMETERS = [
     OpenApiParameter("group", str, description="Only this group (training, validation, ...)."),
     OpenApiParameter("name", str, many=True, description="Only these metric names (repeatable)."),
-    OpenApiParameter("max_points", int, description="Points per series (>= 4), 0 for all."),
-    OpenApiParameter("x_min", int, description="First step of the window (zoom)."),
-    OpenApiParameter("x_max", int, description="Last step of the window (zoom)."),
-    OpenApiParameter("after_step", int, description="Only steps after this (live-poll cursor)."),
+    OpenApiParameter(
+        "max_points",
+        {"type": "integer", "minimum": 0, "maximum": MAX_POINTS_LIMIT, "not": {"enum": [1, 2, 3]}},
+        description="Points per series (>= 4), 0 for all.",
+    ),
+    int_query_parameter("x_min", lo=0, hi=STEP_MAX, description="First step of the window."),
+    int_query_parameter("x_max", lo=0, hi=STEP_MAX, description="Last step of the window."),
+    int_query_parameter("after_step", lo=-1, hi=STEP_MAX, description="Only steps after this."),
     OpenApiParameter(
         "x_axis", str, enum=[a.value for a in metrics.XAxis], description="Extra x values."
     ),
@@ -41,13 +46,12 @@ def series_params(request, *, default_max_points: int) -> dict[str, Any]:
     max_points = int_param(request, "max_points", default_max_points, lo=0, hi=MAX_POINTS_LIMIT)
     if 0 < max_points < 4:
         raise InvalidInput({"max_points": ["Must be 0 (all points) or at least 4."]})
-    step_max = 2**62
-    x_min = optional_int_param(request, "x_min", lo=0, hi=step_max)
-    x_max = optional_int_param(request, "x_max", lo=0, hi=step_max)
+    x_min = optional_int_param(request, "x_min", lo=0, hi=STEP_MAX)
+    x_max = optional_int_param(request, "x_max", lo=0, hi=STEP_MAX)
     if x_min is not None and x_max is not None and x_min > x_max:
         raise InvalidInput({"x_max": [f"Must be at least x_min ({x_min})."]})
-    after_step = optional_int_param(request, "after_step", lo=-1, hi=step_max)
-    raw_axis = request.query_params.get("x_axis") or metrics.XAxis.BATCHES.value
+    after_step = optional_int_param(request, "after_step", lo=-1, hi=STEP_MAX)
+    raw_axis = request.query_params.get("x_axis", metrics.XAxis.BATCHES.value)
     try:
         x_axis = metrics.XAxis(raw_axis)
     except ValueError:

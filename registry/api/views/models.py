@@ -60,6 +60,9 @@ def _models() -> QuerySet[RegisteredModel]:
     )
 
 
+_NO_NUL = {"type": "string", "pattern": "^[^\\x00]*$"}
+
+
 class RegisteredModelViewSet(viewsets.GenericViewSet):
     """Models by name: list (filters), create, retrieve, partial update, delete."""
 
@@ -76,8 +79,9 @@ class RegisteredModelViewSet(viewsets.GenericViewSet):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("name", str, description="part of the name (case-insensitive)"),
-            OpenApiParameter("label", str, description="models with this label"),
+            # No NUL character (400), as every text field of the API.
+            OpenApiParameter("name", _NO_NUL, description="part of the name (case-insensitive)"),
+            OpenApiParameter("label", _NO_NUL, description="models with this label"),
             OpenApiParameter("archived", bool, description="only archived (true) or not (false)"),
         ],
         responses=RegisteredModelSerializer(many=True),
@@ -105,6 +109,7 @@ class RegisteredModelViewSet(viewsets.GenericViewSet):
     @extend_schema(request=ModelUpdateSerializer, responses=RegisteredModelSerializer)
     def partial_update(self, request: Request, name: str) -> Response:
         model = self._get(name)
+        svc.check_can_modify(model, request.user)  # 403 before any 400 about the body
         data = ModelUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         svc.model_update(model=model, user=request.user, **data.validated_data)
@@ -149,6 +154,7 @@ class ModelVersionViewSet(viewsets.GenericViewSet):
     @extend_schema(request=VersionCreateSerializer, responses={201: ModelVersionSerializer})
     def create(self, request: Request, model_name: str) -> Response:
         model = svc.get_model(model_name)
+        svc.check_can_modify(model, request.user)  # 403 before any 400 about the body
         data = VersionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         version = svc.version_register(model=model, user=request.user, **data.validated_data)
@@ -161,6 +167,7 @@ class ModelVersionViewSet(viewsets.GenericViewSet):
     @extend_schema(request=VersionUpdateSerializer, responses=ModelVersionSerializer)
     def partial_update(self, request: Request, model_name: str, version: str) -> Response:
         found = self._version(model_name, version)
+        svc.check_can_modify(found.model, request.user)  # 403 before any 400 about the body
         data = VersionUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         svc.version_update(version=found, user=request.user, **data.validated_data)

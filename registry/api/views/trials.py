@@ -2,17 +2,18 @@
 
 from django.db.models import Count
 from django.http import Http404
-from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
 from registry import lifecycle, metrics
-from registry.api.params import int_param
+from registry.api.params import int_param, int_query_parameter
 from registry.api.permissions import trial_run_of
 from registry.api.serializers import (
+    RUN_ID_MAX,
     CheckpointRegisterSerializer,
     CheckpointSerializer,
     ContinueTrialSerializer,
@@ -21,11 +22,14 @@ from registry.api.serializers import (
     PreemptAckSerializer,
     ProgressSerializer,
     SearcherCompletedSerializer,
+    TrialLogPageSerializer,
     TrialLogSerializer,
     TrialSerializer,
 )
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
+from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data
+from registry.errors import InvalidInput
 from registry.models import Experiment, Trial, TrialLog
 from registry.preemption import wait_for_stop_request
 
@@ -41,6 +45,9 @@ def _trial_pk(pk: str | None) -> int:
 
 
 TRIAL_MAX_POINTS = 2000
+LOG_CURSOR_MAX = 2**62
+LOG_LIMIT_MAX = 10_000
+PREEMPT_WAIT_MAX = 60
 
 
 class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -59,13 +66,29 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     )
 
     def get_object(self) -> Trial:
+        # DRF's get_object_or_404: a non-integer id is a 404, not Django's ValueError (a 500).
         trial = get_object_or_404(self.get_queryset(), pk=self.kwargs["pk"])
         run = trial_run_of(self.request)
         if run is not None and run.trial_id != trial.id:
             raise PermissionDenied(f"This trial token may only access trial {run.trial_id}.")
         return trial
 
-    @extend_schema(parameters=SERIES_PARAMETERS, responses={200: dict})
+    def _writable_trial(self) -> Trial:
+        """``get_object`` for the SDK's writes: the trial's own run token or its owner
+        (``registry.authz.ensure_can_write_trial_data``), else 403."""
+        trial = self.get_object()
+        run = trial_run_of(self.request)
+        ensure_can_write_trial_data(
+            self.request.user, trial.id, run_trial_id=run.trial_id if run else None
+        )
+        return trial
+
+    @extend_schema(methods=["GET"], parameters=SERIES_PARAMETERS, responses={200: dict})
+    @extend_schema(
+        methods=["POST"],
+        request={"application/json": metrics.report_batch_json_schema()},
+        responses={200: dict},
+    )
     @action(detail=True, methods=["get", "post"])
     def metrics(self, request, pk=None):
         if request.method == "POST":
@@ -73,8 +96,9 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
             # check access without a second fetch of the trial (get_object).
             trial_id = _trial_pk(pk)
             run = trial_run_of(request)
-            if run is not None and run.trial_id != trial_id:
-                raise PermissionDenied(f"This trial token may only access trial {run.trial_id}.")
+            ensure_can_write_trial_data(
+                request.user, trial_id, run_trial_id=run.trial_id if run else None
+            )
             # Validate the JSON bytes directly (pydantic's parser): a tenth of the cost of
             # DRF's json.loads then validating the Python objects, for 10,000-report batches.
             json_body = request.content_type.startswith("application/json")
@@ -93,18 +117,29 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         return Response({"trial_id": trial.id, "series": series})
 
     @extend_schema(
+        methods=["GET"],
         parameters=CHECKPOINT_LIST_PARAMETERS,
-        request=CheckpointRegisterSerializer,
         responses=CheckpointSerializer(many=True),
+    )
+    @extend_schema(
+        methods=["POST"],
+        request=CheckpointRegisterSerializer,
+        # 201 for a new registration, 200 when the same one is registered again.
+        responses={200: CheckpointSerializer, 201: CheckpointSerializer},
     )
     @action(detail=True, methods=["get", "post"])
     def checkpoints(self, request, pk=None):
-        trial = self.get_object()
         if request.method == "POST":
+            trial = self._writable_trial()
             data = CheckpointRegisterSerializer(data=request.data)
             data.is_valid(raise_exception=True)
             run = trial_run_of(request)
             run_id = data.validated_data.get("run_id")
+            if run is not None and run_id is not None and run_id != run.run_id:
+                # The registering run is the token's, never one named in the request.
+                raise InvalidInput(
+                    {"run_id": [f"This token belongs to run {run.run_id}, not run {run_id}."]}
+                )
             checkpoint, created = lifecycle.checkpoint_register(
                 trial_id=trial.id,
                 uuid=data.validated_data["uuid"],
@@ -117,19 +152,23 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
                 CheckpointSerializer(checkpoint).data,
                 status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
             )
+        trial = self.get_object()
         return checkpoint_list_response(
             self, trial.checkpoints.all(), default_order=("-steps_completed", "-created_at")
         )
 
     @extend_schema(
-        parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
-        responses=TrialLogSerializer(many=True),
+        parameters=[
+            int_query_parameter("after", lo=0, hi=LOG_CURSOR_MAX, description="Lines after this."),
+            int_query_parameter("limit", lo=1, hi=LOG_LIMIT_MAX, description="At most this many."),
+        ],
+        responses=TrialLogPageSerializer,
     )
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
         trial = self.get_object()
-        after = int_param(request, "after", 0, lo=0, hi=2**62)
-        limit = int_param(request, "limit", 1000, lo=1, hi=10_000)
+        after = int_param(request, "after", 0, lo=0, hi=LOG_CURSOR_MAX)
+        limit = int_param(request, "limit", 1000, lo=1, hi=LOG_LIMIT_MAX)
         lines = list(TrialLog.objects.filter(trial=trial, id__gt=after).order_by("id")[:limit])
         return Response(
             {
@@ -140,7 +179,10 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         )
 
     @extend_schema(
-        parameters=[OpenApiParameter("run_id", int), OpenApiParameter("timeout", int)],
+        parameters=[
+            int_query_parameter("run_id", lo=0, hi=RUN_ID_MAX, description="Default: current."),
+            int_query_parameter("timeout", lo=0, hi=PREEMPT_WAIT_MAX, description="Seconds."),
+        ],
         responses={200: dict},
     )
     @action(detail=True, methods=["get"])
@@ -148,15 +190,16 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         """``{"should_preempt": bool}``; with ``?timeout=S`` waits up to S s (<= 60) for a stop."""
         trial = self.get_object()
         run = trial_run_of(request)
-        run_id = int_param(request, "run_id", run.run_id if run else trial.run_id, lo=0, hi=2**31)
-        timeout = int_param(request, "timeout", 0, lo=0, hi=60)
+        default_run = run.run_id if run else trial.run_id
+        run_id = int_param(request, "run_id", default_run, lo=0, hi=RUN_ID_MAX)
+        timeout = int_param(request, "timeout", 0, lo=0, hi=PREEMPT_WAIT_MAX)
         return Response({"should_preempt": wait_for_stop_request(trial.id, run_id, timeout)})
 
     @extend_schema(request=PreemptAckSerializer, responses={200: dict})
     @action(detail=True, methods=["post"], url_path="preempt/ack")
     def preempt_ack(self, request, pk=None):
         """The process checkpointed after a stop request; its exit 0 means "resume me later"."""
-        trial = self.get_object()
+        trial = self._writable_trial()
         data = PreemptAckSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         acknowledged = lifecycle.trial_preempt_acknowledge(
@@ -165,7 +208,9 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         return Response({"acknowledged": acknowledged})
 
     def _control(self, service):
-        trial = service(trial_id=self.get_object().id)
+        trial = self.get_object()
+        ensure_can_change_trial(self.request.user, trial.id)
+        trial = service(trial_id=trial.id)
         return Response(TrialSerializer(self.get_queryset().get(id=trial.id)).data)
 
     @extend_schema(request=None, responses=TrialSerializer)
@@ -195,8 +240,10 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @extend_schema(request=ContinueTrialSerializer, responses={201: ExperimentSerializer})
     @action(detail=True, methods=["post"], url_path="continue")
     def continue_trial(self, request, pk=None):
-        """A new single-trial experiment warm-started from this trial's checkpoint."""
+        """A new single-trial experiment warm-started from this trial's checkpoint (the trial's
+        owner or an admin)."""
         trial = self.get_object()
+        ensure_can_change_trial(request.user, trial.id)
         data = ContinueTrialSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         experiment = lifecycle.trial_continue(
@@ -214,7 +261,7 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @extend_schema(request=ProgressSerializer, responses={200: dict})
     @action(detail=True, methods=["post"])
     def progress(self, request, pk=None):
-        trial = self.get_object()
+        trial = self._writable_trial()
         data = ProgressSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         lifecycle.trial_report_progress(trial_id=trial.id, progress=data.validated_data["progress"])
@@ -225,7 +272,7 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     def searcher_completed(self, request, pk=None):
         """Report a completed searcher operation; the answer's ``next_length`` (or null) is the
         length of the trial's next operation."""
-        trial = self.get_object()
+        trial = self._writable_trial()
         data = SearcherCompletedSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = trial_run_of(request)
@@ -239,7 +286,7 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     def searcher_early_exit(self, request, pk=None):
         """Report that the trial leaves its search early (``reason``: errored, user_canceled,
         invalid_hp); the searcher hears it when the trial ends."""
-        trial = self.get_object()
+        trial = self._writable_trial()
         data = EarlyExitSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         trial = lifecycle.trial_report_early_exit(

@@ -33,7 +33,15 @@ class _Handler(WSGIRequestHandler):
             connections.close_all()  # this thread's connections only (they are thread-local)
 
 
+class _Server(basehttp.WSGIServer):
+    # Django's listen backlog is 10: 20 SDKs and 20 chart readers connecting at once got
+    # connection resets (tests/test_load.py). The kernel caps it at net.core.somaxconn.
+    request_queue_size = 1024
+
+
 class Command(RunserverCommand):
+    server_cls = _Server
+
     def inner_run(self, *args, **options):
         # ``basehttp.run`` builds the server with the module's ``WSGIRequestHandler`` and takes
         # no handler argument: swap in ours.

@@ -10,6 +10,7 @@ import os
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from workers import isolation
 from workers.hosts import detect_host, host_queue
 from workers.services import worker_command
 
@@ -18,6 +19,8 @@ class Command(BaseCommand):
     help = "Run this host's worker: registers its slots and runs the trials placed on it."
 
     def handle(self, **options):
+        # A HEADWAY_TRIAL_USER this worker cannot switch to fails here, not at the first trial.
+        isolation.trial_user()
         spec = detect_host()
         command = worker_command(spec.slots + 1, host_name=spec.name)
         kind = "GPU" if spec.gpu else "CPU"

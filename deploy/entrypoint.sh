@@ -1,0 +1,50 @@
+#!/bin/sh
+# The commands Headway's containers run (Dockerfile, docker-compose.yml). tests/test_deployment.py
+# runs this same script on the build machine (PostgreSQL + Redis + an S3 server), so what the
+# containers run is what the test exercises (docs/deployment.md).
+#
+#   entrypoint.sh migrate          apply database migrations (one-shot, before web and worker)
+#   entrypoint.sh bucket NAME      create S3 bucket NAME at $HEADWAY_S3_ENDPOINT_URL if missing
+#   entrypoint.sh web [ARGS]       collect static files, then gunicorn (config/gunicorn.py) on
+#                                  $HEADWAY_BIND:$HEADWAY_PORT (default 0.0.0.0:8000)
+#   entrypoint.sh worker           this host's Celery worker (manage.py worker)
+#   entrypoint.sh healthcheck      exit 0 when the web server answers /healthz
+#   entrypoint.sh CMD ...          anything else runs as given (e.g. `manage.py createsuperuser`)
+set -eu
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python}"
+command="${1:-web}"
+[ $# -gt 0 ] && shift
+
+case "$command" in
+  migrate)
+    exec "$PYTHON" manage.py migrate --noinput
+    ;;
+  bucket)
+    exec "$PYTHON" - "$@" <<'PY'
+import os, sys
+import boto3, botocore.exceptions
+s3 = boto3.client("s3", endpoint_url=os.environ.get("HEADWAY_S3_ENDPOINT_URL") or None)
+try:
+    s3.head_bucket(Bucket=sys.argv[1])
+    print(f"bucket {sys.argv[1]} exists")
+except botocore.exceptions.ClientError:
+    s3.create_bucket(Bucket=sys.argv[1])
+    print(f"bucket {sys.argv[1]} created")
+PY
+    ;;
+  web)
+    "$PYTHON" manage.py collectstatic --noinput -v 0
+    export HEADWAY_BIND="${HEADWAY_BIND:-0.0.0.0}"
+    exec "$PYTHON" -m gunicorn -c config/gunicorn.py config.wsgi:application "$@"
+    ;;
+  worker)
+    exec "$PYTHON" manage.py worker "$@"
+    ;;
+  healthcheck)
+    exec "$PYTHON" -c "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('HEADWAY_PORT', '8000') + '/healthz', timeout=5)"
+    ;;
+  *)
+    exec "$command" "$@"
+    ;;
+esac

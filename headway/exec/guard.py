@@ -1,0 +1,88 @@
+"""Stop a trial whose worker died: ``python -m headway.exec.guard --parent PID -- command...``.
+
+The worker starts every trial process through this guard (issue #12: "after a worker is killed
+its trial runs unsupervised for 60-90 s"). The guard runs ``command`` as its child in its own
+process group (the one the worker made for the run) and watches its parent: once the worker
+``PID`` is no longer its parent (the worker was killed: the guard was re-parented), it sends
+SIGTERM to the whole group, and SIGKILL ``--grace`` seconds later if the trial still runs. It
+checks once per ``--interval`` seconds from a sleeping thread (no busy loop), so a trial stops
+within about ``interval`` seconds of its worker's death; the lost-run reaper re-queues it.
+
+Signals the worker sends to the group (kill, preemption escalation) reach the trial directly;
+the guard ignores SIGTERM and SIGINT itself and ends with the trial's exit status (a trial
+killed by signal N ends the guard by signal N too), so the worker sees what it saw before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m headway.exec.guard")
+    parser.add_argument("--parent", type=int, required=True, help="the worker's pid")
+    parser.add_argument("--grace", type=float, default=10.0, help="seconds SIGTERM -> SIGKILL")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between checks")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the trial command")
+    args = parser.parse_args(argv)
+    if args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    if not args.command:
+        parser.error("no command given after --")
+    return args
+
+
+def _say(message: str) -> None:
+    try:
+        print(f"[headway] {message}", file=sys.stderr, flush=True)
+    except OSError:
+        pass  # nobody reads the pipe any more: the worker is gone
+
+
+def _watch(child: subprocess.Popen[bytes], parent: int, grace: float, interval: float) -> None:
+    """Thread body: when the worker is gone, stop the run's process group."""
+    while child.returncode is None:
+        time.sleep(interval)
+        if os.getppid() == parent:
+            continue
+        _say(f"the worker (pid {parent}) is gone: stopping the trial (SIGTERM)")
+        os.killpg(os.getpgrp(), signal.SIGTERM)  # the guard ignores it; the trial's tree not
+        deadline = time.monotonic() + grace
+        while child.returncode is None and time.monotonic() < deadline:
+            time.sleep(min(interval, 0.5))
+        if child.returncode is None:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        return
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command under the guard; return its exit status (see the module docstring)."""
+    args = _parse(argv)
+    child = subprocess.Popen(args.command)
+    # Ignored only after the child started: ignored dispositions would be inherited by it. A
+    # SIGTERM to the group before this line ends both, as it would have ended the trial alone.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(
+        target=_watch,
+        args=(child, args.parent, args.grace, args.interval),
+        name="headway-guard",
+        daemon=True,
+    ).start()
+    code = child.wait()
+    if code < 0:  # killed by a signal: end the same way
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those cannot be handled anyway
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        time.sleep(1)  # the signal is delivered meanwhile
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Which storage endpoints the registry may talk to (issue #12, SSRF).
+
+An experiment's ``checkpoint_storage.endpoint_url`` is user input, but the registry (downloads,
+checkpoint GC and deletion) sends signed S3 requests there with the server's credentials. So a
+config may name only an endpoint the server's administrator listed in
+``HEADWAY_STORAGE_ENDPOINTS`` (or the server's own ``HEADWAY_S3_ENDPOINT_URL``); without
+``endpoint_url`` boto3 uses AWS's own endpoints. The check runs at experiment creation (a 400
+naming ``config.checkpoint_storage.endpoint_url``) and again every time the registry builds a
+storage manager from a stored config (``registry_storage_manager``), so a config stored before
+the allow-list (or before it shrank) is refused too. Trial processes are not the registry: they
+build their storage manager with ``headway.storage`` directly.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from headway.storage import StorageManager, build_storage_manager
+from registry.errors import InvalidInput
+
+FIELD = "checkpoint_storage.endpoint_url"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalize_endpoint(url: str) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` of an http(s) endpoint URL without path, query or credentials;
+    None when ``url`` is anything else (``ftp:``, ``http://u:p@h``, ``http://h/x``, no host)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    if parts.username or parts.password or parts.query or parts.fragment:
+        return None
+    if parts.path not in ("", "/"):
+        return None
+    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
+
+
+def allowed_endpoints() -> set[tuple[str, str, int]]:
+    """The normalized endpoints of ``HEADWAY_STORAGE_ENDPOINTS`` plus the server's own
+    ``HEADWAY_S3_ENDPOINT_URL`` (both set by the administrator)."""
+    urls = list(settings.HEADWAY_STORAGE_ENDPOINTS)
+    own = os.environ.get("HEADWAY_S3_ENDPOINT_URL")
+    if own:
+        urls.append(own)
+    return {key for key in map(normalize_endpoint, urls) if key is not None}
+
+
+def endpoint_error(storage: Any) -> str | None:
+    """Why ``storage`` (a ``checkpoint_storage`` dict) names an endpoint the registry must not
+    call, or None when it names none or an allowed one."""
+    if not isinstance(storage, dict):
+        return None
+    url = storage.get("endpoint_url")
+    if url in (None, ""):
+        return None
+    if not isinstance(url, str):
+        return "must be a URL string"
+    key = normalize_endpoint(url)
+    if key is None:
+        return f"{url!r} is not an http(s) URL of a host (no path, query or credentials)"
+    if key not in allowed_endpoints():
+        return (
+            f"{url!r} is not one of the storage endpoints this server allows "
+            "(HEADWAY_STORAGE_ENDPOINTS); leave it out to use AWS S3, or ask an administrator"
+        )
+    return None
+
+
+def check_storage_endpoint(storage: Any, field: str = f"config.{FIELD}") -> None:
+    """Raise ``InvalidInput`` naming ``field`` when ``storage`` names a disallowed endpoint."""
+    error = endpoint_error(storage)
+    if error is not None:
+        raise InvalidInput({field: [error]})
+
+
+def registry_storage_manager(storage: dict[str, Any]) -> StorageManager:
+    """``headway.storage.build_storage_manager`` for the registry's own use: refuses (with
+    ``InvalidInput`` naming ``checkpoint_storage.endpoint_url``) a stored config whose endpoint
+    is not allowed, before any request is made.
+
+    Raises:
+        InvalidInput: disallowed endpoint.
+        ValueError: an invalid config (``build_storage_manager``).
+    """
+    check_storage_endpoint(storage, field=FIELD)
+    return build_storage_manager(storage)

@@ -1,0 +1,490 @@
+"""Authorization matrix (issue #12): every ``/api/v1/`` and dashboard route x seven principals.
+
+The routes come from the URL conf (``get_resolver()``), so a new route without an expectation in
+``API`` / ``DASHBOARD`` below fails ``test_every_route_has_an_expectation`` (and its matrix cases)
+naming it. Principals: anonymous, another user, the owner, an admin, this trial's run token,
+another trial's run token and an ended run's token. The rule (``registry.authz``):
+
+- reads: every logged-in user (team visibility); run tokens only the SDK endpoints of their own
+  trial, plus checkpoint metadata and downloads (a run may warm-start from any checkpoint);
+- changes and deletions: the owner or an admin, else 403 (dashboard: 403, or an error note with
+  nothing changed); creating (experiments, models): every user;
+- a trial's own data (metrics, checkpoints, progress, searcher reports, preemption acks): its
+  live run's token or its owner; admins and other runs get 403;
+- anonymous and ended-run tokens: 401 on the API, the login page on the dashboard.
+
+One fixture set per module; each case runs in its own rolled-back transaction, so the Celery
+tasks a write queues with ``transaction.on_commit`` are never sent (no worker needed).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from rest_framework.test import APIClient
+
+from dashboard.bulk import BULK_ACTIONS
+from dashboard.controls import EXPERIMENT_CONTROLS, TRIAL_CONTROLS
+from tests.helpers import TINY_CONFIG, TINY_MODEL, b64, register_host, start_run
+
+PRINCIPALS = ("anonymous", "other", "owner", "admin", "this_run", "other_run", "ended_run")
+
+# API kinds: who is allowed (everyone else: 401 without credentials, else 403).
+PUBLIC = "public"  # no credentials needed (login)
+READ = "read"  # logged-in users
+READ_OWN_RUN = "read+own run"  # users, and this trial's run token
+READ_ANY_RUN = "read+any run"  # users, and any live run token (checkpoints, models)
+CREATE = "create"  # logged-in users create their own objects
+OWNER = "owner"  # the owner or an admin
+TRIAL_DATA = "trial data"  # the owner or this trial's run token
+
+# (route name, method) -> kind, for every route of registry/api/urls.py.
+API: dict[tuple[str, str], str] = {
+    ("api-root", "get"): READ,
+    ("login", "post"): PUBLIC,
+    ("schema", "get"): READ,
+    ("schema-ui", "get"): READ,
+    ("experiment-list", "get"): READ,
+    ("experiment-list", "post"): CREATE,
+    ("experiment-detail", "get"): READ,
+    ("experiment-detail", "delete"): OWNER,
+    ("experiment-activate", "post"): OWNER,
+    ("experiment-pause", "post"): OWNER,
+    ("experiment-cancel", "post"): OWNER,
+    ("experiment-kill", "post"): OWNER,
+    ("experiment-archive", "post"): OWNER,
+    ("experiment-unarchive", "post"): OWNER,
+    ("experiment-checkpoints", "get"): READ,
+    ("experiment-checkpoints-gc", "post"): OWNER,
+    ("experiment-metrics", "get"): READ,
+    ("experiment-model-definition", "get"): READ,
+    ("experiment-trials", "get"): READ,
+    ("trial-detail", "get"): READ_OWN_RUN,
+    ("trial-activate", "post"): OWNER,
+    ("trial-pause", "post"): OWNER,
+    ("trial-cancel", "post"): OWNER,
+    ("trial-kill", "post"): OWNER,
+    ("trial-continue-trial", "post"): OWNER,
+    ("trial-checkpoints", "get"): READ_OWN_RUN,
+    ("trial-checkpoints", "post"): TRIAL_DATA,
+    ("trial-metrics", "get"): READ_OWN_RUN,
+    ("trial-metrics", "post"): TRIAL_DATA,
+    ("trial-metrics-csv", "get"): READ,
+    ("trial-logs", "get"): READ,
+    ("trial-preempt", "get"): READ_OWN_RUN,
+    ("trial-preempt-ack", "post"): TRIAL_DATA,
+    ("trial-progress", "post"): TRIAL_DATA,
+    ("trial-searcher-completed", "post"): TRIAL_DATA,
+    ("trial-searcher-early-exit", "post"): TRIAL_DATA,
+    ("checkpoint-detail", "get"): READ_ANY_RUN,
+    ("checkpoint-detail", "delete"): OWNER,
+    ("checkpoint-download", "get"): READ_ANY_RUN,
+    ("worker-list", "get"): READ,
+    ("worker-detail", "get"): READ,
+    ("model-list", "get"): READ_ANY_RUN,
+    ("model-list", "post"): CREATE,
+    ("model-detail", "get"): READ_ANY_RUN,
+    ("model-detail", "patch"): OWNER,
+    ("model-detail", "delete"): OWNER,
+    ("model-version-list", "get"): READ_ANY_RUN,
+    ("model-version-list", "post"): OWNER,
+    ("model-version-detail", "get"): READ_ANY_RUN,
+    ("model-version-detail", "patch"): OWNER,
+    ("model-version-detail", "delete"): OWNER,
+}
+
+# Dashboard route name -> (method, kind); READ / CREATE / OWNER as above (session logins only).
+DASHBOARD: dict[str, tuple[str, str]] = {
+    "experiments": ("get", READ),
+    "experiments-live": ("get", READ),
+    "experiments-bulk": ("post", OWNER),
+    "experiment": ("get", READ),
+    "experiment-live": ("get", READ),
+    "experiment-files": ("get", READ),
+    "trial": ("get", READ),
+    "trial-logs": ("get", READ),
+    "workers": ("get", READ),
+    "models": ("get", READ),
+    "model-create": ("post", CREATE),
+    "model-register": ("post", CREATE),
+    "model": ("get", READ),
+    "model-archive": ("post", OWNER),
+    "model-version-delete": ("post", OWNER),
+    "compare": ("get", READ),
+    "experiment-control": ("post", OWNER),
+    "trial-control": ("post", OWNER),
+    "trial-continue": ("post", OWNER),
+}
+
+
+def _walk(patterns: list[Any], namespace: str | None = None) -> Iterator[tuple[str, Any]]:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            yield from _walk(pattern.url_patterns, pattern.namespace or namespace)
+        elif isinstance(pattern, URLPattern) and namespace in ("registry-api", "dashboard"):
+            yield f"{namespace}:{pattern.name}", pattern.callback
+
+
+def _methods(callback: Any) -> list[str]:
+    actions = getattr(callback, "actions", None)
+    if actions:  # a DRF viewset route: {"get": "list", "post": "create"}
+        return sorted(set(actions) - {"head", "options"})  # HEAD is GET
+    cls = getattr(callback, "cls", None)
+    if cls is not None:  # an APIView
+        return sorted(m for m in ("get", "post", "put", "patch", "delete") if hasattr(cls, m))
+    return []
+
+
+def url_conf_routes() -> dict[str, list[str]]:
+    """``{"namespace:name": [methods]}`` for every API and dashboard route (methods of
+    dashboard function views come from ``DASHBOARD``)."""
+    routes: dict[str, list[str]] = {}
+    for name, callback in _walk(get_resolver().url_patterns):
+        routes[name] = _methods(callback)
+    return routes
+
+
+def _cases() -> list[tuple[str, str, str | None]]:
+    """``(route, method, control action)`` for every route; dashboard controls once per action."""
+    cases: list[tuple[str, str, str | None]] = []
+    for route, methods in sorted(url_conf_routes().items()):
+        namespace, name = route.split(":")
+        if namespace == "registry-api":
+            cases += [(route, method, None) for method in methods]
+            continue
+        method = DASHBOARD.get(name, ("get", "?"))[0]
+        actions: list[str | None] = [None]
+        if name == "experiment-control":
+            actions = list(EXPERIMENT_CONTROLS)
+        elif name == "trial-control":
+            actions = list(TRIAL_CONTROLS)
+        elif name == "experiments-bulk":
+            actions = list(BULK_ACTIONS)
+        cases += [(route, method, action) for action in actions]
+    return cases
+
+
+def _kind(route: str, method: str) -> str | None:
+    namespace, name = route.split(":")
+    if namespace == "registry-api":
+        return API.get((name, method))
+    entry = DASHBOARD.get(name)
+    return entry[1] if entry else None
+
+
+def test_every_route_has_an_expectation() -> None:
+    routes = url_conf_routes()
+    missing = sorted(
+        f"{route} {method.upper()}"
+        for route, methods in routes.items()
+        for method in (methods or [DASHBOARD.get(route.split(":")[1], ("?", ""))[0]])
+        if _kind(route, method) is None
+    )
+    assert not missing, f"routes without an authorization expectation: {missing}"
+    expected = {f"registry-api:{name}" for name, _ in API} | {f"dashboard:{n}" for n in DASHBOARD}
+    stale = sorted(expected - set(routes))
+    assert not stale, f"expectations for routes that no longer exist: {stale}"
+
+
+# -- the fixture set ----------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    users: dict[str, Any]
+    tokens: dict[str, str]
+    experiment: Any
+    trial: Any
+    checkpoint: Any
+    model: Any
+    other_experiment: Any
+
+
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[World]:
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from registry import lifecycle, model_registry
+    from registry.models import Experiment, ModelVersion, RegisteredModel, RunState, WorkerHost
+    from tests.helpers import register_checkpoint
+
+    storage = tmp_path_factory.mktemp("authz-ckpt")
+    config = TINY_CONFIG + f"checkpoint_storage: {{type: shared_fs, host_path: {storage}}}\n"
+    with django_db_blocker.unblock():
+        users_model = get_user_model()
+        users = {
+            "owner": users_model.objects.create_user("mx-owner", password="pw-owner"),
+            "other": users_model.objects.create_user("mx-other"),
+            "admin": users_model.objects.create_user("mx-admin", is_staff=True),
+        }
+        experiment = lifecycle.experiment_create(
+            owner=users["owner"], config_source=config, model_definition=TINY_MODEL
+        )
+        trial = experiment.trials.get()
+        ended = start_run(trial)
+        lifecycle.trial_run_exited(trial_id=trial.id, run_id=ended.run_id, exit_code=1)
+        trial.refresh_from_db()
+        this_run = start_run(trial)
+        assert this_run.run_id != ended.run_id
+        ended.refresh_from_db()
+        assert ended.state == RunState.EXITED
+        other_experiment = lifecycle.experiment_create(
+            owner=users["other"], config_source=config, model_definition=TINY_MODEL
+        )
+        other_run = start_run(other_experiment.trials.get())
+        checkpoint = register_checkpoint(trial, run_id=this_run.run_id)
+        model = model_registry.model_create(owner=users["owner"], name="mx-model")
+        model_registry.version_register(
+            model=model, user=users["owner"], checkpoint_uuid=checkpoint.uuid
+        )
+        register_host("mx-host", 1)
+        tokens = {name: Token.objects.create(user=user).key for name, user in users.items()}
+        tokens |= {
+            "this_run": this_run.token,
+            "other_run": other_run.token,
+            "ended_run": ended.token,
+        }
+        trial.refresh_from_db()
+        yield World(users, tokens, experiment, trial, checkpoint, model, other_experiment)
+        ModelVersion.objects.filter(model__name__startswith="mx-").delete()
+        RegisteredModel.objects.filter(owner__username__startswith="mx-").delete()
+        Experiment.objects.filter(owner__username__startswith="mx-").delete()
+        WorkerHost.objects.filter(name="mx-host").delete()
+        users_model.objects.filter(username__startswith="mx-").delete()
+
+
+def _snapshot(world: World) -> tuple:
+    """What a refused request must leave unchanged."""
+    from registry.models import (
+        Checkpoint,
+        Experiment,
+        MetricReport,
+        ModelVersion,
+        RegisteredModel,
+        Trial,
+    )
+
+    return (
+        list(Experiment.objects.order_by("id").values_list("id", "state", "archived")),
+        list(Trial.objects.order_by("id").values_list("id", "state", "run_id", "progress")),
+        list(Checkpoint.objects.order_by("uuid").values_list("uuid", "state")),
+        list(RegisteredModel.objects.order_by("id").values_list("id", "archived", "description")),
+        list(ModelVersion.objects.order_by("id").values_list("id", "comment")),
+        MetricReport.objects.count(),
+    )
+
+
+# -- requests -----------------------------------------------------------------------------------
+
+
+def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None]:
+    """The URL and JSON body of a plausible request to ``name``; objects are the owner's."""
+    e, t, c, m = world.experiment, world.trial, world.checkpoint, world.model
+    kwargs: dict[str, Any] = {}
+    if name.startswith("experiment-") and name != "experiment-list":
+        kwargs = {"pk": e.id}
+    elif name.startswith("trial-"):
+        kwargs = {"pk": t.id}
+    elif name.startswith("checkpoint-"):
+        kwargs = {"uuid": c.uuid}
+    elif name == "worker-detail":
+        kwargs = {"name": "mx-host"}
+    elif name == "model-detail":
+        kwargs = {"name": m.name}
+    elif name == "model-version-list":
+        kwargs = {"model_name": m.name}
+    elif name == "model-version-detail":
+        kwargs = {"model_name": m.name, "version": 1}
+    bodies: dict[tuple[str, str], dict] = {
+        ("login", "post"): {"username": "mx-owner", "password": "pw-owner"},
+        ("experiment-list", "post"): {"config": TINY_CONFIG, "model_definition": b64(TINY_MODEL)},
+        ("trial-checkpoints", "post"): {
+            "uuid": str(uuid.uuid4()),
+            "steps_completed": 5,
+            "resources": {"state-dict.pth": 3},
+        },
+        ("trial-metrics", "post"): {
+            "reports": [{"group": "training", "steps_completed": 1, "metrics": {"loss": 1.0}}]
+        },
+        ("trial-preempt-ack", "post"): {"run_id": t.run_id},
+        ("trial-progress", "post"): {"progress": 0.5},
+        ("trial-searcher-completed", "post"): {"length": 10, "metric": 0.5},
+        ("trial-searcher-early-exit", "post"): {"reason": "errored"},
+        ("trial-continue-trial", "post"): {},
+        ("model-list", "post"): {"name": "mx-new"},
+        ("model-detail", "patch"): {"description": "changed"},
+        ("model-version-list", "post"): {"checkpoint_uuid": str(c.uuid)},
+        ("model-version-detail", "patch"): {"comment": "changed"},
+    }
+    return reverse(f"registry-api:{name}", kwargs=kwargs), bodies.get((name, method))
+
+
+def _dashboard_request(world: World, name: str, action: str | None) -> tuple[str, dict]:
+    e, t, m = world.experiment, world.trial, world.model
+    kwargs: dict[str, Any] = {}
+    data: dict[str, Any] = {}
+    if name in ("experiment", "experiment-live", "experiment-files"):
+        kwargs = {"experiment_id": e.id}
+    elif name in ("trial", "trial-logs", "trial-continue"):
+        kwargs = {"trial_id": t.id}
+    elif name == "experiment-control":
+        kwargs = {"experiment_id": e.id, "action": action}
+    elif name == "trial-control":
+        kwargs = {"trial_id": t.id, "action": action}
+    elif name in ("model", "model-archive"):
+        kwargs = {"name": m.name}
+        data = {"archived": "true"}
+    elif name == "model-version-delete":
+        kwargs = {"name": m.name, "version": 1}
+    elif name == "experiments-bulk":
+        data = {"action": action, "experiment": [e.id]}
+    elif name == "model-create":
+        data = {"name": "mx-dash"}
+    elif name == "model-register":
+        data = {"checkpoint": str(world.checkpoint.uuid), "model": "mx-registered"}
+    elif name == "compare":
+        return reverse("dashboard:compare") + f"?trial={t.id}", data
+    return reverse(f"dashboard:{name}", kwargs=kwargs), data
+
+
+# -- the matrix ---------------------------------------------------------------------------------
+
+
+def _api_expected(kind: str, principal: str, name: str) -> int | str:
+    """401, 403 or "allowed" for an API request of ``kind`` by ``principal``."""
+    if kind == PUBLIC:
+        return "allowed"
+    if principal in ("anonymous", "ended_run"):
+        return 401
+    run_ok = {
+        READ_OWN_RUN: ("this_run",),
+        READ_ANY_RUN: ("this_run", "other_run"),
+        TRIAL_DATA: ("this_run",),
+    }.get(kind, ())
+    if principal in ("this_run", "other_run"):
+        return "allowed" if principal in run_ok else 403
+    if kind in (READ, READ_OWN_RUN, READ_ANY_RUN, CREATE):
+        return "allowed"
+    if kind == OWNER:
+        return "allowed" if principal in ("owner", "admin") else 403
+    return "allowed" if principal == "owner" else 403  # TRIAL_DATA
+
+
+def _is_allowed(status: int) -> bool:
+    return status not in (401, 403) and status < 500
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+@pytest.mark.parametrize(
+    ("route", "method", "action"),
+    _cases(),
+    ids=lambda v: v if isinstance(v, str) else "-",
+)
+def test_authorization_matrix(
+    world: World, db, principal: str, route: str, method: str, action: str | None
+) -> None:
+    namespace, name = route.split(":")
+    kind = _kind(route, method)
+    if kind is None:
+        pytest.fail(f"{route} {method.upper()} has no authorization expectation")
+    before = _snapshot(world)
+    if namespace == "registry-api":
+        client = APIClient()
+        if principal != "anonymous":
+            client.credentials(HTTP_AUTHORIZATION=f"Token {world.tokens[principal]}")
+        url, body = _api_request(world, name, method)
+        response = getattr(client, method)(url, body, format="json")
+        expected = _api_expected(kind, principal, name)
+    else:
+        session = Client()
+        if principal in world.users:
+            session.force_login(world.users[principal])
+        url, data = _dashboard_request(world, name, action)
+        # Tokens do not log into the dashboard: a token-only request is anonymous there.
+        headers = {}
+        if principal in world.tokens and principal not in world.users:
+            headers = {"Authorization": f"Token {world.tokens[principal]}"}
+        response = getattr(session, method)(url, data, headers=headers)
+        if principal not in world.users:
+            expected = "login"
+        elif kind == OWNER and principal == "other":
+            expected = 403
+        else:
+            expected = "allowed"
+    status = response.status_code
+    what = f"{method.upper()} {url} as {principal}: {status}"
+    if expected == "allowed":
+        assert _is_allowed(status), what
+    elif expected == "login":
+        assert status == 302 and response["Location"].startswith("/accounts/login/"), what
+    elif namespace == "dashboard":
+        # A refused dashboard control: 403, or a note on the page it goes back to; either way
+        # nothing changed.
+        assert status in (302, 403), what
+        assert _snapshot(world) == before, f"{what} changed state"
+    else:
+        assert status == expected, f"{what}, expected {expected}"
+        assert _snapshot(world) == before, f"{what} changed state"
+
+
+def test_finding_no_owner_check_on_any_write(world: World, db) -> None:
+    """Issue #12 (High): another user could pause, kill or archive anyone's experiment and post
+    metrics or checkpoints to their trials. Now each answers 403 and changes nothing."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {world.tokens['other']}")
+    before = _snapshot(world)
+    e, t = world.experiment.id, world.trial.id
+    requests: list[tuple[str, dict | None]] = [
+        (f"/api/v1/experiments/{e}/kill/", None),
+        (f"/api/v1/experiments/{e}/archive/", None),
+        (f"/api/v1/trials/{t}/pause/", None),
+        (f"/api/v1/trials/{t}/metrics/", {"reports": []}),
+        (
+            f"/api/v1/trials/{t}/checkpoints/",
+            {"uuid": str(uuid.uuid4()), "steps_completed": 10**9, "resources": {"x": 1}},
+        ),
+    ]
+    for url, body in requests:
+        response = client.post(url, body, format="json")
+        assert response.status_code == 403, (url, response.content)
+        assert "owner" in response.json()["detail"]
+    assert _snapshot(world) == before
+
+
+def test_the_dashboard_hides_controls_a_user_may_not_use(world: World, db) -> None:
+    """Experiment and trial controls are shown only when legal and permitted."""
+    pages = [
+        reverse("dashboard:experiment", args=[world.experiment.id]),
+        reverse("dashboard:trial", args=[world.trial.id]),
+    ]
+    for principal, shown in (("owner", True), ("admin", True), ("other", False)):
+        client = Client()
+        client.force_login(world.users[principal])
+        for page in pages:
+            html = client.get(page).content.decode()
+            assert ("/control/pause" in html) is shown, (principal, page)
+
+
+def test_finding_the_schema_and_swagger_ui_are_public(world: World, db) -> None:
+    """Issue #12 (Low): the OpenAPI schema and Swagger UI answered anonymous requests."""
+    for url in (reverse("registry-api:schema"), reverse("registry-api:schema-ui")):
+        assert Client().get(url).status_code == 401, url
+        logged_in = Client()
+        logged_in.force_login(world.users["other"])
+        assert logged_in.get(url).status_code == 200, url
+
+
+def test_a_refused_dashboard_control_says_why(world: World, db) -> None:
+    client = Client()
+    client.force_login(world.users["other"])
+    url = reverse("dashboard:experiment-control", args=[world.experiment.id, "kill"])
+    response = client.post(url)
+    assert response.status_code == 403
+    assert f"Only the owner of experiment {world.experiment.id}" in response.content.decode()

@@ -1,0 +1,91 @@
+"""Finding (issue #12): "The development server's thread-per-request leaves one PostgreSQL
+connection open per finished thread (30 preemption long-polls left 41 idle connections)".
+
+30 trials' watchers long-poll ``trials/{id}/preempt/`` at once, each over its own kept-alive
+HTTP connection (as the SDK's ``requests.Session`` does), against the real web server on
+PostgreSQL (Django's development server, and the application server ``make serve`` runs). The
+server's connections to the database are counted in ``pg_stat_activity`` while
+they wait and after they returned: a waiting long-poll holds none, and one watcher thread per
+process polls for all of them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import requests
+
+from tests.helpers import free_port, wait_for
+from tests.helpers_web import WebServer, runserver_command
+
+POLLS = 30
+
+
+def _server_connections() -> int:
+    """Connections to this database other than this test process's own."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("server", ["runserver", "app-server"])
+def test_finding_idle_db_connections_long_polls_hold_no_connection(
+    cluster, cluster_api, cluster_token, tmp_path, server
+):
+    from tests.conftest import ClusterAPI
+    from tests.helpers import TINY_CONFIG, TINY_MODEL, b64
+
+    # Runs of this pool stay QUEUED: no worker consumes it.
+    env = dict(cluster.env, HEADWAY_QUEUE=f"{cluster.queue}-unconsumed")
+    command = runserver_command if server == "runserver" else None  # None: `make serve`'s
+    web = WebServer(free_port(), env, tmp_path / "web.log", command)
+    web.start()
+    try:
+        api = ClusterAPI(web.url, cluster_token)
+        experiment = api.post(
+            "experiments/", {"config": TINY_CONFIG, "model_definition": b64(TINY_MODEL)}
+        )
+        trial_id = api.get(f"experiments/{experiment['id']}/trials/")["results"][0]["id"]
+        api.get(f"trials/{trial_id}/")  # the web server is warm
+        baseline = _server_connections()
+        sessions = [requests.Session() for _ in range(POLLS)]
+        for session in sessions:
+            session.headers["Authorization"] = f"Token {cluster_token}"
+        answers: list[dict] = []
+
+        def poll(session: requests.Session) -> None:
+            response = session.get(
+                f"{web.url}/api/v1/trials/{trial_id}/preempt/",
+                params={"run_id": 1, "timeout": 4},
+                timeout=60,
+            )
+            answers.append(response.json())
+
+        threads = [threading.Thread(target=poll, args=(s,)) for s in sessions]
+        for thread in threads:
+            thread.start()
+        time.sleep(2)  # every long-poll is waiting now
+        waiting = _server_connections()
+        for thread in threads:
+            thread.join(60)
+        assert answers == [{"should_preempt": False}] * POLLS
+        # The sessions stay open (kept alive, as a trial's watcher keeps its own).
+        wait_for(
+            lambda: _server_connections() <= baseline + 2,
+            10,
+            "the server's database connections to go back to the baseline",
+        )
+        assert waiting <= baseline + 2, (waiting, baseline)
+        for session in sessions:
+            session.close()
+    finally:
+        web.kill()

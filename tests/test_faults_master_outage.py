@@ -1,0 +1,140 @@
+"""Finding (issue #12): "A 20 s web-server restart crashes training".
+
+The SDK must ride out a registry outage of minutes: every call a trial makes retries with capped
+backoff until ``HEADWAY_MASTER_OUTAGE_SECONDS``, then fails with ``MasterUnreachableError``.
+The integration test kills the real web server in the middle of a Core API trial and restarts
+it on the same port: the trial must complete with no restart and every step's metrics once.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from headway.client import MasterUnreachableError, Session
+from tests.helpers import REPO, free_port
+from tests.helpers_web import WebServer
+
+# The acceptance of issue #12 is a 2-minute outage; the suite's default is shorter (the
+# 120 s run was made by hand: HEADWAY_TEST_OUTAGE_SECONDS=120).
+OUTAGE_S = float(os.environ.get("HEADWAY_TEST_OUTAGE_SECONDS", "35"))
+FIXTURE = REPO / "tests" / "fixtures" / "core_api"
+
+
+class _OK(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps({"ok": True}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_finding_master_restart_session_waits_for_the_registry_to_come_back():
+    """A call made while nothing listens succeeds once a server starts on that port."""
+    port = free_port()
+    session = Session(f"http://127.0.0.1:{port}", "t", backoff=0.1, outage_seconds=60)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _OK)
+
+    def start_later() -> None:
+        time.sleep(2.0)  # several refused attempts first
+        server.serve_forever()
+
+    thread = threading.Thread(target=start_later, daemon=True)
+    thread.start()
+    try:
+        assert session.post("trials/1/checkpoints/", json={"uuid": "u"}) == {"ok": True}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_finding_master_restart_outage_budget_ends_with_a_clear_error():
+    """Past the outage budget the call fails with an error naming the setting."""
+    port = free_port()
+    session = Session(f"http://127.0.0.1:{port}", "t", backoff=0.1, outage_seconds=1)
+    with pytest.raises(MasterUnreachableError, match="HEADWAY_MASTER_OUTAGE_SECONDS=1"):
+        session.post("trials/1/checkpoints/", json={"uuid": "u"})
+
+
+def test_finding_master_restart_cli_sessions_keep_their_retry_count():
+    """Without an outage budget (the CLI), ``max_retries`` still bounds the attempts."""
+    session = Session(f"http://127.0.0.1:{free_port()}", max_retries=1, backoff=0.01)
+    with pytest.raises(Exception, match="cannot reach"):
+        session.get("experiments/")
+
+
+def test_finding_master_restart_outage_setting_is_validated(monkeypatch):
+    from headway.core._context import master_outage_seconds
+
+    monkeypatch.setenv("HEADWAY_MASTER_OUTAGE_SECONDS", "soon")
+    with pytest.raises(ValueError, match="HEADWAY_MASTER_OUTAGE_SECONDS"):
+        master_outage_seconds()
+    monkeypatch.setenv("HEADWAY_MASTER_OUTAGE_SECONDS", "90")
+    assert master_outage_seconds() == 90.0
+
+
+# -- the web server killed during training ------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("outage", [OUTAGE_S])
+def test_finding_master_restart_does_not_crash_training(cluster, cluster_token, tmp_path, outage):
+    from tests.conftest import ClusterAPI
+    from workers.services import worker_command
+
+    port = free_port()
+    pool = f"{cluster.queue}-outage"
+    url = f"http://127.0.0.1:{port}"
+    env = dict(cluster.env, HEADWAY_QUEUE=pool, HEADWAY_MASTER_URL=url)
+    web = WebServer(port, env, tmp_path / "web.log")
+    web.start()
+    host = f"{pool}-host"
+    with open(tmp_path / "worker.log", "wb") as log:
+        worker = subprocess.Popen(
+            worker_command(2, queue=pool, host_name=host),
+            cwd=REPO,
+            env=dict(env, HEADWAY_HOST_NAME=host, HEADWAY_SLOTS="1"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    api = ClusterAPI(url, cluster_token)
+    try:
+        trial = api.submit(FIXTURE / "exp.yaml", FIXTURE, hyperparameters={"lr": 0.5, "sleep": 4.0})
+        trial_id = trial["id"]
+        # Kill the server once training is under way (a checkpoint was registered).
+        api.wait_trial(trial_id, lambda t: t["latest_checkpoint"], "a checkpoint")
+        web.kill()
+        time.sleep(outage)
+        web.start()
+        final = api.wait_trial(
+            trial_id, lambda t: t["state"] == "COMPLETED", "the trial to complete", timeout=300
+        )
+        assert final["restarts"] == 0
+        steps, values = api.series(trial_id, "training", "loss")
+        assert steps == list(range(1, 9))  # every epoch's report, each once
+        assert len(values) == 8
+        checkpoints = api.get(f"trials/{trial_id}/checkpoints/")["results"]
+        assert sorted(c["steps_completed"] for c in checkpoints) == list(range(1, 9))
+    finally:
+        web.kill()
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
