@@ -230,8 +230,6 @@ def start_host_workers(
 ) -> list[subprocess.Popen]:
     """Start two worker processes as hosts ``<pool>-a`` and ``<pool>-b`` of one pool, ``slots``
     each, with ``env`` (a cluster's) plus ``extra_env``; logs in ``base/<host>.log``."""
-    from workers.services import worker_command
-
     workers = []
     for suffix in ("a", "b"):
         name = f"{pool}-{suffix}"
@@ -243,18 +241,25 @@ def start_host_workers(
             HEADWAY_VAR_DIR=str(base / name),
             **extra_env,
         )
-        with open(base / f"{name}.log", "wb") as log:
-            workers.append(
-                subprocess.Popen(
-                    worker_command(slots + 1, queue=pool, host_name=name),
-                    cwd=REPO,
-                    env=host_env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
+        workers.append(start_worker(host_env, base / f"{name}.log", pool, name, slots + 1))
     return workers
+
+
+def start_worker(
+    env: dict[str, str], log_path: Path, queue: str, host_name: str, concurrency: int = 2
+) -> subprocess.Popen:
+    """Start one worker process (its own session, output to ``log_path``) with ``env``."""
+    from workers.services import worker_command
+
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            worker_command(concurrency, queue=queue, host_name=host_name),
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def stop_workers(workers: list[subprocess.Popen]) -> None:

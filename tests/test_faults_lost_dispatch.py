@@ -8,15 +8,12 @@ duplicate deliveries are still claimed once.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import uuid
 from datetime import timedelta
 
 import pytest
 
-from tests.helpers import REPO, register_host, reload, wait_for
+from tests.helpers import REPO, register_host, reload, start_worker, stop_workers, wait_for
 
 FIXTURE = REPO / "tests" / "fixtures" / "core_api"
 
@@ -57,7 +54,6 @@ def test_finding_lost_broker_message_queued_trial_runs_after_redispatch(
     from config.celery import app
     from registry.models import TrialRun
     from workers.hosts import host_queue
-    from workers.services import worker_command
 
     pool = f"headway-lost-{uuid.uuid4().hex[:8]}"
     name = f"{pool}-host"
@@ -71,15 +67,7 @@ def test_finding_lost_broker_message_queued_trial_runs_after_redispatch(
         HEADWAY_REAPER_INTERVAL_SECONDS="2",
         HEADWAY_DISPATCH_TIMEOUT_SECONDS="4",
     )
-    with open(tmp_path / "worker.log", "wb") as log:
-        worker = subprocess.Popen(
-            worker_command(2, queue=pool, host_name=name),
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    worker = start_worker(env, tmp_path / "worker.log", pool, name)
     try:
         from registry.models import WorkerHost
 
@@ -111,9 +99,4 @@ def test_finding_lost_broker_message_queued_trial_runs_after_redispatch(
         run = TrialRun.objects.get(trial_id=trial["id"], run_id=1)
         assert run.worker and run.exit_code == 0
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
+        stop_workers([worker])

@@ -11,15 +11,13 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import signal
-import subprocess
 import threading
 import time
 
 import pytest
 
 from headway.client import MasterUnreachableError, Session
-from tests.helpers import REPO, free_port
+from tests.helpers import REPO, free_port, start_worker, stop_workers
 from tests.helpers_web import WebServer
 
 # The acceptance of issue #12 is a 2-minute outage; the suite's default is shorter (the
@@ -94,7 +92,6 @@ def test_finding_master_restart_outage_setting_is_validated(monkeypatch):
 @pytest.mark.parametrize("outage", [OUTAGE_S])
 def test_finding_master_restart_does_not_crash_training(cluster, cluster_token, tmp_path, outage):
     from tests.conftest import ClusterAPI
-    from workers.services import worker_command
 
     port = free_port()
     pool = f"{cluster.queue}-outage"
@@ -103,15 +100,8 @@ def test_finding_master_restart_does_not_crash_training(cluster, cluster_token, 
     web = WebServer(port, env, tmp_path / "web.log")
     web.start()
     host = f"{pool}-host"
-    with open(tmp_path / "worker.log", "wb") as log:
-        worker = subprocess.Popen(
-            worker_command(2, queue=pool, host_name=host),
-            cwd=REPO,
-            env=dict(env, HEADWAY_HOST_NAME=host, HEADWAY_SLOTS="1"),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    worker_env = dict(env, HEADWAY_HOST_NAME=host, HEADWAY_SLOTS="1")
+    worker = start_worker(worker_env, tmp_path / "worker.log", pool, host)
     api = ClusterAPI(url, cluster_token)
     try:
         trial = api.submit(FIXTURE / "exp.yaml", FIXTURE, hyperparameters={"lr": 0.5, "sleep": 4.0})
@@ -132,9 +122,4 @@ def test_finding_master_restart_does_not_crash_training(cluster, cluster_token, 
         assert sorted(c["steps_completed"] for c in checkpoints) == list(range(1, 9))
     finally:
         web.kill()
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
+        stop_workers([worker])

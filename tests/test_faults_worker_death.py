@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, process_alive, wait_for
+from tests.helpers import REPO, process_alive, start_worker, wait_for
 
 FIXTURE = REPO / "tests" / "fixtures" / "core_api"
 
@@ -93,21 +93,12 @@ def test_finding_worker_death_trial_stops_when_its_worker_is_killed(
     cluster, cluster_api, settings, tmp_path
 ):
     from registry.models import TrialRun, WorkerHost
-    from workers.services import worker_command
 
     pool = f"headway-death-{uuid.uuid4().hex[:8]}"
     name = f"{pool}-host"
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
     env = dict(cluster.env, HEADWAY_QUEUE=pool, HEADWAY_HOST_NAME=name, HEADWAY_SLOTS="1")
-    with open(tmp_path / "worker.log", "wb") as log:
-        worker = subprocess.Popen(
-            worker_command(2, queue=pool, host_name=name),
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    worker = start_worker(env, tmp_path / "worker.log", pool, name)
     try:
         wait_for(lambda: WorkerHost.objects.filter(name=name).alive().exists(), 60, "the host")
         trial = cluster_api.submit(
