@@ -11,6 +11,7 @@ Ends with one line holding a JSON object of the figures.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -151,11 +152,10 @@ def main() -> None:
     kinds: list[tuple[type[Server], str]] = [(GunicornServer, "gunicorn_gthread")]
     if os.environ.get("BENCH_SERVERS", "all") == "all":
         kinds.append((RunServer, "runserver"))
-        try:
-            import uvicorn  # noqa: F401
-
+        # Optional (not a dependency): measured when installed.
+        if importlib.util.find_spec("uvicorn") is not None:
             kinds.append((UvicornServer, "uvicorn"))
-        except ImportError:
+        else:
             print("note: uvicorn is not installed; not measured")
     figures: dict = {
         "polls": POLLS,
