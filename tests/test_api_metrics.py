@@ -71,6 +71,27 @@ def test_non_finite_values_are_stored_and_read_as_gaps(api, trial):
             {"group": "training", "steps_completed": 1, "metrics": {}, "extra": 1},
             "reports[1].extra",
         ),
+        # Found by schemathesis: pydantic's lax mode took booleans and strings as numbers.
+        (
+            {"group": "training", "steps_completed": True, "metrics": {}},
+            "reports[1].steps_completed",
+        ),
+        (
+            {"group": "training", "steps_completed": "2", "metrics": {}},
+            "reports[1].steps_completed",
+        ),
+        (
+            {"group": "training", "steps_completed": 2.0, "metrics": {}},
+            "reports[1].steps_completed",
+        ),
+        (
+            {"group": "training", "steps_completed": 2, "metrics": {}, "run_id": False},
+            "reports[1].run_id",
+        ),
+        (
+            {"group": "training", "steps_completed": 2, "metrics": {}, "epoch": True},
+            "reports[1].epoch",
+        ),
     ],
 )
 def test_a_bad_report_rejects_the_whole_batch(api, trial, report, field):

@@ -44,11 +44,12 @@ class ReportIn(TypedDict):
     """
 
     group: GroupName
-    # 64-bit and 32-bit columns: larger numbers are a 400, not an overflow (500).
-    steps_completed: Annotated[int, Field(ge=0, le=2**63 - 1)]
+    # 64-bit and 32-bit columns: larger numbers are a 400, not an overflow (500). Strict: JSON
+    # numbers only, so `true` or "5" is a 400 as the schema says (pydantic's lax mode takes them).
+    steps_completed: Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]
     metrics: dict[MetricName, Any]
-    run_id: NotRequired[Annotated[int, Field(ge=0, le=2**31 - 1)] | None]
-    epoch: NotRequired[float | None]
+    run_id: NotRequired[Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] | None]
+    epoch: NotRequired[Annotated[float, Field(strict=True)] | None]
     timestamp: NotRequired[AwareDatetime | None]
 
 
