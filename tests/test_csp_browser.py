@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
 from registry.models import State
 from tests.browser import log_in
-from tests.helpers import make_tar_gz
+from tests.helpers import queued_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -26,11 +25,10 @@ document.addEventListener('securitypolicyviolation', (e) => {
 
 def test_every_dashboard_page_passes_the_content_security_policy(live_server, chromium):
     user = get_user_model().objects.create_user("csp", password="pw-csp")
-    experiment = experiment_create(
+    experiment = queued_experiment(
         owner=user,
         config_source="name: csp\nentrypoint: python train.py\n"
         "searcher: {name: single, metric: loss, max_length: 10}\n",
-        model_definition=make_tar_gz({"train.py": "print('hi')\n"}),
     )
     trial = experiment.trials.get()
     reports = [
@@ -75,8 +73,12 @@ def test_every_dashboard_page_passes_the_content_security_policy(live_server, ch
 
     page.on("dialog", dismiss)
     page.goto(f"{base}/experiments/{experiment.id}/")
+    page.wait_for_load_state("networkidle")
     page.click(f"#trial-{trial.id} button[data-action=kill]")
-    page.wait_for_timeout(300)
+    for _ in range(100):  # the dialog event can trail the click on a loaded machine
+        if dialogs:
+            break
+        page.wait_for_timeout(100)
     assert dialogs and f"trial {trial.id}" in dialogs[0].lower()
     trial.refresh_from_db()
     assert trial.state == State.ACTIVE
