@@ -126,6 +126,20 @@ def create_experiment(api, config=TINY_CONFIG, model=TINY_MODEL):
     )
 
 
+def queued_experiment(owner, config_source: str):
+    """An experiment created through the lifecycle with a no-op ``train.py``; nothing runs it.
+
+    Its one trial's run stays QUEUED unless a test places and starts it.
+    """
+    from registry.lifecycle import experiment_create
+
+    return experiment_create(
+        owner=owner,
+        config_source=config_source,
+        model_definition=make_tar_gz({"train.py": "print('hi')\n"}),
+    )
+
+
 # A stored experiment's config as the dashboard reads it (built with the ORM, not validated).
 DASHBOARD_CONFIG = {
     "searcher": {

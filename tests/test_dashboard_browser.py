@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
 from registry.models import Experiment, State, Trial
 from tests.browser import CHARTS, chart_js, log_in, save_screenshot
-from tests.helpers import DASHBOARD_CONFIG, make_tar_gz
+from tests.helpers import DASHBOARD_CONFIG, queued_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -59,11 +58,10 @@ def test_it_draws_and_live_updates_the_metrics_chart(live_server, chromium):
 def test_pause_button_pauses_the_trial(live_server, chromium):
 
     user = get_user_model().objects.create_user("dora", password="pw-dora")
-    experiment = experiment_create(
+    experiment = queued_experiment(
         owner=user,
         config_source="name: pausable\nentrypoint: python train.py\n"
         "searcher: {name: single, metric: loss, max_length: 10}\n",
-        model_definition=make_tar_gz({"train.py": "print('hi')\n"}),
     )
     trial = experiment.trials.get()  # its run stays QUEUED: no worker in this test
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from registry.lifecycle import experiment_create
 from registry.models import State
 from tests.browser import log_in
-from tests.helpers import make_tar_gz
+from tests.helpers import queued_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -19,11 +18,10 @@ BANNER = "#live-banner"
 def test_banner_on_lost_connection_and_expired_session(live_server, chromium):
 
     user = get_user_model().objects.create_user("erin", password="pw-erin")
-    experiment = experiment_create(
+    experiment = queued_experiment(
         owner=user,
         config_source="name: banner\nentrypoint: python train.py\n"
         "searcher: {name: single, metric: loss, max_length: 10}\n",
-        model_definition=make_tar_gz({"train.py": "print('hi')\n"}),
     )
     trial = experiment.trials.get()  # its run stays QUEUED: the page keeps polling
 

@@ -11,10 +11,14 @@ from django.test import Client
 from django.urls import reverse
 
 from registry import lifecycle, scheduling
-from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
 from registry.models import CheckpointState, Experiment, State, Trial, TrialLog
-from tests.helpers import make_tar_gz, register_checkpoint, register_host, start_run
+from tests.helpers import (
+    queued_experiment,
+    register_checkpoint,
+    register_host,
+    start_run,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -27,10 +31,9 @@ CONFIG = (
 
 @pytest.fixture
 def experiment(alice) -> Experiment:
-    return experiment_create(
+    return queued_experiment(
         owner=alice,
         config_source=CONFIG,
-        model_definition=make_tar_gz({"train.py": "print('hi')\n"}),
     )
 
 
@@ -222,10 +225,9 @@ def test_chromium_draws_one_chart_per_metric(live_server, chromium) -> None:
     from tests.browser import CHARTS, log_in, save_screenshot
 
     get_user_model().objects.create_user("erin", password="pw-erin")
-    experiment = experiment_create(
+    experiment = queued_experiment(
         owner=get_user_model().objects.get(username="erin"),
         config_source=CONFIG,
-        model_definition=make_tar_gz({"train.py": "print('hi')\n"}),
     )
     trial = experiment.trials.get()
     _report(trial, [10, 20, 30], validation_steps=[20, 30])
