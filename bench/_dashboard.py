@@ -83,7 +83,7 @@ def chart_max_points(trials: int, metrics: int) -> int:
     return max(50, min(2000, 30000 // max(1, trials * metrics)))
 
 
-def _finish_trials(trial_ids: list[int], steps: int) -> None:
+def _finish_trials(trial_ids: list[int], steps: int, per_trial: int) -> None:
     """(child) Make the loaded trials look run: COMPLETED, one exited run, checkpoints."""
     import uuid
     from datetime import timedelta
@@ -93,13 +93,13 @@ def _finish_trials(trial_ids: list[int], steps: int) -> None:
     ended = STARTED_AT + timedelta(seconds=steps * 0.01)
     checkpoints, runs = [], []
     for n, trial_id in enumerate(trial_ids):
-        for k in range(1, CHECKPOINTS_PER_TRIAL + 1):
+        for k in range(1, per_trial + 1):
             checkpoints.append(
                 Checkpoint(
                     uuid=uuid.UUID(int=n * 1000 + k),
                     trial_id=trial_id,
                     run_id=1,
-                    steps_completed=steps * k // CHECKPOINTS_PER_TRIAL,
+                    steps_completed=steps * k // per_trial,
                     resources={"state_dict.pth": 4_000_000, "metadata.json": 120},
                     size=4_000_120,
                 )
@@ -124,7 +124,7 @@ def _finish_trials(trial_ids: list[int], steps: int) -> None:
             steps_completed=steps,
             progress=1.0,
             best_validation=0.01 * (n % 17),
-            latest_checkpoint=uuid.UUID(int=n * 1000 + CHECKPOINTS_PER_TRIAL),
+            latest_checkpoint=uuid.UUID(int=n * 1000 + per_trial),
             searcher_completed_length=steps,
             ended_at=ended,
         )
@@ -196,7 +196,7 @@ def _child(args: argparse.Namespace) -> None:
     experiment, trial_ids, points = load_metric_experiment(
         user, name="dash-bench", trials=trials, steps=steps, rng=np.random.default_rng(0)
     )
-    _finish_trials(trial_ids, steps)
+    _finish_trials(trial_ids, steps, args.checkpoints_per_trial)
     print(f"  loaded {points:,} points in {time.perf_counter() - t0:.0f} s", flush=True)
 
     client = Client()
@@ -237,6 +237,7 @@ def measure(backend: Backend, args: argparse.Namespace) -> dict[str, float]:
     cmd = [sys.executable, ENTRY_POINT, "--child", "--trials", str(args.trials)]
     cmd += ["--steps", str(args.steps), "--experiments", str(args.experiments)]
     cmd += ["--repeat", str(args.repeat), "--out", str(out)]
+    cmd += ["--checkpoints-per-trial", str(args.checkpoints_per_trial)]
     cmd += [f"--profile={key}" for key in args.profile]
     subprocess.run(cmd, cwd=REPO, env=backend.env, check=True)
     return json.loads(out.read_text())
@@ -272,6 +273,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--experiments", type=int, default=10_000, help="in the list, in all")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--checkpoints-per-trial", type=int, default=CHECKPOINTS_PER_TRIAL, help="1 to 999"
+    )
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
     parser.add_argument(
         "--profile",
@@ -285,6 +289,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.trials < 2 or args.steps < 10 or args.experiments < 1 or args.repeat < 1:
         parser.error("--trials >= 2, --steps >= 10, --experiments >= 1, --repeat >= 1")
+    if not 1 <= args.checkpoints_per_trial <= 999:  # their uuids are n * 1000 + k
+        parser.error("--checkpoints-per-trial must be 1 to 999")
     if args.child:
         return _child(args)
     backends = backend_factories(POSTGRES_URL, postgres=not args.no_postgres)

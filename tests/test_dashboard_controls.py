@@ -8,9 +8,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from registry.lifecycle import experiment_create
 from registry.models import Experiment, RunState, State, Trial
-from tests.helpers import make_tar_gz, register_checkpoint
+from tests.helpers import queued_experiment, register_checkpoint
 
 CONFIG = (
     "name: controls\nentrypoint: python train.py\n"
@@ -24,10 +23,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def experiment(alice) -> Experiment:
     """A real single-trial experiment whose run 1 is QUEUED (no worker ever claims it)."""
-    return experiment_create(
+    return queued_experiment(
         owner=alice,
         config_source=CONFIG,
-        model_definition=make_tar_gz({"train.py": "print('hi')\n"}),
     )
 
 
@@ -226,3 +224,22 @@ def test_continue_trial_errors_are_messages(client_alice: Client, trial: Trial) 
     assert (level, _redirected_to(response)) == ("error", back)
     assert "is ACTIVE; it can be continued only when" in text
     assert Experiment.objects.count() == 1
+
+
+def test_the_experiment_tables_continue_form_offers_the_newest_checkpoints_only(
+    client_alice: Client, trial: Trial
+) -> None:
+    from dashboard.templatetags.control_tags import TABLE_CONTINUE_CHOICES
+
+    total = TABLE_CONTINUE_CHOICES + 5
+    uuids = [_checkpoint(trial, steps) for steps in range(1, total + 1)]
+    client_alice.post(_trial_url(trial, "pause"))
+    table = client_alice.get(reverse("dashboard:experiment", args=[trial.experiment_id]))
+    html = table.content.decode()
+    offered = [u for u in uuids if f'<option value="{u}"' in html]
+    assert offered == uuids[-TABLE_CONTINUE_CHOICES:]  # the newest, latest selected
+    assert f'<option value="{uuids[-1]}" selected>' in html
+    assert "5 older checkpoints: on the" in html
+    page = client_alice.get(reverse("dashboard:trial", args=[trial.id])).content.decode()
+    assert all(f'<option value="{u}"' in page for u in uuids)
+    assert "older checkpoint" not in page

@@ -17,6 +17,9 @@ from dashboard.forms import pop_continue_form
 
 register = template.Library()
 
+TABLE_CONTINUE_CHOICES = 10
+"""Checkpoints offered by each trial's "Continue trial" form in the experiment page's table."""
+
 
 @register.simple_tag(takes_context=True)
 def control_next(context: template.Context, trial: Any = None) -> str:
@@ -26,8 +29,7 @@ def control_next(context: template.Context, trial: Any = None) -> str:
     by ``experiment-live``): the experiment page, at the trial's row when ``trial`` is given.
     """
     request = context.get("request")
-    match = getattr(request, "resolver_match", None)
-    if request is not None and match is not None and match.url_name == "trial":
+    if request is not None and _on_trial_page(context):
         return str(request.path)
     experiment = context.get("experiment")
     if experiment is None:
@@ -83,26 +85,46 @@ def experiment_confirmation(experiment: Any, action: str) -> str:
 
 @register.simple_tag(takes_context=True)
 def continue_form(context: template.Context, trial: Any) -> dict[str, Any]:
-    """What the "Continue trial" form shows: values, errors by field, and whether it is open.
+    """What the "Continue trial" form shows: values, errors by field, whether it is open, choices.
 
     A form rejected on the previous request (``dashboard.forms.stash_continue_form``) comes back
     open with what was typed and its errors; otherwise the latest checkpoint is selected.
+    ``choices`` are the checkpoints the select offers: all of them on the trial page, the newest
+    ``TABLE_CONTINUE_CHOICES`` (plus the selected one) in the experiment page's table, so that
+    page's size does not grow with trials x checkpoints; ``more`` counts the ones left out.
     """
     stashed = pop_continue_form(context.get("request"), trial.id)
     if stashed is None:
         latest = trial.latest_checkpoint
-        return {
+        form = {
             "open": False,
             "checkpoint": str(latest) if latest else "",
             "max_length": "",
             "hparams": "",
             "errors": {},
         }
-    data = stashed.get("data", {})
-    return {
-        "open": True,
-        "checkpoint": data.get("checkpoint") or str(trial.latest_checkpoint or ""),
-        "max_length": data.get("max_length", ""),
-        "hparams": data.get("hparams", ""),
-        "errors": stashed.get("errors", {}),
-    }
+    else:
+        data = stashed.get("data", {})
+        form = {
+            "open": True,
+            "checkpoint": data.get("checkpoint") or str(trial.latest_checkpoint or ""),
+            "max_length": data.get("max_length", ""),
+            "hparams": data.get("hparams", ""),
+            "errors": stashed.get("errors", {}),
+        }
+    checkpoints = list(getattr(trial, "checkpoint_list", None) or ())
+    choices = checkpoints
+    if not _on_trial_page(context) and len(checkpoints) > TABLE_CONTINUE_CHOICES:
+        choices = checkpoints[:TABLE_CONTINUE_CHOICES]
+        selected = [
+            c for c in checkpoints[TABLE_CONTINUE_CHOICES:] if str(c.uuid) == form["checkpoint"]
+        ]
+        choices += selected
+    form["choices"] = choices
+    form["more"] = len(checkpoints) - len(choices)
+    return form
+
+
+def _on_trial_page(context: template.Context) -> bool:
+    match = getattr(context.get("request"), "resolver_match", None)
+    return match is not None and match.url_name == "trial"
