@@ -1,4 +1,7 @@
-"""Run a ``PyTorchTrial`` class: ``python -m headway.exec.harness package.module:TrialClass``.
+"""Run a trial class: ``python -m headway.exec.harness package.module:TrialClass``.
+
+The class subclasses ``headway.pytorch.PyTorchTrial`` or
+``headway.pytorch.deepspeed.DeepSpeedTrial``; each runs under its own ``init()`` / ``Trainer``.
 
 The worker uses this when an experiment's ``entrypoint`` has the ``module:Class`` form (as
 Determined does for Trial classes). The class is imported from the current directory (the
@@ -30,11 +33,12 @@ class EntrypointError(Exception):
 
 
 def load_trial_class(entrypoint: str) -> type:
-    """Import ``module:Class`` from the current directory and check it is a ``PyTorchTrial``.
+    """Import ``module:Class`` from the current directory and check it is a trial class.
 
     Raises ``EntrypointError`` with a one-line message when the form is wrong, the module or
-    class is missing, or the class does not subclass ``headway.pytorch.PyTorchTrial``. Errors
-    raised while the module itself runs propagate unchanged (they are bugs in the model code).
+    class is missing, or the class subclasses neither ``headway.pytorch.PyTorchTrial`` nor
+    ``headway.pytorch.deepspeed.DeepSpeedTrial``. Errors raised while the module itself runs
+    propagate unchanged (they are bugs in the model code).
     """
     from headway.pytorch import PyTorchTrial
 
@@ -59,12 +63,21 @@ def load_trial_class(entrypoint: str) -> type:
         raise EntrypointError(
             f"entrypoint {entrypoint!r}: module {module_name!r} has no attribute {class_name!r}"
         )
-    if not isinstance(trial_class, type) or not issubclass(trial_class, PyTorchTrial):
+    if not isinstance(trial_class, type) or not (
+        issubclass(trial_class, PyTorchTrial) or _is_deepspeed_trial(trial_class)
+    ):
         raise EntrypointError(
             f"entrypoint {entrypoint!r}: {class_name} is not a subclass of "
-            "headway.pytorch.PyTorchTrial"
+            "headway.pytorch.PyTorchTrial or headway.pytorch.deepspeed.DeepSpeedTrial"
         )
     return trial_class
+
+
+def _is_deepspeed_trial(trial_class: type) -> bool:
+    # A DeepSpeedTrial subclass was imported with headway.pytorch.deepspeed, so it is in
+    # sys.modules; looking there keeps PyTorchTrial runs from importing DeepSpeed.
+    module = sys.modules.get("headway.pytorch.deepspeed")
+    return module is not None and issubclass(trial_class, module.DeepSpeedTrial)
 
 
 def _local_config(path: str | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -126,6 +139,11 @@ def run(entrypoint: str, config_path: str | None = None) -> None:
     from headway import pytorch
 
     trial_class = load_trial_class(entrypoint)
+    api: Any = pytorch
+    if _is_deepspeed_trial(trial_class):
+        from headway.pytorch import deepspeed
+
+        api = deepspeed
     hparams, conf = (None, None)
     if headway.get_cluster_info() is None:
         hparams, conf = _local_config(config_path)
@@ -133,9 +151,9 @@ def run(entrypoint: str, config_path: str | None = None) -> None:
         logger.warning("--config is ignored on the cluster")
     distributed = _distributed()
     try:
-        with pytorch.init(hparams=hparams, exp_conf=conf, distributed=distributed) as context:
+        with api.init(hparams=hparams, exp_conf=conf, distributed=distributed) as context:
             trial = trial_class(context)
-            pytorch.Trainer(trial, context).fit()
+            api.Trainer(trial, context).fit()
     finally:
         if distributed is not None:
             import torch.distributed as dist
@@ -147,7 +165,8 @@ def run(entrypoint: str, config_path: str | None = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m headway.exec.harness", description="Run a Headway PyTorchTrial."
+        prog="python -m headway.exec.harness",
+        description="Run a Headway PyTorchTrial or DeepSpeedTrial.",
     )
     parser.add_argument("entrypoint", help="package.module:TrialClass")
     parser.add_argument("--config", help="experiment YAML for local runs (constant hparams)")

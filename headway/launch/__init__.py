@@ -3,4 +3,6 @@
 ``python -m headway.launch.torch_distributed [TORCH_OVERRIDES... --] (--trial M:C | CMD...)``
 wraps PyTorch's own launcher (``torch.distributed.run``, i.e. ``torchrun``); see
 ``headway.launch.torch_distributed`` and docs/distributed.md.
+``python -m headway.launch.deepspeed`` is the same launcher with DeepSpeed's environment
+(docs/deepspeed.md).
 """

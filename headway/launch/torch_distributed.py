@@ -35,7 +35,7 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 RANK_PREFIX = "[rank=${rank}] || "  # Determined's wrap_rank prefix, rendered by torchrun
@@ -169,8 +169,10 @@ def child_environment(plan: LaunchPlan, environ: Mapping[str, str] | None = None
     return env
 
 
-def parse_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Split the command line into ``(torch_overrides, script)``.
+def parse_args(
+    argv: Sequence[str], prog: str = "python -m headway.launch.torch_distributed"
+) -> tuple[list[str], list[str]]:
+    """Split the command line into ``(torch_overrides, script)``; ``prog`` names it in usage.
 
     ``--trial MODULE:CLASS`` becomes ``python -m headway.exec.harness MODULE:CLASS``.
 
@@ -183,11 +185,13 @@ def parse_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         split = args.index("--")
         overrides, args = args[:split], args[split + 1 :]
     parser = argparse.ArgumentParser(
-        prog="python -m headway.launch.torch_distributed",
+        prog=prog,
         usage=_USAGE,
         description="Start one process per slot with torchrun (torch.distributed.run).",
     )
-    parser.add_argument("--trial", help="a PyTorchTrial entrypoint, package.module:TrialClass")
+    parser.add_argument(
+        "--trial", help="a PyTorchTrial or DeepSpeedTrial entrypoint, package.module:TrialClass"
+    )
     parser.add_argument("script", metavar="CMD...", nargs=argparse.REMAINDER)
     parsed = parser.parse_args(args)
     script = list(parsed.script)
@@ -207,20 +211,35 @@ def _log_dir() -> str | None:
     return str(Path(info).parent / "rank-logs") if info else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Replace this process with torchrun (so signals sent to it reach torchrun directly);
-    returns only on a usage error (status 2)."""
+def exec_torchrun(
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+    environment: Callable[[LaunchPlan], dict[str, str]],
+) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``) and replace this process with torchrun, whose
+    ranks get ``environment(plan)``; returns only on a usage error (status 2, one line naming
+    ``prog`` on stderr). Replacing the process lets signals sent to it reach torchrun directly.
+    """
     try:
-        overrides, script = parse_args(sys.argv[1:] if argv is None else argv)
+        overrides, script = parse_args(sys.argv[1:] if argv is None else argv, prog=prog)
         plan = plan_from_env()
     except LaunchError as exc:
-        print(f"headway.launch.torch_distributed: error: {exc}", file=sys.stderr)
+        print(f"{prog.split()[-1]}: error: {exc}", file=sys.stderr)
         return 2
     cmd = torchrun_command(plan, script, overrides, _log_dir())
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, cmd, child_environment(plan))
+    os.execve(sys.executable, cmd, environment(plan))
     return 0  # not reached
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m headway.launch.torch_distributed``: ``exec_torchrun`` with the ranks'
+    ``child_environment``."""
+    return exec_torchrun(
+        argv, prog="python -m headway.launch.torch_distributed", environment=child_environment
+    )
 
 
 if __name__ == "__main__":

@@ -255,7 +255,8 @@ def load_data(context: PyTorchTrialContext, trial_cls: type) -> dict[str, Any]:
     """The content of ``load_data.json`` (Determined's keys and meanings)."""
     spec, in_main = trial_class_spec(trial_cls)
     return {
-        "trial_type": "PyTorchTrial",
+        # "DeepSpeedTrial" for headway.pytorch.deepspeed trials (Determined's value too).
+        "trial_type": getattr(trial_cls, "_trial_type_name", "PyTorchTrial"),
         "experiment_config": context.get_experiment_config(),
         "hparams": context.get_hparams(),
         "trial_cls_spec": spec,

@@ -10,6 +10,7 @@ from ``LoopValidation`` (``_validation.py``).
 from __future__ import annotations
 
 import logging
+import pathlib
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -92,7 +93,7 @@ class _Loop(LoopValidation):
         """Train until ``target`` batches are done; return DONE, PREEMPTED or STOPPED."""
         pos = self.pos
         ctx = self.ctx
-        train_batch = self.trial.train_batch
+        train_batch = self._batch_trainer()
         to_device = ctx.to_device
         pending = self.pending
         scalers = ctx._scalers
@@ -155,6 +156,10 @@ class _Loop(LoopValidation):
             if check_every_batch and preempt(auto_ack=False):
                 return PREEMPTED
         return DONE
+
+    def _batch_trainer(self) -> Callable[..., Any]:
+        """What ``train_to`` calls per batch as ``fn(batch, epoch_idx, batch_idx)``."""
+        return self.trial.train_batch
 
     def _should_preempt(self, preempt: Callable[..., bool]) -> bool:
         return bool(preempt(auto_ack=False))
@@ -240,12 +245,31 @@ class _Loop(LoopValidation):
         self.best_validation = state.get("best_validation")
         self.last_checkpoint_steps = pos.batches_trained
 
+    def read_state(self, path: pathlib.Path, torch_load_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Read the checkpoint's ``state-dict.pth`` (what ``checkpoint()`` wrote)."""
+        return ckpt.load_state(path, self.ctx.device, **torch_load_kwargs)
+
+    def apply_weights(self, state: dict[str, Any], path: pathlib.Path) -> None:
+        """Load the trial's models, optimizers, ... and callbacks from a checkpoint."""
+        ckpt.apply_weights(state, self.ctx, self.named_callbacks)
+
     def checkpoint(self) -> str | None:
         """Save a checkpoint at the current step unless one exists; return its storage id."""
         steps = self.pos.batches_trained
         if self.last_checkpoint_steps == steps:
             return self.latest_checkpoint
         self.last_checkpoint_steps = steps
+        storage_id = self._store_checkpoint(steps)
+        if self.size > 1:
+            storage_id = self.ctx.distributed.broadcast(storage_id)
+        assert storage_id is not None
+        for cb in self.callbacks:
+            cb.on_checkpoint_upload_end(storage_id)
+        self.latest_checkpoint = storage_id
+        return self.latest_checkpoint
+
+    def _store_checkpoint(self, steps: int) -> str | None:
+        """Write and register the checkpoint; its storage id on the chief, None elsewhere."""
         storage_id: str | None = None
         if self.is_chief:
             # Hook order and ranks follow Determined's _PyTorchTrialController._save/_checkpoint.
@@ -262,13 +286,7 @@ class _Loop(LoopValidation):
                     cb.on_checkpoint_write_end(str(path))
             storage_id = str(sid)
             logger.info("checkpoint %s saved at %d batches", storage_id, steps)
-        if self.size > 1:
-            storage_id = self.ctx.distributed.broadcast(storage_id)
-        assert storage_id is not None
-        for cb in self.callbacks:
-            cb.on_checkpoint_upload_end(storage_id)
-        self.latest_checkpoint = storage_id
-        return self.latest_checkpoint
+        return storage_id
 
 
 def _overrides(callback: PyTorchCallback, hook: str) -> bool:

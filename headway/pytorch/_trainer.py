@@ -16,16 +16,20 @@ import pathlib
 from collections.abc import Iterator
 from typing import Any
 
-import headway
 from headway import core
 from headway.expconf import Length
 from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._context import PyTorchTrialContext
-from headway.pytorch._dataloader import DataLoader, ResumableLoader, _PlainLoader
 from headway.pytorch._loop import DONE, PREEMPTED, _Loop
 from headway.pytorch._profiler import fit_extras
+from headway.pytorch._trainer_utils import (
+    batches_per_epoch,
+    open_trial_context,
+    resumable,
+    to_batches,
+)
 from headway.pytorch._trial import PyTorchTrial
-from headway.pytorch._units import Batch, Epoch, TrainUnit, unit_from_config
+from headway.pytorch._units import Batch, TrainUnit, unit_from_config
 
 logger = logging.getLogger("headway.pytorch")
 
@@ -66,38 +70,32 @@ def init(
             ``optimizations.average_aggregated_gradients`` (default True) sets the default of
             ``wrap_optimizer(average_aggregated_gradients=)``.
     """
-    info = headway.get_cluster_info()
-    if info is None:
-        hparams = dict(hparams or {})
-        exp_conf = dict(exp_conf or {})
-        if trial_seed is None:
-            trial_seed = int((exp_conf.get("reproducibility") or {}).get("experiment_seed", 0))
-        trial_id, run_id, experiment_id = local_trial_id, 0, None
-    else:
-        if hparams is not None or exp_conf is not None:
-            logger.warning("pytorch.init(): hparams / exp_conf are ignored on the cluster")
-        hparams = dict(info.trial.hparams)
-        exp_conf = dict(info.trial.config)
-        trial_seed = info.trial.trial_seed
-        trial_id, run_id = info.trial.trial_id, info.trial.run_id
-        experiment_id = info.trial.experiment_id
-    optimizations = exp_conf.get("optimizations") or {}
-    if aggregation_frequency is None:
-        aggregation_frequency = int(optimizations.get("aggregation_frequency", 1))
-    average_aggregated = bool(optimizations.get("average_aggregated_gradients", True))
-    with core.init(distributed=distributed, checkpoint_storage=checkpoint_storage) as core_context:
-        ckpt.seed_everything(trial_seed)
-        yield PyTorchTrialContext(
+
+    def make_context(core_context: Any, **common: Any) -> PyTorchTrialContext:
+        optimizations = common["exp_conf"].get("optimizations") or {}
+        frequency = aggregation_frequency
+        if frequency is None:
+            frequency = int(optimizations.get("aggregation_frequency", 1))
+        return PyTorchTrialContext(
             core_context,
-            hparams=hparams,
-            exp_conf=exp_conf,
-            trial_seed=trial_seed,
-            trial_id=trial_id,
-            run_id=run_id,
-            experiment_id=experiment_id,
-            aggregation_frequency=aggregation_frequency,
-            average_aggregated_gradients=average_aggregated,
+            aggregation_frequency=frequency,
+            average_aggregated_gradients=bool(
+                optimizations.get("average_aggregated_gradients", True)
+            ),
+            **common,
         )
+
+    with open_trial_context(
+        make_context,
+        hparams=hparams,
+        exp_conf=exp_conf,
+        distributed=distributed,
+        checkpoint_storage=checkpoint_storage,
+        trial_seed=trial_seed,
+        local_trial_id=local_trial_id,
+        caller="pytorch.init()",
+    ) as context:
+        yield context
 
 
 class Trainer:
@@ -111,10 +109,17 @@ class Trainer:
         latest_checkpoint (str | None): storage id of the last checkpoint ``fit()`` saved.
     """
 
-    def __init__(self, trial: PyTorchTrial, context: PyTorchTrialContext) -> None:
-        if not isinstance(trial, PyTorchTrial):
-            raise TypeError(f"Trainer needs a PyTorchTrial, got {type(trial).__name__}")
-        self._trial = trial
+    # What a subclass (headway.pytorch.deepspeed.Trainer) trains, and with which loop.
+    _trial_type: type = PyTorchTrial
+    _loop_type: type[_Loop] = _Loop
+
+    def __init__(self, trial: Any, context: PyTorchTrialContext) -> None:
+        if not isinstance(trial, self._trial_type):
+            raise TypeError(
+                f"{type(self).__name__} needs a {self._trial_type.__name__}, "
+                f"got {type(trial).__name__}"
+            )
+        self._trial: Any = trial  # a _trial_type instance
         self._context = context
         self.latest_checkpoint: str | None = None
         self._profiling_enabled = False  # configure_profiler(enabled=True)
@@ -188,7 +193,7 @@ class Trainer:
             raise ValueError(
                 f"checkpoint_policy must be one of {_POLICIES}, got {checkpoint_policy!r}"
             )
-        gbs = ctx.get_hparams().get("global_batch_size")
+        gbs = self._global_batch_size()
         searcher = conf.get("searcher") or {}
         # The config fills in what fit() was not given; on the cluster it always decides the
         # reporting period, and the searcher (not max_length) decides how long to train.
@@ -218,36 +223,16 @@ class Trainer:
                     "(or pass exp_conf with searcher.max_length to pytorch.init)"
                 )
         callbacks = self._trial.build_callbacks()
-        size, rank = ctx.distributed.size, ctx.distributed.rank
-        train_loader = _resumable(
-            self._trial.build_training_data_loader(),
-            "build_training_data_loader",
-            seed=ctx.get_trial_seed(),
-            rank=rank,
-            size=size,
-            training=True,
-        )
-        # evaluate_full_dataset runs on the chief over the whole validation set (Determined).
-        full = type(self._trial).evaluate_full_dataset is not PyTorchTrial.evaluate_full_dataset
-        val_loader = _resumable(
-            self._trial.build_validation_data_loader(),
-            "build_validation_data_loader",
-            seed=ctx.get_trial_seed(),
-            rank=0 if full else rank,
-            size=1 if full else size,
-            training=False,
-        )
-        per_epoch = _batches_per_epoch(train_loader, conf, gbs)
-        ctx._position.batches_per_epoch = per_epoch if train_loader.has_length() else None
-        loop = _Loop(
+        train_loader, val_loader, per_epoch = self._data_loaders(conf, gbs)
+        loop = self._loop_type(
             self._trial,
             ctx,
             callbacks,
             train_loader,
             val_loader,
-            validation_period=_to_batches(validation_period, per_epoch, "validation_period"),
-            checkpoint_period=_to_batches(checkpoint_period, per_epoch, "checkpoint_period"),
-            reporting_period=_to_batches(reporting_period, per_epoch, "reporting_period")
+            validation_period=to_batches(validation_period, per_epoch, "validation_period"),
+            checkpoint_period=to_batches(checkpoint_period, per_epoch, "checkpoint_period"),
+            reporting_period=to_batches(reporting_period, per_epoch, "reporting_period")
             or Batch(100),
             checkpoint_policy=checkpoint_policy,
             searcher_metric=searcher.get("metric"),
@@ -268,7 +253,7 @@ class Trainer:
             if test_mode:
                 self._finish(loop, loop.train_to(ctx._position.batches_trained + 1), None)
             elif info is None:
-                target = _to_batches(max_length, per_epoch, "max_length")
+                target = to_batches(max_length, per_epoch, "max_length")
                 assert target is not None
                 self._finish(loop, loop.train_to(target.length()), None)
             else:
@@ -278,6 +263,39 @@ class Trainer:
             self.latest_checkpoint = loop.latest_checkpoint
             for cb in callbacks.values():
                 cb.on_trial_shutdown()
+
+    def _global_batch_size(self) -> Any:
+        """Records per batch, to turn ``records`` lengths into batches (None: not known)."""
+        return self._context.get_hparams().get("global_batch_size")
+
+    def _data_loaders(self, conf: dict[str, Any], gbs: Any) -> tuple[Any, Any, int]:
+        """Build the trial's loaders: ``(train, validation, batches per epoch)``.
+
+        Also sets the context's epoch length (None when the loader has no length).
+        """
+        ctx = self._context
+        size, rank = ctx.distributed.size, ctx.distributed.rank
+        train_loader = resumable(
+            self._trial.build_training_data_loader(),
+            "build_training_data_loader",
+            seed=ctx.get_trial_seed(),
+            rank=rank,
+            size=size,
+            training=True,
+        )
+        # evaluate_full_dataset runs on the chief over the whole validation set (Determined).
+        full = type(self._trial).evaluate_full_dataset is not PyTorchTrial.evaluate_full_dataset
+        val_loader = resumable(
+            self._trial.build_validation_data_loader(),
+            "build_validation_data_loader",
+            seed=ctx.get_trial_seed(),
+            rank=0 if full else rank,
+            size=1 if full else size,
+            training=False,
+        )
+        per_epoch = batches_per_epoch(train_loader, conf, gbs)
+        ctx._position.batches_per_epoch = per_epoch if train_loader.has_length() else None
+        return train_loader, val_loader, per_epoch
 
     def _run_searcher(
         self, loop: _Loop, searcher: dict[str, Any], per_epoch: int, gbs: int | None
@@ -322,10 +340,10 @@ class Trainer:
             cm = ctx._core.checkpoint.restore_path(latest_checkpoint)
             metadata = ctx._core.checkpoint.get_metadata(latest_checkpoint) or {}
         with cm as path:
-            state = ckpt.load_state(pathlib.Path(path), ctx.device, **torch_load_kwargs)
+            state = loop.read_state(pathlib.Path(path), torch_load_kwargs)
             for cb in loop.callbacks:
                 cb.on_checkpoint_load_start(state)  # Determined: before anything is restored
-            ckpt.apply_weights(state, ctx, loop.named_callbacks)
+            loop.apply_weights(state, pathlib.Path(path))
             trainer_state = state.get("trainer_state") or {}
             source_trial = metadata.get("trial_id", trainer_state.get("trial_id"))
             if source_trial == ctx.get_trial_id() and trainer_state:
@@ -344,55 +362,3 @@ class Trainer:
                 )
             for cb in loop.callbacks:
                 cb.on_checkpoint_load(str(path))
-
-
-def _resumable(
-    loader: Any, where: str, *, seed: int, rank: int, size: int, training: bool
-) -> ResumableLoader | _PlainLoader:
-    if isinstance(loader, DataLoader):
-        return ResumableLoader(loader, seed=seed, rank=rank, size=size, training=training)
-    import torch
-
-    if isinstance(loader, torch.utils.data.DataLoader):
-        logger.warning(
-            "%s() returned a torch DataLoader: its order cannot be resumed exactly and it is "
-            "not sharded; return headway.pytorch.DataLoader instead",
-            where,
-        )
-        return _PlainLoader(loader)
-    raise TypeError(
-        f"{where}() must return a headway.pytorch.DataLoader, got {type(loader).__name__}"
-    )
-
-
-def _batches_per_epoch(
-    loader: ResumableLoader | _PlainLoader, conf: dict[str, Any], gbs: Any
-) -> int:
-    if loader.has_length():
-        n = len(loader)
-        if n == 0:
-            raise ValueError(
-                "the training data loader has no batches (dataset smaller than one batch?)"
-            )
-        return n
-    records = conf.get("records_per_epoch")
-    if records and gbs:
-        return max(1, math.ceil(int(records) / int(gbs)))
-    return 0  # unknown: Epoch units are refused in _to_batches
-
-
-def _to_batches(unit: TrainUnit | None, per_epoch: int, name: str) -> Batch | None:
-    if unit is None:
-        return None
-    if not isinstance(unit, TrainUnit):
-        raise ValueError(f"{name} must be headway.pytorch.Batch(...) or Epoch(...), got {unit!r}")
-    if isinstance(unit, Epoch):
-        if per_epoch <= 0:
-            raise ValueError(
-                f"{name}={unit!r}: the epoch length is unknown (data loader without len()); "
-                "use Batch(...) or set records_per_epoch"
-            )
-        if isinstance(unit.value, int):
-            return Batch(unit.value * per_epoch)
-        return Batch([v * per_epoch for v in unit.value])
-    return Batch(unit.value)

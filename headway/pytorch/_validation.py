@@ -84,7 +84,7 @@ class LoopValidation:
             if not isinstance(out, dict):
                 raise TypeError(f"evaluate_batch must return a dict, got {type(out).__name__}")
             outputs.append(out)
-            weights.append(float(self.trial.get_batch_length(batch)))
+            weights.append(self._batch_weight(batch))
             if self.test_mode:
                 break  # Determined's test mode validates one batch
         if self._epoch_outputs_wanted:
@@ -99,6 +99,10 @@ class LoopValidation:
                 reducers,
             )
         return metrics
+
+    def _batch_weight(self, batch: Any) -> float:
+        """The weight of one ``evaluate_batch`` output in ``Reducer.AVG``: its record count."""
+        return float(self.trial.get_batch_length(batch))
 
     def _evaluate_full(self) -> dict[str, Any]:
         # Determined runs evaluate_full_dataset on the chief only, over the whole (unsharded)

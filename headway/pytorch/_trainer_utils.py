@@ -1,0 +1,119 @@
+"""Helpers of ``Trainer.fit`` shared with ``headway.pytorch.deepspeed``: opening a trial
+context, wrapping the trial's data loaders and turning lengths into batches."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import headway
+from headway import core
+from headway.pytorch import _checkpointing as ckpt
+from headway.pytorch._dataloader import DataLoader, ResumableLoader, _PlainLoader
+from headway.pytorch._units import Batch, Epoch, TrainUnit
+
+logger = logging.getLogger("headway.pytorch")
+
+ContextT = TypeVar("ContextT")
+
+
+@contextlib.contextmanager
+def open_trial_context(
+    make_context: Callable[..., ContextT],
+    *,
+    hparams: dict[str, Any] | None,
+    exp_conf: dict[str, Any] | None,
+    distributed: core.DistributedContext | None,
+    checkpoint_storage: Any,
+    trial_seed: int | None,
+    local_trial_id: int,
+    caller: str,
+) -> Iterator[ContextT]:
+    """What ``init()`` of ``headway.pytorch`` and ``headway.pytorch.deepspeed`` share.
+
+    Resolves hparams, config, seed and ids (locally from the arguments, on the cluster from
+    ``headway.get_cluster_info()``), opens the Core API context, seeds Python, NumPy and torch,
+    and yields ``make_context(core_context, hparams=, exp_conf=, trial_seed=, trial_id=,
+    run_id=, experiment_id=)``.
+    """
+    info = headway.get_cluster_info()
+    if info is None:
+        hparams = dict(hparams or {})
+        exp_conf = dict(exp_conf or {})
+        if trial_seed is None:
+            trial_seed = int((exp_conf.get("reproducibility") or {}).get("experiment_seed", 0))
+        trial_id, run_id, experiment_id = local_trial_id, 0, None
+    else:
+        if hparams is not None or exp_conf is not None:
+            logger.warning("%s: hparams / exp_conf are ignored on the cluster", caller)
+        hparams = dict(info.trial.hparams)
+        exp_conf = dict(info.trial.config)
+        trial_seed = info.trial.trial_seed
+        trial_id, run_id = info.trial.trial_id, info.trial.run_id
+        experiment_id = info.trial.experiment_id
+    with core.init(distributed=distributed, checkpoint_storage=checkpoint_storage) as core_context:
+        ckpt.seed_everything(trial_seed)
+        yield make_context(
+            core_context,
+            hparams=hparams,
+            exp_conf=exp_conf,
+            trial_seed=trial_seed,
+            trial_id=trial_id,
+            run_id=run_id,
+            experiment_id=experiment_id,
+        )
+
+
+def resumable(
+    loader: Any, where: str, *, seed: int, rank: int, size: int, training: bool
+) -> ResumableLoader | _PlainLoader:
+    if isinstance(loader, DataLoader):
+        return ResumableLoader(loader, seed=seed, rank=rank, size=size, training=training)
+    import torch
+
+    if isinstance(loader, torch.utils.data.DataLoader):
+        logger.warning(
+            "%s() returned a torch DataLoader: its order cannot be resumed exactly and it is "
+            "not sharded; return headway.pytorch.DataLoader instead",
+            where,
+        )
+        return _PlainLoader(loader)
+    raise TypeError(
+        f"{where}() must return a headway.pytorch.DataLoader, got {type(loader).__name__}"
+    )
+
+
+def batches_per_epoch(
+    loader: ResumableLoader | _PlainLoader, conf: dict[str, Any], gbs: Any
+) -> int:
+    if loader.has_length():
+        n = len(loader)
+        if n == 0:
+            raise ValueError(
+                "the training data loader has no batches (dataset smaller than one batch?)"
+            )
+        return n
+    records = conf.get("records_per_epoch")
+    if records and gbs:
+        return max(1, math.ceil(int(records) / int(gbs)))
+    return 0  # unknown: Epoch units are refused in _to_batches
+
+
+def to_batches(unit: TrainUnit | None, per_epoch: int, name: str) -> Batch | None:
+    if unit is None:
+        return None
+    if not isinstance(unit, TrainUnit):
+        raise ValueError(f"{name} must be headway.pytorch.Batch(...) or Epoch(...), got {unit!r}")
+    if isinstance(unit, Epoch):
+        if per_epoch <= 0:
+            raise ValueError(
+                f"{name}={unit!r}: the epoch length is unknown (data loader without len()); "
+                "use Batch(...) or set records_per_epoch"
+            )
+        if isinstance(unit.value, int):
+            return Batch(unit.value * per_epoch)
+        return Batch([v * per_epoch for v in unit.value])
+    return Batch(unit.value)
