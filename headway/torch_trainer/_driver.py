@@ -1,0 +1,165 @@
+"""The driver side of a ``TorchTrainer``: its store, its worker groups and the last good state.
+
+``Driver`` owns the TCPStore the workers talk through, a temporary directory of state files, and
+the current ``WorkerGroup``. ``run()`` sends one command to every worker; when the group dies it
+starts a new one (a new ``elastic_launch``) that loads the *last good state* and runs the command
+again, as many times as the caller allows. After each ``train()`` (and ``snapshot()`` /
+``load()``) the file rank 0 wrote becomes the last good state, once every worker answered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from headway.torch_trainer._group import GroupDied, WorkerError, WorkerGroup
+from headway.torch_trainer._worker import WorkerSpec
+
+logger = logging.getLogger("headway.torch_trainer")
+
+
+class Driver:
+    """Starts ``num_workers`` workers with ``spec`` fields, takes the initial state snapshot.
+
+    Arguments:
+        num_workers: processes per group.
+        **spec: the ``WorkerSpec`` fields other than the store's and the generation's.
+
+    Raises:
+        RuntimeError: the workers failed to start (with the failing worker's traceback).
+    """
+
+    def __init__(self, num_workers: int, **spec: Any) -> None:
+        self.num_workers = num_workers
+        self.num_failures = 0
+        self._state_dir = Path(tempfile.mkdtemp(prefix="headway-torch-trainer-"))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self._state_dir, True)
+        self._store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        self.spec = WorkerSpec(
+            store_host="127.0.0.1",
+            store_port=self._store.port,
+            secret=secrets.token_bytes(32),
+            generation=0,
+            state_path=None,
+            **spec,
+        )
+        self._group: WorkerGroup | None = None
+        self._state_path: str | None = None  # the last good state (a file in _state_dir)
+        self._files = 0
+        self._closed = False
+        try:
+            self._start_group()
+            # The initial state, so a group restarted during the first train() starts from
+            # the same weights the others had.
+            self.snapshot()
+        except (GroupDied, WorkerError, RuntimeError) as exc:
+            self.close()
+            raise RuntimeError(f"TorchTrainer: the workers failed to start: {_why(exc)}") from exc
+
+    @property
+    def pids(self) -> list[int]:
+        return list(self._group.pids) if self._group is not None else []
+
+    def new_path(self) -> str:
+        """A new state file name in the driver's directory."""
+        self._files += 1
+        return str(self._state_dir / f"state-{self._files}.pt")
+
+    def promote(self, path: str) -> None:
+        """``path`` is now the last good state; drop the previous one."""
+        old, self._state_path = self._state_path, path
+        if old is not None and old != path and os.path.exists(old):
+            os.remove(old)
+
+    def snapshot(self) -> str:
+        """Have rank 0 write the current state; it becomes the last good state (its path)."""
+        path = self.new_path()
+        self.run("save", path=path)
+        self.promote(path)
+        return path
+
+    def load(self, path: str) -> None:
+        """Load the state file ``path`` into every worker; it becomes the last good state."""
+        self.run("load", path=path)
+        self.promote(path)
+
+    def _start_group(self) -> None:
+        if self._group is not None:  # ended while the driver was idle
+            self._end_group()
+        generation = self.spec.generation + 1  # a fresh key namespace per launch
+        self.spec = dataclasses.replace(
+            self.spec, generation=generation, state_path=self._state_path
+        )
+        log_dir = self._state_dir / "logs" / str(generation)
+        self._group = WorkerGroup(self._store, self.spec, self.num_workers, str(log_dir))
+        self._group.wait_ready()
+
+    def _end_group(self) -> None:
+        if self._group is not None:
+            self._group.join()
+            self._group = None
+
+    def run(self, op: str, retries: int = 0, **kwargs: Any) -> list[Any]:
+        """Run ``op`` on every worker, starting a new group first when the last one ended;
+        after a group failure, start a new group from the last good state and run ``op``
+        again, at most ``retries`` times. Returns the workers' results by rank.
+
+        Raises:
+            RuntimeError: a worker raised (never retried), or the group failed once more than
+                ``retries`` allows, or the trainer was shut down.
+        """
+        if self._closed:
+            raise RuntimeError("this TorchTrainer was shut down")
+        failures = 0
+        while True:
+            try:
+                if self._group is None or not self._group.alive:
+                    self._start_group()
+                assert self._group is not None
+                return self._group.run(op, **kwargs)
+            except WorkerError as exc:
+                self._end_group()  # the raising worker exits: the agent stops the others
+                raise RuntimeError(f"TorchTrainer.{op}: {_why(exc)}") from exc
+            except GroupDied as exc:
+                self._end_group()
+                self.num_failures += 1
+                failures += 1
+                if failures > retries:
+                    raise RuntimeError(
+                        f"TorchTrainer.{op}: the worker group failed and max_retries={retries} "
+                        f"restarts are used up: {exc}"
+                    ) from exc
+                logger.warning(
+                    "TorchTrainer.%s: the worker group failed (%s); restarting it from the "
+                    "last good state (retry %d of %d)",
+                    op,
+                    exc,
+                    failures,
+                    retries,
+                )
+
+    def close(self) -> None:
+        """Stop the workers and delete the state files (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._group is not None:
+            self._group.stop()
+            self._group = None
+        self._finalizer()
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, WorkerError):
+        rank, tb = exc.args
+        return f"worker {rank} raised:\n{tb}"
+    return str(exc)

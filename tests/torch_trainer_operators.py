@@ -1,0 +1,90 @@
+"""TrainingOperators for tests/test_torch_trainer*.py (module level: workers import them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from headway.torch_trainer import BATCH_SIZE, TrainingOperator
+
+ROWS = 96  # training rows; validation uses the first 40
+
+
+def linear_data(rows: int = ROWS) -> TensorDataset:
+    """y = 2x + 5 on [0, 1)."""
+    x = torch.arange(rows, dtype=torch.float32).unsqueeze(1) / rows
+    return TensorDataset(x, 2 * x + 5)
+
+
+class LinearOperator(TrainingOperator):
+    """The seed's linear model; with ``config["crash_marker"]`` set, worker 1 SIGKILLs itself
+    at batch 2 of epoch ``config["crash_epoch"]`` (once: it creates the marker first; every
+    time with ``config["crash_always"]``)."""
+
+    def setup(self, config):
+        torch.manual_seed(0)
+        model = nn.Linear(1, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=config.get("lr", 0.1), momentum=0.9)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+        self.model, self.optimizer, self.criterion, self.scheduler = self.register(
+            models=model, optimizers=optimizer, criterion=nn.MSELoss(), schedulers=scheduler
+        )
+        batch = config[BATCH_SIZE]
+        self.register_data(
+            train_loader=DataLoader(linear_data(), batch_size=batch, shuffle=True),
+            validation_loader=DataLoader(linear_data(40), batch_size=batch),
+        )
+        self.extra = {"setups": 1}
+
+    def train_batch(self, batch, batch_info):
+        marker = self.config.get("crash_marker")
+        if (
+            marker
+            and self.world_rank == 1
+            and batch_info["epoch_idx"] == self.config["crash_epoch"]
+            and batch_info["batch_idx"] == 2
+            and (self.config.get("crash_always") or not Path(marker).exists())
+        ):
+            Path(marker).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().train_batch(batch, batch_info)
+
+    def state_dict(self):
+        return self.extra
+
+    def load_state_dict(self, state_dict):
+        self.extra = dict(state_dict, loaded=True)
+
+
+def per_worker_batch_size(operator: TrainingOperator) -> int:
+    return operator.config[BATCH_SIZE]
+
+
+def operator_extra(operator: TrainingOperator) -> dict:
+    return dict(operator.state_dict())
+
+
+def learning_rate(operator: TrainingOperator) -> float:
+    return operator.optimizer.param_groups[0]["lr"]
+
+
+def raise_value_error() -> None:
+    raise ValueError("raised by a worker on purpose")
+
+
+def worker_env() -> tuple[str, str, str]:
+    return os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ.get("TT_HOOK", "")
+
+
+def mark_hook() -> None:
+    """An initialization_hook: sets a variable the worker_env() check reads."""
+    os.environ["TT_HOOK"] = "ran"
+
+
+def device_type(operator: TrainingOperator) -> str:
+    return operator.device.type
