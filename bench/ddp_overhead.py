@@ -15,6 +15,14 @@ per rank, on 2 ranks:
   (per-rank data sharding, DDP wrap, training metrics all-gathered and reported every 100
   batches, preemption checked at each report).
 
+Two more rows compare the seed APIs built on the same launcher with their own raw loops, in the
+same run (gloo only; ``--rows`` picks rows):
+
+- ``torch_trainer``: ``TorchTrainer(num_workers=2)`` (``headway.torch_trainer``) against the raw
+  DDP loop above, timed in the driver around ``train()`` calls (``bench/_ddp_torch_trainer.py``);
+- ``deepspeed``: a ``DeepSpeedTrial`` under ``python -m headway.launch.deepspeed`` against a raw
+  DeepSpeed engine loop under torchrun, both ZeRO stage 1 (``bench/_ddp_deepspeed.py``).
+
 Each rank process is timed inside itself, from the start of training (raw: building the data
 loader; harness: the first ``on_training_epoch_start``) to its end (harness: the final
 validation starts), after the same number of warm-up batches; process start-up is not counted,
@@ -47,6 +55,7 @@ GLOBAL_BATCH = 64
 RANKS = 2
 WIDTH = 1024
 MARK = "ddp_overhead_result"
+ROWS = ("harness", "torch_trainer", "deepspeed")
 
 
 def _dataset() -> torch.utils.data.TensorDataset:
@@ -139,22 +148,9 @@ def worker_raw(batches: int, warmup: int, backend: str) -> None:
 def worker_harness(batches: int, warmup: int, backend: str) -> None:
     """The same training as a ``PyTorchTrial``: a warm-up ``fit()``, then a timed one."""
     import torch.distributed as dist
+    from _clock import TrainingClock  # bench/ is sys.path[0]
 
     from headway import core, pytorch
-
-    class _Clock(pytorch.PyTorchCallback):
-        def __init__(self) -> None:
-            self.training_started = 0.0
-            self.training_done = 0.0
-
-        def on_training_epoch_start(self, epoch_idx: int) -> None:
-            if not self.training_started:
-                self.training_started = time.perf_counter()
-
-        def on_validation_start(self) -> None:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            self.training_done = time.perf_counter()
 
     class BenchTrial(pytorch.PyTorchTrial):
         def __init__(self, context: pytorch.PyTorchTrialContext) -> None:
@@ -163,7 +159,7 @@ def worker_harness(batches: int, warmup: int, backend: str) -> None:
             self.model = context.wrap_model(_model())
             self.opt = context.wrap_optimizer(_optimizer(self.model))
             self.loss_fn = nn.CrossEntropyLoss()
-            self.clock = _Clock()
+            self.clock = TrainingClock(device)
 
         def build_training_data_loader(self) -> pytorch.DataLoader:
             return pytorch.DataLoader(
@@ -252,6 +248,11 @@ def main() -> None:
     parser.add_argument(
         "--backend", choices=("gloo", "nccl"), default="nccl" if two_gpus else "gloo"
     )
+    parser.add_argument(
+        "--rows",
+        default=",".join(ROWS),
+        help=f"comma-separated rows to measure, of {', '.join(ROWS)} (default: all)",
+    )
     parser.add_argument("--worker", choices=("raw", "harness"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "raw":
@@ -262,29 +263,55 @@ def main() -> None:
         return
     if args.backend == "nccl" and not two_gpus:
         parser.error(f"--backend nccl needs {RANKS} CUDA devices")
-    raw: list[float] = []
-    harness: list[float] = []
-    setup: list[float] = []
-    for i in range(args.repeats):
-        for kind in ("raw", "harness") if i % 2 == 0 else ("harness", "raw"):
-            result = _launch(kind, args)
-            (raw if kind == "raw" else harness).append(result["samples_per_s"])
-            if kind == "harness":
-                setup.append(result["setup_ms"])
-    ratios = [h / r for h, r in zip(harness, raw, strict=True)]
+    rows = [row for row in args.rows.split(",") if row]
+    unknown = sorted(set(rows) - set(ROWS))
+    if unknown or not rows:
+        parser.error(f"--rows: unknown row(s) {unknown}; choose from {', '.join(ROWS)}")
+    if args.backend != "gloo" and set(rows) - {"harness"}:
+        parser.error("--rows torch_trainer / deepspeed are measured on gloo only")
+    figures: dict[str, Any] = {"backend": args.backend, "ranks": RANKS}
+    if "harness" in rows:
+        figures.update(_harness_row(args))
+    if "torch_trainer" in rows:
+        from _ddp_torch_trainer import measure as torch_trainer_row  # bench/ is sys.path[0]
+
+        figures["torch_trainer"] = torch_trainer_row(
+            batches=args.batches, warmup=args.warmup, repeats=args.repeats
+        )
+    if "deepspeed" in rows:
+        from _ddp_deepspeed import measure as deepspeed_row
+
+        figures["deepspeed"] = deepspeed_row(args.batches, args.warmup, args.repeats)
+    for key in ("torch_trainer", "deepspeed"):
+        if key in figures:
+            _print_row(figures[key])
+    print(json.dumps(figures))
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    other = next(
+        v for k, v in row.items() if k.endswith("_samples_per_s") and k != "raw_samples_per_s"
+    )
+    low, high = row["ratio_range"]
+    print(
+        f"{row['row']}: raw {row['raw_samples_per_s']:,.0f} samples/s, "
+        f"{other:,.0f} samples/s, ratio {row['ratio']:.3f} (pairs {low:.2f}-{high:.2f})"
+    )
+
+
+def _harness_row(args: argparse.Namespace) -> dict[str, Any]:
+    """The PyTorchTrial row: alternating raw / harness launches, their medians and ratio."""
+    from _pairs import alternate_pairs, ratio_figures  # bench/ is sys.path[0]
+
+    raw, harness = alternate_pairs(
+        lambda: _launch("raw", args), lambda: _launch("harness", args), args.repeats
+    )
     figures = {
-        "backend": args.backend,
-        "ranks": RANKS,
         "global_batch_size": GLOBAL_BATCH,
         "mlp_width": WIDTH,
         "timed_batches": args.batches,
-        "raw_samples_per_s": round(statistics.median(raw), 1),
-        "harness_samples_per_s": round(statistics.median(harness), 1),
-        "ratio": round(statistics.median(ratios), 3),
-        "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
-        "raw_ms_per_batch": round(1e3 * GLOBAL_BATCH / statistics.median(raw), 2),
-        "harness_ms_per_batch": round(1e3 * GLOBAL_BATCH / statistics.median(harness), 2),
-        "harness_fit_setup_ms": round(statistics.median(setup), 1),
+        **ratio_figures(raw, harness, "harness", GLOBAL_BATCH),
+        "harness_fit_setup_ms": round(statistics.median(r["setup_ms"] for r in harness), 1),
     }
     print(
         f"{'backend':<8}{'raw samples/s':>16}{'harness samples/s':>20}{'ratio':>8}{'target':>8}"
@@ -295,7 +322,7 @@ def main() -> None:
         f"{figures['harness_samples_per_s']:>20,.0f}{figures['ratio']:>8.3f}{0.95:>8.2f}"
         f"{'-'.join(f'{r:.2f}' for r in figures['ratio_range']):>14}"
     )
-    print(json.dumps(figures))
+    return figures
 
 
 if __name__ == "__main__":
