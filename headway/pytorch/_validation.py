@@ -80,7 +80,7 @@ class LoopValidation:
         self.val_loader.set_position(0, 0)
         for idx, batch in enumerate(self.val_loader):
             batch = self.ctx.to_device(batch)
-            out = evaluate(batch, idx) if self._eval_takes_idx else evaluate(batch)  # type: ignore[call-arg]
+            out = self._evaluate_one(evaluate, batch, idx)
             if not isinstance(out, dict):
                 raise TypeError(f"evaluate_batch must return a dict, got {type(out).__name__}")
             outputs.append(out)
@@ -99,6 +99,10 @@ class LoopValidation:
                 reducers,
             )
         return metrics
+
+    def _evaluate_one(self, evaluate: Callable[..., Any], batch: Any, batch_idx: int) -> Any:
+        """One ``evaluate_batch`` call, with ``batch_idx`` when the trial's signature takes it."""
+        return evaluate(batch, batch_idx) if self._eval_takes_idx else evaluate(batch)
 
     def _batch_weight(self, batch: Any) -> float:
         """The weight of one ``evaluate_batch`` output in ``Reducer.AVG``: its record count."""

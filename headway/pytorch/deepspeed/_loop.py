@@ -81,18 +81,13 @@ class _DeepSpeedLoop(_Loop):
     def _pick_evaluate(self) -> Callable[[], dict[str, Any]]:
         params = inspect.signature(self.trial.evaluate_batch).parameters
         self._eval_takes_idx = len(params) >= 2
-        if self.ctx._mpu.should_report_metrics:  # type: ignore[attr-defined]
-            return self._evaluate_batches
-        evaluate = self.trial.evaluate_batch
-
-        def silent(stream: Any, batch_idx: int = 0) -> dict[str, Any]:
-            # This rank computes (pipeline stages must all run) but its metrics do not count.
-            evaluate(stream, batch_idx) if self._eval_takes_idx else evaluate(stream)
-            return {}
-
-        self.trial.evaluate_batch = silent
-        self._eval_takes_idx = True
         return self._evaluate_batches
+
+    def _evaluate_one(self, evaluate: Callable[..., Any], batch: Any, batch_idx: int) -> Any:
+        """``evaluate_batch`` on every rank (pipeline stages must all run); only the ranks
+        that report metrics (``ModelParallelUnit.should_report_metrics``) count its output."""
+        out = super()._evaluate_one(evaluate, batch, batch_idx)
+        return out if self.ctx._mpu.should_report_metrics else {}  # type: ignore[attr-defined]
 
     def _batch_weight(self, batch: Any) -> float:
         # The records this evaluate_batch call took from the iterator; 1 when it took none
