@@ -237,19 +237,34 @@ def test_a_300_mb_checkpoint_round_trips_through_every_path(api, trial, live_ser
         assert rss.growth < RSS_BUDGET, (name, rss.growth)
 
 
+# The child announces the first part of the multipart upload ("uploading") and every part
+# then takes 2 s more (20 parts of 16 MiB, 10 at a time), as on a slow link: the parent's signal lands mid-upload, however loaded
+# the machine (racing a full-speed upload, CI once signalled a process that had finished).
 UPLOAD = """
-import json, sys
+import json, sys, time
 from headway.client import Session
 from headway.core import CheckpointContext, DistributedContext
 from headway.core._checkpoint import RESTCheckpointRegistry
 from headway.storage import build_storage_manager
 
 storage, master, token, trial_id = json.loads(sys.argv[1])
+manager = build_storage_manager(storage)
+announced = []
+
+
+def slow_part(**_):
+    if not announced:
+        announced.append(True)
+        print("uploading", flush=True)
+    time.sleep(2.0)
+
+
+manager._client.meta.events.register("before-send.s3.UploadPart", slow_part)
 context = CheckpointContext(
     distributed=DistributedContext(
         rank=0, size=1, local_rank=0, local_size=1, cross_rank=0, cross_size=1
     ),
-    storage_manager=build_storage_manager(storage),
+    storage_manager=manager,
     registry=RESTCheckpointRegistry(Session(master, token), trial_id, run_id=1),
 )
 with context.store_path({"steps_completed": 5}) as (path, storage_id):
@@ -262,8 +277,9 @@ with context.store_path({"steps_completed": 5}) as (path, storage_id):
 
 
 def interrupt_upload(trial, live_server, token, s3, signum) -> tuple[str, int]:
-    """Run a trial-like process storing a 320 MB checkpoint on S3; send it ``signum`` once the
-    multipart upload of its big file has begun. Returns ``(storage_id, exit status)``."""
+    """Run a trial-like process storing a 320 MB checkpoint on S3 (slowed to >= 4 s); send it
+    ``signum`` once the multipart upload of its big file has begun. Returns ``(storage_id,
+    exit status)``."""
     proc = subprocess.Popen(
         [sys.executable, "-c", UPLOAD, json.dumps([s3, live_server.url, token, trial.id])],
         cwd=REPO,
@@ -275,12 +291,8 @@ def interrupt_upload(trial, live_server, token, s3, signum) -> tuple[str, int]:
     client = build_storage_manager(s3)._client
     try:
         storage_id = proc.stdout.readline().strip()
-        wait_for(
-            lambda: client.list_multipart_uploads(Bucket=s3["bucket"]).get("Uploads"),
-            60,
-            "the multipart upload to start",
-            interval=0.02,
-        )
+        assert proc.stdout.readline().strip() == "uploading"
+        assert client.list_multipart_uploads(Bucket=s3["bucket"]).get("Uploads")
         os.kill(proc.pid, signum)
         return storage_id, proc.wait(timeout=60)
     finally:
