@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+import random
+import subprocess
 import sys
 
 import pytest
 import torch
+import yaml
 
 pytest.importorskip("deepspeed")
 
 import deepspeed  # noqa: E402
 
 from headway.exec import harness  # noqa: E402
+from headway.expconf import ConfigError, sample_hparams  # noqa: E402
 from headway.pytorch import deepspeed as hw_ds  # noqa: E402
 from headway.pytorch.deepspeed import _setup  # noqa: E402
+from tests.helpers import REPO  # noqa: E402
 
 ADAM = {"type": "Adam", "params": {"lr": 0.01, "torch_adam": True, "adam_w_mode": False}}
 
@@ -193,3 +198,56 @@ def test_the_deepspeed_launcher_sets_the_cpu_accelerator() -> None:
     assert kept["DS_ACCELERATOR"] == "cuda"
     # Usage errors are one line naming this launcher, status 2.
     assert launch.main(["--trial", "model_def:Trial", "extra"]) == 2
+
+
+# -- from_config ----------------------------------------------------------------------------------
+
+DIGITS_DS = REPO / "examples" / "digits_deepspeed"
+
+# The seed's debugging loop (its docs pass batches; a DeepSpeedTrial takes an iterator).
+FROM_CONFIG = """
+import json, sys
+from headway.pytorch.deepspeed import DeepSpeedTrialContext
+from model_def import DigitsDeepSpeedTrial
+
+context = DeepSpeedTrialContext.from_config(json.loads(sys.argv[1]))
+trial = DigitsDeepSpeedTrial(context)
+batches = iter(trial.build_training_data_loader())
+losses = [float(trial.train_batch(batches, 0, i)["loss"]) for i in range(40)]
+print(json.dumps({"hparams": context.get_hparams(), "losses": losses,
+                  "config": context.get_experiment_config()}))
+"""
+
+
+def test_from_config_draws_hparams_and_gives_a_context_a_trial_trains_with(tmp_path) -> None:
+    config = yaml.safe_load((DIGITS_DS / "const.yaml").read_text())
+    config["hyperparameters"]["lr"] = {"type": "log", "base": 10, "minval": -2.5, "maxval": -2}
+    config["hyperparameters"]["channels"] = {"type": "categorical", "vals": [16, 32]}
+    config["reproducibility"] = {"experiment_seed": 7}
+    done = subprocess.run(
+        [sys.executable, "-c", FROM_CONFIG, json.dumps(config)],
+        cwd=DIGITS_DS,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    expected = sample_hparams(config["hyperparameters"], random.Random(7))
+    assert out["hparams"] == expected and 10**-2.5 <= expected["lr"] <= 10**-2
+    assert out["config"] == config
+    losses = out["losses"]
+    assert all(loss == loss for loss in losses)  # no NaN
+    assert sum(losses[-10:]) < sum(losses[:10]), losses  # the engine trains
+
+
+def test_from_config_names_what_is_wrong() -> None:
+    with pytest.raises(TypeError, match="dict"):
+        hw_ds.DeepSpeedTrialContext.from_config([("lr", 1)])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="hyperparameters.lr"):
+        hw_ds.DeepSpeedTrialContext.from_config(
+            {"hyperparameters": {"lr": {"type": "double", "minval": 1, "maxval": 0}}}
+        )
+    with pytest.raises(ConfigError, match="reproducibility.experiment_seed"):
+        hw_ds.DeepSpeedTrialContext.from_config({"reproducibility": {"experiment_seed": "x"}})

@@ -10,12 +10,16 @@ that says what to use instead.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
+import random
 import warnings
 from typing import Any, NoReturn
 
 import deepspeed
 
+from headway.expconf import ConfigError, sample_hparams
 from headway.pytorch._context import PyTorchTrialContext
 from headway.pytorch.deepspeed._mpu import (
     ModelParallelUnit,
@@ -50,6 +54,42 @@ class DeepSpeedTrialContext(PyTorchTrialContext):
         self._use_pipeline_parallel = False
         self._data_repro_checks_disabled = False
         self._manual_grad_accumulation = False
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> DeepSpeedTrialContext:
+        """A context for debugging a ``DeepSpeedTrial`` outside a cluster, without a ``with``.
+
+        Determined's ``TrialContext.from_config``: hyperparameters are drawn from
+        ``config["hyperparameters"]`` as a random searcher would (constants as given; the
+        draw is seeded by ``reproducibility.experiment_seed``, default 0), then the context is
+        ``headway.pytorch.deepspeed.init(hparams=, exp_conf=config)``, left open until the
+        process exits (``atexit``), checkpoints in the local default directory.
+
+        Arguments:
+            config (dict): an experiment config; only ``hyperparameters`` and
+                ``reproducibility`` are read here (the trial reads the rest).
+
+        Raises:
+            TypeError: ``config`` is not a dict.
+            headway.expconf.ConfigError: the hyperparameters or the seed are invalid (the
+                message names the field).
+        """
+        from headway.pytorch.deepspeed._trainer import init  # it imports this module
+
+        if not isinstance(config, dict):
+            raise TypeError(
+                f"from_config() takes the config as a dict, got {type(config).__name__}"
+            )
+        seed = (config.get("reproducibility") or {}).get("experiment_seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ConfigError(
+                {"reproducibility.experiment_seed": [f"must be an integer >= 0, got {seed!r}"]}
+            )
+        hparams = sample_hparams(config.get("hyperparameters") or {}, random.Random(seed))
+        stack = contextlib.ExitStack()
+        context = stack.enter_context(init(hparams=hparams, exp_conf=config))
+        atexit.register(stack.close)
+        return context
 
     # -- engines -------------------------------------------------------------------------------
 
