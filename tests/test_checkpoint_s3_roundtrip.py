@@ -238,10 +238,15 @@ def test_a_300_mb_checkpoint_round_trips_through_every_path(api, trial, live_ser
 
 
 # The child announces the first part of the multipart upload ("uploading") and every part
-# then takes 2 s more (20 parts of 16 MiB, 10 at a time), as on a slow link: the parent's signal lands mid-upload, however loaded
-# the machine (racing a full-speed upload, CI once signalled a process that had finished).
+# then takes 2 s more (20 parts of 16 MiB, 10 at a time), as on a slow link: the parent's
+# signal lands mid-upload however loaded the machine.
 UPLOAD = """
-import json, sys, time
+import json, signal, sys, time
+
+# SIGINT must raise KeyboardInterrupt here whatever this process inherited: a suite started
+# in the background (`nohup`, `cmd &` in a script) has SIGINT ignored, and exec keeps that.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 from headway.client import Session
 from headway.core import CheckpointContext, DistributedContext
 from headway.core._checkpoint import RESTCheckpointRegistry
