@@ -246,9 +246,7 @@ class TrainingOperator(OperatorBase):
         model = self._require(self.model, "model", "training")
         optimizer = self._require(self.optimizer, "optimizer", "training")
         criterion = self._require(self.criterion, "criterion", "training")
-        *features, target = batch
-        features = [self._to_device(feature) for feature in features]
-        target = self._to_device(target)
+        features, target = self._features_and_target(batch)
         with self.timers.record("fwd"), self.autocast():
             output = model(*features)
             loss = criterion(output, target)
@@ -293,9 +291,7 @@ class TrainingOperator(OperatorBase):
         """
         model = self._require(self.model, "model", "validation")
         criterion = self._require(self.criterion, "criterion", "validation")
-        *features, target = batch
-        features = [self._to_device(feature) for feature in features]
-        target = self._to_device(target)
+        features, target = self._features_and_target(batch)
         with self.timers.record("eval_fwd"), self.autocast():
             output = model(*features)
             loss = criterion(output, target)
@@ -333,6 +329,11 @@ class TrainingOperator(OperatorBase):
         loops, ``grad_scaler.scale(loss).backward()``, ``grad_scaler.step(opt)``,
         ``grad_scaler.update()``."""
         return self._grad_scaler
+
+    def _features_and_target(self, batch: Any) -> tuple[list[Any], Any]:
+        """A ``(*features, target)`` batch of the default loops, on ``self.device``."""
+        *features, target = batch
+        return [self._to_device(feature) for feature in features], self._to_device(target)
 
     def _to_device(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.device != self._device:

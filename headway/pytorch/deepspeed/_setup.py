@@ -97,14 +97,5 @@ def distributed_session() -> Iterator[None]:
         deepspeed.init_distributed(auto_mpi_discovery=False)
         yield
     finally:
-        for name in (
-            "RANK",
-            "WORLD_SIZE",
-            "LOCAL_RANK",
-            "LOCAL_WORLD_SIZE",
-            "GROUP_RANK",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-        ):
-            if name in added:
-                os.environ.pop(name, None)
+        for name in added:
+            os.environ.pop(name, None)
