@@ -25,17 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 ROW = "DeepSpeedTrial vs raw DeepSpeed loop (same model, ZeRO-1, 2 ranks gloo)"
-MARK = "ddp_deepspeed_result"
 RANKS = 2
 BENCH = Path(__file__).resolve().parent
 
@@ -65,12 +61,6 @@ def _engine(model: Any) -> Any:
         model=model, optimizer=shared._optimizer(model), config=config
     )
     return engine
-
-
-def _report(kind: str, batches: int, seconds: float, **extra: float) -> None:
-    if int(os.environ.get("RANK", "0")) == 0:
-        samples = batches * _shared().GLOBAL_BATCH / seconds
-        print(json.dumps({MARK: {"kind": kind, "samples_per_s": samples, **extra}}), flush=True)
 
 
 # -- the rank processes ---------------------------------------------------------------------------
@@ -113,7 +103,7 @@ def worker_raw(batches: int, warmup: int) -> None:
     dist.barrier()
     start = time.perf_counter()
     train(batches)
-    _report("raw", batches, time.perf_counter() - start)
+    _shared().report_result("raw", batches, time.perf_counter() - start)
 
 
 def worker_harness(batches: int, warmup: int) -> None:
@@ -176,33 +166,17 @@ def worker_harness(batches: int, warmup: int) -> None:
 
     fit(warmup)
     seconds, setup = fit(batches)
-    _report("harness", batches, seconds, setup_ms=1e3 * setup)
+    _shared().report_result("harness", batches, seconds, setup_ms=1e3 * setup)
 
 
 # -- the driver -----------------------------------------------------------------------------------
 
 
 def _launch(kind: str, batches: int, warmup: int) -> dict[str, float]:
-    me = [str(Path(__file__).resolve()), "--worker", kind]
-    me += ["--batches", str(batches), "--warmup", str(warmup)]
-    if kind == "raw":
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        cmd += ["--nproc-per-node", str(RANKS), *me]
-    else:
-        cmd = [sys.executable, "-m", "headway.launch.deepspeed"]
-        cmd += ["--nproc-per-node", str(RANKS), "--", "python", *me]
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(BENCH.parent), env.get("PYTHONPATH", "")])
-    for var in ("HEADWAY_CLUSTER_INFO", "HEADWAY_SLOT_IDS"):
-        env.pop(var, None)
-    # A working directory of its own: it is the "model definition" snapshotted into checkpoints.
-    with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    for line in done.stdout.splitlines():
-        start = line.find("{")
-        if MARK in line and start >= 0:
-            return dict(json.loads(line[start:])[MARK])
-    raise RuntimeError(f"{kind} run failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    worker_args = ["--batches", str(batches), "--warmup", str(warmup)]
+    return _shared().launch_ranks(
+        kind, Path(__file__).resolve(), worker_args, "headway.launch.deepspeed"
+    )
 
 
 def measure(batches: int = 300, warmup: int = 10, repeats: int = 3) -> dict[str, Any]:

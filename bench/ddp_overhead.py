@@ -92,7 +92,8 @@ def _device(backend: str) -> torch.device:
     return torch.device("cpu")
 
 
-def _report(kind: str, batches: int, seconds: float, **extra: float) -> None:
+def report_result(kind: str, batches: int, seconds: float, **extra: float) -> None:
+    """On rank 0, print the ``MARK`` line ``launch_ranks`` reads: samples/s and ``extra``."""
     if int(os.environ.get("RANK", "0")) == 0:
         result = {"kind": kind, "samples_per_s": batches * GLOBAL_BATCH / seconds, **extra}
         print(json.dumps({MARK: result}), flush=True)
@@ -141,7 +142,7 @@ def worker_raw(batches: int, warmup: int, backend: str) -> None:
     dist.barrier()
     start = time.perf_counter()
     train(batches)
-    _report("raw", batches, time.perf_counter() - start)
+    report_result("raw", batches, time.perf_counter() - start)
     dist.destroy_process_group()
 
 
@@ -206,7 +207,7 @@ def worker_harness(batches: int, warmup: int, backend: str) -> None:
 
     fit(warmup)
     seconds, setup = fit(batches)
-    _report("harness", batches, seconds, setup_ms=1e3 * setup)
+    report_result("harness", batches, seconds, setup_ms=1e3 * setup)
     distributed.barrier()
     if distributed.rank == 0:
         shutil.rmtree(storage, ignore_errors=True)
@@ -217,15 +218,31 @@ def worker_harness(batches: int, warmup: int, backend: str) -> None:
 
 
 def _launch(kind: str, args: argparse.Namespace) -> dict[str, float]:
-    me = [str(Path(__file__).resolve()), "--worker", kind, "--batches", str(args.batches)]
-    me += ["--warmup", str(args.warmup), "--backend", args.backend]
+    worker_args = ["--batches", str(args.batches), "--warmup", str(args.warmup)]
+    worker_args += ["--backend", args.backend]
+    return launch_ranks(
+        kind, Path(__file__).resolve(), worker_args, "headway.launch.torch_distributed"
+    )
+
+
+def launch_ranks(
+    kind: str, script: Path, worker_args: list[str], launcher: str
+) -> dict[str, float]:
+    """Run ``script --worker KIND WORKER_ARGS`` on ``RANKS`` ranks (``"raw"``: under torchrun;
+    else under ``python -m LAUNCHER``) and return what rank 0 printed with ``report_result``.
+
+    Raises:
+        RuntimeError: no result line (with the run's output).
+    """
+    me = [str(script), "--worker", kind, *worker_args]
     if kind == "raw":
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
         cmd += ["--nproc-per-node", str(RANKS), *me]
     else:
-        cmd = [sys.executable, "-m", "headway.launch.torch_distributed"]
+        cmd = [sys.executable, "-m", launcher]
         cmd += ["--nproc-per-node", str(RANKS), "--", "python", *me]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env.pop("HEADWAY_CLUSTER_INFO", None)
     env.pop("HEADWAY_SLOT_IDS", None)
     # A folder of its own as the working directory: it is the "model definition" the harness
