@@ -12,15 +12,12 @@ from headway.expconf._experiment import (
     MAX_YAML_VALUES,
     AdaptiveASHASearcherConfig,
     AsyncHalvingSearcherConfig,
-    CheckpointStorageConfig,
     ExperimentConfig,
     GridSearcherConfig,
     RandomSearcherConfig,
     ReproducibilityConfig,
     ResourcesConfig,
-    S3Config,
     SearcherConfig,
-    SharedFSConfig,
     SingleSearcherConfig,
     load_yaml,
     parse_experiment_config,
@@ -39,6 +36,13 @@ from headway.expconf._hparams import (
     sample_hparams,
 )
 from headway.expconf._length import UNITS, Length, Unit, length_to_batches
+from headway.expconf._storage import (
+    CheckpointStorageConfig,
+    LocationStorageConfig,
+    S3Config,
+    SharedFSConfig,
+    check_sub_path,
+)
 
 __all__ = [
     "AdaptiveASHASearcherConfig",
@@ -56,6 +60,7 @@ __all__ = [
     "Hyperparameter",
     "IntHyperparameter",
     "Length",
+    "LocationStorageConfig",
     "LogHyperparameter",
     "RandomSearcherConfig",
     "ReproducibilityConfig",
@@ -72,4 +77,5 @@ __all__ = [
     "parse_experiment_config",
     "parse_hyperparameters",
     "sample_hparams",
+    "check_sub_path",
 ]

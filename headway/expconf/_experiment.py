@@ -12,6 +12,7 @@ from headway.expconf._base import StrictModel, field_error, tagged_union
 from headway.expconf._errors import ConfigError, format_path
 from headway.expconf._hparams import GRID_COUNT_REQUIRED, Hyperparameter, range_hyperparameters
 from headway.expconf._length import Length
+from headway.expconf._storage import CheckpointStorageConfig
 
 # ``package.module:ClassName`` -> a PyTorchTrial run by ``headway.exec.harness``.
 _TRIAL_CLASS = re.compile(r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<cls>[A-Za-z_]\w*)$")
@@ -144,65 +145,6 @@ else:
             "async_halving": AsyncHalvingSearcherConfig,
             "adaptive_asha": AdaptiveASHASearcherConfig,
         },
-    )
-
-
-_NonNegativeInt = Annotated[int, Field(ge=0)]
-
-
-class _StorageConfig(StrictModel):
-    """Fields every storage type shares: Determined's checkpoint retention (garbage collection).
-
-    When a trial or the experiment ends (or on ``POST experiments/{id}/checkpoints/gc/``), the
-    registry keeps the union of each trial's ``save_trial_latest`` latest checkpoints (by
-    ``steps_completed``), each trial's ``save_trial_best`` best and the experiment's
-    ``save_experiment_best`` best (by the searcher metric of the validation reported at the
-    checkpoint's step) and deletes the files of the others (docs/checkpoints.md).
-
-    Attributes:
-        save_experiment_best (int): best checkpoints kept across the experiment (default 0).
-        save_trial_best (int): best checkpoints kept per trial (default 1).
-        save_trial_latest (int): latest checkpoints kept per trial (default 1).
-    """
-
-    save_experiment_best: _NonNegativeInt = 0
-    save_trial_best: _NonNegativeInt = 1
-    save_trial_latest: _NonNegativeInt = 1
-
-
-class SharedFSConfig(_StorageConfig):
-    """``checkpoint_storage.type: shared_fs``: a directory every worker host mounts.
-
-    Checkpoints go to ``<host_path>/<storage_path>/<uuid>/``. ``host_path`` may be left out; the
-    server fills its local default.
-    """
-
-    type: Literal["shared_fs"]
-    host_path: Annotated[str, Field(min_length=1)] | None = None
-    storage_path: str | None = None
-
-
-class S3Config(_StorageConfig):
-    """``checkpoint_storage.type: s3``: an S3 (or S3-compatible, e.g. MinIO) bucket.
-
-    Checkpoints go to ``s3://<bucket>/<prefix>/<uuid>/``. Credentials are NOT part of the config
-    (it is shown over the API): workers and the server read boto3's usual sources
-    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, profiles, instance roles).
-    ``endpoint_url`` points at MinIO or another S3-compatible server.
-    """
-
-    type: Literal["s3"]
-    bucket: Annotated[str, Field(min_length=3, max_length=63)]
-    prefix: str = ""
-    endpoint_url: str | None = None
-    region: str | None = None
-
-
-if TYPE_CHECKING:
-    CheckpointStorageConfig: TypeAlias = SharedFSConfig | S3Config
-else:
-    CheckpointStorageConfig = tagged_union(
-        "storage", "type", {"shared_fs": SharedFSConfig, "s3": S3Config}
     )
 
 
