@@ -100,10 +100,11 @@ def backend() -> Backend:
     return found
 
 
-def run_records(database_url: str, experiment_id: int) -> list[tuple[float, float, float]]:
+def run_records(store: Backend, experiment_id: int) -> list[tuple[float, float, float]]:
     """(created, started, ended) epoch seconds of every run of the experiment, from the DB."""
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # The bench's own settings (a deployment's DATABASE_URL requires SECRET_KEY).
+    for name in ("DATABASE_URL", "SECRET_KEY", "HEADWAY_VAR_DIR", "DJANGO_SETTINGS_MODULE"):
+        os.environ[name] = store.env[name]
     sys.path.insert(0, str(REPO))
     import django
 
@@ -118,6 +119,15 @@ def run_records(database_url: str, experiment_id: int) -> list[tuple[float, floa
 
 def main() -> None:
     store = backend()
+    try:
+        figures = measure(store)
+    finally:
+        store.cleanup()
+    print(json.dumps(figures))
+
+
+def measure(store: Backend) -> dict[str, object]:
+    """Run the search on ``store`` and return the figures (the JSON line's keys)."""
     token = store.prepare()
     workers: list[subprocess.Popen] = []
     try:
@@ -148,7 +158,9 @@ def main() -> None:
             hosts_up = time.monotonic() + 60
             while len(http.get(f"{api}/workers/", timeout=30).json()["results"]) < len(HOSTS):
                 if time.monotonic() > hosts_up:
-                    raise RuntimeError("the workers did not register")
+                    logs = (store.var_dir / f"worker-{host}.log" for host in HOSTS)
+                    tails = "\n".join(log.read_text()[-2000:] for log in logs)
+                    raise RuntimeError(f"the workers did not register:\n{tails}")
                 time.sleep(0.5)
             began = time.perf_counter()
             experiment = http.post(
@@ -175,7 +187,7 @@ def main() -> None:
                 worker.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 worker.kill()
-    records = run_records(store.database_url, experiment["id"])
+    records = run_records(store, experiment["id"])
     waits = [started - created for created, started, _ in records]
     run_times = [ended - started for _, started, ended in records]
     first_start = min(started for _, started, _ in records)
@@ -184,7 +196,6 @@ def main() -> None:
     ideal = sum(run_times) / slots
     with tempfile.TemporaryDirectory() as work:
         bare = baseline(Path(work))
-    store.cleanup()
     figures = {
         "backend": store.label,
         "trials": TRIALS,
@@ -207,7 +218,7 @@ def main() -> None:
         f"{figures['overhead_wall_vs_runs_per_slot']} x the run times per slot; "
         f"bare processes {bare:.1f} s ({figures['wall_vs_bare_processes']} x)"
     )
-    print(json.dumps(figures))
+    return figures
 
 
 if __name__ == "__main__":
