@@ -323,6 +323,15 @@ def test_a_worker_shutdown_requeues_the_trial_without_counting_a_restart(submit,
     assert TrialRun.objects.get(trial=trial, run_id=2).state == RunState.QUEUED
 
 
+def test_a_run_delivered_during_the_worker_shutdown_is_left_unclaimed(submit):
+    trial = submit("echo ran")
+    supervision.shutting_down.set()
+    assert runner.run_trial(trial.id, 1) is None
+    run = TrialRun.objects.get(trial=trial, run_id=1)
+    assert (run.state, run.worker) == (RunState.QUEUED, "")
+    assert "ran" not in log_lines(trial)
+
+
 @pytest.mark.parametrize(("interval", "beats"), [(0.0, True), (3600.0, False)])
 def test_it_heartbeats_while_the_process_runs(submit, settings, while_supervised, interval, beats):
     settings.HEADWAY_HEARTBEAT_SECONDS = interval

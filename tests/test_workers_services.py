@@ -6,8 +6,11 @@ place, so the start-up and stop logic runs against real processes in seconds.
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -159,3 +162,69 @@ def test_wait_returns_when_a_child_exits_and_restores_sigterm(children):
     svc.wait()
     assert svc.children[0].poll() == 0 and svc.children[1].poll() is None
     assert signal.getsignal(signal.SIGTERM) is handler
+
+
+# On SIGTERM, asks the web server's /healthz and prints the status before exiting, as a worker's
+# warm shutdown needs the web server to register the checkpoints of the trials it preempts.
+ASKS_WEB_ON_SIGTERM = """
+import os, signal, sys, time, urllib.request
+def stop(signum, frame):
+    url = "http://127.0.0.1:%s/healthz" % os.environ["HEADWAY_PORT"]
+    try:
+        status = urllib.request.urlopen(url, timeout=5).status
+    except OSError as exc:
+        status = type(exc).__name__
+    print("web answered", status, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_stop_stops_the_worker_while_the_web_server_still_answers(children, tmp_path):
+    svc = children(port=free_port(), log_dir=tmp_path)
+    svc._spawn("web", _python(HEALTHZ))
+    svc._spawn("worker", _python(ASKS_WEB_ON_SIGTERM))
+    log = tmp_path / "worker.log"
+    wait_for(lambda: log.exists() and "ready" in log.read_text(), 60, "the worker")
+    wait_for(lambda: _healthz(svc.port) == 200, 60, "the web stand-in to answer")
+    svc.stop()
+    assert "web answered 200" in log.read_text()
+    assert [child.poll() is not None for child in svc.children] == [True, True]
+
+
+# Makes a Services object, starts a sleeper under it and prints the sleeper's pid.
+SERVING_PARENT = """
+import os, sys, time
+import django
+django.setup()
+from workers.services import Services
+svc = Services(port=0)
+svc._spawn("worker", [sys.executable, "-c", "import time; time.sleep(300)"])
+print(svc.children[0].pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_children_never_outlive_a_killed_serve():
+    parent = subprocess.Popen(
+        _python(SERVING_PARENT),
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    child = int(parent.stdout.readline())
+    assert process_alive(child)
+    parent.kill()  # SIGKILL: serve gets no chance to stop its children itself
+    parent.wait()
+    wait_for(lambda: not process_alive(child), 60, "the orphaned child to die")
+
+
+def _healthz(port: int) -> int | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return response.status
+    except OSError:
+        return None

@@ -198,6 +198,12 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
     None when the run was not claimed, or when it was stopped by this worker's shutdown or
     because another host of the run was lost (reported as lost: the trial is re-queued).
     """
+    if supervision.shutting_down.is_set():
+        # Delivered during this worker's warm shutdown: leave the run unclaimed; placement
+        # gives it to another host (the host was marked stopped), and the shutdown is not held
+        # up by a trial that would start only to be preempted.
+        logger.info("trial %s run %s not claimed: this worker is shutting down", trial_id, run_id)
+        return None
     run = lifecycle.trial_run_claim(trial_id=trial_id, run_id=run_id, worker=worker_name())
     if run is None:
         logger.info("trial %s run %s already claimed or no longer runnable", trial_id, run_id)
@@ -232,6 +238,11 @@ def run_trial_share(trial_id: int, run_id: int, node_rank: int) -> int | None:
     None when the share was not claimed (already claimed, or its run ended), or when the run
     ended before the chief published its rendezvous address.
     """
+    if supervision.shutting_down.is_set():
+        logger.info(
+            "trial %s run %s node %s not claimed: shutting down", trial_id, run_id, node_rank
+        )
+        return None
     share = distributed.claim_share(trial_id, run_id, node_rank, worker_name())
     if share is None:
         logger.info("trial %s run %s node %s: already claimed or over", trial_id, run_id, node_rank)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -11,6 +12,9 @@ import urllib.request
 from pathlib import Path
 
 from django.conf import settings
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+WEB_STOP_GRACE_S = 10.0  # gunicorn's graceful stop of its threads, then SIGKILL
 
 
 def worker_command(
@@ -44,6 +48,14 @@ def web_command(port: int) -> list[str]:
         sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
         "--bind", f"127.0.0.1:{port}",
     ]  # fmt: skip
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the serving process dies, even by SIGKILL
+    (Linux ``PR_SET_PDEATHSIG``), so the web server and worker never outlive ``serve``."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _signal_group(child: subprocess.Popen, sig: int) -> None:
@@ -85,6 +97,7 @@ class Services:
                 stderr=subprocess.STDOUT if out else None,
                 # Own process group: stop() reaches the worker's embedded beat child too.
                 start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads started yet here
             )
         )
 
@@ -134,18 +147,22 @@ class Services:
             signal.signal(signal.SIGTERM, previous)
 
     def stop(self) -> None:
-        """SIGTERM each child's process group; SIGKILL what is left after the grace period.
+        """Stop the worker, then the web server: SIGTERM each child's process group, SIGKILL what
+        is left after its grace period.
 
-        The worker's warm shutdown preempts running trials (they checkpoint and are re-queued),
-        which can take up to twice ``HEADWAY_KILL_GRACE_SECONDS``.
+        The worker goes first because its warm shutdown preempts running trials, and a trial
+        learns of that and registers its checkpoint through the web server; stopping both at
+        once left trials unable to checkpoint until the kill grace ran out. The worker's stop
+        takes up to twice ``HEADWAY_KILL_GRACE_SECONDS`` with trials running, a few seconds
+        without; the web server's a few seconds.
         """
-        for child in self.children:
+        worker_grace = 2 * settings.HEADWAY_KILL_GRACE_SECONDS + WEB_STOP_GRACE_S
+        for child in reversed(self.children):  # the worker was started after the web server
+            grace = worker_grace if child is self.children[-1] else WEB_STOP_GRACE_S
             if child.poll() is None:
                 _signal_group(child, signal.SIGTERM)
-        deadline = time.monotonic() + 2 * settings.HEADWAY_KILL_GRACE_SECONDS + 10
-        for child in self.children:
             try:
-                child.wait(timeout=max(deadline - time.monotonic(), 0.1))
+                child.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 pass
             _signal_group(child, signal.SIGKILL)
