@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -130,6 +131,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        shutil.rmtree(var_dir, ignore_errors=True)
     figures = {
         "rounds": ROUNDS,
         "signal_p50_s": round(statistics.median(signal), 4),
