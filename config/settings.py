@@ -11,10 +11,10 @@ import socket
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
 import plotly
 from django.core.exceptions import ImproperlyConfigured
 
+from config.database import database_settings
 from config.env import embedded_secret_key, envbool, envint, envstr
 from headway.archive import MAX_MODEL_DEF_BYTES
 
@@ -57,6 +57,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A transient database error raised by a view is a 503 with Retry-After (registry/overload.py).
+    "registry.overload.DatabaseUnavailableMiddleware",
     # JSON 413 for API bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (not Django's HTML 400).
     "registry.api.body_limit.BodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -90,24 +92,9 @@ TEMPLATES = [
 ]
 
 _SQLITE_URL = f"sqlite:///{VAR_DIR / 'headway.sqlite3'}"
-# Persistent connections: opening one per request (conn_max_age=0) cost a connect + SQLite
-# set-up (or a PostgreSQL backend start) and, on SQLite, a WAL checkpoint at close; see
-# bench/metrics_ingest.py. Health checks drop a connection the database closed meanwhile.
-DATABASES = {
-    "default": dj_database_url.parse(
-        envstr("DATABASE_URL", _SQLITE_URL),
-        conn_max_age=envint("HEADWAY_DB_CONN_MAX_AGE", 600),
-        conn_health_checks=True,
-    )
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL lets the web server read while the worker writes; IMMEDIATE takes the write lock at
-    # BEGIN so two writers queue on the busy timeout instead of failing with "database is locked".
-    DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
-    }
+# PostgreSQL through a bounded connection pool, SQLite with persistent connections; overload is
+# answered 503 + Retry-After (config/database.py, registry/overload.py, docs/deployment.md).
+DATABASES = {"default": database_settings(envstr("DATABASE_URL", _SQLITE_URL))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []

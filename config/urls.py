@@ -13,6 +13,9 @@ def healthz(request):
 
 # JSON 404s under /api/ (registry/api/errors.py), Django's page elsewhere.
 handler404 = "registry.api.errors.not_found"
+# A transient database error (pool exhausted, server restarting) anywhere, middleware included,
+# is a 503 with Retry-After (registry/overload.py); other 500s are JSON under /api/.
+handler500 = "registry.overload.server_error"
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),

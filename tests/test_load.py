@@ -132,16 +132,23 @@ def _reader(url, token, experiment_id, trial_id, deadline, tally):
             cursor = max([cursor, *steps])
 
 
-def run_load(backend: Backend, duration_s: float, server_kind: str = "runserver") -> dict:
-    """Serve ``backend`` with ``server_kind`` (a key of ``SERVERS``), run the reporters and readers for ``duration_s``, read every series
-    back; return the counts (statuses, reports sent, transport errors, mismatched trials)."""
+def run_load(
+    backend: Backend,
+    duration_s: float,
+    server_kind: str = "runserver",
+    reporters: int = REPORTERS,
+    readers: int = READERS,
+) -> dict:
+    """Serve ``backend`` with ``server_kind`` (a key of ``SERVERS``), run ``reporters`` and
+    ``readers`` threads for ``duration_s``, read every series back; return the counts
+    (statuses, reports sent, transport errors, mismatched trials, the read-back statuses)."""
     backend.env["SECRET_KEY"] = "load-test-" + "k" * 40
     token = backend.prepare("load")
     with SERVERS[server_kind](backend) as server:
         http = requests.Session()
         http.headers["Authorization"] = f"Token {token}"
         trials = []
-        for _ in range(REPORTERS):
+        for _ in range(reporters):
             created = http.post(
                 f"{server.url}/api/v1/experiments/",
                 json={"config": CONFIG, "model_definition": MODEL},
@@ -158,21 +165,24 @@ def run_load(backend: Backend, duration_s: float, server_kind: str = "runserver"
             for _, t in trials
         ] + [
             threading.Thread(
-                target=_reader, args=(server.url, token, *trials[i % REPORTERS], deadline, tally)
+                target=_reader, args=(server.url, token, *trials[i % reporters], deadline, tally)
             )
-            for i in range(READERS)
+            for i in range(readers)
         ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         mismatched = {}
+        after: Counter = Counter()
         for _, trial_id in trials:
-            answer = http.get(
+            read_back = http.get(
                 f"{server.url}/api/v1/trials/{trial_id}/metrics/",
                 params={"group": "training", "name": "loss", "max_points": 0},
                 timeout=60,
-            ).json()
+            )
+            after[read_back.status_code] += 1
+            answer = read_back.json() if read_back.status_code == 200 else {"series": []}
             (series,) = answer["series"] or [{"steps": [], "values": []}]
             sent = tally.sent[trial_id]
             expected_values = [_value(trial_id, s) for s in sent]
@@ -184,6 +194,7 @@ def run_load(backend: Backend, duration_s: float, server_kind: str = "runserver"
         "reports_sent": sum(len(s) for s in tally.sent.values()),
         "errors": tally.errors[:10],
         "mismatched": mismatched,
+        "after_load": dict(after),
     }
 
 

@@ -21,6 +21,21 @@ logger = logging.getLogger("headway.client")
 # Retry only what a retry can fix: connection failures and gateway/overload answers.
 _RETRY_STATUSES = frozenset({502, 503, 504, 429})
 BACKOFF_CAP_S = 10.0  # longest wait between two attempts
+RETRY_AFTER_CAP_S = 60.0  # longest wait a server's Retry-After may ask for
+
+
+def retry_after_seconds(response: requests.Response | None) -> float | None:
+    """Seconds a 429/503 answer's ``Retry-After`` header asks to wait (RFC 9110 10.2.3; only
+    the delay-seconds form, which the registry sends), capped at ``RETRY_AFTER_CAP_S``; None
+    when there is no usable header."""
+    raw = response.headers.get("Retry-After") if response is not None else None
+    try:
+        seconds = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    if seconds is None or not seconds >= 0:
+        return None
+    return min(seconds, RETRY_AFTER_CAP_S)
 
 
 class Session:
@@ -31,6 +46,8 @@ class Session:
         token (str | None): user or trial token, sent as ``Authorization: Token <key>``.
         max_retries (int): attempts after the first for connection errors and 429/502/503/504.
         backoff (float): first retry delay in seconds; doubles each attempt (capped at 10 s).
+            A 429/503 with ``Retry-After`` (the registry's answer when its database is busy
+            or restarting) waits at least that long.
         timeout (float): per-request timeout in seconds.
         outage_seconds (float | None): when set, ``max_retries`` is ignored: connection errors,
             timeouts and 429/502/503/504 are retried (capped exponential backoff) until the
@@ -109,15 +126,16 @@ class Session:
                 if response is not None and self.outage_seconds is None:
                     break  # the last answer's error is raised below, as before
                 raise self._unreachable(now - first_failure, failure) from error
+            wait = max(delay, retry_after_seconds(response) or 0.0)
             logger.log(
                 logging.WARNING if attempt in (0, 10) or attempt % 100 == 0 else logging.DEBUG,
                 "registry %s %s failed (%s); retrying in %.1f s",
                 method,
                 url,
                 failure,
-                delay,
+                wait,
             )
-            time.sleep(delay)
+            time.sleep(wait)
             delay = min(delay * 2, BACKOFF_CAP_S)
             attempt += 1
         assert response is not None

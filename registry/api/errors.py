@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from registry.errors import RegistryError
+from registry.overload import RETRY_AFTER_SECONDS, api_body, is_database_unavailable
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -34,6 +35,13 @@ def exception_handler(exc, context):
     """DRF exception handler: registry errors keep their status; validation errors name fields."""
     if isinstance(exc, RegistryError):
         return Response({"detail": exc.detail, "errors": exc.errors}, status=exc.status)
+    if is_database_unavailable(exc):
+        # Pool exhausted, too many clients, a restarting server: retryable, never a 500.
+        return Response(
+            api_body(exc),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
     if isinstance(exc, exceptions.ValidationError):
         errors = _flatten(exc.detail)
         field, messages = next(iter(errors.items()), ("input", ["invalid"]))
