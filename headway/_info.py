@@ -47,6 +47,16 @@ class ClusterInfo:
         searcher_length (int | None): length of the trial's current searcher operation (in
             ``searcher.max_length``'s unit); None: ``searcher.max_length``.
         task_type (str): always ``"TRIAL"`` for now.
+        slot_ids (list[int | str]): this host's slots of the run (``$HEADWAY_SLOT_IDS``, one
+            process each under the launcher): CUDA device numbers on a GPU host, the slot
+            number ``N`` of ``cpuN`` on a CPU host; a device named otherwise (a GPU UUID) is
+            kept as its name. Empty when the worker named none.
+        container_addrs (list[str]): one entry per host the run spans, the chief's address
+            first (``$HEADWAY_CHIEF_IP``). Determined lists every host's address; a Headway
+            trial only learns the chief's, so on a run over several hosts the other entries
+            are ``""`` (``len()`` and ``[0]``, what custom launchers use, are exact).
+        container_rank (int): this host's index among them (``$HEADWAY_NODE_RANK``; 0 is
+            the chief).
     """
 
     master_url: str
@@ -56,6 +66,9 @@ class ClusterInfo:
     latest_checkpoint_steps: int | None = None
     searcher_length: int | None = None
     task_type: str = "TRIAL"
+    slot_ids: list[int | str] = dataclasses.field(default_factory=list)
+    container_addrs: list[str] = dataclasses.field(default_factory=lambda: ["127.0.0.1"])
+    container_rank: int = 0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterInfo:
@@ -75,7 +88,27 @@ class ClusterInfo:
             latest_checkpoint=data.get("latest_checkpoint"),
             latest_checkpoint_steps=data.get("latest_checkpoint_steps"),
             searcher_length=data.get("searcher_length"),
+            **_placement(os.environ),
         )
+
+
+def _slot_id(name: str) -> int | str:
+    text = name.strip()
+    number = text[3:] if text.startswith("cpu") else text
+    return int(number) if number.isdigit() else text
+
+
+def _placement(env: Any) -> dict[str, Any]:
+    """``slot_ids``, ``container_addrs`` and ``container_rank`` from the variables the worker
+    sets for ``headway.launch.torch_distributed`` (see ``ClusterInfo``)."""
+    slots = [_slot_id(s) for s in (env.get("HEADWAY_SLOT_IDS") or "").split(",") if s.strip()]
+    nodes = max(int(env.get("HEADWAY_NUM_NODES") or 1), 1)
+    chief = env.get("HEADWAY_CHIEF_IP") or "127.0.0.1"
+    return {
+        "slot_ids": slots,
+        "container_addrs": [chief] + [""] * (nodes - 1),
+        "container_rank": int(env.get("HEADWAY_NODE_RANK") or 0),
+    }
 
 
 def get_cluster_info() -> ClusterInfo | None:

@@ -21,7 +21,7 @@ from headway.core._checkpoint import (
     LocalCheckpointRegistry,
     RESTCheckpointRegistry,
 )
-from headway.core._distributed import DistributedContext
+from headway.core._distributed import DistributedContext, default_distributed
 from headway.core._metrics import LocalMetricSink, MetricSink, RegistryMetricReporter
 from headway.core._preempt import PreemptContext, PreemptionWatcher, PreemptMode
 from headway.core._searcher import (
@@ -160,7 +160,10 @@ def init(
 
     Arguments:
         distributed (DistributedContext | None): ranks of a multi-worker trial, e.g.
-            ``DistributedContext.from_torch_distributed()``; default: a single worker.
+            ``DistributedContext.from_torch_distributed()``. Default: the launcher's ranks when
+            ``$WORLD_SIZE`` > 1 (``torchrun`` / ``headway.launch.torch_distributed``), else a
+            single worker; on the cluster a trial with several slots and no launcher is refused
+            (``ValueError``), as Determined does.
         checkpoint_storage (str | dict | None): overrides where checkpoints go: a directory path,
             or a ``checkpoint_storage`` dict (``{"type": "shared_fs", "host_path": ...}``).
             Default: the experiment's ``checkpoint_storage`` (managed) or ``./checkpoints``
@@ -175,8 +178,8 @@ def init(
     Raises:
         ValueError: naming the field, for a bad ``checkpoint_storage`` / ``max_length`` / config.
     """
-    distributed = distributed or DistributedContext.single()
     info = get_cluster_info()
+    distributed = default_distributed(distributed, info)
     if info is None:
         return _local_init(distributed, checkpoint_storage, preempt_mode, max_length)
     return _managed_init(info, distributed, checkpoint_storage, preempt_mode, preempt_poll_interval)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headway.core._store_collectives import StoreCollectives
+
+if TYPE_CHECKING:
+    from headway._info import ClusterInfo
 
 logger = logging.getLogger("headway.core")
 
@@ -120,6 +123,25 @@ class DistributedContext:
             or os.environ.get("HEADWAY_CHIEF_IP")
             or os.environ.get("MASTER_ADDR"),
         )
+
+    @classmethod
+    def from_launcher(cls) -> DistributedContext | None:
+        """``from_torch_distributed()`` when this process is one of several ranks started by a
+        launcher (``$WORLD_SIZE`` > 1: ``torchrun``, ``headway.launch.torch_distributed``);
+        None otherwise. What ``core.init()`` and ``pytorch.init()`` use when given no
+        ``distributed`` (Determined's ``pytorch.init()`` does the same on the cluster).
+
+        Raises:
+            RuntimeError: naming the launcher variable that is missing or not an integer.
+        """
+        raw = os.environ.get("WORLD_SIZE", "").strip()
+        if not raw:
+            return None
+        try:
+            size = int(raw)
+        except ValueError as exc:
+            raise RuntimeError(f"$WORLD_SIZE={raw!r} is not an integer") from exc
+        return cls.from_torch_distributed() if size > 1 else None
 
     # -- ranks ---------------------------------------------------------------------------------
 
@@ -313,3 +335,32 @@ class DistributedContext:
                     if node == self._cross_rank:
                         self._local_group = group
         return dist, (self._local_group if local else self._group)
+
+
+def default_distributed(
+    distributed: DistributedContext | None, info: ClusterInfo | None
+) -> DistributedContext:
+    """The ``DistributedContext`` ``core.init()`` uses: ``distributed`` when given, else the
+    launcher's ranks (``DistributedContext.from_launcher()``), else a single worker.
+
+    Raises:
+        ValueError: on the cluster, for a trial holding several slots (on this host or over
+            several hosts) whose process was started without a launcher and given no
+            ``distributed``: each process would train alone as the chief (Determined's
+            ``core.init()`` refuses this case with the same advice).
+    """
+    if distributed is not None:
+        return distributed
+    launched = DistributedContext.from_launcher()
+    if launched is not None:
+        logger.info("joining the launcher's ranks: %r", launched)
+        return launched
+    if info is not None and (len(info.slot_ids) > 1 or len(info.container_addrs) > 1):
+        raise ValueError(
+            f"this trial holds {len(info.slot_ids)} slots on {len(info.container_addrs)} "
+            "host(s) but the process was not started by a launcher: start the entrypoint with "
+            "python -m headway.launch.torch_distributed, or pass "
+            "core.init(distributed=core.DistributedContext(...)) from processes your script "
+            "starts itself (one per slot)"
+        )
+    return DistributedContext.single()

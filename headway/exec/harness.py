@@ -103,36 +103,6 @@ def _local_config(path: str | None) -> tuple[dict[str, Any] | None, dict[str, An
     return hparams, conf
 
 
-def distributed_backend() -> str:
-    """``"nccl"`` when this process sees a CUDA device, else ``"gloo"`` (as Determined picks)."""
-    import torch
-
-    return "nccl" if torch.cuda.is_available() else "gloo"
-
-
-def _distributed() -> Any:
-    """A DistributedContext when launched with several ranks (torchrun env), else None.
-
-    Initialises ``torch.distributed`` from the env torchrun sets (``env://``): NCCL with
-    ``cuda:LOCAL_RANK`` as this rank's device on a GPU host (the worker's
-    ``CUDA_VISIBLE_DEVICES`` lists only the run's GPUs), gloo on the CPU otherwise.
-    """
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return None
-    import torch
-    import torch.distributed as dist
-
-    from headway.core import DistributedContext
-
-    if not dist.is_initialized():
-        backend = distributed_backend()
-        if backend == "nccl":
-            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-            torch.cuda.set_device(local_rank % torch.cuda.device_count())
-        dist.init_process_group(backend=backend)
-    return DistributedContext.from_torch_distributed()
-
-
 def run(entrypoint: str, config_path: str | None = None) -> None:
     """Build the context, instantiate the trial class and ``fit()`` it."""
     import headway
@@ -149,17 +119,21 @@ def run(entrypoint: str, config_path: str | None = None) -> None:
         hparams, conf = _local_config(config_path)
     elif config_path is not None:
         logger.warning("--config is ignored on the cluster")
-    distributed = _distributed()
-    try:
-        with api.init(hparams=hparams, exp_conf=conf, distributed=distributed) as context:
-            trial = trial_class(context)
-            api.Trainer(trial, context).fit()
-    finally:
-        if distributed is not None:
-            import torch.distributed as dist
+    from headway.pytorch._trainer_utils import launcher_process_group
 
-            if dist.is_initialized():
-                dist.destroy_process_group()
+    # Under the launcher: one torch.distributed group (NCCL + cuda:LOCAL_RANK on a GPU host,
+    # gloo otherwise), created before DeepSpeed's init() so that it adopts it.
+    with (
+        launcher_process_group() as distributed,
+        api.init(hparams=hparams, exp_conf=conf, distributed=distributed) as context,
+    ):
+        trial = trial_class(context)
+        # As Determined's harness: these two config fields are fit() arguments.
+        exp_conf = context.get_experiment_config()
+        api.Trainer(trial, context).fit(
+            step_zero_validation=bool(exp_conf.get("perform_initial_validation")),
+            profiling_enabled=bool((exp_conf.get("profiling") or {}).get("enabled")),
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

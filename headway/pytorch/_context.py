@@ -89,6 +89,7 @@ class PyTorchTrialContext(ContextOptimization, ContextExtras):
         self._reducers: list[tuple[MetricReducer, str | None, bool, bool]] = []
         self._stop_requested = False
         self._position: _Position = _Position()
+        self._initial_batch: int | None = None  # get_initial_batch(), read on first use
 
     # -- config --------------------------------------------------------------------------------
 
@@ -165,6 +166,25 @@ class PyTorchTrialContext(ContextOptimization, ContextExtras):
 
     # -- position ------------------------------------------------------------------------------
 
+    def get_initial_batch(self) -> int:
+        """The batch this run starts training at (Determined's ``get_initial_batch()``): the
+        latest checkpoint's ``steps_completed`` when the trial resumes its own checkpoint on
+        the cluster (after a pause or a restart), 0 on a fresh start, a warm start from another
+        trial's checkpoint, and in local mode (as in Determined).
+
+        Known from ``__init__`` on, before ``fit()`` restores anything: on a resume it reads
+        the checkpoint's metadata once.
+        """
+        if self._initial_batch is None:
+            info = self._core.info
+            initial = 0
+            if info is not None and info.latest_checkpoint is not None:
+                metadata = self._core.checkpoint.get_metadata(info.latest_checkpoint) or {}
+                if metadata.get("trial_id") == self._trial_id:
+                    initial = int(metadata.get("steps_completed") or 0)
+            self._initial_batch = initial
+        return self._initial_batch
+
     def current_train_batch(self) -> int:
         """0-based index of the batch being trained, counted over the whole trial."""
         return self._position.batches_trained
@@ -208,8 +228,9 @@ class PyTorchTrialContext(ContextOptimization, ContextExtras):
         Returns the scheduler itself (call ``step()`` on it with ``MANUAL_STEP``).
 
         Raises:
-            ValueError: a bad ``step_mode`` / ``frequency``, or a ``ReduceLROnPlateau`` with a
-                step mode other than ``MANUAL_STEP`` (its ``step()`` needs the metric, so step it
+            ValueError: the scheduler's ``optimizer`` was not returned by ``wrap_optimizer``,
+                a bad ``step_mode`` / ``frequency``, or a ``ReduceLROnPlateau`` with a step
+                mode other than ``MANUAL_STEP`` (its ``step()`` needs the metric, so step it
                 yourself, e.g. from a callback's ``on_validation_end``), as Determined does.
         """
         if isinstance(lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau) and (
@@ -221,6 +242,17 @@ class PyTorchTrialContext(ContextOptimization, ContextExtras):
                 f"MANUAL_STEP (got {step_mode}). Step it yourself, e.g. from a PyTorchCallback: "
                 "def on_validation_end(self, metrics): "
                 'self.scheduler.step(metrics["validation_loss"])'
+            )
+        optimizer = getattr(lr_scheduler, "optimizer", None)
+        if optimizer is not None and not any(optimizer is o for o in self.optimizers):
+            # Determined: "Must use an optimizer that is returned by wrap_optimizer()." An
+            # unwrapped optimizer is neither checkpointed nor stepped by step_optimizer, so the
+            # schedule would act on an optimizer the harness never sees.
+            raise ValueError(
+                "wrap_lr_scheduler(): must use an optimizer that is returned by "
+                f"wrap_optimizer(); this {type(lr_scheduler).__name__}'s optimizer was not "
+                "wrapped (call context.wrap_optimizer(optimizer) first and build the scheduler "
+                "on the optimizer it returns)"
             )
         self.lr_schedulers.append(LRScheduler(lr_scheduler, step_mode, frequency))
         return lr_scheduler
@@ -278,6 +310,13 @@ class PyTorchTrialContext(ContextOptimization, ContextExtras):
         ndarrays become tensors; other leaves are returned unchanged.
         """
         return _to_device(data, self.device)
+
+    def _batch_to_device(self, batch: Any) -> Any:
+        """What the harness hands ``train_batch`` / ``evaluate_batch``: ``to_device(batch)``,
+        or the batch as loaded after ``experimental.disable_auto_to_device()``."""
+        if self._experimental is not None and not self._experimental._auto_to_device:
+            return batch
+        return _to_device(batch, self.device)
 
 
 def _to_device(data: Any, device: torch.device) -> Any:

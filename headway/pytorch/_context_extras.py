@@ -24,15 +24,37 @@ logger = logging.getLogger("headway.pytorch")
 
 
 class PyTorchExperimentalContext:
-    """``context.experimental``: Determined's experimental switches that Headway supports.
-
-    Only ``use_amp()`` is offered; Determined's ``disable_dataset_reproducibility_checks()`` and
-    ``disable_auto_to_device()`` are not (calling them raises ``AttributeError``).
-    """
+    """``context.experimental``: Determined's experimental switches (``use_amp()``,
+    ``disable_dataset_reproducibility_checks()``, ``disable_auto_to_device()``)."""
 
     def __init__(self, parent: ContextExtras) -> None:
         self._parent = parent
         self._auto_amp = False
+        self._data_repro_checks_disabled = False
+        self._auto_to_device = True
+
+    def disable_dataset_reproducibility_checks(self) -> None:
+        """Let ``build_training_data_loader`` / ``build_validation_data_loader`` return any
+        ``torch.utils.data.DataLoader`` (or other iterable of batches) instead of a
+        ``headway.pytorch.DataLoader``, as Determined's switch of the same name does.
+
+        Without it such a loader is refused (``TypeError``). With it the harness uses the loader
+        as it is: no sharding across slots, no reseeded shuffle; a resumed trial skips the
+        batches already trained (an iterable without ``len()`` makes epochs unknown, so use
+        ``Batch`` lengths). Reproducible order and sharding become the trial's job. Call it in
+        the trial's ``__init__``.
+        """
+        self._data_repro_checks_disabled = True
+        logger.info("disabled dataset reproducibility checks")
+
+    def disable_auto_to_device(self) -> None:
+        """Stop the harness from moving each batch to ``context.device`` before ``train_batch``
+        / ``evaluate_batch`` (Determined's switch of the same name): batches arrive as the
+        data loader yields them, and the trial calls ``context.to_device`` on what it wants
+        moved. Call it in the trial's ``__init__``.
+        """
+        self._auto_to_device = False
+        logger.info("disabled automatically moving data to device")
 
     def use_amp(self) -> None:
         """Automatic mixed precision with a default ``GradScaler``, as Determined's ``use_amp``.

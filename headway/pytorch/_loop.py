@@ -94,7 +94,7 @@ class _Loop(LoopValidation):
         pos = self.pos
         ctx = self.ctx
         train_batch = self._batch_trainer()
-        to_device = ctx.to_device
+        to_device = ctx._batch_to_device  # honours experimental.disable_auto_to_device()
         pending = self.pending
         scalers = ctx._scalers
         per_epoch = pos.batches_per_epoch

@@ -24,6 +24,7 @@ from headway.pytorch._loop import DONE, PREEMPTED, _Loop
 from headway.pytorch._profiler import fit_extras
 from headway.pytorch._trainer_utils import (
     batches_per_epoch,
+    evaluates_full_dataset,
     open_trial_context,
     resumable,
     to_batches,
@@ -58,6 +59,10 @@ def init(
         exp_conf (dict | None): local mode only: an experiment config for
             ``get_experiment_config()`` (``searcher.metric`` picks the "best" checkpoints).
         distributed (core.DistributedContext | None): passed to ``headway.core.init``.
+            Default: under a launcher with several ranks (``$WORLD_SIZE`` > 1, e.g.
+            ``python -m headway.launch.torch_distributed``) ``init()`` creates the
+            ``torch.distributed`` group itself (NCCL on a GPU host, gloo otherwise; destroyed
+            on exit) and joins it, as Determined's does; else a single worker.
         checkpoint_storage: passed to ``headway.core.init`` (local mode: a directory or a
             storage config; default: its local checkpoint directory).
         trial_seed (int | None): local mode seed (default: ``reproducibility.experiment_seed``
@@ -282,9 +287,10 @@ class Trainer:
             rank=rank,
             size=size,
             training=True,
+            checks_disabled=ctx.experimental._data_repro_checks_disabled,
         )
         # evaluate_full_dataset runs on the chief over the whole validation set (Determined).
-        full = type(self._trial).evaluate_full_dataset is not PyTorchTrial.evaluate_full_dataset
+        full = evaluates_full_dataset(self._trial, PyTorchTrial)
         val_loader = resumable(
             self._trial.build_validation_data_loader(),
             "build_validation_data_loader",
@@ -292,6 +298,7 @@ class Trainer:
             rank=0 if full else rank,
             size=1 if full else size,
             training=False,
+            checks_disabled=ctx.experimental._data_repro_checks_disabled,
         )
         per_epoch = batches_per_epoch(train_loader, conf, gbs)
         ctx._position.batches_per_epoch = per_epoch if train_loader.has_length() else None

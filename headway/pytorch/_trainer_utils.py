@@ -54,7 +54,12 @@ def open_trial_context(
         trial_seed = info.trial.trial_seed
         trial_id, run_id = info.trial.trial_id, info.trial.run_id
         experiment_id = info.trial.experiment_id
-    with core.init(distributed=distributed, checkpoint_storage=checkpoint_storage) as core_context:
+    with contextlib.ExitStack() as stack:
+        if distributed is None:
+            distributed = stack.enter_context(launcher_process_group())
+        core_context = stack.enter_context(
+            core.init(distributed=distributed, checkpoint_storage=checkpoint_storage)
+        )
         ckpt.seed_everything(trial_seed)
         yield make_context(
             core_context,
@@ -67,23 +72,82 @@ def open_trial_context(
         )
 
 
-def resumable(
-    loader: Any, where: str, *, seed: int, rank: int, size: int, training: bool
-) -> ResumableLoader | _PlainLoader:
-    if isinstance(loader, DataLoader):
-        return ResumableLoader(loader, seed=seed, rank=rank, size=size, training=training)
+def distributed_backend() -> str:
+    """``"nccl"`` when this process sees a CUDA device, else ``"gloo"`` (as Determined picks)."""
     import torch
 
-    if isinstance(loader, torch.utils.data.DataLoader):
-        logger.warning(
-            "%s() returned a torch DataLoader: its order cannot be resumed exactly and it is "
-            "not sharded; return headway.pytorch.DataLoader instead",
-            where,
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+@contextlib.contextmanager
+def launcher_process_group() -> Iterator[core.DistributedContext | None]:
+    """Join the ranks a launcher started: yield their ``DistributedContext``, or None when this
+    process is not one of several ranks (``$WORLD_SIZE`` unset or 1).
+
+    Initialises ``torch.distributed``'s default group from the launcher's environment
+    (``env://``) unless it exists: NCCL with ``cuda:LOCAL_RANK`` as this rank's device on a GPU
+    host (the worker's ``CUDA_VISIBLE_DEVICES`` lists only the run's GPUs), gloo on the CPU
+    otherwise; a group created here is destroyed on exit. Determined's ``pytorch.init()`` does
+    the same (``_initialize_distributed_backend``), so a trial never passes ``distributed=``.
+    """
+    distributed = core.DistributedContext.from_launcher()
+    if distributed is None:
+        yield None
+        return
+    import torch
+    import torch.distributed as dist
+
+    created = not dist.is_initialized()
+    if created:
+        backend = distributed_backend()
+        if backend == "nccl":
+            torch.cuda.set_device(distributed.local_rank % torch.cuda.device_count())
+        dist.init_process_group(backend=backend)
+    try:
+        yield distributed
+    finally:
+        if created and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def resumable(
+    loader: Any,
+    where: str,
+    *,
+    seed: int,
+    rank: int,
+    size: int,
+    training: bool,
+    checks_disabled: bool = False,
+) -> ResumableLoader | _PlainLoader:
+    """The harness's view of the loader a trial's ``where()`` returned.
+
+    A ``headway.pytorch.DataLoader`` is sharded over ``size`` slots and reshuffled
+    reproducibly. Anything else is refused unless ``checks_disabled``
+    (``context.experimental.disable_dataset_reproducibility_checks()``, Determined's rule): then
+    any iterable is used as it is, resumed by skipping batches.
+
+    Raises:
+        TypeError: naming ``where`` and the switch, for another loader while checks are on,
+            or for something that is not iterable.
+    """
+    if isinstance(loader, DataLoader):
+        return ResumableLoader(loader, seed=seed, rank=rank, size=size, training=training)
+    if not checks_disabled:
+        raise TypeError(
+            f"{where}() must return a headway.pytorch.DataLoader, got {type(loader).__name__}; "
+            "call context.experimental.disable_dataset_reproducibility_checks() (DeepSpeedTrial: "
+            "context.disable_dataset_reproducibility_checks()) in __init__ to return another "
+            "loader (then sharding and shuffling are yours)"
         )
-        return _PlainLoader(loader)
-    raise TypeError(
-        f"{where}() must return a headway.pytorch.DataLoader, got {type(loader).__name__}"
-    )
+    if not hasattr(loader, "__iter__"):
+        raise TypeError(f"{where}() returned a {type(loader).__name__}, which is not iterable")
+    return _PlainLoader(loader)
+
+
+def evaluates_full_dataset(trial: Any, base: Any) -> bool:
+    """Whether ``trial`` validates with ``evaluate_full_dataset`` (overrides ``base``'s)."""
+    return type(trial).evaluate_full_dataset is not base.evaluate_full_dataset
 
 
 def batches_per_epoch(

@@ -52,20 +52,23 @@ class LoopValidation:
 
     # -- validation ----------------------------------------------------------------------------
 
+    # The class whose evaluate_batch / evaluate_full_dataset mean "not defined".
+    _trial_base: Any = PyTorchTrial
+
     def _pick_evaluate(self) -> Callable[[], dict[str, Any]]:
-        cls = type(self.trial)
-        if (cls.evaluate_batch is not PyTorchTrial.evaluate_batch) and (
-            cls.evaluate_full_dataset is not PyTorchTrial.evaluate_full_dataset
+        cls, base = type(self.trial), self._trial_base
+        if (cls.evaluate_batch is not base.evaluate_batch) and (
+            cls.evaluate_full_dataset is not base.evaluate_full_dataset
         ):
             raise TypeError(
                 f"{cls.__name__} defines both evaluate_batch() and evaluate_full_dataset(); "
                 "define exactly one (as Determined requires)"
             )
-        if cls.evaluate_batch is not PyTorchTrial.evaluate_batch:
+        if cls.evaluate_batch is not base.evaluate_batch:
             params = inspect.signature(self.trial.evaluate_batch).parameters
             self._eval_takes_idx = len(params) >= 2
             return self._evaluate_batches
-        if cls.evaluate_full_dataset is not PyTorchTrial.evaluate_full_dataset:
+        if cls.evaluate_full_dataset is not base.evaluate_full_dataset:
             return self._evaluate_full
         raise TypeError(
             f"{cls.__name__} must implement evaluate_batch() or evaluate_full_dataset()"
@@ -79,7 +82,7 @@ class LoopValidation:
             cb.on_validation_epoch_start()
         self.val_loader.set_position(0, 0)
         for idx, batch in enumerate(self.val_loader):
-            batch = self.ctx.to_device(batch)
+            batch = self.ctx._batch_to_device(batch)
             out = self._evaluate_one(evaluate, batch, idx)
             if not isinstance(out, dict):
                 raise TypeError(f"evaluate_batch must return a dict, got {type(out).__name__}")
@@ -113,8 +116,7 @@ class LoopValidation:
         # validation loader, and reports its values as returned; other ranks get its answer.
         metrics: dict[str, Any] = {}
         if self.is_chief:
-            self.val_loader.set_position(0, 0)
-            metrics = self.trial.evaluate_full_dataset(self.val_loader.loader)
+            metrics = self.trial.evaluate_full_dataset(self._full_dataset_loader())
             if not isinstance(metrics, dict):
                 raise TypeError(
                     f"evaluate_full_dataset must return a dict, got {type(metrics).__name__}"
@@ -123,6 +125,11 @@ class LoopValidation:
         if self.size > 1:
             metrics = self.ctx.distributed.broadcast(metrics)
         return metrics
+
+    def _full_dataset_loader(self) -> Any:
+        """The chief's whole validation loader, from its start (``evaluate_full_dataset``)."""
+        self.val_loader.set_position(0, 0)
+        return self.val_loader.loader
 
     def validate(self) -> dict[str, Any]:
         """Run validation now, report it at the current step and apply the checkpoint policy.

@@ -8,7 +8,6 @@ progress, trainer state) is ``headway.pytorch._loop._Loop``. Source of the seman
 
 from __future__ import annotations
 
-import inspect
 import logging
 import pathlib
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._loop import _Loop
 from headway.pytorch._metrics import detach_metrics
 from headway.pytorch.deepspeed._data import BatchSlots, MicroBatchStream
+from headway.pytorch.deepspeed._trial import DeepSpeedTrial
 
 logger = logging.getLogger("headway.pytorch.deepspeed")
 
@@ -78,10 +78,18 @@ class _DeepSpeedLoop(_Loop):
 
     # -- validation ----------------------------------------------------------------------------
 
-    def _pick_evaluate(self) -> Callable[[], dict[str, Any]]:
-        params = inspect.signature(self.trial.evaluate_batch).parameters
-        self._eval_takes_idx = len(params) >= 2
-        return self._evaluate_batches
+    _trial_base = DeepSpeedTrial
+
+    def _full_dataset_loader(self) -> Any:
+        """The chief's unsharded validation loader (built by ``Trainer._data_loaders``)."""
+        stream = self.val_stream
+        if stream is None:
+            raise RuntimeError(
+                "evaluate_full_dataset() runs on rank 0, whose ModelParallelUnit builds no "
+                "data loader (should_build_data_loader=False)"
+            )
+        stream.loader.set_position(0, 0)
+        return stream.loader.loader
 
     def _evaluate_one(self, evaluate: Callable[..., Any], batch: Any, batch_idx: int) -> Any:
         """``evaluate_batch`` on every rank (pipeline stages must all run); only the ranks

@@ -17,8 +17,8 @@ from typing import Any
 
 from headway import core
 from headway import pytorch as hw_pytorch
-from headway.pytorch._dataloader import DataLoader, ResumableLoader, _PlainLoader
-from headway.pytorch._trainer_utils import open_trial_context
+from headway.pytorch._dataloader import ResumableLoader, _PlainLoader
+from headway.pytorch._trainer_utils import evaluates_full_dataset, open_trial_context, resumable
 from headway.pytorch.deepspeed import _setup
 from headway.pytorch.deepspeed._context import DeepSpeedTrialContext
 from headway.pytorch.deepspeed._data import BatchSlots, MicroBatchStream
@@ -122,16 +122,19 @@ class Trainer(hw_pytorch.Trainer):
         per_call = ctx.get_num_micro_batches_per_slot()
         train = val = None
         lengths: tuple[int, int] | None = None
+        # evaluate_full_dataset: the chief alone builds the validation loader, unsharded.
+        full = evaluates_full_dataset(self._trial, DeepSpeedTrial)
         if mpu.should_build_data_loader:
             train = MicroBatchStream(
                 self._loader(self._trial.build_training_data_loader(), True), repeat=True
             )
-            val = MicroBatchStream(
-                self._loader(self._trial.build_validation_data_loader(), False),
-                repeat=False,
-                batch_length=self._trial.get_batch_length,
-            )
-            lengths = (len(train), len(val))
+            if not full or ctx.distributed.rank == 0:
+                val = MicroBatchStream(
+                    self._loader(self._trial.build_validation_data_loader(), False, shard=not full),
+                    repeat=False,
+                    batch_length=self._trial.get_batch_length,
+                )
+            lengths = (len(train), 0 if val is None else len(val))
         everyone = [lengths] if ctx.distributed.size == 1 else ctx.distributed.allgather(lengths)
         known = [pair for pair in everyone if pair is not None]
         if not known:
@@ -148,7 +151,9 @@ class Trainer(hw_pytorch.Trainer):
         val_calls = min(pair[1] for pair in known)
         if ctx.use_pipeline_parallel:
             val_calls //= per_call  # each eval_batch() takes that many micro-batches
-        if val_calls == 0:
+        if full:
+            val_calls = 1  # one evaluate_full_dataset() call per validation
+        elif val_calls == 0:
             raise ValueError("the validation data loader has no batches for evaluate_batch()")
         ctx._position.batches_per_epoch = per_epoch
         return (
@@ -157,23 +162,21 @@ class Trainer(hw_pytorch.Trainer):
             per_epoch,
         )
 
-    def _loader(self, loader: Any, training: bool) -> ResumableLoader | _PlainLoader:
+    def _loader(
+        self, loader: Any, training: bool, shard: bool = True
+    ) -> ResumableLoader | _PlainLoader:
         ctx = self._context
         where = "build_training_data_loader" if training else "build_validation_data_loader"
-        if isinstance(loader, DataLoader):
-            return ResumableLoader(
-                loader,
-                seed=ctx.get_trial_seed(),
-                rank=ctx._mpu.data_parallel_rank,
-                size=ctx._mpu.data_parallel_world_size,
-                training=training,
-            )
-        if not ctx._data_repro_checks_disabled:
-            raise TypeError(
-                f"{where}() must return a headway.pytorch.DataLoader, got "
-                f"{type(loader).__name__}; call context.disable_dataset_reproducibility_checks() "
-                "in __init__ to return another loader (then sharding and shuffling are yours)"
-            )
-        if not hasattr(loader, "__iter__") or not hasattr(loader, "__len__"):
+        wrapped = resumable(
+            loader,
+            where,
+            seed=ctx.get_trial_seed(),
+            rank=ctx._mpu.data_parallel_rank if shard else 0,
+            size=ctx._mpu.data_parallel_world_size if shard else 1,
+            training=training,
+            checks_disabled=ctx._data_repro_checks_disabled
+            or ctx.experimental._data_repro_checks_disabled,
+        )
+        if not wrapped.has_length():
             raise TypeError(f"{where}() returned a {type(loader).__name__}: it needs len()")
-        return _PlainLoader(loader)
+        return wrapped

@@ -90,7 +90,6 @@ class DeepSpeedTrial(abc.ABC):
         pipeline engine each ``evaluate_batch`` call consumes ``gradient_accumulation_steps``
         of its batches)."""
 
-    @abc.abstractmethod
     def evaluate_batch(
         self, dataloader_iter: Iterator[TorchData] | None, batch_idx: int
     ) -> dict[str, Any]:
@@ -101,7 +100,29 @@ class DeepSpeedTrial(abc.ABC):
         the smallest count over data-parallel ranks). ``batch_idx`` may be left out of an
         override. Metrics are combined with ``evaluation_reducer()``; ``AVG`` weighs each call
         by the records it took from the iterator.
+
+        Define this or ``evaluate_full_dataset``, not both (``fit()`` raises ``TypeError``).
+        Determined declares it abstract, which leaves its ``evaluate_full_dataset`` unreachable;
+        Headway lets either one be the trial's validation, as ``PyTorchTrial`` does.
         """
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement evaluate_batch() or evaluate_full_dataset()"
+        )
+
+    def evaluate_full_dataset(
+        self, data_loader: torch.utils.data.DataLoader[Any]
+    ) -> dict[str, Any]:
+        """Alternative to ``evaluate_batch``: validate over the whole validation set at once.
+
+        Runs on the chief (rank 0) alone, under ``torch.no_grad()`` with the engines in eval
+        mode, and gets the loader ``build_validation_data_loader()`` returned there, unsharded
+        (a ``headway.pytorch.DataLoader`` as its plain torch loader); the other ranks wait and
+        receive its metrics, which are reported as returned (a dict of JSON-serialisable
+        values). Determined's ``DeepSpeedTrial.evaluate_full_dataset``.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement evaluate_batch() or evaluate_full_dataset()"
+        )
 
     def build_callbacks(self) -> dict[str, PyTorchCallback]:
         """Return named ``PyTorchCallback``s; the names key their state in checkpoints."""
