@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.database import database_settings
 from config.env import embedded_secret_key, envbool, envint, envstr
+from config.storage_locations import load_storage_locations
 from headway.archive import MAX_MODEL_DEF_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -266,6 +267,15 @@ HEADWAY_TRIAL_ENV = [n.strip() for n in envstr("HEADWAY_TRIAL_ENV", "").split(",
 HEADWAY_STORAGE_ENDPOINTS = [
     u.strip() for u in envstr("HEADWAY_STORAGE_ENDPOINTS", "").split(",") if u.strip()
 ]
+# Storage locations (issue #23): the folders and buckets checkpoints may go to, named by the
+# admin in the YAML file HEADWAY_STORAGE_LOCATIONS names (config/storage_locations.py). Unset:
+# None, the embedded default, one shared_fs location `default` at HEADWAY_CHECKPOINT_DIR
+# (registry/storage_locations.py reads that when asked, so tests may move the folder).
+HEADWAY_STORAGE_LOCATIONS = (
+    load_storage_locations(os.environ["HEADWAY_STORAGE_LOCATIONS"])
+    if os.environ.get("HEADWAY_STORAGE_LOCATIONS")
+    else None
+)
 # Lifetime of the S3 URLs that `checkpoints/{uuid}/download?redirect=presigned` redirects to.
 HEADWAY_PRESIGNED_URL_SECONDS = envint("HEADWAY_PRESIGNED_URL_SECONDS", 300)
 if not 1 <= HEADWAY_PRESIGNED_URL_SECONDS <= 7 * 24 * 3600:

@@ -9,48 +9,37 @@ naming ``config.checkpoint_storage.endpoint_url``) and again every time the regi
 storage manager from a stored config (``registry_storage_manager``), so a config stored before
 the allow-list (or before it shrank) is refused too. Trial processes are not the registry: they
 build their storage manager with ``headway.storage`` directly.
+
+Since issue #23 the place itself (folder, bucket, prefix) must also be one of the admin's
+storage locations (``registry.storage_locations``); this check comes first, so a stored config
+naming a disallowed endpoint is refused before anything else is looked at.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from headway.storage import StorageManager, build_storage_manager
+from config.storage_locations import normalize_endpoint
+from headway.storage import StorageManager
 from registry.errors import InvalidInput
+from registry.storage_locations import location_manager, locations
+
+__all__ = ["FIELD", "check_storage_endpoint", "normalize_endpoint", "registry_storage_manager"]
 
 FIELD = "checkpoint_storage.endpoint_url"
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def normalize_endpoint(url: str) -> tuple[str, str, int] | None:
-    """``(scheme, host, port)`` of an http(s) endpoint URL without path, query or credentials;
-    None when ``url`` is anything else (``ftp:``, ``http://u:p@h``, ``http://h/x``, no host)."""
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return None
-    if parts.username or parts.password or parts.query or parts.fragment:
-        return None
-    if parts.path not in ("", "/"):
-        return None
-    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
 
 
 def allowed_endpoints() -> set[tuple[str, str, int]]:
-    """The normalized endpoints of ``HEADWAY_STORAGE_ENDPOINTS`` plus the server's own
-    ``HEADWAY_S3_ENDPOINT_URL`` (both set by the administrator)."""
+    """The normalized endpoints of ``HEADWAY_STORAGE_ENDPOINTS``, the server's own
+    ``HEADWAY_S3_ENDPOINT_URL`` and the s3 storage locations' (all set by the administrator)."""
     urls = list(settings.HEADWAY_STORAGE_ENDPOINTS)
     own = os.environ.get("HEADWAY_S3_ENDPOINT_URL")
     if own:
         urls.append(own)
+    urls += [loc.endpoint_url for loc in locations().locations.values() if loc.endpoint_url]
     return {key for key in map(normalize_endpoint, urls) if key is not None}
 
 
@@ -83,13 +72,15 @@ def check_storage_endpoint(storage: Any, field: str = f"config.{FIELD}") -> None
 
 
 def registry_storage_manager(storage: dict[str, Any]) -> StorageManager:
-    """``headway.storage.build_storage_manager`` for the registry's own use: refuses (with
-    ``InvalidInput`` naming ``checkpoint_storage.endpoint_url``) a stored config whose endpoint
-    is not allowed, before any request is made.
+    """The storage manager for the registry's own use (downloads, GC, deletion): refuses (with
+    ``InvalidInput``) a stored config whose endpoint is not allowed, or whose place is outside
+    the admin's storage locations (``registry.storage_locations.location_manager``), before any
+    request is made.
 
     Raises:
-        InvalidInput: disallowed endpoint.
+        InvalidInput: disallowed endpoint (``checkpoint_storage.endpoint_url``), or a place
+            outside the locations (``checkpoint_storage.<field>``).
         ValueError: an invalid config (``build_storage_manager``).
     """
     check_storage_endpoint(storage, field=FIELD)
-    return build_storage_manager(storage)
+    return location_manager(storage)

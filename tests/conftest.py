@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, b64, require, wait_for
+from tests.helpers import REPO, allow_storage, b64, require, wait_for
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -27,6 +27,38 @@ def _unconsumed_queue(request):
     # Persistent connections would outlive the live server's requests and block dropping the
     # test database at the end of the session.
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _storage_locations(request, tmp_path_factory):
+    """The admin's storage locations for the session (``helpers.TestStorageLocations``): the
+    embedded default, pytest's temporary root and the buckets fixtures create. A no-op for
+    SDK-only runs."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    from django.conf import settings
+
+    from tests.helpers import TestStorageLocations
+
+    settings.HEADWAY_STORAGE_LOCATIONS = TestStorageLocations(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(autouse=True)
+def _storage_locations_per_test(request, _storage_locations):
+    """Buckets a test allowed (``helpers.allow_storage``) are the admin's for that test only."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    from django.conf import settings
+
+    from tests.helpers import TestStorageLocations
+
+    locations = getattr(settings, "HEADWAY_STORAGE_LOCATIONS", None)
+    before = dict(locations.added) if isinstance(locations, TestStorageLocations) else None
+    yield
+    if before is not None:
+        locations.added.clear()
+        locations.added.update(before)
 
 
 FLUSH_ATTEMPTS = 5
@@ -345,4 +377,4 @@ def checkpoint_storage(request, tmp_path) -> dict:
     bucket = f"ckpt-{uuid.uuid4().hex[:8]}"
     config = {"type": "s3", "bucket": bucket, "prefix": "runs", "endpoint_url": endpoint}
     build_storage_manager(config)._client.create_bucket(Bucket=bucket)
-    return config
+    return allow_storage(config)

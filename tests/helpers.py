@@ -375,3 +375,53 @@ def store_over_rest(
     answer = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
     assert answer.status_code == 201, answer.json()
     return storage_id
+
+
+class TestStorageLocations:
+    """The admin's storage locations in tests (``settings.HEADWAY_STORAGE_LOCATIONS``, set by
+    conftest for the session): the embedded default (following ``HEADWAY_CHECKPOINT_DIR``, as
+    tests move it), pytest's temporary root as the shared_fs location ``pytest-tmp`` (tests
+    keep writing ``host_path: <tmp_path>``), and the S3 buckets fixtures create (``allow``).
+
+    Tests of the locations themselves set ``HEADWAY_STORAGE_LOCATIONS`` to a loaded file."""
+
+    __test__ = False  # not a test class, despite its name
+    default = "default"
+
+    def __init__(self, tmp_root: Path) -> None:
+        from config.storage_locations import StorageLocation
+
+        self.added = {"pytest-tmp": StorageLocation("pytest-tmp", "shared_fs", str(tmp_root))}
+
+    @property
+    def locations(self) -> dict:
+        from django.conf import settings
+
+        from config.storage_locations import embedded_locations
+
+        return {**embedded_locations(settings.HEADWAY_CHECKPOINT_DIR).locations, **self.added}
+
+    def allow(self, storage: dict) -> dict:
+        """Add the bucket and prefix of an s3 ``checkpoint_storage`` as a location; return it."""
+        from config.storage_locations import StorageLocation
+
+        name = f"s3-{storage['bucket']}"
+        self.added[name] = StorageLocation(
+            name,
+            "s3",
+            bucket=storage["bucket"],
+            prefix=str(storage.get("prefix") or "").strip("/"),
+            endpoint_url=storage.get("endpoint_url"),
+        )
+        return storage
+
+
+def allow_storage(storage: dict) -> dict:
+    """Make the bucket of an s3 ``checkpoint_storage`` one of the admin's storage locations of
+    this test session (a no-op where the settings hold no ``TestStorageLocations``); return it."""
+    from django.conf import settings
+
+    locations = getattr(settings, "HEADWAY_STORAGE_LOCATIONS", None)
+    if isinstance(locations, TestStorageLocations):
+        locations.allow(storage)
+    return storage

@@ -31,6 +31,7 @@ from registry.models import (
     Trial,
 )
 from tests.helpers import (
+    allow_storage,
     end_trial,
     reload,
     retention_experiment,
@@ -152,7 +153,9 @@ def _s3(endpoint: str, **policy) -> dict:
 
     bucket = f"gc-{uuid.uuid4().hex[:12]}"
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
-    return {"type": "s3", "bucket": bucket, "prefix": "exp", "endpoint_url": endpoint, **policy}
+    return allow_storage(
+        {"type": "s3", "bucket": bucket, "prefix": "exp", "endpoint_url": endpoint, **policy}
+    )
 
 
 @pytest.fixture(params=["shared_fs", "s3"])
@@ -285,10 +288,14 @@ def test_gc_on_request_is_queued_for_the_owner_only(api, tmp_path, django_user_m
 # -- orphans ----------------------------------------------------------------------------------------
 
 
-def _orphan(storage: dict) -> str:
+def _orphan(storage: dict, trial_id: int | None) -> str:
+    """A checkpoint written by trial ``trial_id``'s process (its marker names it) and never
+    registered, as a crashed upload leaves it."""
     storage_id = str(uuid.uuid4())
-    with build_storage_manager(storage).store_path(storage_id) as path:
-        (path / "half-uploaded.bin").write_bytes(b"y" * 5)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HEADWAY_TRIAL_ID", str(trial_id or ""))
+        with build_storage_manager(storage).store_path(storage_id) as path:
+            (path / "half-uploaded.bin").write_bytes(b"y" * 5)
     return storage_id
 
 
@@ -296,19 +303,21 @@ def _orphan(storage: dict) -> str:
 def test_orphans_are_removed_only_after_the_grace_period(storage):
     config = storage()
     manager = build_storage_manager(config)
-    orphan = _orphan(config)
+    orphan = _orphan(config, trial_id=7)
     # Not a uuid: not Headway's, never touched.
     with manager.store_path("notes") as path:
         (path / "readme.txt").write_text("mine")
+    # Uuid-named, but written by another experiment's trial, or with no trial in its marker.
+    foreign, anonymous = _orphan(config, trial_id=8), _orphan(config, trial_id=None)
     now = datetime.now(UTC)
     # Written just now: an upload that may still be registering.
-    assert delete_orphans(config, grace=timedelta(hours=1), now=now) == []
+    assert delete_orphans(config, trial_ids={7}, grace=timedelta(hours=1), now=now) == []
     assert manager.exists(orphan)
     # An hour later it is an orphan.
-    assert delete_orphans(config, grace=timedelta(hours=1), now=now + timedelta(hours=2)) == [
-        orphan
-    ]
+    later = now + timedelta(hours=2)
+    assert delete_orphans(config, trial_ids={7}, grace=timedelta(hours=1), now=later) == [orphan]
     assert not manager.exists(orphan) and manager.exists("notes")
+    assert manager.exists(foreign) and manager.exists(anonymous)
 
 
 @pytest.mark.django_db
@@ -317,8 +326,9 @@ def test_a_gc_pass_removes_old_orphans_but_not_registered_checkpoints(api, tmp_p
     trial = retention_experiment(api, _shared_fs(tmp_path, save_trial_latest=5))
     registered = stored_checkpoint(trial, steps=1)
     config = trial.experiment.config["checkpoint_storage"]
-    old, fresh = _orphan(config), _orphan(config)
-    base = Path(config["host_path"])
+    old, fresh = _orphan(config, trial.id), _orphan(config, trial.id)
+    base = build_storage_manager(config).base_path
+    assert base == tmp_path / "ckpts"
     past = time.time() - 3600
     for path in [
         base / old,

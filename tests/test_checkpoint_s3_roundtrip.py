@@ -26,7 +26,14 @@ from headway.core import CheckpointContext, DistributedContext
 from headway.core._checkpoint import RESTCheckpointRegistry
 from headway.storage import build_storage_manager
 from registry.models import Checkpoint, Trial
-from tests.helpers import REPO, TINY_CONFIG, create_experiment, free_port, wait_for
+from tests.helpers import (
+    REPO,
+    TINY_CONFIG,
+    allow_storage,
+    create_experiment,
+    free_port,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -88,7 +95,7 @@ def s3(moto_process, monkeypatch, settings):
         "endpoint_url": moto_process,
     }
     build_storage_manager(config)._client.create_bucket(Bucket=config["bucket"])
-    return config
+    return allow_storage(config)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from headway.storage import build_storage_manager
-from tests.helpers import REPO, start_host_workers, stop_workers, wait_for
+from tests.helpers import REPO, allow_storage, start_host_workers, stop_workers, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -34,6 +34,7 @@ def s3_hosts(cluster, cluster_api, s3_endpoint, settings, tmp_path):
         "endpoint_url": s3_endpoint,
     }
     build_storage_manager(storage)._client.create_bucket(Bucket=storage["bucket"])
+    allow_storage(storage)
     pool = f"headway-s3-{uuid.uuid4().hex[:8]}"
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
     workers = start_host_workers(

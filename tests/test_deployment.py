@@ -80,6 +80,14 @@ def deployment(_moto_server, tmp_path):
         "LOG_LEVEL": "WARNING",
     }
     bucket = f"deploy-{uuid.uuid4().hex[:8]}"
+    # The admin's storage locations, as deploy/storage-locations.yaml names them for compose.
+    locations = tmp_path / "storage-locations.yaml"
+    locations.write_text(
+        "default: shared\nlocations:\n"
+        f"  shared: {{type: shared_fs, host_path: {tmp_path / 'checkpoints'}}}\n"
+        f"  s3: {{type: s3, bucket: {bucket}, endpoint_url: '{_moto_server}'}}\n"
+    )
+    env["HEADWAY_STORAGE_LOCATIONS"] = str(locations)
     children: list[subprocess.Popen] = []
     try:
         for step in (["migrate"], ["bucket", bucket]):

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from tests.helpers import TINY_CONFIG, create_experiment, register_checkpoint
+from tests.helpers import TINY_CONFIG, allow_storage, create_experiment, register_checkpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -80,13 +80,14 @@ def test_finding_ssrf_stored_config_is_checked_again_before_the_registry_calls_i
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     url, seen = attacker_host
     settings.HEADWAY_STORAGE_ENDPOINTS = [url]  # allowed when the experiment was created
-    response = create_experiment(api, config=_with_storage(_s3(url)))
+    response = create_experiment(api, config=_with_storage(allow_storage(_s3(url))))
     assert response.status_code == 201, response.json()
     from registry.models import Trial
 
     trial = Trial.objects.get(experiment_id=response.json()["id"])
     checkpoint = register_checkpoint(trial)
     settings.HEADWAY_STORAGE_ENDPOINTS = []  # the administrator removed it
+    settings.HEADWAY_STORAGE_LOCATIONS.added.clear()  # and the location on it
     answer = api.get(f"/api/v1/checkpoints/{checkpoint.uuid}/download", {"path": "state-dict.pth"})
     assert answer.status_code == 400
     assert "checkpoint_storage.endpoint_url" in answer.json()["errors"]
@@ -101,10 +102,11 @@ def test_finding_ssrf_checkpoint_deletion_does_not_call_a_disallowed_endpoint(
 
     url, seen = attacker_host
     settings.HEADWAY_STORAGE_ENDPOINTS = [url]
-    response = create_experiment(api, config=_with_storage(_s3(url)))
+    response = create_experiment(api, config=_with_storage(allow_storage(_s3(url))))
     trial = Trial.objects.get(experiment_id=response.json()["id"])
     checkpoint = register_checkpoint(trial)
     settings.HEADWAY_STORAGE_ENDPOINTS = []
+    settings.HEADWAY_STORAGE_LOCATIONS.added.clear()
     type(checkpoint).objects.filter(pk=checkpoint.pk).update(state=CheckpointState.DELETING)
     deleted, failed = delete_checkpoint_files([checkpoint.uuid])
     assert deleted == [] and "endpoint_url" in failed[str(checkpoint.uuid)]
@@ -113,7 +115,8 @@ def test_finding_ssrf_checkpoint_deletion_does_not_call_a_disallowed_endpoint(
 
 def test_finding_ssrf_allowed_endpoint_and_aws_default_are_accepted(api, s3_endpoint):
     """The allow-listed endpoint (moto here) and no endpoint at all (AWS) are accepted."""
-    assert create_experiment(api, config=_with_storage(_s3(s3_endpoint + "/"))).status_code == 201
-    no_endpoint = {"type": "s3", "bucket": "aws-bucket"}
+    storage = allow_storage(_s3(s3_endpoint + "/"))
+    assert create_experiment(api, config=_with_storage(storage)).status_code == 201
+    no_endpoint = allow_storage({"type": "s3", "bucket": "aws-bucket"})
     answer = create_experiment(api, config=_with_storage(no_endpoint))
     assert answer.status_code == 201, answer.json()

@@ -8,6 +8,7 @@ import tarfile
 import pytest
 
 from headway.storage import S3StorageManager, build_storage_manager, iter_tar_chunks
+from headway.storage._base import MARKER_FILE
 
 SID = "6f1c8a2e-1111-4c52-8d5e-5a1f7a3a2f10"
 
@@ -30,7 +31,9 @@ def test_s3_store_list_open_restore_tar_delete(manager: S3StorageManager) -> Non
     assert manager.exists(SID)
     assert manager.list_files(SID) == {"a.bin": 10, "sub/b.txt": 5}
     keys = [o["Key"] for o in manager._client.list_objects_v2(Bucket="ckpts")["Contents"]]
-    assert sorted(keys) == [f"exp/{SID}/a.bin", f"exp/{SID}/sub/b.txt"]
+    # The marker is stored first and is no file of the checkpoint's.
+    assert sorted(keys) == [f"exp/{SID}/{MARKER_FILE}", f"exp/{SID}/a.bin", f"exp/{SID}/sub/b.txt"]
+    assert manager.read_marker(SID) == {"headway_checkpoint": SID, "trial_id": None}
     with manager.open_file(SID, "sub/b.txt") as fh:
         assert fh.read() == b"hello"
     with pytest.raises(ValueError):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import abc
 import contextlib
 import datetime
+import json
+import os
 import pathlib
 import re
 from collections.abc import Iterator
@@ -39,6 +41,38 @@ def is_storage_id(name: str) -> bool:
     return isinstance(name, str) and _STORAGE_ID_RE.fullmatch(name) is not None
 
 
+MARKER_FILE = ".headway-checkpoint.json"
+"""The checkpoint marker, written by ``store_path`` before any file of a checkpoint: proof for
+the registry's orphan clean-up that a folder (or key prefix) is a Headway checkpoint and which
+trial wrote it (docs/checkpoints.md, "Orphans"). S3: the object ``<prefix>/<uuid>/`` + this
+name, left out of ``list_files``; shared_fs: ``<base>/.<uuid>`` + this name, next to the
+checkpoint's folder (``SharedFSStorageManager.marker_path``)."""
+MAX_MARKER_BYTES = 4096
+
+
+def marker_bytes(storage_id: str) -> bytes:
+    """The marker of checkpoint ``storage_id``: JSON ``{"headway_checkpoint": storage_id,
+    "trial_id": int | null}``. ``trial_id`` is ``$HEADWAY_TRIAL_ID``, which the worker sets for
+    every trial process (null in local mode)."""
+    raw = os.environ.get("HEADWAY_TRIAL_ID", "")
+    trial_id = int(raw) if raw.isdigit() else None
+    return json.dumps({"headway_checkpoint": storage_id, "trial_id": trial_id}).encode()
+
+
+def parse_marker(data: bytes, storage_id: str) -> dict[str, object] | None:
+    """The marker's fields when ``data`` is the marker of ``storage_id``, else None (not JSON,
+    too long, another id, or not a mapping)."""
+    if len(data) > MAX_MARKER_BYTES:
+        return None
+    try:
+        fields = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(fields, dict) or fields.get("headway_checkpoint") != storage_id:
+        return None
+    return fields
+
+
 def check_relpath(relpath: str) -> pathlib.PurePosixPath:
     """Validate a file path relative to a checkpoint and return it as a ``PurePosixPath``.
 
@@ -56,17 +90,20 @@ def check_relpath(relpath: str) -> pathlib.PurePosixPath:
     return path
 
 
-def list_local_files(root: pathlib.Path) -> dict[str, int]:
+def list_local_files(root: pathlib.Path, *, marker: bool = False) -> dict[str, int]:
     """Map every regular file under ``root`` (recursively) to its size in bytes.
 
     Keys are POSIX relative paths (``"sub/model.pt"``). Symbolic links are skipped, so a listing
-    never points outside ``root``.
+    never points outside ``root``. The checkpoint marker (``MARKER_FILE``) at the top is left
+    out unless ``marker`` is True (an upload of the directory includes it).
     """
     resources: dict[str, int] = {}
     for path in sorted(root.rglob("*")):
         if path.is_symlink() or not path.is_file():
             continue
         resources[path.relative_to(root).as_posix()] = path.stat().st_size
+    if not marker:
+        resources.pop(MARKER_FILE, None)
     return resources
 
 
@@ -74,7 +111,8 @@ class StorageManager(abc.ABC):
     """Stores checkpoints as directories of files addressed by a storage id (a uuid string).
 
     Subclasses: ``SharedFSStorageManager`` (a directory shared by all hosts) and
-    ``S3StorageManager``. Layout in every backend: ``<base>/<storage_id>/<files>``.
+    ``S3StorageManager``. Layout in every backend: ``<base>/<storage_id>/<files>``, plus the
+    checkpoint's marker (``MARKER_FILE``) written first by ``store_path``.
     """
 
     @abc.abstractmethod
@@ -146,6 +184,11 @@ class StorageManager(abc.ABC):
     @abc.abstractmethod
     def delete(self, storage_id: str) -> None:
         """Delete every file of the checkpoint; deleting a missing checkpoint is not an error."""
+
+    @abc.abstractmethod
+    def read_marker(self, storage_id: str) -> dict[str, object] | None:
+        """The fields of the checkpoint's marker (``MARKER_FILE``, see ``parse_marker``), or
+        None when it has none or an invalid one: then the files are not provably Headway's."""
 
     @abc.abstractmethod
     def exists(self, storage_id: str) -> bool:

@@ -21,11 +21,15 @@ import botocore.exceptions
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 
 from headway.storage._base import (
+    MARKER_FILE,
+    MAX_MARKER_BYTES,
     StorageManager,
     check_relpath,
     check_storage_id,
     is_storage_id,
     list_local_files,
+    marker_bytes,
+    parse_marker,
 )
 
 if TYPE_CHECKING:
@@ -118,12 +122,18 @@ class S3StorageManager(StorageManager):
 
     @contextlib.contextmanager
     def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
-        """Yield a temporary directory; upload its files when the block exits normally."""
+        """Yield a temporary directory; upload its files when the block exits normally.
+
+        The marker (``MARKER_FILE``) is uploaded first, so a checkpoint whose upload dies
+        half-way is provably Headway's for the registry's orphan clean-up."""
         prefix = self._key_prefix(storage_id)
         with tempfile.TemporaryDirectory(prefix="headway-ckpt-", dir=self.tmp_dir) as tmp:
             root = pathlib.Path(tmp)
             yield root
             try:
+                self._client.put_object(
+                    Bucket=self.bucket, Key=prefix + MARKER_FILE, Body=marker_bytes(storage_id)
+                )
                 # The TransferManager cancels the pending transfers (and aborts multipart
                 # uploads) when the block raises, before the objects already stored are deleted.
                 with create_transfer_manager(self._client, _TRANSFER) as transfers:
@@ -161,7 +171,11 @@ class S3StorageManager(StorageManager):
         Raises:
             FileNotFoundError: when no object has the checkpoint's prefix.
         """
-        files = {k: v for k, v in self._keys(storage_id).items() if k and not k.endswith("/")}
+        files = {
+            k: v
+            for k, v in self._keys(storage_id).items()
+            if k and not k.endswith("/") and k != MARKER_FILE
+        }
         if not files:
             raise FileNotFoundError(f"checkpoint {storage_id} not found in s3://{self.bucket}")
         return files
@@ -239,6 +253,20 @@ class S3StorageManager(StorageManager):
                 if storage_id not in found or modified > found[storage_id]:
                     found[storage_id] = modified
         return found
+
+    def read_marker(self, storage_id: str) -> dict[str, object] | None:
+        """The marker's fields (``parse_marker``), or None when the object is missing."""
+        key = self._key_prefix(storage_id) + MARKER_FILE
+        try:
+            answer = self._client.get_object(
+                Bucket=self.bucket, Key=key, Range=f"bytes=0-{MAX_MARKER_BYTES}"
+            )
+        except botocore.exceptions.ClientError as exc:
+            if _missing(exc) or exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                return None
+            raise
+        with contextlib.closing(answer["Body"]) as body:
+            return parse_marker(body.read(), storage_id)
 
     def exists(self, storage_id: str) -> bool:
         """Return True when at least one object has the checkpoint's prefix."""

@@ -12,11 +12,15 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from headway.storage._base import (
+    MARKER_FILE,
+    MAX_MARKER_BYTES,
     StorageManager,
     check_relpath,
     check_storage_id,
     is_storage_id,
     list_local_files,
+    marker_bytes,
+    parse_marker,
 )
 
 logger = logging.getLogger("headway.storage")
@@ -43,6 +47,12 @@ class SharedFSStorageManager(StorageManager):
     def _dir(self, storage_id: str) -> pathlib.Path:
         return self.base_path / check_storage_id(storage_id)
 
+    def marker_path(self, storage_id: str) -> pathlib.Path:
+        """Where the checkpoint's marker is: ``<base_path>/.<storage_id>.headway-checkpoint.json``,
+        next to its folder rather than in it, so the folder holds only the checkpoint's own files
+        (what ``store_path`` callers and ``restore_path`` see, as in Determined)."""
+        return self.base_path / f".{check_storage_id(storage_id)}{MARKER_FILE}"
+
     def _existing_dir(self, storage_id: str) -> pathlib.Path:
         """The checkpoint's own directory, resolved; never a symbolic link (trial code can make
         one, e.g. to ``/``) nor anything that resolves outside ``<base_path>/<storage_id>``."""
@@ -54,13 +64,15 @@ class SharedFSStorageManager(StorageManager):
 
     @contextlib.contextmanager
     def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
-        """Yield ``<base_path>/<storage_id>`` (created); delete it if the block raises."""
+        """Yield ``<base_path>/<storage_id>`` (created, its marker written first, so even a
+        crashed write is provably Headway's); delete both if the block raises."""
         path = self._dir(storage_id)
         path.mkdir(parents=True, exist_ok=True)
         try:
+            self.marker_path(storage_id).write_bytes(marker_bytes(storage_id))
             yield path
         except BaseException:
-            shutil.rmtree(path, ignore_errors=True)
+            self.delete(storage_id)
             raise
 
     @contextlib.contextmanager
@@ -106,8 +118,20 @@ class SharedFSStorageManager(StorageManager):
         path = self._dir(storage_id)
         if path.is_symlink():
             path.unlink()
-            return
-        shutil.rmtree(path, ignore_errors=True)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+        self.marker_path(storage_id).unlink(missing_ok=True)
+
+    def read_marker(self, storage_id: str) -> dict[str, object] | None:
+        """The marker's fields (``parse_marker``), or None; a link in its place is not read,
+        nor the marker of a checkpoint whose folder is missing or a link."""
+        try:
+            self._existing_dir(storage_id)
+            fd = os.open(self.marker_path(storage_id), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:  # missing, a link (ELOOP), unreadable: not provably Headway's
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            return parse_marker(fh.read(MAX_MARKER_BYTES + 1), storage_id)
 
     def exists(self, storage_id: str) -> bool:
         """Return True when ``<base_path>/<storage_id>`` is a directory (not a symbolic link)."""

@@ -10,7 +10,12 @@ on ``POST experiments/{id}/checkpoints/gc/``; step 3 only in the last two):
 3. deletes orphans: storage ids under the experiment's ``checkpoint_storage`` that no
    checkpoint row (of any experiment) has, once their newest file is older than
    ``HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS`` (an upload in progress is never taken). Only
-   ids that are canonical uuids count: other directories or keys are not Headway's.
+   what is provably one of this experiment's own checkpoints is deleted (issue #23): the
+   storage must resolve to one of the admin's storage locations (``registry_storage_manager``;
+   a stored config outside them is logged and skipped), the id a canonical uuid, and the
+   checkpoint's marker (``headway.storage.MARKER_FILE``, written first by every SDK
+   ``store_path``) must name that uuid and a trial of this experiment. Other directories or
+   keys, even inside the location, are not this experiment's to delete.
 
 Passes are idempotent and may run in parallel (claims are conditional UPDATEs).
 """
@@ -30,7 +35,7 @@ from django.utils import timezone
 from registry.checkpoints.deletion import delete_checkpoint_files
 from registry.checkpoints.retention import RetentionPolicy, checkpoints_to_keep
 from registry.checkpoints.selectors import facts, protected_checkpoints, with_metrics
-from registry.models import Checkpoint, CheckpointState, Experiment, State
+from registry.models import Checkpoint, CheckpointState, Experiment, State, Trial
 from registry.storage_endpoints import registry_storage_manager
 
 logger = logging.getLogger("registry.checkpoints")
@@ -54,12 +59,15 @@ def _canonical_uuid(storage_id: str) -> bool:
         return False
 
 
-def delete_orphans(storage: dict[str, Any], *, grace: timedelta, now: datetime) -> list[str]:
-    """Delete storage ids in ``storage`` (a ``checkpoint_storage`` dict) that are canonical
-    uuids, belong to no ``Checkpoint`` row and whose newest file is older than ``now - grace``.
+def delete_orphans(
+    storage: dict[str, Any], *, trial_ids: set[int], grace: timedelta, now: datetime
+) -> list[str]:
+    """Delete storage ids in ``storage`` (a ``checkpoint_storage`` dict, resolved against the
+    admin's locations) that are canonical uuids, belong to no ``Checkpoint`` row, whose newest
+    file is older than ``now - grace`` and whose marker names one of ``trial_ids``.
 
-    Returns the deleted ids. A backend that cannot list, or fails, is logged and skipped (the
-    next pass tries again).
+    Returns the deleted ids. A storage outside the locations, a backend that cannot list, or
+    one that fails, is logged and skipped (the next pass tries again).
     """
     try:
         manager = registry_storage_manager(storage)
@@ -78,6 +86,10 @@ def delete_orphans(storage: dict[str, Any], *, grace: timedelta, now: datetime) 
     removed = []
     for storage_id in sorted(old - registered):
         try:
+            marker = manager.read_marker(storage_id)
+            owner = None if marker is None else marker.get("trial_id")
+            if type(owner) is not int or owner not in trial_ids:
+                continue  # not provably a checkpoint of this experiment's trials: not ours
             manager.delete(storage_id)
         except Exception as exc:  # as above: logged, retried by the next pass
             logger.warning("deleting orphaned checkpoint files %s failed: %s", storage_id, exc)
@@ -141,6 +153,7 @@ def checkpoint_gc(
         grace = timedelta(seconds=settings.HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS)
         removed = delete_orphans(
             experiment.config.get("checkpoint_storage") or {},
+            trial_ids=set(Trial.objects.filter(experiment=experiment).values_list("id", flat=True)),
             grace=grace,
             now=now or timezone.now(),
         )

@@ -10,6 +10,9 @@ from django.db import transaction
 from registry.errors import InvalidInput
 from registry.lifecycle._common import lock_trial
 from registry.models import Checkpoint
+from registry.storage_locations import resolve_storage
+
+FIELD = "checkpoint_storage"
 
 
 def checkpoint_register(
@@ -26,8 +29,14 @@ def checkpoint_register(
     The trial's ``latest_checkpoint`` follows the checkpoint with the most ``steps_completed``
     (ties: the newest), which is what a resumed or restarted run restores.
 
+    The checkpoint is bound to the trial's own storage location (the experiment's
+    ``checkpoint_storage`` resolved against the admin's locations, never a place from the
+    request) under a uuid no checkpoint had: downloads and deletion use only that.
+
     Raises:
-        InvalidInput: when ``uuid`` is already registered for another trial.
+        InvalidInput: when ``uuid`` is already registered for another trial, or the
+            experiment's storage is outside the admin's locations (``checkpoint_storage.<field>``,
+            an experiment stored before they existed).
     """
     with transaction.atomic():
         trial = lock_trial(trial_id)
@@ -36,6 +45,7 @@ def checkpoint_register(
             if existing.trial_id != trial_id:
                 raise InvalidInput({"uuid": ["Already registered for another trial."]})
             return existing, False
+        storage = resolve_storage(trial.experiment.config.get("checkpoint_storage"), field=FIELD)
         checkpoint = Checkpoint.objects.create(
             uuid=uuid,
             trial=trial,
@@ -44,7 +54,7 @@ def checkpoint_register(
             resources=resources,
             metadata=metadata,
             size=sum(resources.values()),
-            storage=trial.experiment.config.get("checkpoint_storage", {}),
+            storage=storage,
         )
         latest = trial.checkpoints.order_by("-steps_completed", "-created_at").first()
         trial.latest_checkpoint = latest.uuid if latest else None

@@ -31,13 +31,12 @@ from registry.models import TERMINAL_STATES, Checkpoint, CheckpointState, Experi
 from registry.searcher import build_searcher
 from registry.storage_endpoints import check_storage_endpoint
 
+from registry.storage_locations import resolve_storage
 
-def _complete_config(config: ExperimentConfig) -> ExperimentConfig:
-    """Fill server-side defaults: the checkpoint folder and a random experiment seed."""
+def _complete_config(config: ExperimentConfig, storage: dict[str, Any]) -> ExperimentConfig:
+    """Fill server-side defaults: the resolved checkpoint storage (``resolve_storage``) and a
+    random experiment seed."""
     data = config.to_dict()
-    storage = data.get("checkpoint_storage") or {"type": "shared_fs"}
-    if storage.get("type") == "shared_fs" and not storage.get("host_path"):
-        storage["host_path"] = str(settings.HEADWAY_CHECKPOINT_DIR)
     data["checkpoint_storage"] = storage
     repro = data.get("reproducibility") or {}
     if repro.get("experiment_seed") is None:
@@ -102,6 +101,8 @@ def experiment_create(
             model_definition,
             max_bytes=settings.HEADWAY_MAX_MODEL_DEF_BYTES,
             entrypoint_class=config.entrypoint_trial_class,
+    # Only the admin's storage locations (issue #23): a 400 naming the field otherwise.
+    storage = resolve_storage(config.to_dict().get("checkpoint_storage"))
             timeout=settings.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS,
             memory_bytes=settings.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES,
         )
@@ -111,7 +112,7 @@ def experiment_create(
         raise InvalidInput({"config.entrypoint": [str(exc)]}) from None
     except ModelDefinitionError as exc:
         raise InvalidInput({"model_definition": [str(exc)]}) from None
-    config = _complete_config(config)
+    config = _complete_config(config, storage)
     data = config.to_dict()
     if warm_start_checkpoint is None:
         warm_start_checkpoint = _configured_warm_start(config)
