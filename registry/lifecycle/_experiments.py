@@ -30,8 +30,8 @@ from registry.lifecycle._trials import (
 from registry.models import TERMINAL_STATES, Checkpoint, CheckpointState, Experiment, State, Trial
 from registry.searcher import build_searcher
 from registry.storage_endpoints import check_storage_endpoint
-
 from registry.storage_locations import resolve_storage
+
 
 def _complete_config(config: ExperimentConfig, storage: dict[str, Any]) -> ExperimentConfig:
     """Fill server-side defaults: the resolved checkpoint storage (``resolve_storage``) and a
@@ -95,14 +95,14 @@ def experiment_create(
     """
     config = parse_config_or_400(config_source)
     check_storage_endpoint(config.to_dict().get("checkpoint_storage"))  # SSRF: allow-list only
+    # Only the admin's storage locations (issue #23): a 400 naming the field otherwise.
+    storage = resolve_storage(config.to_dict().get("checkpoint_storage"))
     # The rules (and the messages) are headway.archive's, shared with the CLI's packer.
     try:
         check_model_definition_isolated(  # bounded time and memory, off the request thread
             model_definition,
             max_bytes=settings.HEADWAY_MAX_MODEL_DEF_BYTES,
             entrypoint_class=config.entrypoint_trial_class,
-    # Only the admin's storage locations (issue #23): a 400 naming the field otherwise.
-    storage = resolve_storage(config.to_dict().get("checkpoint_storage"))
             timeout=settings.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS,
             memory_bytes=settings.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES,
         )
