@@ -188,8 +188,8 @@ REST_FRAMEWORK = {
     # Documents every operation's JSON error answers (registry/api/schema.py).
     "DEFAULT_SCHEMA_CLASS": "registry.api.schema.HeadwayAutoSchema",
     # The REST API takes JSON only (the SDK, CLI and client send JSON): no form or multipart
-    # parsing of bodies nobody sends; anything else is a 415.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # parsing of bodies nobody sends; anything else is a 415. Bodies nested too deeply: a 400.
+    "DEFAULT_PARSER_CLASSES": ["registry.api.parsers.BoundedJSONParser"],
     # OPTIONS answers 405: the schema (/api/v1/schema/) describes the API, and DRF's metadata
     # crashed (500) on viewsets without a serializer_class.
     "DEFAULT_METADATA_CLASS": None,

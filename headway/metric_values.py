@@ -9,6 +9,7 @@ registry's ingestion, serializers and readers.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 NAN = "NaN"
@@ -16,6 +17,17 @@ POS_INF = "Infinity"
 NEG_INF = "-Infinity"
 NON_FINITE_NAMES: tuple[str, ...] = (NAN, POS_INF, NEG_INF)
 _DECODED = {NAN: math.nan, POS_INF: math.inf, NEG_INF: -math.inf}
+
+# The longest string a metric value may be, or hold anywhere inside a list or mapping, in
+# characters (docs/rest-api.md, "Metric values"). Metrics are numbers to chart; text is for a
+# label or a short note, and every string is stored in each report row and returned whole by
+# the live reads. The SDK refuses a longer one before sending, the registry answers 400.
+MAX_TEXT_CHARS = 4096
+# The largest integer a metric value may be (in magnitude): one a 64-bit float can hold, so a
+# value can be charted and summarised (min/max) like any other number.
+MAX_INT = int(sys.float_info.max)
+# The deepest a list or mapping value may nest (encoding and reading recurse per level).
+MAX_DEPTH = 32
 
 
 def encode_float(value: float) -> float | str:
@@ -28,8 +40,48 @@ def encode_float(value: float) -> float | str:
 
 
 def encode_value(value: Any) -> Any:
-    """``encode_float`` for a float; any other JSON value is returned as it is."""
-    return encode_float(value) if isinstance(value, float) else value
+    """``encode_float`` for a float, also inside lists and mappings (a nested NaN would make
+    the stored JSON invalid for PostgreSQL); any other JSON value is returned as it is."""
+    if isinstance(value, float):
+        return encode_float(value)
+    if isinstance(value, list):
+        return [encode_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: encode_value(item) for key, item in value.items()}
+    return value
+
+
+def value_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a metric value, or None when it can.
+
+    Refused, anywhere inside lists and mappings too: a NUL character in a string or key
+    (PostgreSQL cannot store one), a string over ``MAX_TEXT_CHARS`` characters, an integer
+    beyond ``MAX_INT`` in magnitude; and nesting deeper than ``MAX_DEPTH``. Walks the value
+    without recursion.
+    """
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        kind = type(item)
+        if kind is float or item is None or kind is bool:
+            continue
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "NUL characters are not allowed in metrics."
+            if len(item) > MAX_TEXT_CHARS:
+                return f"A text value may be at most {MAX_TEXT_CHARS} characters, got {len(item)}."
+        elif isinstance(item, int):
+            if not -MAX_INT <= item <= MAX_INT:
+                return "An integer must fit a 64-bit float (at most about 1.8e308 in magnitude)."
+        elif depth == MAX_DEPTH:
+            return f"A value may nest lists and mappings at most {MAX_DEPTH} levels deep."
+        elif isinstance(item, list):
+            pending.extend((child, depth + 1) for child in item)
+        elif isinstance(item, dict):
+            if any("\x00" in key for key in item):
+                return "NUL characters are not allowed in metrics."
+            pending.extend((child, depth + 1) for child in item.values())
+    return None
 
 
 def decode_number(value: Any) -> float | None:

@@ -7,7 +7,15 @@ import math
 
 import pytest
 
-from headway.metric_values import chartable, decode_number, encode_float, encode_value
+from headway.metric_values import (
+    MAX_DEPTH,
+    MAX_TEXT_CHARS,
+    chartable,
+    decode_number,
+    encode_float,
+    encode_value,
+    value_problem,
+)
 
 
 @pytest.mark.parametrize(
@@ -49,3 +57,37 @@ def test_report_timestamps_are_iso_utc_across_second_boundaries(monkeypatch):
         assert stamp.endswith("Z") and len(stamp) == len("2024-11-23T08:00:00.000000Z")
         parsed = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         assert abs(parsed.timestamp() - now) < 2e-6
+
+
+def test_nested_non_finite_floats_are_encoded_by_name() -> None:
+    # Issue #23: a nested NaN made the stored JSON invalid for PostgreSQL (a 500).
+    value = [math.nan, {"a": math.inf, "b": [-math.inf, 1.0]}]
+    assert encode_value(value) == ["NaN", {"a": "Infinity", "b": ["-Infinity", 1.0]}]
+
+
+def test_value_problem_names_what_the_registry_refuses() -> None:
+    assert value_problem(["x" * MAX_TEXT_CHARS, {"k": 10**300}, None, True]) is None
+    assert "at most 4096" in (value_problem("x" * (MAX_TEXT_CHARS + 1)) or "")
+    assert "at most" in (value_problem([{"k": ["y" * 20_000]}]) or "")
+    assert "64-bit float" in (value_problem({"k": -(10**400)}) or "")
+    assert "NUL" in (value_problem({"k\x00": 1}) or "")
+    deep: list = []
+    for _ in range(MAX_DEPTH - 1):
+        deep = [deep]
+    assert value_problem(deep) is None
+    for _ in range(100_000):  # walked without recursion
+        deep = [deep]
+    assert "levels deep" in (value_problem(deep) or "")
+
+
+def test_sdk_refuses_a_string_metric_over_the_cap_before_sending() -> None:
+    from headway.core._metrics import json_safe_metrics
+
+    assert json_safe_metrics({"note": "x" * MAX_TEXT_CHARS}) == {"note": "x" * MAX_TEXT_CHARS}
+    with pytest.raises(ValueError, match=r"metric 'note' has a string value of 4097 characters"):
+        json_safe_metrics({"note": "x" * (MAX_TEXT_CHARS + 1)})
+    with pytest.raises(ValueError, match="'big' has an integer beyond"):
+        json_safe_metrics({"big": [10**400]})
+    # Checkpoint metadata is not a metric: no cap there.
+    metadata = json_safe_metrics({"text": "y" * 10_000}, metric_limits=False)
+    assert metadata == {"text": "y" * 10_000}

@@ -354,7 +354,7 @@ def _check_metadata(metadata: Any) -> tuple[dict[str, Any], int]:
     if "steps_completed" not in metadata:
         raise ValueError("checkpoint metadata must contain 'steps_completed' (an int >= 0)")
     steps = check_steps_completed(metadata["steps_completed"])
-    safe = json_safe_metrics(metadata, what="checkpoint metadata")
+    safe = json_safe_metrics(metadata, what="checkpoint metadata", metric_limits=False)
     safe["steps_completed"] = steps
     return safe, steps
 

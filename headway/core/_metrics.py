@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import requests
 
 from headway.client import APIError, MasterUnreachableError, Session
-from headway.metric_values import encode_float
+from headway.metric_values import MAX_INT, MAX_TEXT_CHARS, encode_float
 
 logger = logging.getLogger("headway.core")
 
@@ -31,17 +31,24 @@ RETRY_BACKOFF_S = 0.1  # first retry delay; doubles per failure
 RETRY_BACKOFF_MAX_S = 10.0
 
 
-def json_safe_metrics(metrics: Any, what: str = "metric") -> dict[str, Any]:
+def json_safe_metrics(
+    metrics: Any, what: str = "metric", *, metric_limits: bool = True
+) -> dict[str, Any]:
     """Return a JSON-safe deep copy of a metrics dict.
 
     Accepts Python numbers, bools, strings, None, numpy scalars and arrays, torch tensors
     (``.item()`` for one element, ``.tolist()`` otherwise), and lists/tuples/dicts of those.
     NaN and ±inf become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (docs/rest-api.md).
+    With ``metric_limits`` (metric values, not checkpoint metadata), strings longer than
+    ``headway.metric_values.MAX_TEXT_CHARS`` and integers beyond a float's range are refused
+    here, before the batch is sent (the registry would refuse the whole batch with a 400).
 
     Raises:
         TypeError: naming the key, e.g. ``metric 'foo' has a value of type object that is not
             JSON-serializable``, or when ``metrics`` is not a dict with string keys.
-        ValueError: a NUL character in a name or a string value (the registry answers 400).
+        ValueError: a NUL character in a name or a string value (the registry answers 400);
+            with ``metric_limits``, a string over ``MAX_TEXT_CHARS`` characters or an integer
+            over ``MAX_INT`` in magnitude, naming the metric.
     """
     if not isinstance(metrics, dict):
         raise TypeError(f"metrics must be a dict, got {type(metrics).__name__}")
@@ -51,11 +58,11 @@ def json_safe_metrics(metrics: Any, what: str = "metric") -> dict[str, Any]:
             raise TypeError(f"{what} names must be strings, got {key!r}")
         if "\x00" in key:
             raise ValueError(f"{what} name {key!r} contains a NUL character")
-        out[key] = _convert(value, key, what)
+        out[key] = _convert(value, key, what, metric_limits)
     return out
 
 
-def _convert(value: Any, key: str, what: str) -> Any:
+def _convert(value: Any, key: str, what: str, limits: bool) -> Any:
     # Exact types first: this runs for every metric of every step.
     kind = type(value)
     if kind is float:
@@ -63,15 +70,22 @@ def _convert(value: Any, key: str, what: str) -> Any:
     if kind is str or isinstance(value, str):
         if "\x00" in value:  # PostgreSQL cannot store it: the registry refuses the batch
             raise ValueError(f"{what} {key!r} has a string value with a NUL character")
+        if limits and len(value) > MAX_TEXT_CHARS:
+            raise ValueError(
+                f"{what} {key!r} has a string value of {len(value)} characters; metric text"
+                f" values may be at most {MAX_TEXT_CHARS} (the registry refuses longer ones)"
+            )
         return value
-    if kind is int or kind is bool or value is None:
+    if kind is bool or value is None:
         return value
-    if isinstance(value, (bool, int)):
+    if kind is int or isinstance(value, int):
+        if limits and not -MAX_INT <= value <= MAX_INT:
+            raise ValueError(f"{what} {key!r} has an integer beyond a 64-bit float's range")
         return value
     if isinstance(value, float):
         return encode_float(value)
     if isinstance(value, (list, tuple)):
-        return [_convert(item, key, what) for item in value]
+        return [_convert(item, key, what, limits) for item in value]
     if isinstance(value, dict):
         converted = {}
         for sub_key, item in value.items():
@@ -79,11 +93,11 @@ def _convert(value: Any, key: str, what: str) -> Any:
                 raise TypeError(f"{what} {key!r} has a non-string key {sub_key!r}")
             if "\x00" in sub_key:
                 raise ValueError(f"{what} {key!r} has a key with a NUL character")
-            converted[sub_key] = _convert(item, key, what)
+            converted[sub_key] = _convert(item, key, what, limits)
         return converted
     plain = _tensor_like_to_python(value)
     if plain is not _UNCONVERTIBLE:
-        return _convert(plain, key, what)
+        return _convert(plain, key, what, limits)
     raise TypeError(
         f"{what} {key!r} has a value of type {type(value).__name__} that is not JSON-serializable"
     )

@@ -362,3 +362,27 @@ def parse_experiment_config(data: dict[str, Any] | str) -> ExperimentConfig:
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError.from_validation_error(exc, ExperimentConfig) from None
+MAX_CONFIG_DEPTH = 100
+"""Deepest nesting of mappings and lists a config may have: validation and serialisation
+recurse per level, and a config 500 levels deep failed there (pydantic's recursion guard, a 500
+on the server, issue #23)."""
+
+
+def _check_depth(data: Any) -> None:
+    """Refuse ``data`` nested deeper than ``MAX_CONFIG_DEPTH`` (walked without recursion).
+
+    Raises:
+        ConfigError: keyed ``config``.
+    """
+    pending: list[tuple[Any, int]] = [(data, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            raise ConfigError.single(
+                "config", f"the config is nested more than {MAX_CONFIG_DEPTH} levels deep"
+            )
+        children = node.values() if isinstance(node, dict) else node
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+
+
+    _check_depth(data)

@@ -99,6 +99,15 @@ class LogHyperparameter(_RangeHyperparameter):
     def _check_base(self) -> LogHyperparameter:
         if self.base == 1:
             raise field_error("base", "must not be 1 (every sample would be 1)")
+        # Every sample lies between base**minval and base**maxval: both must be floats
+        # (`maxval: 1000` overflowed at sampling time, an OverflowError, issue #23).
+        for bound in ("minval", "maxval"):
+            try:
+                self.base ** getattr(self, bound)
+            except OverflowError:
+                raise field_error(
+                    bound, f"base ** {bound} is beyond a 64-bit float (base {self.base})"
+                ) from None
         return self
 
 

@@ -13,6 +13,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from registry.api.fields import StorableDictField
 from registry.errors import InvalidInput
 from registry.model_registry import MODEL_NAME_MAX, MODEL_NAME_PATTERN, validate_model_name
 from registry.models import Checkpoint, ModelVersion, RegisteredModel
@@ -71,7 +72,7 @@ class ModelCreateSerializer(StrictSerializer):
     )
     description = StrictCharField(required=False, allow_blank=True, default="")
     labels = _labels_field()
-    metadata = serializers.DictField(required=False)
+    metadata = StorableDictField(required=False)
 
     def validate_name(self, value: str) -> str:
         try:
@@ -86,7 +87,7 @@ class ModelUpdateSerializer(StrictSerializer):
 
     description = StrictCharField(required=False, allow_blank=True)
     labels = _labels_field()
-    metadata = serializers.DictField(required=False)
+    metadata = StorableDictField(required=False)
     archived = StrictBooleanField(required=False)
 
 
@@ -97,7 +98,7 @@ class VersionCreateSerializer(StrictSerializer):
     name = serializers.CharField(required=False, allow_blank=True, max_length=256, default="")
     comment = StrictCharField(required=False, allow_blank=True, default="")
     labels = _labels_field()
-    metadata = serializers.DictField(required=False)
+    metadata = StorableDictField(required=False)
 
 
 class VersionUpdateSerializer(StrictSerializer):
@@ -106,7 +107,7 @@ class VersionUpdateSerializer(StrictSerializer):
     name = serializers.CharField(required=False, allow_blank=True, max_length=256)
     comment = StrictCharField(required=False, allow_blank=True)
     labels = _labels_field()
-    metadata = serializers.DictField(required=False)
+    metadata = StorableDictField(required=False)
 
 
 class RegisteredModelSerializer(serializers.ModelSerializer):

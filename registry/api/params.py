@@ -57,3 +57,31 @@ def int_query_parameter(
     if many:
         schema = {"type": "array", "items": schema}
     return OpenApiParameter(name, schema, description=description)
+
+
+_NUL_MESSAGE = "NUL characters are not allowed."
+# The schema of a text query parameter: PostgreSQL cannot compare text holding a NUL.
+TEXT_PATTERN = r"^[^\x00]*$"
+
+
+def text_param(request, name: str) -> str | None:
+    """The text query parameter ``name``, or None when absent or empty.
+
+    Raises:
+        InvalidInput: ``{name: ["NUL characters are not allowed."]}`` (PostgreSQL refuses NUL in
+            text, so the query would fail as a 500, or a streamed answer halfway through).
+    """
+    values = text_list_param(request, name)
+    return values[-1] if values else None
+
+
+def text_list_param(request, name: str) -> list[str]:
+    """Every non-empty value of the repeatable text query parameter ``name``.
+
+    Raises:
+        InvalidInput: as ``text_param``.
+    """
+    values = request.query_params.getlist(name)
+    if any("\x00" in value for value in values):
+        raise InvalidInput({name: [_NUL_MESSAGE]})
+    return [value for value in values if value]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from typing import Any
 
 from django.conf import settings
@@ -15,6 +14,7 @@ from headway.early_exit import EarlyExitReason
 from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
 from headway.storage._base import check_relpath
+from registry.api.fields import StorableDictField
 from registry.checkpoints import attach_metadata
 from registry.models import Checkpoint, Experiment, Trial, TrialLog, TrialRun, WorkerHost
 
@@ -183,7 +183,7 @@ class CheckpointRegisterSerializer(serializers.Serializer):
     resources = serializers.DictField(
         child=serializers.IntegerField(min_value=0, max_value=INT64_MAX)
     )
-    metadata = serializers.DictField(required=False, default=dict)
+    metadata = StorableDictField(required=False, default=dict)
 
     def validate_resources(self, value: dict[str, int]) -> dict[str, int]:
         """At most ``HEADWAY_MAX_CHECKPOINT_FILES`` files, each a safe canonical relative path
@@ -199,12 +199,6 @@ class CheckpointRegisterSerializer(serializers.Serializer):
         if sum(value.values()) > INT64_MAX:
             # The checkpoint's size (their sum) is a 64-bit column.
             raise serializers.ValidationError(f"The sizes add up to more than {INT64_MAX} bytes.")
-        return value
-
-    def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
-        """No NUL character anywhere (PostgreSQL cannot store one in JSON)."""
-        if "\\u0000" in json.dumps(value):
-            raise serializers.ValidationError("NUL characters are not allowed in metadata.")
         return value
 
 
@@ -310,7 +304,7 @@ class MaxLengthField(serializers.Field):
 class ContinueTrialSerializer(serializers.Serializer):
     checkpoint = serializers.UUIDField(required=False, allow_null=True)
     max_length = MaxLengthField(required=False, allow_null=True)
-    hparams = serializers.DictField(required=False, allow_null=True)
+    hparams = StorableDictField(required=False, allow_null=True)
 
 
 class WorkerRunSerializer(serializers.ModelSerializer):

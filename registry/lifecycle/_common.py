@@ -21,8 +21,15 @@ STOPPING_STATES = frozenset({State.STOPPING_CANCELED, State.STOPPING_KILLED, Sta
 
 
 def lock_trial(trial_id: int) -> Trial:
-    """The trial row, locked until the transaction ends (raises ``Trial.DoesNotExist``)."""
-    return Trial.objects.select_for_update().select_related("experiment").get(id=trial_id)
+    """The trial row, locked until the transaction ends (raises ``Trial.DoesNotExist``).
+
+    Only the trial row (``of=self``): on PostgreSQL a ``FOR UPDATE`` over the join with the
+    experiment would lock the experiment row too, at the same time, against the lock order
+    (trials before their experiment); concurrent pauses and reports deadlocked (issue #23).
+    """
+    return (
+        Trial.objects.select_for_update(of=("self",)).select_related("experiment").get(id=trial_id)
+    )
 
 
 def live_run(trial: Trial) -> TrialRun | None:

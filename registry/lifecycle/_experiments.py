@@ -18,6 +18,7 @@ from headway.archive import (
 )
 from headway.expconf import ConfigError, ExperimentConfig, parse_experiment_config
 from registry.errors import InvalidInput, PayloadTooLarge
+from registry.jsonsafe import json_storage_problem
 from registry.lifecycle._common import refresh_experiment
 from registry.lifecycle._search import apply_operations
 from registry.lifecycle._transitions import EXPERIMENT_CONTROLS, check_control
@@ -50,7 +51,8 @@ def parse_config_or_400(source: dict[str, Any] | str) -> ExperimentConfig:
 
     The YAML text, and the JSON of a config given as a mapping, may be at most
     ``HEADWAY_MAX_CONFIG_BYTES`` long (so is the normalised config that is stored); YAML aliases
-    are bounded by ``headway.expconf.MAX_YAML_VALUES``.
+    are bounded by ``headway.expconf.MAX_YAML_VALUES``. Values PostgreSQL cannot store (NUL
+    characters, from JSON or a YAML ``"\\0"`` escape) are refused naming ``config``.
     """
     limit = settings.HEADWAY_MAX_CONFIG_BYTES
     size = len(source.encode() if isinstance(source, str) else json.dumps(source).encode())
@@ -63,7 +65,11 @@ def parse_config_or_400(source: dict[str, Any] | str) -> ExperimentConfig:
     except ConfigError as exc:
         errors = {(k if k == "config" else f"config.{k}"): list(v) for k, v in exc.errors.items()}
         raise InvalidInput(errors or {"config": [str(exc)]}) from None
-    size = len(json.dumps(config.to_dict()).encode())
+    data = config.to_dict()
+    problem = json_storage_problem(data)
+    if problem is not None:
+        raise InvalidInput({"config": [problem]})
+    size = len(json.dumps(data).encode())
     if size > limit:
         raise InvalidInput(
             {"config": [f"The normalised config is {size} bytes, over the {limit}-byte limit."]}
@@ -165,8 +171,9 @@ def _configured_warm_start(config: ExperimentConfig) -> uuid_lib.UUID | None:
 
 def _lock_experiment_trials(experiment_id: int) -> tuple[Experiment, list[Trial]]:
     # Trials first, then the experiment: the same order as trial transitions (no deadlock).
+    # of=self: the join with the experiment must not lock it along with the first trial.
     trials = list(
-        Trial.objects.select_for_update()
+        Trial.objects.select_for_update(of=("self",))
         .select_related("experiment")
         .filter(experiment_id=experiment_id)
         .order_by("id")

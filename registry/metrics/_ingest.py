@@ -8,7 +8,6 @@ so list pages never scan raw reports.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired
@@ -21,7 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 from typing_extensions import TypedDict
 
 from headway.expconf import ConfigError, Length
-from headway.metric_values import encode_and_chart
+from headway.metric_values import encode_and_chart, value_problem
 from registry.errors import InvalidInput
 from registry.lifecycle._common import refresh_experiment
 from registry.metrics import _store as store
@@ -49,7 +48,8 @@ class ReportIn(TypedDict):
     steps_completed: Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]
     metrics: dict[MetricName, Any]
     run_id: NotRequired[Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] | None]
-    epoch: NotRequired[Annotated[float, Field(strict=True)] | None]
+    # A double-precision column: finite, so the stored value reads back as JSON.
+    epoch: NotRequired[Annotated[float, Field(strict=True, allow_inf_nan=False)] | None]
     timestamp: NotRequired[AwareDatetime | None]
 
 
@@ -89,7 +89,8 @@ def parse_reports(payload: Any) -> list[ReportIn]:
 
     Raises:
         InvalidInput: naming ``reports[i].field`` (or ``reports[i].metrics.KEY``), also for more
-            than ``HEADWAY_MAX_METRIC_NAMES_PER_REPORT`` metrics or a NUL character.
+            than ``HEADWAY_MAX_METRIC_NAMES_PER_REPORT`` metrics, a NUL character, a text value
+            over ``MAX_TEXT_CHARS`` characters or a timestamp out of range in UTC.
     """
     try:
         if isinstance(payload, bytes | str):
@@ -101,24 +102,21 @@ def parse_reports(payload: Any) -> list[ReportIn]:
         for err in exc.errors():
             errors.setdefault(_loc_to_field(err["loc"]) or "reports", []).append(_message(err))
         raise InvalidInput(errors) from None
-    _check_names_and_nul(batch["reports"])
+    _check_names_and_values(batch["reports"])
     return batch["reports"]
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict | list):
-        return "\\u0000" in json.dumps(value)
-    return False
-
-
-def _check_names_and_nul(reports: list[ReportIn]) -> None:
-    """At most ``HEADWAY_MAX_METRIC_NAMES_PER_REPORT`` metrics a report, and no NUL character
-    in names or string values (PostgreSQL cannot store one in JSON; the whole batch would fail).
+def _check_names_and_values(reports: list[ReportIn]) -> None:
+    """At most ``HEADWAY_MAX_METRIC_NAMES_PER_REPORT`` metrics a report, no NUL character in
+    names, every value storable (``headway.metric_values.value_problem``: no NUL, text of at
+    most ``MAX_TEXT_CHARS`` characters, integers a float can hold), and every timestamp
+    expressible in UTC (``9999-12-31T23:59:59-23:00`` is not; PostgreSQL refuses offsets past
+    15:59). A timestamp is converted to UTC here, once. One bad value would fail the whole
+    batch's insert, so the batch is refused naming it.
 
     Raises:
-        InvalidInput: naming ``reports[i].metrics`` or ``reports[i].metrics.KEY``.
+        InvalidInput: naming ``reports[i].metrics``, ``reports[i].metrics.KEY`` or
+            ``reports[i].timestamp``.
     """
     limit = settings.HEADWAY_MAX_METRIC_NAMES_PER_REPORT
     for i, report in enumerate(reports):
@@ -128,10 +126,23 @@ def _check_names_and_nul(reports: list[ReportIn]) -> None:
                 {f"reports[{i}].metrics": [f"{len(metrics)} metrics; at most {limit} a report."]}
             )
         for name, value in metrics.items():
-            if "\x00" in name or _has_nul(value):
+            if "\x00" in name:
+                problem: str | None = "NUL characters are not allowed in metrics."
+            elif type(value) is float:  # the usual value: nothing to check
+                continue
+            else:
+                problem = value_problem(value)
+            if problem is not None:
                 shown = name.replace("\x00", "\\x00")
-                field = f"reports[{i}].metrics.{shown}"
-                raise InvalidInput({field: ["NUL characters are not allowed in metrics."]})
+                raise InvalidInput({f"reports[{i}].metrics.{shown}": [problem]})
+        stamp = report.get("timestamp")
+        if stamp is not None:
+            try:
+                report["timestamp"] = stamp.astimezone(UTC)
+            except OverflowError:
+                raise InvalidInput(
+                    {f"reports[{i}].timestamp": ["Out of range once converted to UTC."]}
+                ) from None
 
 
 def _check_series_budget(summary: dict, reports: list[ReportIn]) -> None:
@@ -229,8 +240,13 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
     adapt_dt = _datetime_adapter()
     now = adapt_dt(timezone.now())
     with transaction.atomic():
-        # Lock the trial so concurrent batches of one trial merge one after the other.
-        trial = Trial.objects.select_for_update().select_related("experiment").get(id=trial_id)
+        # Lock the trial so concurrent batches of one trial merge one after the other; only
+        # the trial (of=self): the lifecycle's lock order is trials before their experiment.
+        trial = (
+            Trial.objects.select_for_update(of=("self",))
+            .select_related("experiment")
+            .get(id=trial_id)
+        )
         experiment = trial.experiment
         _check_series_budget(trial.summary_metrics or {}, reports)
         default_run = run_id or trial.run_id

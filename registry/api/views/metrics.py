@@ -13,15 +13,30 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from registry import metrics
-from registry.api.params import int_param, int_query_parameter, optional_int_param
+from registry.api.params import (
+    TEXT_PATTERN,
+    int_param,
+    int_query_parameter,
+    optional_int_param,
+    text_list_param,
+    text_param,
+)
 from registry.errors import InvalidInput
 from registry.models import Trial
 
 MAX_POINTS_LIMIT = 1_000_000
 STEP_MAX = 2**62
 SERIES_PARAMETERS = [
-    OpenApiParameter("group", str, description="Only this group (training, validation, ...)."),
-    OpenApiParameter("name", str, many=True, description="Only these metric names (repeatable)."),
+    OpenApiParameter(
+        "group",
+        {"type": "string", "pattern": TEXT_PATTERN},
+        description="Only this group (training, validation, ...).",
+    ),
+    OpenApiParameter(
+        "name",
+        {"type": "array", "items": {"type": "string", "pattern": TEXT_PATTERN}},
+        description="Only these metric names (repeatable).",
+    ),
     OpenApiParameter(
         "max_points",
         {"type": "integer", "minimum": 0, "maximum": MAX_POINTS_LIMIT, "not": {"enum": [1, 2, 3]}},
@@ -58,8 +73,8 @@ def series_params(request, *, default_max_points: int) -> dict[str, Any]:
         allowed = ", ".join(a.value for a in metrics.XAxis)
         raise InvalidInput({"x_axis": [f"Must be one of: {allowed}."]}) from None
     return {
-        "group": request.query_params.get("group") or None,
-        "names": [n for n in request.query_params.getlist("name") if n],
+        "group": text_param(request, "group"),
+        "names": text_list_param(request, "name"),
         "max_points": max_points,
         "window": metrics.Window(x_min=x_min, x_max=x_max, after_step=after_step),
         "x_axis": x_axis,
@@ -100,12 +115,13 @@ class TrialMetricsCSV(APIView):
     def get(self, request, pk: int):
         """One CSV line per point: ``group,name,steps_completed,value,epoch,reported_at,run_id``.
 
-        Streamed from a server-side cursor, so memory stays flat for any series length.
+        Streamed from a server-side cursor, so memory stays flat for any series length. Every
+        parameter is checked before the first byte is sent: once the 200 is out, an error can
+        only cut the stream.
         """
+        group, names = text_param(request, "group"), text_list_param(request, "name")
         if not Trial.objects.filter(id=pk).exists():
             raise Http404("No Trial matches the given query.")
-        group = request.query_params.get("group") or None
-        names = [n for n in request.query_params.getlist("name") if n]
         response = StreamingHttpResponse(_csv_lines(pk, group, names), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="trial-{pk}-metrics.csv"'
         return response
