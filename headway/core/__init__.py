@@ -14,6 +14,7 @@ from headway.core._disk_full import CheckpointStorageFull
 from headway.core._distributed import DistributedContext
 from headway.core._preempt import PreemptContext, PreemptMode
 from headway.core._searcher import SearcherContext, SearcherMode, SearcherOperation
+from headway.core._tensorboard import TensorboardMode
 from headway.core._train import TrainContext
 from headway.early_exit import EarlyExitReason, InvalidHP
 from headway.expconf import Unit
@@ -31,6 +32,7 @@ __all__ = [
     "SearcherContext",
     "SearcherMode",
     "SearcherOperation",
+    "TensorboardMode",
     "TrainContext",
     "Unit",
     "init",

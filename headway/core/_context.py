@@ -29,6 +29,7 @@ from headway.core._searcher import (
     RegistrySearcherReporter,
     SearcherContext,
 )
+from headway.core._tensorboard import TensorboardFiles, TensorboardMode
 from headway.core._train import TrainContext
 from headway.early_exit import EarlyExitReason, InvalidHP
 from headway.expconf import Length, Unit
@@ -147,6 +148,7 @@ def init(
     preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
     max_length: int | dict[str, int] | None = None,
     preempt_poll_interval: float = 1.0,
+    tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
 ) -> Context:
     """Build the Core API ``Context`` for this process (use it as ``with core.init() as ...``).
 
@@ -174,6 +176,10 @@ def init(
             yields one operation of length 1 in epochs, as Determined does. Ignored in managed
             mode (the config's ``searcher.max_length``).
         preempt_poll_interval (float): seconds between preemption polls (managed mode).
+        tensorboard_mode (TensorboardMode): ``AUTO`` (default): on the cluster the chief writes
+            reported training / validation metrics to ``train.get_tensorboard_path()`` and
+            stores that folder with its checkpoints; ``MANUAL``: only what
+            ``train.upload_tensorboard_files()`` chose (see ``core.TensorboardMode``).
 
     Raises:
         ValueError: naming the field, for a bad ``checkpoint_storage`` / ``max_length`` / config.
@@ -181,8 +187,21 @@ def init(
     info = get_cluster_info()
     distributed = default_distributed(distributed, info)
     if info is None:
-        return _local_init(distributed, checkpoint_storage, preempt_mode, max_length)
-    return _managed_init(info, distributed, checkpoint_storage, preempt_mode, preempt_poll_interval)
+        context = _local_init(distributed, checkpoint_storage, preempt_mode, max_length)
+    else:
+        context = _managed_init(
+            info, distributed, checkpoint_storage, preempt_mode, preempt_poll_interval
+        )
+    # TensorBoard files travel inside the chief's checkpoints (docs/decisions.md).
+    tensorboard = TensorboardFiles(
+        mode=tensorboard_mode,
+        trial_id=info.trial.trial_id if info is not None else 0,
+        rank=distributed.rank,
+        auto_write=info is not None,
+    )
+    context.train._tensorboard = tensorboard
+    context.checkpoint._add_file_writer(tensorboard.write_into_checkpoint)
+    return context
 
 
 def _storage_from_argument(value: str | dict[str, Any]) -> StorageManager:
@@ -207,15 +226,16 @@ def _local_init(
     length, unit = _local_init_length(max_length)
     logger.info("headway.core: local mode (no cluster info); checkpoints in %s", storage)
     sink = LocalMetricSink()
+    reporter = LocalSearcherReporter()
     return Context(
-        train=TrainContext(sink=sink, distributed=distributed),
+        train=TrainContext(sink=sink, distributed=distributed, reporter=reporter),
         checkpoint=CheckpointContext(
             distributed=distributed, storage_manager=storage, registry=LocalCheckpointRegistry()
         ),
         preempt=PreemptContext(distributed=distributed, watcher=None, mode=preempt_mode),
         searcher=SearcherContext(
             distributed=distributed,
-            reporter=LocalSearcherReporter(),
+            reporter=reporter,
             max_length=length,
             unit=unit,
         ),
@@ -268,6 +288,7 @@ def _managed_init(
     # The reporter retries itself, so its session must not retry (or back off) again.
     sink = RegistryMetricReporter(session(max_retries=0), trial_id, outage_seconds=outage)
     main_session = session(outage_seconds=outage)
+    reporter = RegistrySearcherReporter(session(outage_seconds=outage), trial_id)
     watcher = PreemptionWatcher(
         session(max_retries=0, timeout=30.0), trial_id, run_id, interval=preempt_poll_interval
     )
@@ -278,6 +299,7 @@ def _managed_init(
             run_id=run_id,
             session=main_session,
             experiment_id=info.trial.experiment_id,
+            reporter=reporter,
         ),
         checkpoint=CheckpointContext(
             distributed=distributed,
@@ -296,7 +318,7 @@ def _managed_init(
         ),
         searcher=SearcherContext(
             distributed=distributed,
-            reporter=RegistrySearcherReporter(session(outage_seconds=outage), trial_id),
+            reporter=reporter,
             max_length=length,
             unit=unit,
         ),

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import logging
+import math
 import operator
+import pathlib
 import re
+import time
+from collections.abc import Callable
 from typing import Any
 
 from headway.client import NotFoundError, Session
 from headway.core._distributed import DistributedContext
 from headway.core._metrics import LocalMetricSink, MetricSink, json_safe_metrics, utc_timestamp
+from headway.core._searcher import (
+    PROGRESS_MIN_INTERVAL_S,
+    LocalSearcherReporter,
+    SearcherReporter,
+)
+from headway.core._tensorboard import TensorboardFiles, TensorboardMode
+from headway.early_exit import EarlyExitReason
 
 logger = logging.getLogger("headway.core")
 
@@ -52,6 +63,10 @@ class TrainContext:
         distributed (DistributedContext): this process's ranks.
         run_id (int | None): the trial run reported for (None in local mode).
         session (Session | None), experiment_id (int | None): for registry reads (managed mode).
+        reporter (SearcherReporter | None): where ``report_progress`` / ``report_early_exit``
+            go (the searcher's reporter); default: the local log.
+        tensorboard (TensorboardFiles | None): this process's TensorBoard folder; default: a
+            local one that writes nothing automatically.
     """
 
     def __init__(
@@ -62,6 +77,8 @@ class TrainContext:
         run_id: int | None = None,
         session: Session | None = None,
         experiment_id: int | None = None,
+        reporter: SearcherReporter | None = None,
+        tensorboard: TensorboardFiles | None = None,
     ) -> None:
         self._sink = sink
         self._dist = distributed
@@ -69,6 +86,13 @@ class TrainContext:
         self._session = session
         self._experiment_id = experiment_id
         self._warned_non_chief = False
+        # Set by core.Context: the searcher's check that the script asked for its operations.
+        self._on_validation: Callable[[], None] | None = None
+        self._reporter: SearcherReporter = reporter or LocalSearcherReporter()
+        self._tensorboard = tensorboard or TensorboardFiles(
+            mode=TensorboardMode.AUTO, trial_id=0, rank=distributed.rank, auto_write=False
+        )
+        self._last_progress_at = -math.inf
 
     def report_training_metrics(
         self,
@@ -96,7 +120,7 @@ class TrainContext:
         if batch_metrics is not None:
             for index, batch in enumerate(batch_metrics):
                 json_safe_metrics(batch, what=f"batch_metrics[{index}] metric")
-        self.report_metrics("training", steps_completed, metrics, epoch=epoch)
+        self._report("training", steps_completed, metrics, epoch, batch_metrics)
 
     def report_validation_metrics(
         self, steps_completed: int, metrics: dict[str, Any], *, epoch: float | None = None
@@ -106,7 +130,9 @@ class TrainContext:
         The experiment's ``searcher.metric`` is read from these reports for best-validation
         tracking.
         """
-        self.report_metrics("validation", steps_completed, metrics, epoch=epoch)
+        if self._on_validation is not None:
+            self._on_validation()
+        self._report("validation", steps_completed, metrics, epoch, None)
 
     def report_metrics(
         self,
@@ -122,6 +148,16 @@ class TrainContext:
             ValueError: for a bad group name or ``steps_completed``.
             TypeError: naming the key of a value that is not JSON-serializable.
         """
+        self._report(group, steps_completed, metrics, epoch, None)
+
+    def _report(
+        self,
+        group: str,
+        steps_completed: int,
+        metrics: dict[str, Any],
+        epoch: float | None,
+        batch_metrics: list[dict[str, Any]] | None,
+    ) -> None:
         if not (isinstance(group, str) and (group in _VALID_GROUPS or _GROUP_RE.fullmatch(group))):
             raise ValueError(f"metric group must match [a-z][a-z0-9_]{{0,31}}, got {group!r}")
         steps_completed = check_steps_completed(steps_completed)
@@ -144,6 +180,8 @@ class TrainContext:
         if epoch is not None:
             report["epoch"] = float(epoch)
         self._sink.submit(report)
+        # The caller's values (not the JSON copy), as Determined writes them.
+        self._tensorboard.write_metrics(group, steps_completed, metrics, batch_metrics)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every metric reported so far was delivered; False if ``timeout`` passed.
@@ -178,3 +216,87 @@ class TrainContext:
     def set_status(self, status: str) -> None:
         """Log a short human-readable status line (Determined shows it in the WebUI)."""
         logger.info("status: %s", status)
+
+    def report_progress(self, progress: float) -> None:
+        """Report how far training got, as a fraction in [0, 1] (Determined 0.38).
+
+        Shown as the trial's progress (and feeds the experiment's) in the dashboard and in
+        ``GET trials/{id}/``, e.g. ``report_progress(steps_completed / max_steps)``. Sent at most
+        once a second (1.0 always), best effort: a failed send is logged, never raised, since
+        progress must not hold up training. Only the chief's calls are sent; other ranks check
+        the value and do nothing else. Locally the value is logged.
+
+        Raises:
+            ValueError: when ``progress`` is not a number in [0, 1] (NaN included).
+        """
+        if isinstance(progress, bool):
+            raise ValueError(f"progress must be a number in [0, 1], got {progress!r}")
+        try:
+            value = float(progress)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"progress must be a number in [0, 1], got {type(progress).__name__}"
+            ) from None
+        if not 0.0 <= value <= 1.0:  # also refuses NaN
+            raise ValueError(f"progress must be between 0 and 1, got {progress!r}")
+        if self._dist.rank != 0:
+            return
+        now = time.monotonic()
+        if value < 1.0 and now - self._last_progress_at < PROGRESS_MIN_INTERVAL_S:
+            return
+        self._last_progress_at = now
+        self._reporter.progress(value)
+
+    def report_early_exit(self, reason: EarlyExitReason) -> None:
+        """Tell the searcher this trial leaves its search early (Determined 0.38's
+        ``core.train.report_early_exit``; same effect as ``searcher.report_early_exit``).
+
+        ``EarlyExitReason.INVALID_HP``: the hyperparameters cannot work; return (or exit 0)
+        afterwards, the trial ends COMPLETED and ``random`` / ASHA sample a replacement.
+        ``with core.init()`` reports it by itself for a raised ``headway.InvalidHP``. Only the
+        chief's call is sent (Determined's registry keeps the first report; other ranks'
+        duplicates add nothing).
+
+        Raises:
+            ValueError: for a reason that is not a ``core.EarlyExitReason``.
+            headway.client.APIError: the registry refused the report.
+        """
+        reason = EarlyExitReason(reason)
+        if self._dist.rank != 0:
+            return
+        self._reporter.early_exit(reason)
+
+    def get_tensorboard_path(self) -> pathlib.Path:
+        """The folder for this process's TensorBoard files (created on first call).
+
+        On the cluster: ``tensorboard-rank<r>`` in the run's working folder; locally a fresh
+        temporary folder. What is stored from it depends on ``core.init(tensorboard_mode=)``:
+        see ``core.TensorboardMode`` and ``upload_tensorboard_files``.
+        """
+        return self._tensorboard.path
+
+    def upload_tensorboard_files(
+        self,
+        selector: Callable[[pathlib.Path], bool] = lambda _: True,
+        mangler: Callable[[pathlib.Path, int], pathlib.Path] = lambda p, __: p,
+    ) -> None:
+        """``TensorboardMode.MANUAL``: store the chosen files of ``get_tensorboard_path()``.
+
+        The files for which ``selector(path)`` is true are copied now (a snapshot), renamed to
+        ``mangler(relative_path, rank)``, and stored under ``tensorboard/`` in every checkpoint
+        the chief saves from then on (Headway keeps TensorBoard files inside checkpoints, where
+        ``headway tensorboard EXPERIMENT_ID`` finds them; Determined uploads them to a separate
+        storage folder at once). Only the chief's files reach storage.
+
+        Raises:
+            RuntimeError: in ``TensorboardMode.AUTO`` (Determined raises too: files are stored
+                automatically there).
+            ValueError: when ``mangler`` returns a path outside the folder.
+        """
+        if self._tensorboard.mode is TensorboardMode.AUTO:
+            raise RuntimeError(
+                "upload_tensorboard_files can only be used in MANUAL mode "
+                "(core.init(tensorboard_mode=core.TensorboardMode.MANUAL))"
+            )
+        count = self._tensorboard.upload(selector, mangler)
+        logger.debug("upload_tensorboard_files(): %d files", count)

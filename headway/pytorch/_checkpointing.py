@@ -349,9 +349,7 @@ class CheckpointFiles:
             return  # only the chief writes checkpoints
         root = model_code_root(trial_cls)
         if root is not None:
-            exclude: list[pathlib.Path] = []
-            if context._tensorboard_path is not None:
-                exclude.append(context._tensorboard_path)
+            exclude: list[pathlib.Path] = [context.get_tensorboard_path()]
             base = getattr(context._core.checkpoint.storage_manager, "base_path", None)
             if base is not None:
                 exclude.append(pathlib.Path(base))
@@ -365,16 +363,15 @@ class CheckpointFiles:
         self._remove = self._context._core.checkpoint._add_file_writer(self.write)
 
     def write(self, path: pathlib.Path) -> None:
-        """Write the files into the checkpoint folder ``path`` (flushes the TensorBoard writer)."""
+        """Write the files into the checkpoint folder ``path``.
+
+        ``tensorboard/`` is written by the Core API's own file writer
+        (``core._tensorboard.TensorboardFiles``), which flushes the trial's writer first.
+        """
         with open(path / LOAD_DATA_FILE, "w", encoding="utf-8") as fh:
             json.dump(self._load_data, fh, default=str)
         if self._code is not None:
             shutil.copytree(self._code, path / CODE_DIR, dirs_exist_ok=True)
-        ctx = self._context
-        if ctx._tbd_writer is not None:
-            ctx._tbd_writer.flush()
-        if ctx._tensorboard_path is not None:
-            _tensorboard.copy_into_checkpoint(ctx._tensorboard_path, path)
 
     def close(self) -> None:
         """Stop adding files and delete the code snapshot."""

@@ -89,8 +89,9 @@ class ContextExtras:
     _scalers: list[Any]
     _trial_id: int
 
+    _core: Any  # the Core API context
+
     # Created on first use, so the context's __init__ needs no changes for them.
-    _tensorboard_path: pathlib.Path | None = None
     _tbd_writer: Any = None
     _experimental: PyTorchExperimentalContext | None = None
     profiler: Any = None
@@ -102,13 +103,12 @@ class ContextExtras:
         """The folder for files TensorBoard should read (created on first call).
 
         Everything written here is copied into each checkpoint this trial saves, under
-        ``tensorboard/``, and ``headway tensorboard EXPERIMENT_ID`` shows it.
+        ``tensorboard/`` (unless ``set_enable_tensorboard_logging(False)``), and
+        ``headway tensorboard EXPERIMENT_ID`` shows it. It is the Core API's
+        ``core_context.train.get_tensorboard_path()``.
         """
-        if self._tensorboard_path is None:
-            self._tensorboard_path = _tensorboard.default_tensorboard_path(
-                self._trial_id, self.distributed.rank
-            )
-        return self._tensorboard_path
+        path: pathlib.Path = self._core.train.get_tensorboard_path()
+        return path
 
     def get_tensorboard_writer(self) -> Any:
         """A ``torch.utils.tensorboard.SummaryWriter`` writing into ``get_tensorboard_path()``.
@@ -123,8 +123,22 @@ class ContextExtras:
             ImportError: when the ``tensorboard`` package is not installed.
         """
         if self._tbd_writer is None:
-            self._tbd_writer = _tensorboard.make_summary_writer(self.get_tensorboard_path())
+            self._tbd_writer = _tensorboard.user_writer(self._core)
         return self._tbd_writer
+
+    def set_enable_tensorboard_logging(self, enable_tensorboard_logging: bool) -> None:
+        """Switch automatic TensorBoard logging (default on, ``pytorch.init`` sets it): the
+        reported training / validation metrics written as ``Headway/<name>`` scalars at report
+        time, and the folder stored with checkpoints. Off: neither (Determined's switch).
+
+        Raises:
+            TypeError: when the value is not a bool.
+        """
+        _tensorboard.set_enabled(self._core, enable_tensorboard_logging)
+
+    def get_enable_tensorboard_logging(self) -> bool:
+        """Whether automatic TensorBoard logging is on (``set_enable_tensorboard_logging``)."""
+        return _tensorboard.files_of(self._core).enabled
 
     # -- profiler --------------------------------------------------------------------------------
 

@@ -6,58 +6,68 @@ checkpoints only, so the folder is copied into every checkpoint as ``tensorboard
 (docs/decisions.md, "TensorBoard files travel inside checkpoints"): the latest checkpoint of a
 trial holds all of its event files and profiler traces, a resumed run copies them back, and
 ``headway tensorboard EXPERIMENT_ID`` downloads them from there.
+
+The folder, the automatic metric writer and the copy into checkpoints belong to the Core API
+(``headway.core._tensorboard.TensorboardFiles``, held by ``core_context.train``); this module
+adds what the ``PyTorchTrialContext`` needs on top: Determined's
+``get/set_enable_tensorboard_logging`` switch, the user's ``SummaryWriter`` and the restore on
+resume.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import pathlib
 import shutil
-import tempfile
 from typing import Any
+
+from headway.core._tensorboard import (
+    TENSORBOARD_DIR,
+    TensorboardFiles,
+    default_tensorboard_path,
+    make_summary_writer,
+)
 
 logger = logging.getLogger("headway.pytorch")
 
-TENSORBOARD_DIR = "tensorboard"
-"""Name of the folder holding TensorBoard files inside a checkpoint."""
+__all__ = [
+    "TENSORBOARD_DIR",
+    "default_tensorboard_path",
+    "files_of",
+    "make_summary_writer",
+    "restore_from_checkpoint",
+    "set_enabled",
+    "user_writer",
+]
 
 
-def default_tensorboard_path(trial_id: int, rank: int) -> pathlib.Path:
-    """A fresh folder for this process's TensorBoard files.
-
-    On the cluster: ``tensorboard-rank<r>`` in the run's working folder (next to
-    ``cluster_info.json``, outside the model code, removed with the run folder). Locally: a new
-    temporary folder, as Determined uses ``/tmp/tensorboard-...``.
-    """
-    info_file = os.environ.get("HEADWAY_CLUSTER_INFO")
-    if info_file:
-        path = pathlib.Path(info_file).parent / f"tensorboard-rank{rank}"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    return pathlib.Path(tempfile.mkdtemp(prefix=f"headway-tensorboard-trial{trial_id}-rank{rank}-"))
+def files_of(core_context: Any) -> TensorboardFiles:
+    """The Core API context's TensorBoard folder (``core_context.train``'s)."""
+    files: TensorboardFiles = core_context.train._tensorboard
+    return files
 
 
-def make_summary_writer(path: pathlib.Path) -> Any:
-    """A ``torch.utils.tensorboard.SummaryWriter`` writing into ``path``.
+def set_enabled(core_context: Any, enabled: Any) -> None:
+    """``set_enable_tensorboard_logging``: switch writing metrics to TensorBoard and storing the
+    folder with checkpoints (Determined's ``enable_tensorboard_logging``; default True).
+
+    With it off, reported metrics are not written and no TensorBoard file is stored, including
+    those written with ``get_tensorboard_writer()`` (as Determined uploads nothing then).
 
     Raises:
-        ImportError: naming the ``tensorboard`` package when it is not installed.
+        TypeError: when ``enabled`` is not a bool (Determined raises too).
     """
-    try:
-        from torch.utils import tensorboard
-    except ImportError as exc:  # torch imports the tensorboard package lazily here
-        raise ImportError(
-            "get_tensorboard_writer() needs the 'tensorboard' package (pip install tensorboard)"
-        ) from exc
-    return tensorboard.SummaryWriter(str(path))
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enable_tensorboard_logging must be a bool, got {type(enabled).__name__}")
+    files_of(core_context).enabled = enabled
 
 
-def copy_into_checkpoint(source: pathlib.Path, checkpoint: pathlib.Path) -> None:
-    """Copy every file under ``source`` into ``checkpoint/tensorboard/`` (nothing if empty)."""
-    if not source.is_dir() or not any(source.iterdir()):
-        return
-    shutil.copytree(source, checkpoint / TENSORBOARD_DIR, dirs_exist_ok=True)
+def user_writer(core_context: Any) -> Any:
+    """A new ``SummaryWriter`` in the folder, flushed before each checkpoint copies it."""
+    files = files_of(core_context)
+    writer = make_summary_writer(files.path)
+    files.add_flusher(writer.flush)
+    return writer
 
 
 def restore_from_checkpoint(checkpoint: pathlib.Path, target: pathlib.Path) -> int:

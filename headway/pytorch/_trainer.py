@@ -47,6 +47,7 @@ def init(
     trial_seed: int | None = None,
     local_trial_id: int = 0,
     aggregation_frequency: int | None = None,
+    enable_tensorboard_logging: bool = True,
 ) -> Iterator[PyTorchTrialContext]:
     """Open a Core API context and yield a ``PyTorchTrialContext`` for building a trial.
 
@@ -74,6 +75,8 @@ def init(
             ``optimizations.aggregation_frequency`` (default 1). The config's
             ``optimizations.average_aggregated_gradients`` (default True) sets the default of
             ``wrap_optimizer(average_aggregated_gradients=)``.
+        enable_tensorboard_logging (bool): write reported metrics to TensorBoard and store the
+            TensorBoard folder with checkpoints (``context.set_enable_tensorboard_logging``).
     """
 
     def make_context(core_context: Any, **common: Any) -> PyTorchTrialContext:
@@ -100,6 +103,7 @@ def init(
         local_trial_id=local_trial_id,
         caller="pytorch.init()",
     ) as context:
+        context.set_enable_tensorboard_logging(enable_tensorboard_logging)
         yield context
 
 

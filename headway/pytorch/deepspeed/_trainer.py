@@ -37,6 +37,7 @@ def init(
     checkpoint_storage: Any = None,
     trial_seed: int | None = None,
     local_trial_id: int = 0,
+    enable_tensorboard_logging: bool = True,
 ) -> Iterator[DeepSpeedTrialContext]:
     """Set up DeepSpeed's process group and yield a ``DeepSpeedTrialContext``.
 
@@ -55,6 +56,7 @@ def init(
             ``headway.pytorch.init`` (local mode only for hparams / exp_conf / trial_seed).
         distributed (core.DistributedContext | None): the ranks (default: from the launcher's
             environment).
+        enable_tensorboard_logging (bool): as ``headway.pytorch.init``.
     """
     with contextlib.ExitStack() as stack:
         stack.enter_context(_setup.distributed_session())
@@ -72,6 +74,7 @@ def init(
                 caller="pytorch.deepspeed.init()",
             )
         )
+        context.set_enable_tensorboard_logging(enable_tensorboard_logging)
         yield context
 
 
