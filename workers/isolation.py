@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import pwd
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +107,54 @@ def trial_user() -> TrialUser | None:
             "as that user and gives it its working directory"
         )
     return TrialUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+
+PYTHON_CHECK_TIMEOUT_S = 120.0
+
+
+def check_trial_user_runs_python(user: TrialUser, python: str | None = None) -> None:
+    """Start ``python`` (default: the worker's own, which trials run under) as ``user`` with
+    the environment a trial gets and import ``headway``, as every trial does first.
+
+    Called when the worker starts: a ``HEADWAY_TRIAL_USER`` that cannot read the interpreter
+    (e.g. a virtual environment under root's home) would otherwise fail every trial at start
+    and burn its ``max_restarts`` (issue #23).
+
+    Raises:
+        ImproperlyConfigured: naming ``HEADWAY_TRIAL_USER``, the interpreter and the error.
+    """
+    python = python or sys.executable
+    env = trial_base_environment(os.environ, storage_type="", extra=settings.HEADWAY_TRIAL_ENV)
+    env.update({"HOME": user.home, "USER": user.name, "LOGNAME": user.name})
+    try:
+        proc = subprocess.run(
+            [python, "-c", "import headway"],
+            user=user.uid,
+            group=user.gid,
+            extra_groups=[],
+            cwd="/",
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=PYTHON_CHECK_TIMEOUT_S,
+            check=False,
+        )
+    except OSError as exc:  # the exec itself was refused (no permission on the path)
+        reason = f"{type(exc).__name__}: {exc}"
+    except subprocess.TimeoutExpired:
+        reason = f"it did not finish within {PYTHON_CHECK_TIMEOUT_S:g} s"
+    else:
+        if proc.returncode == 0:
+            return
+        lines = proc.stderr.strip().splitlines()
+        reason = lines[-1] if lines else f"exit code {proc.returncode}"
+    raise ImproperlyConfigured(
+        f"HEADWAY_TRIAL_USER={user.name!r} cannot run the worker's Python {python} "
+        f"(`{python} -c 'import headway'` as that user: {reason}); every trial would fail. "
+        "Install Python and Headway where that user can read and run them (the Docker "
+        "image's /opt/venv is), or unset HEADWAY_TRIAL_USER"
+    )
 
 
 def _chmod(path: Path, mode: int) -> None:

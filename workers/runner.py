@@ -39,7 +39,7 @@ from headway.archive import check_model_definition_isolated, extract_model_defin
 from headway.expconf import parse_experiment_config
 from registry import lifecycle
 from registry.models import Checkpoint, Experiment, RunShare, TrialLog, TrialRun
-from workers import distributed, isolation, supervision
+from workers import db_outage, distributed, isolation, supervision
 from workers.distributed import NodePlan
 from workers.loglines import clean_line, read_lines
 
@@ -225,8 +225,14 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
         exit_code = None
     exit_code = watch.final_exit_code(exit_code, logs.add)
     logs.add(f"[headway] run {run_id} exited with code {exit_code}")
-    logs.flush()
-    lifecycle.trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code)
+    # The exit must be recorded even across a database restart (workers/db_outage.py).
+    budget = settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS
+    db_outage.retry_database(logs.flush, budget=budget, what="trial logs")
+    db_outage.retry_database(
+        lambda: lifecycle.trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code),
+        budget=budget,
+        what=f"trial {trial_id} run {run_id} exit",
+    )
     if exit_code == 0 and not os.environ.get("HEADWAY_KEEP_WORKDIRS"):
         shutil.rmtree(run_dir, ignore_errors=True)
     return exit_code
@@ -333,10 +339,14 @@ def _launch_and_wait(
         bufsize=1,
         start_new_session=True,  # own process group, so the whole tree can be signalled
     )
-    if share is None:
-        lifecycle.trial_run_running(trial_id=run.trial_id, run_id=run.run_id)
-    else:
-        distributed.share_running(share)
+    # The process runs now: a database restart at this moment must not orphan it.
+    db_outage.retry_database(
+        (lambda: lifecycle.trial_run_running(trial_id=run.trial_id, run_id=run.run_id))
+        if share is None
+        else (lambda: distributed.share_running(share)),
+        budget=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS,
+        what=f"trial {run.trial_id} run {run.run_id} running",
+    )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
     killer = supervision.ProcessGroupKiller(process, settings.HEADWAY_KILL_GRACE_SECONDS)
@@ -361,9 +371,14 @@ def _pump_output(
 ) -> None:
     """Copy output to the logs until the process ends: flush them every
     ``HEADWAY_LOG_FLUSH_SECONDS`` (then ``on_flush()``: is a kill due?), ``on_beat()`` every
-    ``HEADWAY_HEARTBEAT_SECONDS``, and escalate a scheduled kill."""
+    ``HEADWAY_HEARTBEAT_SECONDS``, and escalate a scheduled kill.
+
+    A database outage shorter than ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS`` is ridden out (lines
+    wait in memory, calls are retried: workers/db_outage.py); a longer one stops the process,
+    since the reaper may then give its trial to another host."""
     flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
     last_flush = last_beat = time.monotonic()
+    outage = db_outage.DatabaseOutage(settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
     while True:
         try:
             item = lines.get(timeout=flush_every)
@@ -375,12 +390,18 @@ def _pump_output(
             logs.add(item)
         now = time.monotonic()
         if now - last_flush >= flush_every or len(logs.pending) >= 500:
-            logs.flush()
+            # No pending line: no call, so an outage's clock is not reset by a no-op flush.
+            if not logs.pending or outage.attempt(logs.flush):
+                outage.attempt(on_flush)
             last_flush = now
-            on_flush()
-        if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS:
-            on_beat()
+        if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS and outage.attempt(on_beat):
             last_beat = now
+        if outage.exceeded and not killer.scheduled:
+            logs.add(
+                f"[headway] the database was unreachable for {outage.budget:g} s "
+                f"({outage.last_error}): stopping the trial (its run is re-queued)"
+            )
+            killer.schedule()
         message = killer.escalate()
         if message:
             logs.add(message)

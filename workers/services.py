@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import os
 import signal
 import subprocess
@@ -41,13 +42,41 @@ def worker_command(
     ]  # fmt: skip
 
 
-def web_command(port: int) -> list[str]:
-    """The web server command line: gunicorn with threads (``config/gunicorn.py``), on loopback
-    (the Docker image binds all interfaces through ``deploy/entrypoint.sh web``)."""
+def web_command(port: int, bind: str = "127.0.0.1") -> list[str]:
+    """The web server command line: gunicorn with threads (``config/gunicorn.py``), on
+    ``bind`` (loopback by default; the Docker image binds all interfaces through
+    ``deploy/entrypoint.sh web``)."""
+    address = f"[{bind}]" if ":" in bind else bind
     return [
         sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
-        "--bind", f"127.0.0.1:{port}",
+        "--bind", f"{address}:{port}",
     ]  # fmt: skip
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ``::1``)."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: whatever it resolves to, it is meant for others
+
+
+def exposure_warning(bind: str) -> str | None:
+    """A warning when the embedded setup (SQLite, no ``HEADWAY_TRIAL_USER``) is served on a
+    non-loopback address ``bind``: its worker runs everyone's trial code as the server's own
+    user, with the server's files and secrets in reach (docs/security.md). None otherwise."""
+    embedded = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+    if is_loopback(bind) or not embedded or settings.HEADWAY_TRIAL_USER:
+        return None
+    return (
+        f"WARNING: serving the embedded setup on {bind}, beyond this machine. Its worker runs "
+        "every user's trial code as this server's own user, which can read the SQLite "
+        "database, the secret key and every checkpoint. Let only trusted users in, or set "
+        "HEADWAY_TRIAL_USER (the worker then runs as root) or deploy with PostgreSQL and "
+        "separate worker hosts (docs/deployment.md)."
+    )
 
 
 def _die_with_parent() -> None:
@@ -74,10 +103,14 @@ class Services:
             slots (``HEADWAY_SLOTS``).
         log_dir (Path | None): write each child's output to ``<log_dir>/{web,worker}.log`` instead
             of this terminal.
+        bind (str): the web server's address (loopback by default).
     """
 
-    def __init__(self, port: int, concurrency: int = 1, log_dir: Path | None = None) -> None:
+    def __init__(
+        self, port: int, concurrency: int = 1, log_dir: Path | None = None, bind: str = "127.0.0.1"
+    ) -> None:
         self.port = port
+        self.bind = bind
         self.concurrency = concurrency
         self.log_dir = log_dir
         self.children: list[subprocess.Popen] = []
@@ -113,7 +146,7 @@ class Services:
             raise
 
     def _start(self, timeout: float) -> None:
-        self._spawn("web", web_command(self.port))
+        self._spawn("web", web_command(self.port, self.bind))
         # One host with `concurrency` CPU slots (one more thread for the reaper).
         self._spawn(
             "worker", worker_command(self.concurrency + 1), HEADWAY_SLOTS=str(self.concurrency)

@@ -2,8 +2,9 @@
 
 from django.core.management.base import BaseCommand
 
-from config.env import envint
-from workers.services import Services
+from config.env import envint, envstr
+from workers import isolation
+from workers.services import Services, exposure_warning
 
 
 class Command(BaseCommand):
@@ -12,11 +13,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=envint("HEADWAY_PORT", 8000))
         parser.add_argument("--slots", type=int, default=envint("HEADWAY_WORKER_SLOTS", 1))
+        parser.add_argument(
+            "--bind",
+            default=envstr("HEADWAY_BIND", "127.0.0.1"),
+            help="the web server's address (default: loopback only)",
+        )
 
-    def handle(self, port, slots, **options):
-        services = Services(port=port, concurrency=slots)
+    def handle(self, port, slots, bind, **options):
+        warning = exposure_warning(bind)
+        if warning:
+            self.stderr.write(warning)
+            self.stderr.flush()
+        user = isolation.trial_user()
+        if user is not None:
+            isolation.check_trial_user_runs_python(user)
+        services = Services(port=port, concurrency=slots, bind=bind)
         services.start()
-        self.stdout.write(f"Headway is serving on http://127.0.0.1:{port}/ (Ctrl-C to stop)")
+        host = f"[{bind}]" if ":" in bind else bind
+        self.stdout.write(f"Headway is serving on http://{host}:{port}/ (Ctrl-C to stop)")
         try:
             services.wait()
         finally:

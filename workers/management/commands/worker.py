@@ -19,8 +19,11 @@ class Command(BaseCommand):
     help = "Run this host's worker: registers its slots and runs the trials placed on it."
 
     def handle(self, **options):
-        # A HEADWAY_TRIAL_USER this worker cannot switch to fails here, not at the first trial.
-        isolation.trial_user()
+        # A HEADWAY_TRIAL_USER this worker cannot switch to, or that cannot run its Python,
+        # fails here, not at every trial.
+        user = isolation.trial_user()
+        if user is not None:
+            isolation.check_trial_user_runs_python(user)
         spec = detect_host()
         command = worker_command(spec.slots + 1, host_name=spec.name)
         kind = "GPU" if spec.gpu else "CPU"
