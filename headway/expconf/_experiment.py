@@ -315,6 +315,29 @@ def _expanded_values(data: Any, limit: int) -> int:
     return count(data)
 
 
+MAX_CONFIG_DEPTH = 100
+"""Deepest nesting of mappings and lists a config may have: validation and serialisation
+recurse per level, and a config 500 levels deep failed there (pydantic's recursion guard, a 500
+on the server, issue #23)."""
+
+
+def _check_depth(data: Any) -> None:
+    """Refuse ``data`` nested deeper than ``MAX_CONFIG_DEPTH`` (walked without recursion).
+
+    Raises:
+        ConfigError: keyed ``config``.
+    """
+    pending: list[tuple[Any, int]] = [(data, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            raise ConfigError.single(
+                "config", f"the config is nested more than {MAX_CONFIG_DEPTH} levels deep"
+            )
+        children = node.values() if isinstance(node, dict) else node
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+
+
 def load_yaml(text: str, max_values: int = MAX_YAML_VALUES) -> Any:
     """Parse YAML text; raise ``ConfigError`` keyed ``config`` with line and column on errors.
 
@@ -358,31 +381,8 @@ def parse_experiment_config(data: dict[str, Any] | str) -> ExperimentConfig:
     if not isinstance(data, dict):
         got = "an empty document" if data is None else type(data).__name__
         raise ConfigError.single("config", f"the config must be a mapping of fields, got {got}")
+    _check_depth(data)
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError.from_validation_error(exc, ExperimentConfig) from None
-MAX_CONFIG_DEPTH = 100
-"""Deepest nesting of mappings and lists a config may have: validation and serialisation
-recurse per level, and a config 500 levels deep failed there (pydantic's recursion guard, a 500
-on the server, issue #23)."""
-
-
-def _check_depth(data: Any) -> None:
-    """Refuse ``data`` nested deeper than ``MAX_CONFIG_DEPTH`` (walked without recursion).
-
-    Raises:
-        ConfigError: keyed ``config``.
-    """
-    pending: list[tuple[Any, int]] = [(data, 1)]
-    while pending:
-        node, depth = pending.pop()
-        if depth > MAX_CONFIG_DEPTH:
-            raise ConfigError.single(
-                "config", f"the config is nested more than {MAX_CONFIG_DEPTH} levels deep"
-            )
-        children = node.values() if isinstance(node, dict) else node
-        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-
-
-    _check_depth(data)
