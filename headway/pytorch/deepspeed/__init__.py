@@ -13,7 +13,8 @@ changing ``from determined.pytorch import deepspeed as det_ds`` to
         hw_ds.Trainer(trial, context).fit(max_length=pytorch.Epoch(3))
 
 Importing this package sets ``DS_ACCELERATOR=cpu`` when it is unset and torch sees no CUDA
-device, and keeps DeepSpeed from compiling ops on the CPU (``_setup``). Needs the optional
+device, keeps DeepSpeed from compiling ops on the CPU, and logs a line before DeepSpeed
+compiles an op it needs (e.g. ``FusedAdam``'s, minutes without output) (``_setup``). Needs the optional
 dependency ``deepspeed`` (``pip install 'headway[deepspeed]'``). See docs/deepspeed.md.
 """
 
@@ -30,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 _setup.skip_op_builds()
+_setup.announce_op_builds()
 
 from headway.pytorch.deepspeed._config import overwrite_deepspeed_config  # noqa: E402
 from headway.pytorch.deepspeed._context import DeepSpeedTrialContext  # noqa: E402

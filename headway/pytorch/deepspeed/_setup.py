@@ -4,7 +4,9 @@ DeepSpeed picks its accelerator when first asked (``DS_ACCELERATOR`` wins); on a
 CUDA Headway sets ``DS_ACCELERATOR=cpu`` so the choice is explicit. On the CPU accelerator
 ``deepspeed.initialize`` would JIT-compile a shared-memory all-reduce op with ninja + g++ the
 first time (about 30 s, and a failure where no compiler is installed); Headway marks that op
-incompatible so gloo's own collectives are used and nothing is compiled.
+incompatible so gloo's own collectives are used and nothing is compiled. Other ops an engine
+needs (``FusedAdam`` for ``"optimizer": {"type": "Adam"}``, CPU Adam with offload, ...) are
+compiled on first use, for minutes and silently: Headway logs a line before each build.
 
 ``deepspeed.init_distributed`` reads the torch launcher's variables (``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) and otherwise tries MPI discovery (which needs
@@ -14,9 +16,11 @@ incompatible so gloo's own collectives are used and nothing is compiled.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +48,39 @@ def skip_op_builds() -> None:
 
     if get_accelerator().device_name() == "cpu":
         deepspeed.ops.__compatible_ops__[SHM_COMM_OP] = False
+
+
+def announce_op_builds() -> None:
+    """Log a warning in the trial's log before DeepSpeed compiles one of its C++/CUDA ops.
+
+    DeepSpeed builds an op it was not installed with (``DS_BUILD_OPS=0``, Headway's install)
+    the first time an engine needs it, e.g. ``FusedAdam`` for ``"optimizer": {"type":
+    "Adam"}``: ``OpBuilder.load()`` calls ``OpBuilder.jit_load()``, which runs ninja and prints
+    nothing for minutes, so a trial looks hung. This wraps ``jit_load`` (once per process) to
+    say so first, and how long it took after. Later runs reuse torch's extension cache and
+    pass through quickly.
+    """
+    from deepspeed.ops.op_builder import builder
+
+    original = builder.OpBuilder.jit_load
+    if getattr(original, "_headway_announces", False):
+        return
+
+    @functools.wraps(original)
+    def jit_load(self: Any, verbose: bool = True) -> Any:
+        logger.warning(
+            "DeepSpeed is building its %r op (%s) on first use: compiling can take several "
+            "minutes without output; later runs reuse torch's extension cache",
+            self.name,
+            type(self).__name__,
+        )
+        start = time.monotonic()
+        module = original(self, verbose)
+        logger.info("DeepSpeed op %r ready after %.0f s", self.name, time.monotonic() - start)
+        return module
+
+    jit_load._headway_announces = True  # type: ignore[attr-defined]
+    builder.OpBuilder.jit_load = jit_load
 
 
 def free_port() -> int:
