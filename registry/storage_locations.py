@@ -197,7 +197,11 @@ def resolve_storage(
                 f"location: {_names(found, kind)}",
             )
         else:
-            candidates = [loc for loc in found.locations.values() if loc.type == kind]
+            # The innermost location holding the place wins (locations may nest).
+            candidates = sorted(
+                (loc for loc in found.locations.values() if loc.type == kind),
+                key=lambda loc: -len(loc.host_path or loc.prefix),
+            )
             named = False
             if not candidates:
                 _refuse(f"{field}.type", f"the server has no {kind} storage location")

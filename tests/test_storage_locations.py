@@ -139,6 +139,20 @@ def test_an_experiment_picks_a_location_by_name_a_sub_path_its_folder_or_the_def
     assert resolve_storage(legacy) == {**lake, "prefix": "headway/mine"}
 
 
+def test_the_innermost_of_nested_locations_holds_a_folder(tmp_path, settings):
+    path = tmp_path / "locations.yaml"
+    path.write_text(
+        "default: outer\nlocations:\n"
+        f"  outer: {{type: shared_fs, host_path: {tmp_path}}}\n"
+        f"  inner: {{type: shared_fs, host_path: {tmp_path / 'team'}}}\n"
+    )
+    settings.HEADWAY_STORAGE_LOCATIONS = load_storage_locations(str(path))
+    resolved = resolve_storage({"type": "shared_fs", "host_path": str(tmp_path / "team" / "a")})
+    assert (resolved["location"], resolved["storage_path"]) == ("inner", "a")
+    resolved = resolve_storage({"type": "shared_fs", "host_path": str(tmp_path / "teams")})
+    assert (resolved["location"], resolved["storage_path"]) == ("outer", "teams")
+
+
 @pytest.mark.parametrize(
     ("storage", "field"),
     [
