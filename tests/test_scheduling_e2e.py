@@ -24,7 +24,9 @@ SCRIPT = """
 import json, os, time
 import headway as det
 
-with det.core.init() as ctx:
+# One process even on a 2-slot trial: say so (core.init() refuses several slots without a
+# launcher, as Determined does).
+with det.core.init(distributed=det.core.DistributedContext.single()) as ctx:
     hparams = det.get_cluster_info().trial.hparams
     print(json.dumps({"slot_ids": os.environ.get("HEADWAY_SLOT_IDS")}), flush=True)
     for op in ctx.searcher.operations():

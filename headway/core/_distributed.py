@@ -4,8 +4,9 @@ Same names and semantics as Determined's ``core.DistributedContext``. Its collec
 need ``torch.distributed.init_process_group()`` (Determined's run over its own ZMQ sockets): when
 a process group exists at the first collective they use ``torch.distributed`` object
 collectives on a gloo group (CPU, so control messages never touch the GPU); otherwise they use
-torchrun's key-value store (``headway.core._store_collectives``). The choice is made once, at
-the first collective, so every rank keeps using the same transport.
+torchrun's key-value store, or, in processes no launcher started, a store of their own that
+rank 0 serves (``headway.core._store_collectives``). The choice is made once, at the first
+collective, so every rank keeps using the same transport.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from headway.core._store_collectives import StoreCollectives
+from headway.core._store_collectives import StoreCollectives, agent_store_available
 
 if TYPE_CHECKING:
     from headway._info import ClusterInfo
@@ -28,15 +29,23 @@ class DistributedContext:
     Ranks on one node must be contiguous (``rank == cross_rank * local_size + local_rank``), as
     ``torchrun`` assigns them. With ``size == 1`` every collective is trivial and torch is never
     imported. With ``size > 1`` every rank must call each collective in the same order; the
-    processes must have been started by ``torchrun`` (``headway.launch.torch_distributed``) or
-    have called ``torch.distributed.init_process_group()`` before the first collective.
+    processes may have been started by ``torchrun`` (``headway.launch.torch_distributed``), or
+    have called ``torch.distributed.init_process_group()`` before the first collective, or be
+    started by the script itself (a custom launcher, as Determined's ``core_api/4_distributed.py``):
+    then rank 0 serves a ``torch.distributed`` store for the others (see ``port``).
 
     Arguments:
         rank (int): global rank, ``0 <= rank < size``; rank 0 is the chief.
         size (int): number of workers.
         local_rank (int), local_size (int): rank and count of workers on this node.
         cross_rank (int), cross_size (int): index of this node and number of nodes.
-        chief_ip (str | None): address of the chief's node (informational).
+        chief_ip (str | None): address of the chief's node: where the other ranks reach the
+            store rank 0 serves when no launcher started the processes (required then when
+            ``cross_size > 1``; default ``127.0.0.1``).
+        port (int | None): Headway extension: the TCP port of that store. Default: on the
+            cluster a file in the run's directory (one host) or the port the worker reserved
+            for the run (several hosts); outside it Determined's default port, 12360 (two such
+            jobs on one machine at once need different ports).
 
     Raises:
         ValueError: when the ranks are inconsistent (naming the field).
@@ -52,6 +61,7 @@ class DistributedContext:
         cross_rank: int,
         cross_size: int,
         chief_ip: str | None = None,
+        port: int | None = None,
     ) -> None:
         for name, value, bound in (
             ("rank", rank, size),
@@ -72,6 +82,9 @@ class DistributedContext:
         self._cross_rank = int(cross_rank)
         self._cross_size = int(cross_size)
         self._chief_ip = chief_ip
+        if port is not None and (isinstance(port, bool) or not 0 < int(port) < 65536):
+            raise ValueError(f"DistributedContext: port={port!r} is not a TCP port")
+        self._port = None if port is None else int(port)
         self._group: Any = None  # gloo group for the whole job, created on first use
         self._local_group: Any = None
         self._store: StoreCollectives | None = None  # or torchrun's store, chosen on first use
@@ -287,6 +300,8 @@ class DistributedContext:
         group is left alone). A later collective chooses its transport again."""
         self._group = None
         self._local_group = None
+        if self._store is not None:
+            self._store.leave()
         self._store = None
         self._transport = None
 
@@ -308,7 +323,16 @@ class DistributedContext:
 
     def _store_collectives(self) -> StoreCollectives:
         if self._store is None:
-            self._store = StoreCollectives.from_agent_store()
+            if agent_store_available():
+                self._store = StoreCollectives.from_agent_store()
+            else:
+                self._store = StoreCollectives.for_ranks(
+                    rank=self._rank,
+                    size=self._size,
+                    cross_size=self._cross_size,
+                    chief_ip=self._chief_ip,
+                    port=self._port,
+                )
         return self._store
 
     def _torch_group(self, *, local: bool) -> tuple[Any, Any]:
