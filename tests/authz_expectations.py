@@ -67,6 +67,7 @@ API: dict[tuple[str, str], str] = {
     ("checkpoint-detail", "get"): READ_ANY_RUN,
     ("checkpoint-detail", "delete"): OWNER,
     ("checkpoint-download", "get"): READ_ANY_RUN,
+    ("checkpoint-metadata", "post"): TRIAL_DATA,
     ("worker-list", "get"): READ,
     ("worker-detail", "get"): READ,
     ("model-list", "get"): READ_ANY_RUN,

@@ -185,6 +185,7 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         },
         ("trial-preempt-ack", "post"): {"run_id": t.run_id},
         ("trial-progress", "post"): {"progress": 0.5},
+        ("checkpoint-metadata", "post"): {"metadata": {"note": "mx"}},
         ("trial-searcher-completed", "post"): {"length": 10, "metric": 0.5},
         ("trial-searcher-early-exit", "post"): {"reason": "errored"},
         ("trial-continue-trial", "post"): {},

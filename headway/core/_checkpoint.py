@@ -55,6 +55,8 @@ class CheckpointRegistry(Protocol):
 
     def get_metadata(self, storage_id: str) -> dict[str, Any] | None: ...
 
+    def add_metadata(self, storage_id: str, metadata: dict[str, Any]) -> dict[str, Any] | None: ...
+
 
 class LocalCheckpointRegistry:
     """Local mode: log registrations; metadata is read back from ``metadata.json``."""
@@ -77,6 +79,10 @@ class LocalCheckpointRegistry:
 
     def get_metadata(self, storage_id: str) -> dict[str, Any] | None:
         """None: read ``metadata.json`` from storage instead."""
+        return None
+
+    def add_metadata(self, storage_id: str, metadata: dict[str, Any]) -> dict[str, Any] | None:
+        """None: update ``metadata.json`` in storage instead."""
         return None
 
 
@@ -130,6 +136,13 @@ class RESTCheckpointRegistry:
         except NotFoundError:
             return None
         return dict(answer.get("metadata") or {})
+
+    def add_metadata(self, storage_id: str, metadata: dict[str, Any]) -> dict[str, Any] | None:
+        """``POST checkpoints/{uuid}/metadata/``; the registry's merged metadata."""
+        answer = self._session.post(
+            f"checkpoints/{storage_id}/metadata/", json={"metadata": metadata}
+        )
+        return dict(answer["metadata"])
 
 
 class CheckpointContext:
@@ -333,6 +346,46 @@ class CheckpointContext:
             return metadata
         with self._storage.open_file(storage_id, METADATA_FILE) as fh:
             return dict(json.load(fh))
+
+    def set_metadata(self, storage_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
+        """Add keys to a stored checkpoint's metadata (keys already there are replaced); return
+        the whole metadata, as ``get_metadata`` will.
+
+        Managed mode: the registry's copy (``POST checkpoints/{uuid}/metadata/``, the same as
+        ``headway.experimental.client.Checkpoint.add_metadata``); ``metadata.json`` in storage
+        keeps what was stored, as in Determined. Local mode: ``metadata.json`` itself
+        (``shared_fs`` storage only). ``steps_completed`` cannot be changed. Determined 0.38's
+        Core API has no such call (its experimental client has ``add_metadata``).
+
+        Raises:
+            ValueError: when ``metadata`` is not a dict or changes ``steps_completed``.
+            TypeError: naming a key whose value is not JSON-serializable.
+            FileNotFoundError / headway.client.NotFoundError: unknown checkpoint.
+            NotImplementedError: local mode with storage other than ``shared_fs``.
+            headway.client.APIError: the registry refused (e.g. not this trial's checkpoint).
+        """
+        if not isinstance(metadata, dict):
+            raise ValueError(f"checkpoint metadata must be a dict, got {type(metadata).__name__}")
+        safe = json_safe_metrics(metadata, what="checkpoint metadata", metric_limits=False)
+        merged = self._registry.add_metadata(storage_id, safe)
+        if merged is not None:
+            return merged
+        base = getattr(self._storage, "base_path", None)
+        if base is None:
+            raise NotImplementedError(
+                f"set_metadata() in local mode needs shared_fs storage, not {self._storage}"
+            )
+        with self._storage.open_file(storage_id, METADATA_FILE) as fh:
+            current = dict(json.load(fh))
+        steps = safe.get("steps_completed", current.get("steps_completed"))
+        if steps != current.get("steps_completed"):
+            raise ValueError(
+                "set_metadata() cannot change steps_completed "
+                f"({current.get('steps_completed')!r} -> {steps!r})"
+            )
+        current.update(safe)
+        _write_metadata(pathlib.Path(base) / storage_id, current)
+        return current
 
     def delete(self, storage_id: str) -> None:
         """Delete the checkpoint's files (local mode only).

@@ -3,7 +3,8 @@
 Port by changing ``from determined.experimental import client`` to ``from headway.experimental
 import client``. Supported: ``login``, ``get_checkpoint(uuid).download(path)``,
 ``get_experiment(id).get_trials()``, ``get_trial(id).top_checkpoint()`` /
-``list_checkpoints()``, the ``uuid`` / ``metadata`` / ``steps_completed`` attributes, and the
+``list_checkpoints()``, the ``uuid`` / ``metadata`` / ``steps_completed`` attributes,
+``Checkpoint.add_metadata``, and the
 model registry: ``create_model``, ``get_model(name).register_version(uuid)``,
 ``get_version(n).checkpoint``, ``list_models``. The
 HTTP work is ``headway.client.Session``'s; tokens are the CLI's (``headway login``).
@@ -111,6 +112,26 @@ class Checkpoint:
         finally:
             response.close()
         return str(dest)
+
+    def add_metadata(self, metadata: dict[str, Any]) -> None:
+        """Add keys to the checkpoint's metadata; keys already there are replaced (Determined's
+        ``Checkpoint.add_metadata``). ``self.metadata`` becomes the registry's merged copy.
+
+        As in Determined, ``metadata.json`` in checkpoint storage is not changed: the registry
+        (``GET checkpoints/{uuid}/``, ``core_context.checkpoint.get_metadata`` on the cluster)
+        has the merged metadata. Only the experiment's owner (or the trial's own run) may add.
+
+        Raises:
+            TypeError: when ``metadata`` is not a dict.
+            headway.client.APIError: the registry refused (400 naming the field, e.g. a changed
+                ``steps_completed`` or NaN; 403 not the owner; 404 unknown checkpoint).
+        """
+        if not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        answer = self._session.post(
+            f"checkpoints/{self.uuid}/metadata/", json={"metadata": metadata}
+        )
+        self.metadata = dict(answer["metadata"])
 
     def download_file(self, relpath: str, dest: str | os.PathLike[str]) -> None:
         """Download one file of the checkpoint (a key of ``resources``) to ``dest``."""
