@@ -1,0 +1,54 @@
+"""Core API 0.38 calls of a trial's own run against a live registry (issue #24, item 4):
+``train.report_progress`` becomes the trial's (and experiment's) progress, and
+``checkpoint.set_metadata`` / ``get_metadata`` go through ``POST checkpoints/{uuid}/metadata/``."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from headway import core
+from registry.models import Checkpoint, Experiment, Trial
+from tests.helpers import start_run, trial_on_storage
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def run_info(api, live_server, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Trial:
+    """A started run of a trial on shared_fs storage; this process is its trial process."""
+    trial = trial_on_storage(api, {"type": "shared_fs", "host_path": str(tmp_path / "storage")})
+    run = start_run(trial)
+    trial.refresh_from_db()
+    info = {
+        "master_url": live_server.url,
+        "token": run.token,
+        "experiment_id": trial.experiment_id,
+        "trial_id": trial.id,
+        "run_id": run.run_id,
+        "hparams": trial.hparams,
+        "trial_seed": 1,
+        "latest_checkpoint": None,
+        "experiment_config": trial.experiment.config,
+    }
+    path = tmp_path / "run" / "cluster-info.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(info))
+    monkeypatch.setenv("HEADWAY_CLUSTER_INFO", str(path))
+    return trial
+
+
+def test_progress_and_checkpoint_metadata_reach_the_registry(run_info: Trial) -> None:
+    trial = run_info
+    with core.init() as ctx:
+        ctx.train.report_progress(0.4)
+        assert Trial.objects.get(id=trial.id).progress == pytest.approx(0.4)
+        assert Experiment.objects.get(id=trial.experiment_id).progress > 0
+        with ctx.checkpoint.store_path({"steps_completed": 3}) as (path, storage_id):
+            (path / "w.bin").write_bytes(b"w")
+        merged = ctx.checkpoint.set_metadata(storage_id, {"dataset": "digits"})
+        assert merged == {"steps_completed": 3, "dataset": "digits"}
+        assert ctx.checkpoint.get_metadata(storage_id) == merged
+    assert Checkpoint.objects.get(uuid=storage_id).metadata == merged
