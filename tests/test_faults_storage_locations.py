@@ -160,6 +160,12 @@ def test_cannot_read_foreign_uuid_via_registration(stack, users, kind):
     # is new to the registry) but bound to Mallory's own location, where no such files are.
     hostile = _client(run.token)
     body = {"uuid": secret, "steps_completed": 1, "resources": {"weights.bin": len(SECRET)}}
+    # The request cannot name a place: such a field is refused, not silently dropped.
+    for field, value in (("storage", victim), ("host_path", "/"), ("bucket", "b")):
+        answer = hostile.post(
+            f"/api/v1/trials/{trial.id}/checkpoints/", {**body, field: value}, format="json"
+        )
+        assert answer.status_code == 400 and list(answer.json()["errors"]) == [field]
     registered = hostile.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
     assert registered.status_code == 201, registered.json()
     row = Checkpoint.objects.get(uuid=secret)

@@ -15,6 +15,7 @@ from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
 from headway.storage._base import check_relpath
 from registry.api.fields import StorableDictField
+from registry.api.model_serializers import StrictSerializer
 from registry.checkpoints import attach_metadata
 from registry.models import Checkpoint, Experiment, Trial, TrialLog, TrialRun, WorkerHost
 
@@ -173,7 +174,11 @@ INT64_MAX = 2**63 - 1
 RUN_ID_MAX = 2**31 - 1
 
 
-class CheckpointRegisterSerializer(serializers.Serializer):
+class CheckpointRegisterSerializer(StrictSerializer):
+    """``POST trials/{id}/checkpoints/``: only these fields; a body naming anything else (a
+    ``storage``, ``host_path`` or ``bucket`` of one's choosing) is a 400 naming it: the registry
+    decides where a checkpoint lives (the trial's own storage location, issue #23)."""
+
     uuid = serializers.UUIDField()
     # Stored in 64-bit columns: a larger number is a 400, not an overflow (500).
     steps_completed = serializers.IntegerField(min_value=0, max_value=INT64_MAX)
