@@ -105,3 +105,19 @@ def test_finding_db_connections_overload_is_503_with_retry_after_never_sticky():
     # Once the load is over, every series reads back and holds exactly what was acknowledged.
     assert result["after_load"] == {200: REPORTERS}, result
     assert result["mismatched"] == {}, result
+
+
+@pytest.mark.slow
+def test_finding_db_connections_50_reporters_20_readers_on_the_embedded_default():
+    """The same load on the embedded default (SQLite, persistent connections, no pool): no
+    500, nothing lost, every read afterwards succeeds."""
+    backend = Backend.sqlite()
+    try:
+        result = run_load(backend, DURATION_S, "gunicorn", REPORTERS, READERS)
+    finally:
+        backend.cleanup()
+    print(result)
+    assert not [code for code in _codes(result) if code >= 500 and code != 503], result
+    assert all(error.split()[1] == "503:" for error in result["errors"]), result
+    assert result["after_load"] == {200: REPORTERS}, result
+    assert result["mismatched"] == {}, result

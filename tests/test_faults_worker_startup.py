@@ -140,3 +140,29 @@ def test_finding_embedded_default_served_to_network_warns(tmp_path):
     text = (tmp_path / "serve.err").read_text()
     assert "WARNING: serving the embedded setup on 0.0.0.0" in text
     assert "as this server's own user" in text
+
+
+def test_finding_db_connections_worker_refuses_a_pool_smaller_than_its_slots(tmp_path):
+    """A worker whose pool could not hold one connection per running trial (plus its reaper,
+    host heartbeat and beat) would answer its own trials' heartbeats with pool timeouts."""
+    env = dict(
+        os.environ,
+        DATABASE_URL="postgres://nobody@127.0.0.1:1/unused",  # never connected to
+        SECRET_KEY="k" * 50,
+        HEADWAY_SLOTS="8",
+        HEADWAY_DB_POOL_MAX_SIZE="4",
+        HEADWAY_VAR_DIR=str(tmp_path),
+    )
+    env.pop("HEADWAY_TRIAL_USER", None)
+    env.pop("HEADWAY_DB_CONN_MAX_AGE", None)
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "worker"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "HEADWAY_DB_POOL_MAX_SIZE=4 is too small for this host's 8 slot(s)" in proc.stderr

@@ -8,7 +8,7 @@ and the pool queue, with one thread per slot plus one (``workers.services.worker
 import os
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from workers import isolation
 from workers.hosts import detect_host, host_queue
@@ -25,6 +25,14 @@ class Command(BaseCommand):
         if user is not None:
             isolation.check_trial_user_runs_python(user)
         spec = detect_host()
+        # One pooled connection per running trial, the reaper, the host heartbeat and beat's.
+        pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
+        if pool and pool["max_size"] < spec.slots + 3:
+            raise CommandError(
+                f"HEADWAY_DB_POOL_MAX_SIZE={pool['max_size']} is too small for this host's "
+                f"{spec.slots} slot(s): its worker needs {spec.slots + 3} connections at most "
+                "(one per running trial, the reaper, the host heartbeat, beat)"
+            )
         command = worker_command(spec.slots + 1, host_name=spec.name)
         kind = "GPU" if spec.gpu else "CPU"
         self.stdout.write(
