@@ -228,6 +228,26 @@ def test_an_experiment_stored_before_the_locations_keeps_working_inside_one(api,
     assert answer.status_code == 200 and b"".join(answer.streaming_content) == b"x" * 10
 
 
+@pytest.mark.django_db
+def test_storage_locations_check_lists_what_the_locations_leave_out(api, admin, capsys):
+    from django.core.management import CommandError, call_command
+
+    from registry.models import Experiment, Trial
+
+    call_command("storage_locations_check")
+    assert "Every experiment and checkpoint is inside" in capsys.readouterr().out
+    trial = Trial.objects.get(experiment_id=create_experiment(api).json()["id"])
+    old = {"type": "shared_fs", "host_path": "/srv/old-checkpoints"}
+    Experiment.objects.filter(id=trial.experiment_id).update(
+        config={**trial.experiment.config, "checkpoint_storage": old}
+    )
+    with pytest.raises(CommandError, match="1 storage place"):
+        call_command("storage_locations_check")
+    out = capsys.readouterr().out
+    assert "/srv/old-checkpoints" in out and f"experiments {trial.experiment_id}" in out
+    assert "checkpoint_storage.host_path" in out
+
+
 # -- the marker ----------------------------------------------------------------------------------
 
 
