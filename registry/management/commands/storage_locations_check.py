@@ -29,7 +29,7 @@ def _problem(storage: dict) -> str | None:
 class Command(BaseCommand):
     help = "List experiments and checkpoints whose checkpoint storage is outside every location."
 
-    def handle(self, **options):
+    def handle(self, *args: object, **options: object) -> None:
         # place (as JSON) -> (reason, experiment ids); checkpoints per place
         outside: dict[str, tuple[str, set[int]]] = {}
         counts: dict[str, int] = defaultdict(int)
