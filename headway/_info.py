@@ -88,7 +88,7 @@ class ClusterInfo:
             latest_checkpoint=data.get("latest_checkpoint"),
             latest_checkpoint_steps=data.get("latest_checkpoint_steps"),
             searcher_length=data.get("searcher_length"),
-            **_placement(os.environ),
+            **_placement(),
         )
 
 
@@ -98,16 +98,16 @@ def _slot_id(name: str) -> int | str:
     return int(number) if number.isdigit() else text
 
 
-def _placement(env: Any) -> dict[str, Any]:
+def _placement() -> dict[str, Any]:
     """``slot_ids``, ``container_addrs`` and ``container_rank`` from the variables the worker
     sets for ``headway.launch.torch_distributed`` (see ``ClusterInfo``)."""
-    slots = [_slot_id(s) for s in (env.get("HEADWAY_SLOT_IDS") or "").split(",") if s.strip()]
-    nodes = max(int(env.get("HEADWAY_NUM_NODES") or 1), 1)
-    chief = env.get("HEADWAY_CHIEF_IP") or "127.0.0.1"
+    raw_slots = os.environ.get("HEADWAY_SLOT_IDS") or ""
+    nodes = max(int(os.environ.get("HEADWAY_NUM_NODES") or 1), 1)
+    chief = os.environ.get("HEADWAY_CHIEF_IP") or "127.0.0.1"
     return {
-        "slot_ids": slots,
+        "slot_ids": [_slot_id(s) for s in raw_slots.split(",") if s.strip()],
         "container_addrs": [chief] + [""] * (nodes - 1),
-        "container_rank": int(env.get("HEADWAY_NODE_RANK") or 0),
+        "container_rank": int(os.environ.get("HEADWAY_NODE_RANK") or 0),
     }
 
 
