@@ -134,7 +134,7 @@ def test_it_names_unknown_nested_fields_with_their_allowed_names() -> None:
             "hyperparameters": {"g": {"x": {"type": "int", "minval": 1, "maxval": 2, "c": 3}}},
         }
     )
-    assert "allowed fields: priority, slots_per_trial" in errors["resources.slots"][0]
+    assert "allowed fields: max_slots, priority, slots_per_trial" in errors["resources.slots"][0]
     assert "max_length" in errors["searcher.max_trials"][0]
     assert "minval" in errors["hyperparameters.g.x.c"][0]
 
@@ -276,11 +276,9 @@ def test_sample_hparams_accepts_a_raw_space_and_copies_constants() -> None:
 @pytest.mark.parametrize(
     ("section", "path", "hint"),
     [
-        (
-            {"hyperparameters": {"lr": {"type": "log", "minval": -3, "maxval": -1, "count": 3}}},
-            "hyperparameters.lr.count",
-            "grid searcher",
-        ),
+        ({"bind_mounts": []}, "bind_mounts", "not in a container"),
+        ({"log_policies": []}, "log_policies", "max_restarts"),
+        ({"environment": {"image": "x"}}, "environment.image", "container image"),
     ],
 )
 def test_fields_not_implemented_yet_are_refused_by_name(
@@ -355,15 +353,11 @@ def test_grid_requires_count_on_every_range_hyperparameter() -> None:
 @pytest.mark.parametrize(
     "searcher", [_searcher("single"), _searcher("random", max_trials=2)], ids=["single", "random"]
 )
-def test_count_is_refused_by_the_other_searchers(searcher: dict[str, object]) -> None:
+def test_count_is_accepted_and_ignored_by_the_other_searchers(searcher: dict[str, object]) -> None:
+    # Determined ignores count outside grid search; a grid config ports to random unchanged.
     space = {"g": {"d": {"type": "double", "minval": 0.0, "maxval": 1.0, "count": 2}}}
-    errors = _errors({**MINIMAL, "hyperparameters": space, "searcher": searcher})
-    assert errors == {
-        "hyperparameters.g.d.count": [
-            f"not supported by the {searcher['name']} searcher: count (grid points) is used "
-            "only by the grid searcher; leave it out or use searcher.name: grid"
-        ]
-    }
+    cfg = parse_experiment_config({**MINIMAL, "hyperparameters": space, "searcher": searcher})
+    assert cfg.to_dict()["hyperparameters"]["g"]["d"]["count"] == 2
 
 
 def test_count_must_be_positive() -> None:
@@ -390,7 +384,7 @@ def test_several_slots_per_trial_are_accepted_for_a_shell_command_entrypoint() -
     # A Core API script receives every assigned device and may start its own ranks.
     cfg = parse_experiment_config({**MINIMAL, "resources": {"slots_per_trial": 4}})
     assert cfg.resources.slots_per_trial == 4
-    assert cfg.to_dict()["resources"] == {"slots_per_trial": 4, "priority": 42}
+    assert cfg.to_dict()["resources"] == {"slots_per_trial": 4, "priority": 42, "max_slots": None}
 
 
 @pytest.mark.parametrize(("priority", "ok"), [(1, True), (99, True), (0, False), (100, False)])

@@ -417,3 +417,34 @@ def test_a_quiet_process_lines_are_written_within_the_flush_interval(submit, set
     producer.join()
     assert flushed.is_set()
     assert log_lines(trial) == ["line 0", "line 1", "line 2"]
+
+
+# Determined 0.38 config forms (issue #24): environment_variables, list entrypoints.
+
+
+def test_config_variables_reach_the_trial_and_headway_s_own_win(submit):
+    variables = ["GREETING=hello there", "EQUALS=a=b", "PATH=/opt/custom/bin"]
+    trial = submit("python probe.py", environment={"environment_variables": variables})
+    assert runner.run_trial(trial.id, 1) == 0
+    env = probe_output(trial)["env"]
+    assert env["GREETING"] == "hello there" and env["EQUALS"] == "a=b"
+    # PATH is the config's, behind the worker's interpreter (which has headway).
+    assert env["PATH"].split(":")[1:] == ["/opt/custom/bin"]
+
+
+def test_variables_by_device_type_pick_cpu_on_a_host_without_gpus(submit):
+    by_device = {"cpu": ["DEVICE_KIND=cpu"], "cuda": ["DEVICE_KIND=cuda"]}
+    trial = submit("python probe.py", environment={"environment_variables": by_device})
+    assert runner.run_trial(trial.id, 1) == 0
+    assert probe_output(trial)["env"]["DEVICE_KIND"] == "cpu"
+
+
+def test_a_list_entrypoint_runs_without_a_shell(submit):
+    trial = submit(["python", "-c", "import sys; print('argv', sys.argv[1:])", "$HOME", "a b"])
+    assert runner.run_trial(trial.id, 1) == 0
+    lines = log_lines(trial)
+    assert lines[0].endswith(
+        "python -c 'import sys; print('\"'\"'argv'\"'\"', sys.argv[1:])' '$HOME' 'a b'"
+    )
+    # No shell: "$HOME" is not expanded, "a b" stays one argument.
+    assert "argv ['$HOME', 'a b']" in lines

@@ -31,12 +31,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Literal
 
 from django.conf import settings
 from django.utils import timezone
 
 from headway.archive import check_model_definition_isolated, extract_model_definition
-from headway.expconf import parse_experiment_config
+from headway.expconf import EnvironmentConfig, parse_experiment_config
 from registry import lifecycle
 from registry.models import Checkpoint, Experiment, RunShare, TrialLog, TrialRun
 from workers import db_outage, distributed, isolation, supervision
@@ -83,16 +84,19 @@ STARTUP_HOOK = "startup-hook.sh"
 
 
 def _command(
-    entrypoint: str, is_trial_class: bool, slots: int = 1, code_dir: Path | None = None
+    entrypoint: str | list[str], is_trial_class: bool, slots: int = 1, code_dir: Path | None = None
 ) -> list[str]:
     """The process to start: a trial class under the harness (under the launcher with several
-    slots), a shell command as given.
+    slots), a shell command as given, a list as the argv itself (no shell, as Determined runs
+    a list entrypoint; the program is looked up on the trial's ``PATH``).
 
     When the model definition has a ``startup-hook.sh`` at its top, it is sourced by bash in
     the trial's working directory first (Determined's hook: install packages, export
     variables the entrypoint sees); if it fails, the entrypoint does not start.
     """
-    if is_trial_class and slots > 1:
+    if isinstance(entrypoint, list):
+        command = list(entrypoint)
+    elif is_trial_class and slots > 1:
         command = [sys.executable, "-m", "headway.launch.torch_distributed", "--trial", entrypoint]
     elif is_trial_class:
         command = [sys.executable, "-m", "headway.exec.harness", entrypoint]
@@ -102,6 +106,13 @@ def _command(
         hook = f'set -e; source ./{STARTUP_HOOK}; set +e; exec "$@"'
         return ["/bin/bash", "-c", hook, STARTUP_HOOK, *command]
     return command
+
+
+def _config_variables(config: dict[str, Any], device: Literal["cpu", "cuda"]) -> dict[str, str]:
+    """``environment.environment_variables`` of a stored config for a host with ``device`` slots
+    (validated at submission; ``headway.expconf.EnvironmentConfig``)."""
+    raw = config.get("environment") or {}
+    return EnvironmentConfig.model_validate(raw).variables(device)
 
 
 def _environment(
@@ -116,12 +127,16 @@ def _environment(
     node = node or NodePlan(total_slots=max(run.slots, 1))
     part = share if share is not None else run
     # An allow-list of the worker's environment: never its secrets (workers/isolation.py).
-    storage = (run.trial.experiment.config or {}).get("checkpoint_storage") or {}
+    config = run.trial.experiment.config or {}
+    storage = config.get("checkpoint_storage") or {}
     env = isolation.trial_base_environment(
         os.environ,
         storage_type=str(storage.get("type") or ""),
         extra=settings.HEADWAY_TRIAL_ENV,
     )
+    # The config's environment.environment_variables (by device type), before Headway's own.
+    on_gpu = part.host is not None and part.host.gpu
+    env.update(_config_variables(config, "cuda" if on_gpu else "cpu"))
     # `python` in a shell entrypoint must be the interpreter that has headway installed.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(
@@ -321,7 +336,7 @@ def _launch_and_wait(
     where = f"node {node.node_rank} of {node.nnodes} " if node.nnodes > 1 else ""
     logs.add(
         f"[headway] run {run.run_id} of trial {run.trial_id} starting {where}on {worker_name()}:"
-        f" {entrypoint}"
+        f" {config.entrypoint_text}"
     )
     process = subprocess.Popen(
         supervision.guarded(_command(entrypoint, is_trial_class, node.total_slots, code_dir)),

@@ -79,6 +79,7 @@ class Context:
         self.info = info
         self._metric_sink = metric_sink
         self._close_timeout = close_timeout
+        train._on_validation = getattr(searcher, "warn_if_operations_unasked", None)
         self._closed = False
         # Safety net for scripts that never close the context (or report without ``with``):
         # deliver queued metrics at interpreter exit (atexit runs while daemon threads live).
@@ -273,10 +274,14 @@ def _managed_init(
             raise ValueError("the experiment config has no checkpoint_storage")
         storage = build_storage_manager(config["checkpoint_storage"])
     searcher_config = config.get("searcher") or {}
-    max_length = Length.parse(searcher_config.get("max_length"), "searcher.max_length")
-    # The searcher's current operation (e.g. an ASHA rung), in max_length's unit.
-    length = info.searcher_length if info.searcher_length is not None else max_length.value
-    unit = max_length.unit
+    length: int | None = None
+    unit: Unit | None = None
+    if searcher_config.get("max_length") is not None:
+        max_length = Length.parse(searcher_config["max_length"], "searcher.max_length")
+        # The searcher's current operation (e.g. an ASHA rung), in max_length's unit.
+        length = info.searcher_length if info.searcher_length is not None else max_length.value
+        unit = max_length.unit
+    # else (Determined 0.38): no operations; the script decides how long to train.
 
     def session(**kwargs: Any) -> Session:
         # One Session per thread: requests.Session is not documented as thread-safe.

@@ -225,6 +225,28 @@ class SearcherContext:
         self._reporter = reporter
         self._max_length = max_length
         self._unit = unit
+        self._asked = False  # operations() was called (see warn_if_operations_unasked)
+        self._warned_unasked = False
+
+    def warn_if_operations_unasked(self) -> None:
+        """Log a warning once (it lands in the trial's log) when this trial runs under a searcher
+        that gives operations (the config has ``searcher.max_length``) and the script reports
+        validation metrics without ever having called ``operations()``: such a searcher (ASHA
+        with ``max_length`` above all) then cannot stop or promote the trial, which trains as
+        long as its script says. Called by ``TrainContext.report_validation_metrics``."""
+        managed = isinstance(self._reporter, RegistrySearcherReporter)
+        if self._asked or self._warned_unasked or not managed or self._max_length is None:
+            return
+        if self._dist.rank != 0:
+            return
+        self._warned_unasked = True
+        logger.warning(
+            "this trial's searcher gives operations (searcher.max_length is set), but the "
+            "script reported validation metrics without calling "
+            "core_context.searcher.operations(): the searcher cannot stop or promote it. Train "
+            "to op.length and call op.report_completed(metric), or (Determined 0.38) remove "
+            "searcher.max_length and, for adaptive_asha, set time_metric and max_time"
+        )
 
     def get_configured_units(self) -> Unit | None:
         """The unit of ``op.length`` (``Unit.BATCHES`` / ``EPOCHS`` / ``RECORDS``), or None
@@ -264,7 +286,12 @@ class SearcherContext:
         if searcher_mode is SearcherMode.ChiefOnly and self._dist.rank != 0:
             raise RuntimeError("searcher.operations() is chief-only in SearcherMode.ChiefOnly")
         if self._max_length is None:
-            raise RuntimeError("searcher.operations(): this context has no searcher length")
+            raise RuntimeError(
+                "searcher.operations(): the experiment config has no searcher.max_length, so "
+                "the searcher gives no operations (Determined 0.38): train for the length your "
+                "script chooses and report metrics with core_context.train"
+            )
+        self._asked = True
         broadcast = searcher_mode is SearcherMode.WorkersAskChief
         is_chief = self._dist.rank == 0
         length: int | None = self._max_length

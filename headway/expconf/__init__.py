@@ -7,6 +7,7 @@
     hparams = sample_hparams(cfg.hyperparameters, random.Random(cfg.reproducibility.experiment_seed))
 """
 
+from headway.expconf._environment import EnvironmentConfig
 from headway.expconf._errors import ConfigError
 from headway.expconf._experiment import (
     MAX_YAML_VALUES,
@@ -36,6 +37,7 @@ from headway.expconf._hparams import (
     sample_hparams,
 )
 from headway.expconf._length import UNITS, Length, Unit, length_to_batches
+from headway.expconf._sections import ProfilingConfig
 from headway.expconf._storage import (
     CheckpointStorageConfig,
     LocationStorageConfig,
@@ -55,6 +57,7 @@ __all__ = [
     "ConfigError",
     "ConstHyperparameter",
     "DoubleHyperparameter",
+    "EnvironmentConfig",
     "ExperimentConfig",
     "GridSearcherConfig",
     "Hyperparameter",
@@ -62,6 +65,7 @@ __all__ = [
     "Length",
     "LocationStorageConfig",
     "LogHyperparameter",
+    "ProfilingConfig",
     "RandomSearcherConfig",
     "ReproducibilityConfig",
     "ResourcesConfig",

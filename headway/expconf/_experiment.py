@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from headway.expconf._base import StrictModel, field_error, tagged_union
+from headway.expconf._base import StrictModel, field_error, reject_unsupported, tagged_union
+from headway.expconf._environment import EnvironmentConfig
 from headway.expconf._errors import ConfigError, format_path
 from headway.expconf._hparams import GRID_COUNT_REQUIRED, Hyperparameter, range_hyperparameters
 from headway.expconf._length import Length
+from headway.expconf._sections import (
+    UNSUPPORTED_TOP_LEVEL,
+    ProfilingConfig,
+    check_asha_length,
+    zero_length_is_never,
+)
 from headway.expconf._storage import CheckpointStorageConfig
 
 # ``package.module:ClassName`` -> a PyTorchTrial run by ``headway.exec.harness``.
@@ -25,7 +33,8 @@ class _SearcherFields(StrictModel):
     name: str
     metric: Annotated[str, Field(min_length=1)]
     smaller_is_better: bool = True
-    max_length: Length
+    # Optional as in Determined 0.38: without it the script decides how long to train.
+    max_length: Length | None = None
     source_trial_id: _PositiveInt | None = None
     source_checkpoint_uuid: Annotated[str, Field(min_length=1)] | None = None
 
@@ -36,7 +45,9 @@ class SingleSearcherConfig(_SearcherFields):
     Attributes:
         metric (str): validation metric the searcher ranks by, e.g. ``validation_loss``.
         smaller_is_better (bool): whether lower ``metric`` is better (default True).
-        max_length (Length): how long each trial trains.
+        max_length (Length | None): how long each trial trains (one searcher operation of this
+            length); None (Determined 0.38): the script decides, and the trial ends when its
+            process exits 0.
         source_trial_id (int | None), source_checkpoint_uuid (str | None): warm-start the trial
             from another trial's latest checkpoint or a given checkpoint ("continue trial").
     """
@@ -76,12 +87,33 @@ class GridSearcherConfig(_SearcherFields):
 
 class _HalvingFields(_SearcherFields):
     """Fields of the successive-halving searchers (Li et al., "A System for Massively Parallel
-    Hyperparameter Tuning", MLSys 2020), with Determined's names and defaults."""
+    Hyperparameter Tuning", MLSys 2020), with Determined's names and defaults.
+
+    Two forms (exactly one, ``check_asha_length``): ``max_length`` (the searcher hands each
+    trial operations of rung lengths and promotes the best) or Determined 0.38's
+    ``time_metric`` + ``max_time`` (trials train as their script says and report
+    ``time_metric`` in their validation metrics; ASHA stops the losing ones by preemption).
+    """
 
     max_trials: _PositiveInt
     divisor: Annotated[float, Field(gt=1)] = 4.0
     max_concurrent_trials: Annotated[int, Field(ge=0)] = 16
     stop_once: bool = False
+    time_metric: Annotated[str, Field(min_length=1)] | None = None
+    max_time: _PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _check_length_form(self) -> Any:
+        check_asha_length(self)
+        return self
+
+    @property
+    def top_length(self) -> int:
+        """The top rung's length: ``max_time`` (in ``time_metric``) or ``max_length.value``."""
+        if self.max_time is not None:
+            return self.max_time
+        assert self.max_length is not None  # check_asha_length
+        return self.max_length.value
 
 
 class AsyncHalvingSearcherConfig(_HalvingFields):
@@ -156,11 +188,23 @@ class ResourcesConfig(StrictModel):
     Above 1 a ``module:Class`` entrypoint is started under ``headway.launch.torch_distributed``
     (one process per slot); a shell command must name the launcher itself, as in Determined.
     ``priority`` (Determined's, 1-99): smaller is scheduled first; runs of equal priority are
-    placed in submission order.
+    placed in submission order. ``max_slots`` (Determined's): the most slots the experiment's
+    trials hold at once; a run that would go over waits (others are placed past it).
     """
 
     slots_per_trial: Annotated[int, Field(ge=1)] = 1
     priority: Annotated[int, Field(ge=1, le=99)] = 42
+    max_slots: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _check_max_slots(self) -> ResourcesConfig:
+        if self.max_slots is not None and self.max_slots < self.slots_per_trial:
+            raise field_error(
+                "max_slots",
+                f"must be at least slots_per_trial ({self.slots_per_trial}), or no trial could "
+                f"ever start; got {self.max_slots}",
+            )
+        return self
 
 
 class ReproducibilityConfig(StrictModel):
@@ -191,7 +235,7 @@ class ExperimentConfig(StrictModel):
     name: Annotated[str, Field(min_length=1, max_length=128)] = "experiment"
     description: str = ""
     labels: list[str] = Field(default_factory=list)
-    entrypoint: Annotated[str, Field(min_length=1)]
+    entrypoint: str | list[str]
     hyperparameters: dict[str, Hyperparameter] = Field(default_factory=dict)
     searcher: SearcherConfig
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
@@ -203,10 +247,39 @@ class ExperimentConfig(StrictModel):
     scheduling_unit: _PositiveInt = 100
     reproducibility: ReproducibilityConfig = Field(default_factory=ReproducibilityConfig)
     optimizations: OptimizationsConfig = Field(default_factory=OptimizationsConfig)
+    data: dict[str, Any] = Field(default_factory=dict)
+    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
+    profiling: ProfilingConfig = Field(default_factory=ProfilingConfig)
+    perform_initial_validation: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unsupported(cls, data: Any) -> Any:
+        return reject_unsupported(data, UNSUPPORTED_TOP_LEVEL)
+
+    @field_validator("min_validation_period", "min_checkpoint_period", mode="before")
+    @classmethod
+    def _zero_is_never(cls, value: Any) -> Any:
+        return zero_length_is_never(value)
+
+    @field_validator("entrypoint", mode="before")
+    @classmethod
+    def _entrypoint_form(cls, value: Any) -> Any:
+        # Checked before the union so the message names the two forms, not pydantic's members.
+        if isinstance(value, list):
+            if not value or not all(isinstance(part, str) and part for part in value):
+                raise ValueError("a list entrypoint must be a non-empty list of non-empty strings")
+        elif not isinstance(value, str):
+            raise ValueError(
+                "must be a string (module:Class or a shell command) or a list of strings (argv)"
+            )
+        return value
 
     @field_validator("entrypoint")
     @classmethod
-    def _check_entrypoint(cls, value: str) -> str:
+    def _check_entrypoint(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list):
+            return value  # an argv, run as given (no shell), as Determined runs a list
         value = value.strip()
         if not value:
             raise ValueError("must not be empty")
@@ -220,19 +293,28 @@ class ExperimentConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check_grid_counts(self) -> ExperimentConfig:
-        # ``count`` means grid points: required with ``grid``, refused (not ignored) otherwise.
-        # pydantic keeps one error per validator, so the first offending field (sorted) is named.
-        grid = self.searcher.name == "grid"
-        for route, hp in range_hyperparameters(self.hyperparameters):
-            path = format_path(("hyperparameters", *route, "count"))
-            if grid and hp.count is None:
-                raise field_error(path, GRID_COUNT_REQUIRED)
-            if not grid and hp.count is not None:
-                raise field_error(
-                    path,
-                    f"not supported by the {self.searcher.name} searcher: count (grid points) is "
-                    "used only by the grid searcher; leave it out or use searcher.name: grid",
-                )
+        # ``count`` means grid points: required with ``grid``; other searchers ignore it, as
+        # Determined's do (docs/config.md says so). pydantic keeps one error per validator, so
+        # the first offending field (sorted) is named.
+        if self.searcher.name == "grid":
+            for route, hp in range_hyperparameters(self.hyperparameters):
+                if hp.count is None:
+                    path = format_path(("hyperparameters", *route, "count"))
+                    raise field_error(path, GRID_COUNT_REQUIRED)
+        return self
+
+    @model_validator(mode="after")
+    def _check_trial_class_length(self) -> ExperimentConfig:
+        # The harness runs Trainer.fit() with no max_length: it needs one from the config.
+        searcher = self.searcher
+        timed = getattr(searcher, "time_metric", None) in ("batches", "epochs")
+        if self.entrypoint_trial_class is not None and searcher.max_length is None and not timed:
+            raise field_error(
+                "searcher.max_length",
+                "required with a module:Class entrypoint (the harness trains each trial to it; "
+                "adaptive_asha may give time_metric batches or epochs and max_time instead). "
+                "A script entrypoint may leave it out and pass fit(max_length=...) itself",
+            )
         return self
 
     @property
@@ -241,8 +323,17 @@ class ExperimentConfig(StrictModel):
 
         Anything else is a shell command (Core API script), e.g. ``python train.py --epochs 3``.
         """
+        if isinstance(self.entrypoint, list):
+            return None
         match = _TRIAL_CLASS.match(self.entrypoint)
         return (match["module"], match["cls"]) if match else None
+
+    @property
+    def entrypoint_text(self) -> str:
+        """The entrypoint as one line (a list is shell-quoted), for logs and pages."""
+        if isinstance(self.entrypoint, list):
+            return shlex.join(self.entrypoint)
+        return self.entrypoint
 
     def to_dict(self) -> dict[str, Any]:
         """The normalised, JSON-able config: defaults filled, lengths as ``{"batches": N}``,

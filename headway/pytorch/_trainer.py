@@ -30,7 +30,7 @@ from headway.pytorch._trainer_utils import (
     to_batches,
 )
 from headway.pytorch._trial import PyTorchTrial
-from headway.pytorch._units import Batch, TrainUnit, unit_from_config
+from headway.pytorch._units import Batch, Epoch, TrainUnit, unit_from_config
 
 logger = logging.getLogger("headway.pytorch")
 
@@ -173,8 +173,11 @@ class Trainer:
             validation_period (Batch | Epoch | None): validate this often (plus at the end).
                 Default: the config's ``min_validation_period``.
             max_length (Batch | Epoch | None): how long to train locally (default: the config's
-                ``searcher.max_length``; one of them is required). On the cluster the searcher's
-                operations decide and this is ignored with a warning.
+                ``searcher.max_length``; one of them is required). On the cluster, when the
+                config has ``searcher.max_length`` the searcher's operations decide and this is
+                ignored with a warning; without it (Determined 0.38) this length is trained
+                (default: ``max_time`` of an ``adaptive_asha`` with ``time_metric`` batches or
+                epochs; else required).
             reporting_period (Batch): average and report training metrics this often (cluster:
                 ``scheduling_unit`` batches).
             checkpoint_policy (str): ``"best"`` (also checkpoint after a validation that
@@ -217,10 +220,21 @@ class Trainer:
         if info is not None:
             if test_mode:
                 raise ValueError("fit(test_mode=True) is only supported in local training mode")
-            if max_length is not None:
-                logger.warning(
-                    "fit(max_length=%r) ignored: the searcher decides on the cluster", max_length
-                )
+            if searcher.get("max_length") is not None:
+                if max_length is not None:
+                    logger.warning(
+                        "fit(max_length=%r) ignored: the searcher decides on the cluster",
+                        max_length,
+                    )
+                max_length = None  # the searcher's operations decide
+            else:
+                # Determined 0.38: no searcher.max_length, the script decides how long.
+                max_length = max_length or _time_metric_length(searcher)
+                if max_length is None:
+                    raise ValueError(
+                        "fit(max_length=...) is required: the experiment config has no "
+                        "searcher.max_length (nor adaptive_asha time_metric batches/epochs)"
+                    )
             reporting_period = Batch(int(conf.get("scheduling_unit") or 100))
             if latest_checkpoint is None:
                 latest_checkpoint = info.latest_checkpoint
@@ -261,7 +275,7 @@ class Trainer:
                 loop.validate()
             if test_mode:
                 self._finish(loop, loop.train_to(ctx._position.batches_trained + 1), None)
-            elif info is None:
+            elif max_length is not None:
                 target = to_batches(max_length, per_epoch, "max_length")
                 assert target is not None
                 self._finish(loop, loop.train_to(target.length()), None)
@@ -373,3 +387,13 @@ class Trainer:
                 )
             for cb in loop.callbacks:
                 cb.on_checkpoint_load(str(path))
+
+
+def _time_metric_length(searcher: dict[str, Any]) -> TrainUnit | None:
+    """``max_time`` of a time-metric ASHA counted in ``batches`` or ``epochs``, as a TrainUnit
+    (Determined's ``fit()`` expects its ``max_length`` to match it); None otherwise."""
+    unit = {"batches": Batch, "epochs": Epoch}.get(searcher.get("time_metric") or "")
+    max_time = searcher.get("max_time")
+    if unit is None or not isinstance(max_time, int):
+        return None
+    return unit(max_time)

@@ -158,8 +158,9 @@ class LoopValidation:
             ckpt.restore_rng_state(rng)
         steps = self.pos.batches_trained
         if self.is_chief:
+            reported = {**self._time_metric(steps), **metrics}
             self.core.train.report_validation_metrics(
-                steps_completed=steps, metrics=metrics, epoch=self._epoch_float()
+                steps_completed=steps, metrics=reported, epoch=self._epoch_float()
             )
         for cb in self.callbacks:
             cb.on_validation_end(metrics)
@@ -168,6 +169,18 @@ class LoopValidation:
         if self.checkpoint_policy == "all" or (self.checkpoint_policy == "best" and improved):
             self.checkpoint()
         return metrics
+
+    def _time_metric(self, steps: int) -> dict[str, int]:
+        """``{time_metric: value}`` for an ``adaptive_asha`` with ``time_metric`` ``batches`` or
+        ``epochs``, which ranks trials by it (Determined's PyTorchTrial puts both in every
+        validation); empty otherwise, so other searches report only the trial's metrics."""
+        searcher = self.ctx.get_experiment_config().get("searcher") or {}
+        name = searcher.get("time_metric")
+        if name == "batches":
+            return {"batches": steps}
+        if name == "epochs":
+            return {"epochs": self.pos.epoch_idx}
+        return {}
 
     def searcher_value(self, metrics: dict[str, Any]) -> float | None:
         """The searcher metric's value in ``metrics``; ``KeyError`` names it when absent."""

@@ -31,9 +31,12 @@ from registry.searcher import (
     Operation,
     SearchMethod,
     Shutdown,
+    Stop,
     ValidateAfter,
     build_searcher,
 )
+
+TrialOperation = ValidateAfter | Close | Stop
 
 
 def searcher_for(experiment: Experiment) -> SearchMethod:
@@ -55,13 +58,15 @@ def with_deferred(state: dict[str, Any], deferred: list[dict[str, Any]]) -> dict
     return {**state, "deferred": deferred} if deferred else state
 
 
-def _encode(op: ValidateAfter | Close) -> dict[str, Any]:
+def _encode(op: TrialOperation) -> dict[str, Any]:
     return {"op": type(op).__name__, **dataclasses.asdict(op)}
 
 
-def decode_operation(data: dict[str, Any]) -> ValidateAfter | Close:
+def decode_operation(data: dict[str, Any]) -> TrialOperation:
     if data["op"] == "ValidateAfter":
         return ValidateAfter(str(data["request_id"]), int(data["length"]))
+    if data["op"] == "Stop":
+        return Stop(str(data["request_id"]))
     return Close(str(data["request_id"]))
 
 
@@ -79,8 +84,8 @@ def apply_operations(
     trial of an experiment warm-starts from the same checkpoint: ``warm_start`` at creation,
     later the one its first trial got. In a PAUSED experiment the trial is created PAUSED with
     no run (activating the experiment queues it); a stopping or ended experiment creates no
-    more trials (Determined ignores the searcher's operations then). ``ValidateAfter`` and
-    ``Close`` go to ``apply_trial_operation`` (deferred when the trial is not held).
+    more trials (Determined ignores the searcher's operations then). ``ValidateAfter``,
+    ``Close`` and ``Stop`` go to ``apply_trial_operation`` (deferred when the trial is not held).
     ``Shutdown`` marks the search as over.
     """
     pending = list(operations)
@@ -106,7 +111,7 @@ def apply_operations(
             pending.extend(searcher.on_trial_created(op.request_id))
             if trial.state == State.ACTIVE:
                 schedule_run(trial)  # after its first operation is known
-        elif isinstance(op, ValidateAfter | Close):
+        elif isinstance(op, ValidateAfter | Close | Stop):
             if op.request_id in held:
                 apply_trial_operation(experiment, held[op.request_id], op)
             else:
@@ -125,7 +130,7 @@ def apply_operations(
         transaction.on_commit(lambda: apply_deferred_operations(experiment_id))
 
 
-def apply_trial_operation(experiment: Experiment, trial: Trial, op: ValidateAfter | Close) -> None:
+def apply_trial_operation(experiment: Experiment, trial: Trial, op: TrialOperation) -> None:
     """Apply one operation to a locked trial of the locked experiment.
 
     ``ValidateAfter`` sets the trial's target length (ignored when not beyond what it already
@@ -134,7 +139,8 @@ def apply_trial_operation(experiment: Experiment, trial: Trial, op: ValidateAfte
     paused experiment; left alone in a stopping one). A running trial trains on: the report
     that asked answers with the length, or its exit re-queues it (``_after_active_run``).
     ``Close`` marks the trial closed; one still training toward an operation is asked to
-    checkpoint and stop (the preemption signal; its exit ends it COMPLETED).
+    checkpoint and stop (the preemption signal; its exit ends it COMPLETED). ``Stop`` does the
+    same whatever its operations (time-based ASHA gives none).
     """
     if isinstance(op, ValidateAfter):
         if op.length <= trial.searcher_completed_length:
@@ -157,7 +163,7 @@ def apply_trial_operation(experiment: Experiment, trial: Trial, op: ValidateAfte
         return
     trial.searcher_closed = True
     trial.save(update_fields=["searcher_closed"])
-    if has_pending_operation(trial):
+    if isinstance(op, Stop) or has_pending_operation(trial):
         TrialRun.objects.filter(trial=trial, run_id=trial.run_id, stop_requested="").exclude(
             state__in=[RunState.EXITED, RunState.QUEUED]
         ).update(stop_requested="close")

@@ -23,6 +23,7 @@ from headway.expconf import ConfigError, Length
 from headway.metric_values import encode_and_chart, value_problem
 from registry.errors import InvalidInput
 from registry.lifecycle._common import refresh_experiment
+from registry.lifecycle._time_search import deliver_validation_reports
 from registry.metrics import _store as store
 from registry.metrics._aggregate import COUNT, LAST_STEP, LAST_VALUE, MAX_VALUE, MIN_VALUE, Agg
 from registry.metrics._sql import copy_rows, insert_rows, quote
@@ -229,7 +230,9 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
     In the same transaction: the raw reports (upserted on ``(trial, group, steps_completed)``),
     each touched series' aggregate and buckets (``registry.metrics._store``), the trial's
     ``summary_metrics``, ``steps_completed``, ``best_validation`` and fallback ``progress``,
-    and the experiment's ``best_validation``. Two reports of one step in a batch: the later wins.
+    and the experiment's ``best_validation``; a searcher with ``time_metric`` hears of the
+    validation reports (``registry.lifecycle._time_search``). Two reports of one step in a batch:
+    the later wins.
 
     Raises:
         Trial.DoesNotExist: when the trial is gone.
@@ -312,6 +315,8 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                     best_validation=trial.best_validation
                 )
         trial.save(update_fields=fields)
+        # adaptive_asha with time_metric ranks trials by their validations as they arrive.
+        deliver_validation_reports(trial, experiment, reports)
     return received
 
 

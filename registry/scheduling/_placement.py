@@ -21,7 +21,9 @@ heartbeat and in the periodic reaper task. Its steps:
    others as ``RunShare`` rows, a task to each host's queue). Strict FIFO: the first run that
    cannot be placed now blocks every run behind it (no backfill, docs/decisions.md). A run the
    alive hosts can never fit (or any run while no host is alive) is skipped with a message on
-   its trial instead, so it blocks nobody.
+   its trial instead, so it blocks nobody. So is a run whose experiment already holds its
+   ``resources.max_slots`` (Determined's cap on an experiment's slots at once): it waits for
+   one of its own experiment's runs to end and blocks no other experiment.
 
 Writes outside step 2 are single-row statements (no transaction spans them on PostgreSQL), so a
 pass never holds two row locks at once and cannot deadlock with lifecycle transitions.
@@ -40,7 +42,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -73,6 +75,8 @@ class _Queued:
     priority: int
     slots: int
     message: str  # the trial's scheduling message now
+    experiment_id: int = 0
+    max_slots: int | None = None  # the experiment's resources.max_slots
 
 
 def place_queued_runs() -> list[tuple[int, int]]:
@@ -122,10 +126,18 @@ def _place(pool: str, now: datetime) -> list[tuple[int, int]]:
     free = _free_slots(alive)
     queued = _queued_runs(pool)
     _clear_stale_messages()
+    held = _slots_held_by_experiments({r.experiment_id: r.slots for r in queued if r.max_slots})
     placed: list[tuple[int, int]] = []
     blocked = False
     for run in queued:
         message = unplaceable_message(run.slots, hosts, alive)
+        if message is None and run.max_slots is not None:
+            holding = held.get(run.experiment_id, 0)
+            if holding + run.slots > run.max_slots:
+                message = (
+                    f"waiting: the experiment holds {holding} of its resources.max_slots "
+                    f"{run.max_slots} slots"
+                )
         if message is None and not blocked:
             nodes = gang_size(run.slots, [h.slots for h in alive])
             choice = _best_fit(free, run.slots // nodes, nodes) if nodes else None
@@ -133,6 +145,7 @@ def _place(pool: str, now: datetime) -> list[tuple[int, int]]:
                 blocked = True  # strict FIFO: later runs may not take the slots it waits for
             elif _assign(run, choice):
                 placed.append((run.trial_id, run.run_id))
+                held[run.experiment_id] = held.get(run.experiment_id, 0) + run.slots
         _set_message(run, message or "")
     return placed
 
@@ -238,6 +251,22 @@ def _free_slots(alive: list[WorkerHost]) -> list[_HostSlots]:
     return out
 
 
+def _slots_held_by_experiments(slots_per_trial: dict[int, int]) -> dict[int, int]:
+    """Slots the runs of these experiments (id -> ``slots_per_trial``) hold now, by experiment:
+    each placed run that has not exited holds its trial's ``slots_per_trial`` (chief part and
+    shares together)."""
+    if not slots_per_trial:
+        return {}
+    rows = (
+        TrialRun.objects.filter(trial__experiment_id__in=slots_per_trial, host__isnull=False)
+        .exclude(state=RunState.EXITED)
+        .values("trial__experiment_id")
+        .annotate(runs=Count("id"))
+        .values_list("trial__experiment_id", "runs")
+    )
+    return {experiment_id: runs * slots_per_trial[experiment_id] for experiment_id, runs in rows}
+
+
 def _resources(config: Any) -> ResourcesConfig:
     raw = config.get("resources") if isinstance(config, dict) else None
     try:
@@ -274,6 +303,8 @@ def _queued_runs(pool: str) -> list[_Queued]:
             priority=resources[experiment_id].priority,
             slots=resources[experiment_id].slots_per_trial,
             message=message,
+            experiment_id=experiment_id,
+            max_slots=resources[experiment_id].max_slots,
         )
         for pk, trial_id, run_id, created_at, experiment_id, message in rows
     ]

@@ -1,12 +1,20 @@
 """Searchers: event-driven hyperparameter search, pure Python (no Django), as in Determined.
 
 A searcher answers events with operations (``Create``, ``ValidateAfter``, ``Close``,
-``Shutdown``); its state serialises to JSON on the experiment so a restarted server resumes it.
+``Stop``, ``Shutdown``); its state serialises to JSON on the experiment so a restarted server resumes it.
 """
 
 from headway.expconf import ExperimentConfig
 from registry.searcher._asha import HalvingSearch
-from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
+from registry.searcher._base import (
+    Close,
+    Create,
+    Operation,
+    SearchMethod,
+    Shutdown,
+    Stop,
+    ValidateAfter,
+)
 from registry.searcher._grid import GridSearch
 from registry.searcher._random import RandomSearch
 from registry.searcher._single import SingleSearch
@@ -39,6 +47,7 @@ __all__ = [
     "Operation",
     "SearchMethod",
     "Shutdown",
+    "Stop",
     "ValidateAfter",
     "build_searcher",
 ]

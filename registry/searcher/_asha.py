@@ -16,6 +16,7 @@ from headway.expconf import (
     ExperimentConfig,
     sample_hparams,
 )
+from registry.searcher._asha_stopping import StoppingBracket
 from registry.searcher._base import Create, Operation, SearchMethod, Shutdown
 from registry.searcher._fixed import trial_rng
 from registry.searcher._halving import Bracket
@@ -64,7 +65,9 @@ class HalvingSearch(SearchMethod):
     """ASHA brackets run side by side (a "tournament"): request ids are global (``"1"``,
     ``"2"``, ...), each belongs to one bracket, and every event goes to its bracket. Trial ``i``
     samples its hparams and seed from ``trial_rng(experiment seed, i)``, as ``random`` does.
-    ``Shutdown`` once every bracket is done.
+    ``Shutdown`` once every bracket is done. With ``max_length`` the brackets give operations
+    and promote (``Bracket``); with ``time_metric``/``max_time`` they stop losing trials
+    (``StoppingBracket``, Determined 0.38).
     """
 
     def __init__(self, config: ExperimentConfig, seed: int) -> None:
@@ -85,19 +88,22 @@ class HalvingSearch(SearchMethod):
             )
         self.created = 0
         self.bracket_of: dict[str, int] = {}
-        self.brackets = [
-            Bracket(
-                num_rungs=num_rungs,
-                max_length=searcher.max_length.value,
-                divisor=searcher.divisor,
-                max_trials=trials[index],
-                max_concurrent=concurrent[index],
-                stop_once=searcher.stop_once,
-                smaller_is_better=searcher.smaller_is_better,
-                new_trial=self._new_trial_for(index),
-            )
-            for index, num_rungs in enumerate(rungs)
-        ]
+        self.brackets: list[Bracket | StoppingBracket] = []
+        for index, num_rungs in enumerate(rungs):
+            common = {
+                "num_rungs": num_rungs,
+                "divisor": searcher.divisor,
+                "max_trials": trials[index],
+                "max_concurrent": concurrent[index],
+                "smaller_is_better": searcher.smaller_is_better,
+                "new_trial": self._new_trial_for(index),
+            }
+            if searcher.max_time is not None:
+                self.brackets.append(StoppingBracket(max_time=searcher.max_time, **common))
+            else:
+                self.brackets.append(
+                    Bracket(max_length=searcher.top_length, stop_once=searcher.stop_once, **common)
+                )
 
     @staticmethod
     def _adaptive_rungs(searcher: AdaptiveASHASearcherConfig) -> list[int]:
@@ -108,7 +114,7 @@ class HalvingSearch(SearchMethod):
         log = math.log(searcher.divisor)
         max_rungs = min(
             searcher.max_rungs,
-            int(math.log(searcher.max_length.value) / log) + 1,
+            int(math.log(searcher.top_length) / log) + 1,
             int(math.log(searcher.max_trials) / log) + 1,
         )
         return bracket_rungs(max(max_rungs, 1), searcher.mode)
@@ -124,7 +130,7 @@ class HalvingSearch(SearchMethod):
 
         return new_trial
 
-    def _bracket(self, request_id: str) -> Bracket | None:
+    def _bracket(self, request_id: str) -> Bracket | StoppingBracket | None:
         index = self.bracket_of.get(request_id)
         return None if index is None else self.brackets[index]
 
@@ -150,6 +156,20 @@ class HalvingSearch(SearchMethod):
         if bracket is None:
             return []
         return self._finish(bracket.on_validation_completed(request_id, metric))
+
+    def on_validation_reported(
+        self, request_id: str, metric: float, time: float
+    ) -> list[Operation]:
+        bracket = self._bracket(request_id)
+        if not isinstance(bracket, StoppingBracket):
+            return []
+        return self._finish(bracket.on_validation_reported(request_id, metric, time))
+
+    def on_trial_closed(self, request_id: str) -> list[Operation]:
+        bracket = self._bracket(request_id)
+        if not isinstance(bracket, StoppingBracket):
+            return []
+        return self._finish(bracket.on_trial_closed(request_id))
 
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:
         bracket = self._bracket(request_id)

@@ -2,7 +2,7 @@
 
 A searcher answers each event with operations: ``Create`` a trial, ``ValidateAfter`` (train a
 trial until an absolute length, then report the searcher metric), ``Close`` a trial (no further
-operation will come) and ``Shutdown``. The trial learns its length from the registry and reports
+operation will come), ``Stop`` a trial now (time-based ASHA) and ``Shutdown``. The trial learns its length from the registry and reports
 back through ``core_context.searcher.operations()``.
 """
 
@@ -43,11 +43,20 @@ class Close:
 
 
 @dataclasses.dataclass(frozen=True)
+class Stop:
+    """Stop trial ``request_id`` now (Determined 0.38's ``searcher.Stop``): it is closed, and a
+    run still training is asked to checkpoint and stop (``should_preempt()`` becomes True); its
+    exit 0 ends the trial COMPLETED. Used by searchers that do not give operations."""
+
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Shutdown:
     """The search is over."""
 
 
-Operation = Create | ValidateAfter | Close | Shutdown
+Operation = Create | ValidateAfter | Close | Stop | Shutdown
 
 
 class SearchMethod(abc.ABC):
@@ -75,6 +84,14 @@ class SearchMethod(abc.ABC):
         self, request_id: str, metric: float, length: int
     ) -> list[Operation]:
         """The trial completed its operation of ``length`` with searcher ``metric`` (may be NaN)."""
+        return []
+
+    def on_validation_reported(
+        self, request_id: str, metric: float, time: float
+    ) -> list[Operation]:
+        """The trial reported validation metrics holding the searcher ``metric`` (may be NaN)
+        and the config's ``time_metric`` with value ``time``; delivered only to searchers with
+        a ``time_metric`` (Determined 0.38's ``validationCompleted``)."""
         return []
 
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:

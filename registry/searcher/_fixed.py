@@ -25,6 +25,8 @@ class FixedSearch(SearchMethod):
     ``max_concurrent_trials`` at start (0: all), then one more each time a trial closes or exits
     early, and ``Shutdown`` once every trial was created and has ended. Each trial gets one
     ``ValidateAfter(max_length)`` and is closed when it reports it; nothing is stopped early.
+    Without ``max_length`` a trial gets no operation and ends when its process exits 0
+    (Determined 0.38: the script decides how long to train).
 
     With ``replaces_invalid`` (random), a trial that exits with ``invalid_hp`` does not count:
     one more trial is created in its place, as in Determined.
@@ -42,7 +44,7 @@ class FixedSearch(SearchMethod):
         if not isinstance(searcher, RandomSearcherConfig | GridSearcherConfig):
             raise TypeError(f"{type(self).__name__} cannot run searcher {searcher.name!r}")
         self.max_concurrent = searcher.max_concurrent_trials
-        self.max_length = searcher.max_length.value
+        self.max_length = None if searcher.max_length is None else searcher.max_length.value
         self.created = 0
         self.ended: set[str] = set()
         self.invalid: set[str] = set()
@@ -59,7 +61,7 @@ class FixedSearch(SearchMethod):
         return self._fill()
 
     def on_trial_created(self, request_id: str) -> list[Operation]:
-        if request_id in self.ended or not self._is_created(request_id):
+        if request_id in self.ended or not self._is_created(request_id) or not self.max_length:
             return []
         return [ValidateAfter(request_id, self.max_length)]
 

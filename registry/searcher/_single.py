@@ -1,4 +1,5 @@
-"""``single``: one trial trained to ``max_length`` (Determined's single searcher)."""
+"""``single``: one trial trained to ``max_length``, or as long as its script decides when
+``max_length`` is not set (Determined's single searcher)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ class SingleSearch(SearchMethod):
         return [Create(request_id="1", hparams=hparams, seed=rng.randrange(2**31))]
 
     def on_trial_created(self, request_id: str) -> list[Operation]:
-        return [ValidateAfter(request_id, self.config.searcher.max_length.value)]
+        max_length = self.config.searcher.max_length
+        # Without max_length the trial gets no operation: it ends when its process exits 0.
+        return [] if max_length is None else [ValidateAfter(request_id, max_length.value)]
 
     def on_validation_completed(
         self, request_id: str, metric: float, length: int

@@ -1,0 +1,99 @@
+"""Validation reports for searchers with a ``time_metric`` (Determined 0.38's ASHA form).
+
+Such a searcher gives trials no operations: it watches their validation metrics. Each
+validation report that holds both the searcher metric and ``searcher.time_metric`` is delivered
+as ``on_validation_reported(request_id, metric, time)``, in step order, in the transaction that
+stores it (trial row locked, then the experiment's: the lifecycle's lock order). A report that
+lacks one of them cannot be ranked: the trial's log says so (Determined fails the whole search
+there; one line the user sees is kinder and still not silent).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.utils import timezone
+
+from registry.lifecycle._search import deliver_event
+from registry.models import Experiment, Trial, TrialLog
+
+VALIDATION_GROUP = "validation"
+_NON_FINITE = ("NaN", "Infinity", "-Infinity")
+
+
+def time_metric_of(experiment: Experiment) -> str | None:
+    """The experiment's ``searcher.time_metric`` (None for searchers that give operations)."""
+    searcher = (experiment.config or {}).get("searcher") or {}
+    value = searcher.get("time_metric")
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def deliver_validation_reports(
+    trial: Trial, experiment: Experiment, reports: Iterable[Mapping[str, Any]]
+) -> None:
+    """Hand a batch's validation reports to a time-metric searcher (see the module docstring).
+
+    Arguments:
+        trial: the reporting trial, row locked by the caller.
+        experiment: its experiment (the row is locked here, per report delivered).
+        reports: ``{"group", "steps_completed", "metrics"}`` mappings (other groups skipped).
+    """
+    time_metric = time_metric_of(experiment)
+    if time_metric is None or trial.is_terminal:
+        return
+    metric_name = experiment.searcher_metric
+    validations = sorted(
+        (r for r in reports if r["group"] == VALIDATION_GROUP), key=lambda r: r["steps_completed"]
+    )
+    for report in validations:
+        metrics = report["metrics"]
+        time = _number(metrics.get(time_metric))
+        raw = metrics.get(metric_name)
+        # NaN / infinities arrive as strings (headway.metric_values); they rank last.
+        metric = math.nan if raw in _NON_FINITE else _number(raw)
+        if time is None or metric is None:
+            missing = time_metric if time is None else metric_name
+            _log(
+                trial,
+                f"[headway] searcher: the validation at step {report['steps_completed']} has no "
+                f"number '{missing}'; adaptive_asha (time_metric: {time_metric}) ranks a trial "
+                f"only by validations reporting both '{metric_name}' and '{time_metric}', so "
+                "this one was not used",
+            )
+            continue
+        _raise_progress(trial, experiment, time)
+        value = metric
+        request_id = trial.request_id
+        deliver_event(trial, lambda s: s.on_validation_reported(request_id, value, time))  # noqa: B023
+        if trial.searcher_closed:
+            _log(
+                trial,
+                f"[headway] searcher: adaptive_asha stops this trial at {time_metric}={time:g} "
+                f"({metric_name}={value:g}); it checkpoints and ends COMPLETED",
+            )
+            return
+
+
+def _raise_progress(trial: Trial, experiment: Experiment, time: float) -> None:
+    """A trial's progress is at least ``time / max_time`` (the top rung is the end)."""
+    max_time = ((experiment.config or {}).get("searcher") or {}).get("max_time")
+    if not isinstance(max_time, int) or max_time <= 0:
+        return
+    progress = min(time / max_time, 1.0)
+    if progress > trial.progress:
+        trial.progress = progress
+        trial.save(update_fields=["progress"])
+
+
+def _log(trial: Trial, message: str) -> None:
+    TrialLog.objects.create(
+        trial=trial, run_id=trial.run_id or 0, message=message, timestamp=timezone.now()
+    )
