@@ -127,6 +127,19 @@ def format_length(length: Any) -> str:
         return str(length)
 
 
+def format_search_length(searcher: Any) -> str:
+    """What the experiment page shows as its length: ``searcher.max_length`` (``"100
+    batches"``), else an ASHA's ``max_time`` in its ``time_metric`` (Determined 0.38), else
+    that the script decides (no ``max_length``)."""
+    if not isinstance(searcher, dict):
+        return ""
+    if searcher.get("max_length") is not None:
+        return format_length(searcher["max_length"])
+    if searcher.get("max_time") is not None and searcher.get("time_metric"):
+        return f"{searcher['max_time']} {searcher['time_metric']} (time_metric)"
+    return "set by the script"
+
+
 def experiment_actions(experiment: Experiment, user: Any = None) -> list[str]:
     """The experiment controls legal in its current state and permitted to ``user``, in button
     order.

@@ -76,7 +76,7 @@ def experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
         "hparam_columns": overview.hparam_columns(trials),
         "best_trial_id": chart_options["bestTrialId"],
         "searcher": searcher,
-        "max_length": selectors.format_length(searcher.get("max_length")),
+        "max_length": selectors.format_search_length(searcher),
         "chart_options": chart_options,
         "hparam_data": overview.hparam_data(exp, trials),
         "config": experiment_config.config_views(exp),

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.urls import reverse
 
-from dashboard.selectors import flatten_hparams, format_length
+from dashboard.selectors import flatten_hparams, format_length, format_search_length
 from registry.metrics import metrics_report, parse_reports
 from registry.models import Checkpoint, Experiment, State, Trial, TrialLog
 from tests.helpers import DASHBOARD_CONFIG
@@ -193,3 +193,10 @@ def test_helpers_format_config_values():
     assert format_length({"epochs": 3}) == "3 epochs"
     assert format_length(500) == "500 batches"
     assert flatten_hparams({"b": 1, "a": {"x": 2}}) == [("a.x", 2), ("b", 1)]
+
+
+def test_the_length_shown_for_determined_038_searchers():
+    assert format_search_length({"max_length": {"epochs": 2}}) == "2 epochs"
+    asha = {"max_length": None, "time_metric": "batches", "max_time": 937}
+    assert format_search_length(asha) == "937 batches (time_metric)"
+    assert format_search_length({"name": "single", "max_length": None}) == "set by the script"

@@ -11,7 +11,7 @@ Forms, as in Determined's experiment config reference ("Hyperparameters"):
 * ``{type: categorical, vals: [...]}``.
 
 ``count`` on ``int``/``double``/``log`` is the number of grid points for the grid searcher
-(``grid_points``); ``ExperimentConfig`` requires it with ``grid`` and refuses it otherwise.
+(``grid_points``); ``ExperimentConfig`` requires it with ``grid``; other searchers ignore it.
 Names are visited in sorted order, as Determined does, so samples and grid points do not depend
 on the key order a config (or a database's JSON column) happens to have.
 """
