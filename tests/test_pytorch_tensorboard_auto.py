@@ -78,3 +78,11 @@ def test_the_switch_takes_bools_only_and_can_turn_logging_back_on(
         trainer.fit(max_length=Batch(2), checkpoint_period=Batch(2), reporting_period=Batch(1))
     checkpoint = tmp_path / "ckpts" / str(trainer.latest_checkpoint)
     assert _event_scalars(checkpoint / "tensorboard", "Headway/loss") != []
+
+
+def test_deepspeed_init_takes_the_switch_too(tmp_path: pathlib.Path) -> None:
+    hw_ds = pytest.importorskip("headway.pytorch.deepspeed")
+    with hw_ds.init(checkpoint_storage=str(tmp_path)) as ctx:
+        assert ctx.get_enable_tensorboard_logging() is True
+    with hw_ds.init(checkpoint_storage=str(tmp_path), enable_tensorboard_logging=False) as ctx:
+        assert ctx.get_enable_tensorboard_logging() is False
