@@ -15,6 +15,7 @@ locally and fails under CI=true.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import socket
@@ -67,6 +68,75 @@ def _loopback_conf(text: str, *, listen_port: int, upstream_port: int, run_dir: 
     return text
 
 
+def _start_nginx(tmp_path: Path, listen_port: int, upstream_port: int) -> subprocess.Popen:
+    """deploy/nginx.conf under Debian's nginx on loopback, in the foreground (caller stops it)."""
+    nginx = _nginx()
+    require(nginx is not None, "nginx not installed (apt-get install nginx-light)")
+    assert nginx is not None
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(
+        _loopback_conf(
+            CONF.read_text(),
+            listen_port=listen_port,
+            upstream_port=upstream_port,
+            run_dir=tmp_path,
+        )
+    )
+    with (tmp_path / "nginx.log").open("wb") as log:
+        return subprocess.Popen(
+            [nginx, "-p", str(tmp_path), "-e", "stderr", "-c", str(conf), "-g", "daemon off;"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _stop(proxy: subprocess.Popen | None) -> None:
+    if proxy is None:
+        return
+    proxy.terminate()
+    try:
+        proxy.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proxy.kill()
+        proxy.wait()
+
+
+@pytest.mark.integration
+def test_nginx_answers_json_when_gunicorn_is_down_or_the_body_too_large(tmp_path):
+    """What nginx answers by itself is JSON in the API's error shape: 503 + Retry-After while
+    gunicorn is down or restarting (the SDK retries it), 413 past the body limit."""
+    listen_port = free_port()
+    proxy = _start_nginx(tmp_path, listen_port, upstream_port=free_port())  # nothing there
+    try:
+        url = f"http://127.0.0.1:{listen_port}"
+
+        def answering() -> list[requests.Response]:
+            # In a list: a Response is falsy when its status is an error.
+            try:
+                return [requests.get(f"{url}/api/v1/experiments/", timeout=5)]
+            except requests.RequestException:
+                return []
+
+        (down,) = wait_for(answering, 30, "nginx to listen")
+        assert down.status_code == 503
+        assert down.headers["Retry-After"] == "5"
+        assert down.json()["detail"].startswith("The server is restarting")
+        # A 64 MiB body announced (nginx answers from the header, before any body is sent).
+        with socket.create_connection(("127.0.0.1", listen_port), timeout=10) as sock:
+            sock.sendall(
+                b"POST /api/v1/experiments/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 67108864\r\n\r\n"
+            )
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 413"), head
+        assert json.loads(body) == {"detail": "Request body too large.", "errors": {}}
+    finally:
+        _stop(proxy)
+
+
 def test_nginx_body_limit_matches_the_apps():
     """nginx lets through every body the app accepts (the app answers its own JSON 413 past
     DATA_UPLOAD_MAX_MEMORY_SIZE) and refuses little more."""
@@ -116,9 +186,7 @@ def _trickle(sockets: list[socket.socket], body: bool) -> list[socket.socket]:
 @pytest.mark.slow
 @pytest.mark.integration
 def test_finding_slowloris_600_slow_connections_do_not_stop_healthz_through_nginx(tmp_path):
-    nginx = _nginx()
-    require(nginx is not None, "nginx not installed (apt-get install nginx-light)")
-    assert nginx is not None
+    require(_nginx() is not None, "nginx not installed (apt-get install nginx-light)")
     backend = Backend.sqlite()
     backend.env["SECRET_KEY"] = "nginx-test-" + "k" * 40
     backend.prepare("nginx")
@@ -127,21 +195,7 @@ def test_finding_slowloris_600_slow_connections_do_not_stop_healthz_through_ngin
     slow: dict[bool, list[socket.socket]] = {False: [], True: []}
     try:
         with ProductionServer(backend) as web:
-            conf = tmp_path / "nginx.conf"
-            conf.write_text(
-                _loopback_conf(
-                    CONF.read_text(),
-                    listen_port=listen_port,
-                    upstream_port=web.port,
-                    run_dir=tmp_path,
-                )
-            )
-            log = (tmp_path / "nginx.log").open("wb")
-            proxy = subprocess.Popen(
-                [nginx, "-p", str(tmp_path), "-e", "stderr", "-c", str(conf), "-g", "daemon off;"],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+            proxy = _start_nginx(tmp_path, listen_port, web.port)
             url = f"http://127.0.0.1:{listen_port}/healthz"
 
             def healthy() -> bool:
@@ -181,11 +235,5 @@ def test_finding_slowloris_600_slow_connections_do_not_stop_healthz_through_ngin
         for sockets in slow.values():
             for sock in sockets:
                 sock.close()
-        if proxy is not None:
-            proxy.terminate()
-            try:
-                proxy.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proxy.kill()
-                proxy.wait()
+        _stop(proxy)
         backend.cleanup()
