@@ -168,3 +168,15 @@ def test_local_mode_writes_no_tensorboard_files(tmp_path: pathlib.Path) -> None:
 def test_a_bad_tensorboard_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="TensorboardMode"):
         core.init(tensorboard_mode="SOMETIMES")  # type: ignore[arg-type]
+
+
+def test_closing_the_context_ends_the_writer_thread_with_its_events_written(
+    managed: tuple[FakeRegistry, pathlib.Path],  # noqa: F811
+) -> None:
+    with core.init() as ctx:
+        ctx.train.report_training_metrics(1, {"loss": 0.25})
+        folder = ctx.train.get_tensorboard_path()
+        thread = ctx.train._tensorboard._thread
+        assert thread is not None and thread.is_alive()
+    assert not thread.is_alive()
+    assert _scalars(folder) == {"Headway/loss": [(1, 0.25)]}

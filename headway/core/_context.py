@@ -112,6 +112,8 @@ class Context:
         self._closed = True
         atexit.unregister(self._close_at_exit)
         self.preempt.close()
+        # Ends the TensorBoard writer thread after writing what is queued (closes its file).
+        self.train._tensorboard.close()
         error = self._metric_sink.close(self._close_timeout if timeout is None else timeout)
         if error is not None:
             raise error
