@@ -55,7 +55,9 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
     if count == 0:
         raise CLIError(
             f"experiment {args.experiment_id} has no TensorBoard files in its checkpoints "
-            "(trials write them with context.get_tensorboard_writer())"
+            "(reported metrics are written there automatically unless TensorBoard logging is "
+            "off, and trials add their own with context.get_tensorboard_writer(); only "
+            "checkpoints carry them)"
         )
     if args.print_logdir_only:
         print(dest.resolve())
