@@ -277,7 +277,11 @@ def test_sample_hparams_accepts_a_raw_space_and_copies_constants() -> None:
     ("section", "path", "hint"),
     [
         ({"bind_mounts": []}, "bind_mounts", "not in a container"),
-        ({"log_policies": []}, "log_policies", "max_restarts"),
+        (
+            {"log_policies": [{"name": "ecc", "pattern": "ECC", "action": "exclude_node"}]},
+            "log_policies[0].action.type",
+            "drain the host",
+        ),
         ({"environment": {"image": "x"}}, "environment.image", "container image"),
     ],
 )

@@ -162,10 +162,37 @@ def test_container_fields_are_refused_saying_why(field: str) -> None:
     assert "startup-hook.sh" in message
 
 
-@pytest.mark.parametrize("field", ["bind_mounts", "log_policies"])
-def test_refused_top_level_fields_name_themselves(field: str) -> None:
-    errors = _errors(**{field: []})
-    assert list(errors) == [field] and "not supported" in errors[field][0]
+def test_bind_mounts_are_refused_saying_why() -> None:
+    errors = _errors(bind_mounts=[{"host_path": "/tmp", "container_path": "/data"}])
+    assert list(errors) == ["bind_mounts"] and "not in a container" in errors["bind_mounts"][0]
+
+
+def test_log_policies_in_determined_s_forms() -> None:
+    policies = [
+        {"name": "oom", "pattern": "CUDA out of memory", "action": {"type": "cancel_retries"}},
+        {"pattern": "Traceback", "action": "cancel_retries"},  # the legacy form
+        {"name": "ECC Error"},  # disabling a default: Headway has none
+    ]
+    stored = _parse(log_policies=policies).to_dict()["log_policies"]
+    assert [p["action"] for p in stored] == [
+        {"type": "cancel_retries"},
+        {"type": "cancel_retries"},
+        None,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policy", "path", "text"),
+    [
+        ({"name": "n", "pattern": "x", "action": "exclude_node"}, "action.type", "not supported"),
+        ({"name": "n", "pattern": "(", "action": "cancel_retries"}, "pattern", "regular exp"),
+        ({"name": "n", "pattern": "x"}, "action", "required with pattern"),
+        ({"action": "cancel_retries"}, "name", "required"),
+    ],
+)
+def test_bad_log_policies_are_refused(policy: dict, path: str, text: str) -> None:
+    errors = _errors(log_policies=[policy])
+    assert text in errors[f"log_policies[0].{path}"][0]
 
 
 def test_profiling_enabled_is_kept_and_its_batch_window_refused() -> None:

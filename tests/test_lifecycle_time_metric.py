@@ -1,7 +1,7 @@
 """Determined 0.38 forms in the registry: time-metric ASHA stopping a trial through the
 preemption signal when its validation metrics are ingested, a trial log line for a validation
-without the time metric, trials of searches without ``max_length``, and ``resources.max_slots``
-in placement."""
+without the time metric, trials of searches without ``max_length``, ``resources.max_slots``
+in placement, and ``log_policies`` ending a trial's retries."""
 
 from __future__ import annotations
 
@@ -130,3 +130,26 @@ def test_max_slots_caps_the_slots_an_experiment_holds_at_once(owner):
     # A capped trial's run ends: the waiting one may go.
     TrialRun.objects.filter(trial_id=placed[0][0]).update(state=RunState.EXITED)
     assert scheduling.place_queued_runs() == [(waiting.id, 1)]
+
+
+@pytest.mark.parametrize(
+    ("line", "restarted"),
+    [("RuntimeError: CUDA out of memory", False), ("ValueError: something else", True)],
+)
+def test_a_cancel_retries_log_policy_ends_the_retries(owner, line: str, restarted: bool):
+    policy = {"name": "oom", "pattern": "CUDA out of memory", "action": {"type": "cancel_retries"}}
+    experiment = create(
+        owner, {"name": "single", "metric": "loss"}, max_restarts=3, log_policies=[policy]
+    )
+    (failing,) = experiment.trials.all()
+    run = start(failing)
+    TrialLog.objects.create(trial=failing, run_id=run.run_id, message=line)
+    lifecycle.trial_run_exited(trial_id=failing.id, run_id=run.run_id, exit_code=1)
+    failing = reload(failing)
+    if restarted:
+        assert failing.state == State.ACTIVE and failing.restarts == 1
+    else:
+        assert failing.state == State.ERROR and failing.restarts == 0
+        assert TrialLog.objects.filter(
+            trial=failing, message__contains="log policy 'oom' matched (cancel_retries)"
+        ).exists()

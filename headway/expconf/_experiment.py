@@ -14,6 +14,7 @@ from headway.expconf._environment import EnvironmentConfig
 from headway.expconf._errors import ConfigError, format_path
 from headway.expconf._hparams import GRID_COUNT_REQUIRED, Hyperparameter, range_hyperparameters
 from headway.expconf._length import Length
+from headway.expconf._log_policies import LogPolicy
 from headway.expconf._sections import (
     UNSUPPORTED_TOP_LEVEL,
     ProfilingConfig,
@@ -251,6 +252,7 @@ class ExperimentConfig(StrictModel):
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     profiling: ProfilingConfig = Field(default_factory=ProfilingConfig)
     perform_initial_validation: bool = False
+    log_policies: list[LogPolicy] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod

@@ -18,10 +18,6 @@ UNSUPPORTED_TOP_LEVEL: dict[str, str] = {
         "Headway runs a trial as a process on the worker host, not in a container, so there "
         "is nothing to mount: read the host path directly (it must exist on every worker host)"
     ),
-    "log_policies": (
-        "Headway does not match trial log lines against patterns; a failed trial is retried "
-        "up to max_restarts times (set max_restarts: 0 to never retry)"
-    ),
 }
 """Top-level Determined fields refused with the reason (named in the error)."""
 

@@ -17,6 +17,7 @@ from registry.lifecycle._common import (
     refresh_experiment,
     trial_end,
 )
+from registry.lifecycle._log_policies import retries_cancelled
 from registry.lifecycle._search import deliver_event, has_pending_operation
 from registry.models import Experiment, RunState, State, Trial, TrialRun
 from registry.scheduler import request_placement, schedule_run
@@ -101,7 +102,8 @@ def trial_run_exited(*, trial_id: int, run_id: int, exit_code: int | None) -> Tr
     By the trial's state: STOPPING_CANCELED/KILLED → CANCELED; PAUSED stays PAUSED (activate
     resumes it); ACTIVE: exit 0 after acknowledging a stop → re-queued (resume), exit 0 →
     COMPLETED, lost worker → re-queued (not counted as a restart), failure → re-queued from the
-    latest checkpoint while ``restarts < max_restarts``, else ERROR. A report for a run that
+    latest checkpoint while ``restarts < max_restarts`` and no ``cancel_retries`` log policy
+    matched its output (``_log_policies``), else ERROR. A report for a run that
     already exited (a retried task) changes nothing.
     """
     with transaction.atomic():
@@ -136,7 +138,7 @@ def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None) -> Non
     elif exit_code is None:
         logger.warning("trial %s lost its worker during run %s; re-queued", trial.id, run.run_id)
         schedule_run(trial)
-    elif trial.restarts < trial.experiment.config.get("max_restarts", 5):
+    elif _may_restart(trial, run):
         trial.restarts += 1
         trial.save(update_fields=["restarts"])
         logger.warning(
@@ -149,6 +151,13 @@ def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None) -> Non
         schedule_run(trial)
     else:
         trial_end(trial, State.ERROR)
+
+
+def _may_restart(trial: Trial, run: TrialRun) -> bool:
+    """Restarts are left (``max_restarts``) and no ``cancel_retries`` log policy matched."""
+    if trial.restarts >= trial.experiment.config.get("max_restarts", 5):
+        return False
+    return not retries_cancelled(trial, run)
 
 
 def _operation_issued_after_start(trial: Trial, run: TrialRun) -> bool:
