@@ -278,3 +278,30 @@ def test_concurrent_pause_and_metric_reports_do_not_deadlock(api):
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+# --- error answers ----------------------------------------------------------------------------
+
+
+def test_every_api_error_is_json(api, trial, client):
+    answers = {
+        "unknown route": api.get("/api/v1/no-such-route/"),
+        "unknown id": api.get("/api/v1/trials/999999/"),
+        "wrong method": api.put(f"/api/v1/trials/{trial.id}/metrics/", {}, format="json"),
+        "form body": api.post(f"/api/v1/trials/{trial.id}/continue/", {"a": "1"}),
+        "malformed JSON": post_json(api, f"/api/v1/trials/{trial.id}/metrics/", "{"),
+        "no token": client.get("/api/v1/experiments/"),
+        "NUL parameter": api.get(f"/api/v1/trials/{trial.id}/metrics/?name=%00"),
+    }
+    for what, response in answers.items():
+        assert response.status_code >= 400, what
+        assert response["Content-Type"] == "application/json", (what, response.content[:200])
+        assert "detail" in response.json(), what
+
+
+def test_the_schema_documents_503_on_every_operation(api):
+    # Any operation can meet a busy database: 503 + Retry-After (registry/overload.py).
+    schema = api.get("/api/v1/schema/?format=json").json()
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            assert "503" in operation["responses"], (method, path)

@@ -2,8 +2,9 @@
 failures (issue #12, "Fuzzing in the suite"), plus the findings it made, each reproduced.
 
 The run is the CLI a user would type (the command is recorded in docs/security.md) against a
-real server process on a fresh SQLite database, authenticated with a user token, with one
-experiment created first so the stateful phase has objects to chain. Per-operation exceptions
+real server process on a fresh database of the suite's kind (PostgreSQL in CI, else SQLite),
+authenticated with a user token, with one experiment created first so the stateful phase has
+objects to chain. Per-operation exceptions
 for documented behaviours live, commented, in ``tests/fuzz/schemathesis.toml``.
 ``HEADWAY_FUZZ_EXAMPLES`` sets the examples per operation (default 50: under a minute on 2 cores).
 """
@@ -14,11 +15,12 @@ import json
 import os
 import subprocess
 import sys
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import requests
 
-from bench._server import Backend, Server, single_file_model_definition
+from bench._server import Backend, Server, postgres_recreate, single_file_model_definition
 from tests.helpers import REPO
 
 EXAMPLES = int(os.environ.get("HEADWAY_FUZZ_EXAMPLES", "50"))
@@ -50,10 +52,25 @@ def schemathesis_command(url: str, token: str, report_dir) -> list[str]:
     ]  # fmt: skip
 
 
+def fuzz_backend() -> Backend:
+    """The suite's database kind: a fresh PostgreSQL database beside ``DATABASE_URL``'s (named
+    ``<name>_fuzz``; CI) when it names PostgreSQL, else a fresh SQLite file (issue #23: the
+    audit found failures on PostgreSQL that SQLite never shows, e.g. NUL characters)."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        return Backend.sqlite()
+    parts = urlsplit(url)
+    fuzz_url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_fuzz"))
+    why = postgres_recreate(fuzz_url)
+    if why is not None:
+        pytest.fail(f"cannot create the fuzzing database {fuzz_url}: {why}")
+    return Backend.postgres(fuzz_url)
+
+
 @pytest.fixture(scope="module")
 def server():
-    """A server process on a fresh SQLite database: ``(url, user token)``."""
-    backend = Backend.sqlite()
+    """A server process on a fresh database (``fuzz_backend``): ``(url, user token)``."""
+    backend = fuzz_backend()
     backend.env["SECRET_KEY"] = "fuzz-test-" + "k" * 40
     token = backend.prepare("fuzz")
     try:

@@ -270,7 +270,9 @@ def test_concurrent_registrations_get_distinct_numbers(django_user_model) -> Non
         owner=owner, config_source=TINY_CONFIG, model_definition=TINY_MODEL
     )
     trial = experiment.trials.get()
-    checkpoints = [register_checkpoint(trial, steps_completed=10 * i) for i in range(1, 17)]
+    # 8 threads: with the test's own connection they stay below the connection pool's 16
+    # (HEADWAY_DB_POOL_MAX_SIZE); a 17th waiter never reached the barrier and the test hung.
+    checkpoints = [register_checkpoint(trial, steps_completed=10 * i) for i in range(1, 9)]
     model = model_registry.model_create(owner=owner, name="raced")
     barrier = threading.Barrier(len(checkpoints))
     errors: list[BaseException] = []

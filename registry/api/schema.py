@@ -11,7 +11,9 @@ the operation takes, so a new route is documented without a per-view list (and s
 - 404 when its path names an object;
 - 409 for unsafe methods (an illegal state transition, a name already taken);
 - 413 and 415 when it takes a body (an upload over its size limit; a body that is not JSON);
-- 429 when the view throttles.
+- 429 when the view throttles;
+- 503 everywhere: the database is busy or unavailable right now (``registry.overload``; the
+  answer carries ``Retry-After``).
 
 A code the view declares itself (``@extend_schema(responses=...)``) is kept as declared.
 
@@ -68,6 +70,7 @@ class HeadwayAutoSchema(AutoSchema):
             codes += [413, 415]
         if self.view.get_throttles():
             codes.append(429)
+        codes.append(503)  # every operation reads the database (authentication at least)
         return codes
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
