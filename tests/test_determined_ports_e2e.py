@@ -257,8 +257,8 @@ def test_dcgan_config_container_fields_are_refused_by_name() -> None:
 
 
 def test_dcgan_deepspeed_trains_two_engines_on_two_slots(cluster_api, tmp_path) -> None:
-    pytest.importorskip("deepspeed")
     pytest.importorskip("torchvision")  # Determined's model.py logs images with make_grid
+    pytest.importorskip("deepspeed")
     directory = dcgan_as_ported(tmp_path / "dcgan")
     experiment = wait_experiment(cluster_api, submit(cluster_api, directory, "mnist.yaml")["id"])
     trial = only_trial(cluster_api, experiment)
