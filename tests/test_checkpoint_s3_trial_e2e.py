@@ -65,7 +65,10 @@ def test_a_trial_on_s3_pauses_and_resumes_from_a_checkpoint_restored_from_s3(clu
     )
     latest = paused["latest_checkpoint"]
     manager = build_storage_manager(storage)
-    assert set(manager.list_files(latest)) == {"model.pth", "metadata.json"}  # in the bucket
+    stored = set(manager.list_files(latest))  # in the bucket
+    # Besides the trial's files, the automatic TensorBoard events (on by default, issue #24).
+    tensorboard = {name for name in stored if name.startswith("tensorboard/events.out.tfevents.")}
+    assert tensorboard and stored - tensorboard == {"model.pth", "metadata.json"}
 
     cluster_api.post(f"trials/{trial['id']}/activate")
     done = cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "COMPLETED", "COMPLETED")
