@@ -245,6 +245,9 @@ def dedicated_workers(cluster, settings, tmp_path):
             HEADWAY_HEARTBEAT_SECONDS="0.5",
             HEADWAY_HEARTBEAT_TIMEOUT_SECONDS="4",
             HEADWAY_REAPER_INTERVAL_SECONDS="1",
+            # A bound, not pacing: a preempted trial ends by itself well within it, but on a
+            # loaded 2-core CI machine its exit (checkpoint, threads, interpreter) took > 3 s.
+            HEADWAY_KILL_GRACE_SECONDS="20",
         )
         with open(tmp_path / f"{name}.log", "wb") as log:
             worker = subprocess.Popen(
