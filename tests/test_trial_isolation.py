@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from registry import lifecycle
 from registry.models import Trial, TrialLog
-from tests.helpers import REPO, make_tar_gz
+from tests.helpers import REPO, allow_storage, make_tar_gz
 from workers import isolation, runner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_supervision")]
@@ -105,7 +105,7 @@ def run_probe(base_dir, settings, django_user_model, monkeypatch):
             "max_restarts": 0,
         }
         if storage is not None:
-            source["checkpoint_storage"] = storage
+            source["checkpoint_storage"] = allow_storage(storage)
         experiment = lifecycle.experiment_create(
             owner=owner,
             config_source=source,

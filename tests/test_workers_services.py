@@ -57,8 +57,8 @@ def stand_ins(monkeypatch):
     """Replace the web server and worker command lines with the given ``python -c`` scripts."""
 
     def install(web: str, worker: str) -> None:
-        monkeypatch.setattr(services, "web_command", lambda port: _python(web))
-        monkeypatch.setattr(services, "worker_command", lambda concurrency: _python(worker))
+        monkeypatch.setattr(services, "web_command", lambda *args, **kwargs: _python(web))
+        monkeypatch.setattr(services, "worker_command", lambda *args, **kwargs: _python(worker))
 
     return install
 
