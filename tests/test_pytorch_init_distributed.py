@@ -128,8 +128,10 @@ def test_pytorch_init_joins_the_launcher_s_ranks_as_one_group(tmp_path: Path) ->
     # Only the chief reports; one checkpoint per checkpoint step (2 and 4), not one per rank.
     assert r0["reported"]["validation"] == [2, 4] and r0["reported"]["training"]
     assert r1["reported"] == {"training": [], "validation": []}
+    # Checkpoint folders (their storage markers lie beside them as dot-files).
+    checkpoints = [d for d in store.iterdir() if d.is_dir()]
     steps = sorted(
-        json.loads((d / "metadata.json").read_text())["steps_completed"] for d in store.iterdir()
+        json.loads((d / "metadata.json").read_text())["steps_completed"] for d in checkpoints
     )
     assert steps == [2, 4]
 
