@@ -143,5 +143,7 @@ if __name__ == "__main__":
     else:
         cluster = headway.get_cluster_info()
         hparams = {**DEFAULT_HPARAMS, **(cluster.trial.hparams if cluster else {})}
-        with core.init() as core_context:
+        # One driver process holds the trial's slots and starts the TorchTrainer workers
+        # itself: it is a single-process Core API context (core.init() refuses to guess that).
+        with core.init(distributed=core.DistributedContext.single()) as core_context:
             main(core_context, hparams)
