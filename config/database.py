@@ -33,6 +33,7 @@ DEFAULT_POOL_MAX_SIZE = 16
 DEFAULT_POOL_MIN_SIZE = 2
 DEFAULT_POOL_TIMEOUT_SECONDS = 10.0
 DEFAULT_CONN_MAX_AGE = 600  # SQLite, or PostgreSQL without the pool
+POOL_MAX_IDLE_SECONDS = 30.0
 
 
 def database_settings(url: str) -> dict[str, Any]:
@@ -106,8 +107,10 @@ def database_settings(url: str) -> dict[str, Any]:
         "min_size": min_size,
         "max_size": max_size,
         "timeout": timeout,
-        # A connection whose server went away (a restart, an idle timeout) is replaced.
-        "max_idle": 300.0,
+        # Connections above min_size that sat unused this long are closed, so a process that
+        # took many during a burst gives them back to the server for its siblings (under
+        # max_connections pressure the other gunicorn worker answered 503 until they were).
+        "max_idle": POOL_MAX_IDLE_SECONDS,
         # Wait at most this long for the server when (re)connecting before giving up.
         "reconnect_timeout": 60.0,
     }

@@ -30,6 +30,9 @@ REPORTERS = 20
 READERS = 20
 STEPS_PER_BATCH = 5
 DURATION_S = float(os.environ.get("HEADWAY_LOAD_SECONDS", "10"))
+# Pools close connections idle past config.database.POOL_MAX_IDLE_SECONDS, checked about as
+# often: twice that plus a margin.
+RECOVERY_BOUND_S = 90.0
 CONFIG = {
     "name": "load",
     "entrypoint": "model_def:T",
@@ -175,12 +178,20 @@ def run_load(
             thread.join()
         mismatched = {}
         after: Counter = Counter()
+        # After the load a reader retries 503s as the SDK does (Retry-After), within a bound:
+        # an overloaded server may take until its pools shed idle connections to recover,
+        # but it must recover (a sticky error would stay past the bound).
+        recovered_by = time.monotonic() + RECOVERY_BOUND_S
         for _, trial_id in trials:
-            read_back = http.get(
-                f"{server.url}/api/v1/trials/{trial_id}/metrics/",
-                params={"group": "training", "name": "loss", "max_points": 0},
-                timeout=60,
-            )
+            while True:
+                read_back = http.get(
+                    f"{server.url}/api/v1/trials/{trial_id}/metrics/",
+                    params={"group": "training", "name": "loss", "max_points": 0},
+                    timeout=60,
+                )
+                if read_back.status_code != 503 or time.monotonic() > recovered_by:
+                    break
+                time.sleep(float(read_back.headers.get("Retry-After", "1")))
             after[read_back.status_code] += 1
             answer = read_back.json() if read_back.status_code == 200 else {"series": []}
             (series,) = answer["series"] or [{"steps": [], "values": []}]
