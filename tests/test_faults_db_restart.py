@@ -94,6 +94,9 @@ def test_finding_db_restart_does_not_kill_the_running_run(tmp_path):
             backend.cleanup()
 
 
+# The failing call drops the connection; a worker that ran a database test earlier still holds
+# one, so the test needs database access though it never queries.
+@pytest.mark.django_db
 def test_finding_db_restart_supervision_survives_a_failing_call():
     """The supervision loop's calls: a transient database error is recorded, not raised; a bug
     is raised; ``exceeded`` once failing for the budget; ``retry_database`` returns once the
