@@ -11,7 +11,6 @@ import socket
 from datetime import timedelta
 from pathlib import Path
 
-import plotly
 from django.core.exceptions import ImproperlyConfigured
 
 from config.database import database_settings
@@ -148,11 +147,8 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-# plotly.js is served from the installed plotly package (no CDN, no vendored copy in git).
-STATICFILES_DIRS = [
-    BASE_DIR / "static",
-    ("plotly", str(Path(plotly.__file__).parent / "package_data")),
-]
+# plotly.js is the vendored strict bundle in static/plotly/ (no CDN; docs/decisions.md).
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 # `collectstatic` (run by `make migrate`/`demo`/`serve`) writes content-hashed copies plus .gz
