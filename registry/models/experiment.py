@@ -12,6 +12,8 @@ class Experiment(models.Model):
     name = models.CharField(max_length=256)
     description = models.TextField(blank=True, default="")
     labels = models.JSONField(default=list)
+    # Markdown, edited by the owner (dashboard notes box, PATCH); rendered sanitised.
+    notes = models.TextField(blank=True, default="")
     # Validated config with defaults filled in (headway.expconf.ExperimentConfig.to_dict()).
     config = models.JSONField()
     original_config = models.TextField(blank=True, default="")

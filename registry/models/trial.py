@@ -24,6 +24,8 @@ class Trial(models.Model):
     # The searcher's id for the "create trial" operation that made this trial.
     request_id = models.CharField(max_length=64, blank=True, default="")
     hparams = models.JSONField(default=dict)
+    # Markdown, edited by the experiment's owner (dashboard notes box, PATCH); rendered sanitised.
+    notes = models.TextField(blank=True, default="")
     seed = models.BigIntegerField(default=0)
     state = models.CharField(max_length=32, choices=State.choices, default=State.ACTIVE)
     # Number of the current (latest) run; 0 before the first launch.
