@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from django import template
+
+from dashboard.templatetags.numbers import sig4
 
 register = template.Library()
 
 
 @register.filter
 def metric(value: Any) -> str:
-    """A metric value with 6 significant digits (``0.8``, ``0.912345``, ``1.2e-07``); "–" if none.
-
-    Matches the page script's ``toPrecision(6)`` so live updates do not change the format.
-    """
-    if value is None or isinstance(value, bool):
-        return "\u2013"
-    if isinstance(value, int | float):
-        if isinstance(value, float) and not math.isfinite(value):
-            return str(value)
-        return f"{value:.6g}"
-    return str(value)
+    """The ``sig4`` filter under its older name (``dashboard.templatetags.numbers``): 4
+    significant digits, exact value on hover and copy; "\u2013" if none."""
+    return sig4(value)
 
 
 @register.simple_tag

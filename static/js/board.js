@@ -34,7 +34,7 @@
       }
       setText("trial-steps", String(trial.steps_completed));
       if (trial.best_validation !== null) {
-        setText("trial-best", Number(Number(trial.best_validation).toPrecision(6)).toString());
+        HeadwayFormat.fill(document.getElementById("trial-best"), Number(trial.best_validation));
       }
       return board.poll().then(function () {
         var ended = TERMINAL.indexOf(trial.state) >= 0;

@@ -35,8 +35,7 @@
     progress.querySelector(".progress-bar").style.width = percent + "%";
     progress.querySelector(".progress-label").textContent = percent + "%";
     if (data.best_validation !== null) {
-      document.getElementById("experiment-best").textContent =
-        Number(data.best_validation.toPrecision(6)).toString();
+      HeadwayFormat.fill(document.getElementById("experiment-best"), data.best_validation);
     }
   }
 

@@ -36,8 +36,7 @@
     row.querySelector("[data-field=trials]").textContent =
       exp.active_trials + " / " + exp.num_trials;
     if (exp.best_validation !== null) {
-      row.querySelector("[data-field=best]").textContent =
-        Number(exp.best_validation.toPrecision(6)).toString();
+      HeadwayFormat.fill(row.querySelector("[data-field=best]"), exp.best_validation);
     }
   }
 
