@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from headway.expconf import ConfigError, Length
 from registry.authz import can_change
+from registry.hparams import flatten_hparams
 from registry.lifecycle import EXPERIMENT_CONTROLS, TRIAL_CONTROLS, legal_controls
 from registry.models import (
     Checkpoint,
@@ -100,21 +101,6 @@ def experiment_list(now: datetime | None = None) -> QuerySet[Experiment]:
         )
         .order_by("-id")
     )
-
-
-def flatten_hparams(hparams: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """Nested hyperparameters as sorted ``("optimizer.lr", 0.1)`` pairs for display."""
-    if not isinstance(hparams, dict):
-        return [(prefix, hparams)] if prefix else []
-    out: list[tuple[str, Any]] = []
-    for key in sorted(hparams):
-        path = f"{prefix}.{key}" if prefix else str(key)
-        value = hparams[key]
-        if isinstance(value, dict) and value:
-            out.extend(flatten_hparams(value, path))
-        else:
-            out.append((path, value))
-    return out
 
 
 def format_length(length: Any) -> str:

@@ -8,8 +8,9 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from registry import lifecycle, metrics
-from registry.api.params import int_list_param, int_query_parameter
+from registry.api.params import TEXT_PATTERN, int_list_param, int_query_parameter, text_param
 from registry.api.permissions import ensure_owner_or_staff
+from registry.api.schema import ErrorSerializer
 from registry.api.serializers import (
     CheckpointSerializer,
     ExperimentCreateSerializer,
@@ -20,6 +21,7 @@ from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, chec
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
 from registry.checkpoints import experiment_delete, request_checkpoint_gc
 from registry.errors import IllegalTransition, InvalidInput
+from registry.hparam_importance import hparam_importance
 from registry.models import Checkpoint, Experiment, State
 from registry.scheduling import experiment_scheduling_message
 
@@ -148,6 +150,23 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
             experiment_id=experiment.id, trial_ids=trial_ids, **params
         )
         return Response({"experiment_id": experiment.id, "series": series})
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "metric",
+                {"type": "string", "pattern": TEXT_PATTERN},
+                description="A validation metric; default: the searcher metric.",
+            )
+        ],
+        responses={200: dict, 409: ErrorSerializer},
+    )
+    @action(detail=True, methods=["get"], url_path="hparam-importance")
+    def hparam_importance(self, request, pk=None):
+        """Importance of each hyperparameter for a metric (random forest, as W&B computes it);
+        409 while fewer than 5 trials have a value of the metric (docs/rest-api.md)."""
+        experiment = self.get_object()
+        return Response(hparam_importance(experiment, text_param(request, "metric")))
 
     @extend_schema(parameters=CHECKPOINT_LIST_PARAMETERS, responses=CheckpointSerializer(many=True))
     @action(detail=True, methods=["get"])
