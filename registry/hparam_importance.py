@@ -59,7 +59,7 @@ def _metric_values(experiment: Experiment, metric: str) -> list[tuple[dict[str, 
         validation = (summary or {}).get("validation") or {}
         known.update(validation)
         value = (validation.get(metric) or {}).get("last")
-        if _is_number(value) and math.isfinite(value):
+        if isinstance(value, int | float) and _is_number(value) and math.isfinite(value):
             out.append((hparams, float(value)))
     if metric not in known:
         names = sorted(known | {experiment.searcher_metric})
