@@ -449,7 +449,8 @@ window.HeadwayCharts = (function () {
       }],
     };
     div.dataset.rendering = "1";
-    var drawn = Plotly.react(div, traces, layout, PLOT_CONFIG);
+    // Theme, shared modebar config and keyboard access: static/js/chart_config.js.
+    var drawn = HeadwayChartConfig.react(div, traces, layout, PLOT_CONFIG);
     Promise.resolve(drawn).then(function () {
       delete div.dataset.rendering;
       if (!div.dataset.bound) {
