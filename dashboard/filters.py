@@ -15,7 +15,17 @@ import django_filters
 from django import forms
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import BooleanField, F, OrderBy, QuerySet
+from django.db.models import (
+    BooleanField,
+    Case,
+    F,
+    FloatField,
+    IntegerField,
+    OrderBy,
+    QuerySet,
+    Value,
+    When,
+)
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Lower
 from django.http import QueryDict
@@ -33,11 +43,35 @@ SORT_FIELDS: dict[str, tuple[str | Lower, str]] = {
     "progress": ("progress", "Progress"),
     "searcher": ("searcher_name", "Searcher"),
     "trials": ("num_trials", "Trials"),
-    "best": ("best_validation", "Best value"),
+    "best": ("best_validation", "Best value"),  # see best_order(): one metric at a time
     "started": ("created_at", "Started"),
     "duration": ("duration", "Duration"),
     "owner": (Lower("owner__username"), "Owner"),
 }
+
+
+def best_order(descending: bool) -> list[OrderBy]:
+    """The order of the "best" sort: grouped by searcher metric (``metric_name``), best value
+    first within each (``smaller_is_better`` honoured, read from the config by the database);
+    ``descending`` puts the worst first. Experiments without a metric or a value come last.
+
+    Comparing ``best_validation`` across experiments would rank a loss of 0.2 against an
+    accuracy of 0.9; so values are only compared within one metric, and larger-is-better values
+    are negated so that "ascending" means "best first" for every metric.
+    """
+    goodness = Case(
+        When(config__searcher__smaller_is_better=False, then=-F("best_validation")),
+        default=F("best_validation"),
+        output_field=FloatField(),
+    )
+    missing = Case(
+        When(best_validation__isnull=True, then=Value(1)),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    metric = F("metric_name").asc(nulls_last=True)
+    value = goodness.desc(nulls_last=True) if descending else goodness.asc(nulls_last=True)
+    return [missing.asc(), metric, value]
 
 
 class _SortFilter(django_filters.OrderingFilter):
@@ -53,6 +87,9 @@ class _SortFilter(django_filters.OrderingFilter):
         keys: list[OrderBy] = []
         for param in value:
             descending = param.startswith("-")
+            if param.lstrip("-") == "best":
+                keys.extend(best_order(descending))
+                continue
             field = SORT_FIELDS[param.lstrip("-")][0]
             expr = F(field) if isinstance(field, str) else field
             keys.append(expr.desc(nulls_last=True) if descending else expr.asc(nulls_last=True))

@@ -186,8 +186,8 @@ def test_no_match_says_so(client_alice, fleet):
         ("searcher", ["cifar", "mnist", "done"]),
         ("trials", ["cifar", "done", "mnist"]),
         ("-trials", ["mnist", "done", "cifar"]),
-        ("best", ["cifar", "mnist", "done"]),
-        ("-best", ["done", "mnist", "cifar"]),
+        ("best", ["done", "mnist", "cifar"]),  # larger is better: best value first
+        ("-best", ["cifar", "mnist", "done"]),
         ("started", ["mnist", "cifar", "done"]),
         ("duration", ["done", "cifar", "mnist"]),
         ("owner", ["done", "mnist", "cifar"]),  # alice (newest first among equals), then bob
