@@ -1,16 +1,48 @@
-// Hyperparameter views of a search (experiment page): parallel coordinates (each hyperparameter
-// that varies, then the searcher metric; lines coloured by the metric) and one scatter per
-// hyperparameter (value against the trial's best searcher metric). Data: #hparam-data
+// Hyperparameter views of a search (experiment page, templates/dashboard/_hparams.html):
+// parallel coordinates (each hyperparameter that varies, then the searcher metric; one line per
+// trial with a value, coloured by the metric) whose axis ranges filter the trials, and one
+// scatter per hyperparameter (value against the trial's best searcher metric). Data: #hparam-data
 // (dashboard.overview.hparam_data). Text values become categorical axes.
+//
+// Events (on document, the dashboard's shared contract, docs/dashboard.md):
+// - emits `hw:hparam-filter` {ids: number[] | null} when an axis range changes: the trials inside
+//   every range (null when no range is set);
+// - emits `hw:trial-hover` {id, source: "hparams"} while a scatter point is hovered;
+// - listens to `hw:trials-visible` (draw only those trials), `hw:trial-colors` (recolour the
+//   lines and dots, mark the best trial) and `hw:trial-hover` from other sources (enlarge the dot).
 (function () {
   "use strict";
   var script = document.getElementById("hparam-data");
-  if (!script || typeof Plotly === "undefined") {
+  var parcoords = document.getElementById("hparam-parcoords");
+  if (!script || !parcoords || typeof Plotly === "undefined") {
     return;
   }
   var data = JSON.parse(script.textContent);
+  var SOURCE = "hparams";
+  var D3 = window.HeadwayFormat ? window.HeadwayFormat.D3 : ".4~g";
   var config = { responsive: true, displaylogo: false };
   var scored = data.trials.filter(function (t) { return t.value !== null; });
+  var metricValues = scored.map(function (t) { return t.value; });
+  // Shared state, changed by the contract's events.
+  var visible = null; // Set of trial ids to draw, null = all
+  var colors = null; // {id: "#rrggbb"} from hw:trial-colors, null = colour by the metric
+  var best = null;
+  var hovered = null;
+
+  function plain(text) {
+    // Names go into Plotly titles and hover templates, which read <, & and %{...} as markup.
+    return String(text).replace(/[<>&%{}]/g, "");
+  }
+
+  function themeLayout() {
+    var css = getComputedStyle(document.documentElement);
+    var fg = css.getPropertyValue("--fg").trim();
+    return {
+      paper_bgcolor: "rgba(0,0,0,0)",
+      plot_bgcolor: "rgba(0,0,0,0)",
+      font: fg ? { color: fg } : {},
+    };
+  }
 
   function isNumeric(name) {
     return data.trials.every(function (t) {
@@ -19,43 +51,64 @@
     });
   }
 
-  function dimension(name, trials) {
-    var values = trials.map(function (t) { return t.hparams[name]; });
-    if (isNumeric(name)) {
-      return { label: name, values: values.map(function (v) { return v === undefined ? null : v; }) };
-    }
-    var categories = [];
-    values.forEach(function (v) {
-      var text = v === null || v === undefined ? "(none)" : String(v);
-      if (categories.indexOf(text) < 0) {
-        categories.push(text);
-      }
-    });
-    categories.sort();
-    return {
-      label: name,
-      tickvals: categories.map(function (_, i) { return i; }),
-      ticktext: categories,
-      values: values.map(function (v) {
-        return categories.indexOf(v === null || v === undefined ? "(none)" : String(v));
-      }),
-    };
+  function categoryOf(v) {
+    return v === null || v === undefined ? "(none)" : String(v);
   }
 
   // Learning rates and the like span decades: a log axis when every value is positive and the
   // largest is at least 100 times the smallest.
-  function axisType(name) {
+  function isLog(name) {
     if (!isNumeric(name)) {
-      return "category";
+      return false;
     }
     var values = scored.map(function (t) { return t.hparams[name]; })
       .filter(function (v) { return v !== null && v !== undefined; });
+    if (!values.length) {
+      return false;
+    }
     var lo = Math.min.apply(null, values);
     var hi = Math.max.apply(null, values);
-    return lo > 0 && hi / lo >= 100 ? "log" : "linear";
+    return lo > 0 && hi / lo >= 100;
   }
 
-  var parcoords = document.getElementById("hparam-parcoords");
+  // One parcoords axis over every scored trial: {label, values (aligned with `scored`), range,
+  // tickvals?, ticktext?}. parcoords has no log axis: log hparams are placed by log10 and
+  // labelled by decade; categories are placed at their sorted index.
+  function axis(name) {
+    var raw = scored.map(function (t) { return t.hparams[name]; });
+    var dim = { label: plain(name) };
+    if (!isNumeric(name)) {
+      var categories = [];
+      raw.forEach(function (v) {
+        if (categories.indexOf(categoryOf(v)) < 0) {
+          categories.push(categoryOf(v));
+        }
+      });
+      categories.sort();
+      dim.values = raw.map(function (v) { return categories.indexOf(categoryOf(v)); });
+      dim.tickvals = categories.map(function (_, i) { return i; });
+      dim.ticktext = categories.map(plain);
+    } else if (isLog(name)) {
+      dim.values = raw.map(function (v) { return v === null || v === undefined ? null : Math.log10(v); });
+      var lo = Math.floor(Math.min.apply(null, dim.values.filter(isFinite)));
+      var hi = Math.ceil(Math.max.apply(null, dim.values.filter(isFinite)));
+      dim.tickvals = [];
+      for (var d = lo; d <= hi; d += 1) {
+        dim.tickvals.push(d);
+      }
+      dim.ticktext = dim.tickvals.map(function (d) { return "1e" + d; });
+    } else {
+      dim.values = raw.map(function (v) { return v === undefined ? null : v; });
+    }
+    var finite = dim.values.filter(function (v) { return v !== null && isFinite(v); });
+    // A fixed range: the axes stay put while hw:trials-visible draws a subset.
+    dim.range = [Math.min.apply(null, finite), Math.max.apply(null, finite)];
+    if (dim.range[0] === dim.range[1]) {
+      dim.range = [dim.range[0] - 0.5, dim.range[1] + 0.5];
+    }
+    return dim;
+  }
+
   var note = document.createElement("p");
   note.className = "muted";
   if (scored.length < 2) {
@@ -64,49 +117,203 @@
     parcoords.replaceWith(note);
     return;
   }
-  var metricValues = scored.map(function (t) { return t.value; });
-  var dimensions = data.hparams.map(function (name) { return dimension(name, scored); });
-  dimensions.push({ label: data.metric, values: metricValues });
-  Plotly.newPlot(parcoords, [{
-    type: "parcoords",
-    dimensions: dimensions,
-    line: {
-      color: metricValues,
-      // The better end of the metric is the darker colour either way.
-      colorscale: "Viridis",
-      reversescale: !data.smaller_is_better,
-      showscale: true,
-      colorbar: { title: { text: data.metric } },
-    },
-  }], { margin: { l: 60, r: 60, t: 50, b: 30 }, height: 360 }, config);
+  var axes = data.hparams.map(axis);
+  // The metric's axis: the trials' values, last.
+  var metricLo = Math.min.apply(null, metricValues);
+  var metricHi = Math.max.apply(null, metricValues);
+  axes.push({ label: plain(data.metric), values: metricValues,
+    range: metricLo === metricHi ? [metricLo - 0.5, metricHi + 0.5] : [metricLo, metricHi] });
 
+  function shown() {
+    var out = [];
+    scored.forEach(function (t, i) {
+      if (visible === null || visible.has(t.id)) {
+        out.push(i);
+      }
+    });
+    return out;
+  }
+
+  // The line colours: by the metric (Viridis, the better end darker), or the trial colours of
+  // hw:trial-colors through a colour scale with one stop per drawn line.
+  function lineStyle(rows) {
+    if (colors === null || rows.length < 2) {
+      return {
+        color: rows.map(function (i) { return metricValues[i]; }),
+        cmin: axes[axes.length - 1].range[0],
+        cmax: axes[axes.length - 1].range[1],
+        colorscale: "Viridis",
+        reversescale: !data.smaller_is_better,
+        showscale: true,
+        colorbar: { title: { text: plain(data.metric) } },
+      };
+    }
+    var last = rows.length - 1;
+    return {
+      color: rows.map(function (_, k) { return k / last; }),
+      cmin: 0,
+      cmax: 1,
+      colorscale: rows.map(function (i, k) { return [k / last, colors[scored[i].id] || "#888888"]; }),
+      showscale: false,
+    };
+  }
+
+  function currentRanges() {
+    var drawn = parcoords.data && parcoords.data[0] ? parcoords.data[0].dimensions : [];
+    return axes.map(function (_, k) { return drawn[k] ? drawn[k].constraintrange : undefined; });
+  }
+
+  function drawParcoords() {
+    var rows = shown();
+    var ranges = currentRanges();
+    var dimensions = axes.map(function (a, k) {
+      var dim = { label: a.label, range: a.range, values: rows.map(function (i) { return a.values[i]; }) };
+      if (a.tickvals) {
+        dim.tickvals = a.tickvals;
+        dim.ticktext = a.ticktext;
+      }
+      if (ranges[k]) {
+        dim.constraintrange = ranges[k];
+      }
+      return dim;
+    });
+    var layout = Object.assign({ margin: { l: 60, r: 80, t: 50, b: 30 }, height: 360 }, themeLayout());
+    return Plotly.react(parcoords, [{ type: "parcoords", dimensions: dimensions, line: lineStyle(rows) }],
+      layout, config);
+  }
+
+  // The ids of the scored trials inside every axis range, or null when no range is set.
+  // A range is [lo, hi] or a list of them (several brushes on one axis).
+  function keptIds() {
+    var ranges = currentRanges();
+    var set = false;
+    var kept = scored.filter(function (t, i) {
+      return ranges.every(function (range, k) {
+        if (!range || !range.length) {
+          return true;
+        }
+        set = true;
+        var list = typeof range[0] === "number" ? [range] : range;
+        var v = axes[k].values[i];
+        return v !== null && list.some(function (r) { return v >= r[0] && v <= r[1]; });
+      });
+    });
+    return set ? kept.map(function (t) { return t.id; }) : null;
+  }
+
+  var status = document.getElementById("hparam-filter-status");
+  var clear = document.getElementById("hparam-filter-clear");
+
+  function emitFilter() {
+    var ids = keptIds();
+    if (status) {
+      status.textContent = ids === null ? "No axis range set." :
+        ids.length + " of " + scored.length + " trials inside the axis ranges.";
+    }
+    if (clear) {
+      clear.hidden = ids === null;
+    }
+    document.dispatchEvent(new CustomEvent("hw:hparam-filter", { detail: { ids: ids } }));
+  }
+
+  drawParcoords().then(function () {
+    // A brush drag (or Plotly.restyle of a constraintrange) restyles the trace.
+    parcoords.on("plotly_restyle", function (event) {
+      var changed = event && event[0] ? Object.keys(event[0]) : [];
+      if (changed.some(function (key) { return key.indexOf("constraintrange") >= 0; })) {
+        emitFilter();
+      }
+    });
+  });
+  if (clear) {
+    clear.addEventListener("click", function () {
+      var update = {};
+      axes.forEach(function (_, k) { update["dimensions[" + k + "].constraintrange"] = null; });
+      Plotly.restyle(parcoords, update, [0]);
+    });
+  }
+
+  // --- one scatter per hyperparameter ---
   var grid = document.getElementById("hparam-scatters");
-  data.hparams.forEach(function (name) {
+  var scatters = data.hparams.map(function (name) {
     var div = document.createElement("div");
     div.className = "hparam-scatter";
     div.setAttribute("role", "img");
     div.setAttribute("aria-label", data.metric + " against " + name);
     grid.appendChild(div);
-    var numeric = isNumeric(name);
-    Plotly.newPlot(div, [{
-      type: "scatter",
-      mode: "markers",
-      x: scored.map(function (t) {
-        var v = t.hparams[name];
-        return numeric ? v : v === null || v === undefined ? "(none)" : String(v);
-      }),
-      y: metricValues,
-      text: scored.map(function (t) { return "Trial " + t.id; }),
-      hovertemplate: "%{text}<br>" + name.replace(/[<>&%{}]/g, "") + " %{x}<br>" +
-        data.metric.replace(/[<>&%{}]/g, "") + " %{y:.5g}<extra></extra>",
-      marker: { size: 8, color: metricValues, colorscale: "Viridis",
-        reversescale: !data.smaller_is_better },
-    }], {
-      title: { text: name.replace(/[<>&]/g, ""), font: { size: 13 } },
-      xaxis: { type: axisType(name), title: { text: name.replace(/[<>&]/g, "") } },
-      yaxis: { title: { text: data.metric.replace(/[<>&]/g, "") } },
+    return { name: name, div: div, numeric: isNumeric(name), log: isLog(name) };
+  });
+
+  function drawScatter(s) {
+    var rows = shown();
+    var marker = { size: rows.map(function (i) { return scored[i].id === hovered ? 13 : 8; }) };
+    if (colors === null) {
+      Object.assign(marker, { color: rows.map(function (i) { return metricValues[i]; }),
+        colorscale: "Viridis", reversescale: !data.smaller_is_better });
+    } else {
+      marker.color = rows.map(function (i) { return colors[scored[i].id] || "#888888"; });
+    }
+    marker.line = { color: "#000000", width: rows.map(function (i) {
+      return scored[i].id === best || scored[i].id === hovered ? 2 : 0;
+    }) };
+    var layout = Object.assign({
+      title: { text: plain(s.name), font: { size: 13 } },
+      xaxis: { type: s.numeric ? (s.log ? "log" : "linear") : "category", title: { text: plain(s.name) },
+        categoryorder: "category ascending" },
+      yaxis: { title: { text: plain(data.metric) } },
       margin: { l: 55, r: 10, t: 40, b: 45 },
       height: 260,
-    }, config);
+    }, themeLayout());
+    return Plotly.react(s.div, [{
+      type: "scatter",
+      mode: "markers",
+      x: rows.map(function (i) {
+        var v = scored[i].hparams[s.name];
+        return s.numeric ? v : categoryOf(v);
+      }),
+      y: rows.map(function (i) { return metricValues[i]; }),
+      customdata: rows.map(function (i) { return scored[i].id; }),
+      hovertemplate: "Trial %{customdata}<br>" + plain(s.name) +
+        " %{x" + (s.numeric ? ":" + D3 : "") + "}<br>" + plain(data.metric) + " %{y:" + D3 + "}<extra></extra>",
+      marker: marker,
+    }], layout, config);
+  }
+
+  scatters.forEach(function (s) {
+    drawScatter(s).then(function () {
+      s.div.on("plotly_hover", function (event) {
+        var id = event.points && event.points[0] ? event.points[0].customdata : null;
+        document.dispatchEvent(new CustomEvent("hw:trial-hover", { detail: { id: id, source: SOURCE } }));
+      });
+      s.div.on("plotly_unhover", function () {
+        document.dispatchEvent(new CustomEvent("hw:trial-hover", { detail: { id: null, source: SOURCE } }));
+      });
+    });
   });
+
+  function redrawAll() {
+    drawParcoords();
+    scatters.forEach(drawScatter);
+  }
+
+  document.addEventListener("hw:trials-visible", function (event) {
+    var ids = event.detail && event.detail.ids;
+    visible = Array.isArray(ids) ? new Set(ids) : null;
+    redrawAll();
+  });
+  document.addEventListener("hw:trial-colors", function (event) {
+    var detail = event.detail || {};
+    colors = detail.colors || null;
+    best = detail.best === undefined ? null : detail.best;
+    redrawAll();
+  });
+  document.addEventListener("hw:trial-hover", function (event) {
+    var detail = event.detail || {};
+    if (detail.source === SOURCE) {
+      return;
+    }
+    hovered = detail.id === undefined ? null : detail.id;
+    scatters.forEach(drawScatter);
+  });
+  document.addEventListener("hw:theme", redrawAll);
 })();

@@ -1,0 +1,78 @@
+// Hyperparameter importance for the searcher metric (experiment page, _hparams.html): a bar per
+// hyperparameter, most important on top, from GET /api/v1/experiments/{id}/hparam-importance/
+// (registry/hparam_importance.py: a random forest's impurity importance, W&B's method). The hover
+// adds each numeric hyperparameter's correlation with the metric. A 4xx answer (too few trials
+// with a value yet) is shown as its sentence in place of the chart.
+(function () {
+  "use strict";
+  var views = document.getElementById("hparam-views");
+  var target = document.getElementById("hparam-importance");
+  if (!views || !target || typeof Plotly === "undefined") {
+    return;
+  }
+  var D3 = window.HeadwayFormat ? window.HeadwayFormat.D3 : ".4~g";
+  var answer = null;
+
+  function plain(text) {
+    return String(text).replace(/[<>&%{}]/g, "");
+  }
+
+  function showMessage(text) {
+    var p = document.createElement("p");
+    p.className = "muted";
+    p.id = "hparam-importance";
+    p.textContent = text;
+    target.replaceWith(p);
+    target = p;
+  }
+
+  function draw() {
+    var rows = answer.hparams.slice().reverse(); // Plotly stacks bars bottom-up
+    var css = getComputedStyle(document.documentElement);
+    var fg = css.getPropertyValue("--fg").trim();
+    var accent = css.getPropertyValue("--accent").trim() || "#1f77b4";
+    return Plotly.react(target, [{
+      type: "bar",
+      orientation: "h",
+      x: rows.map(function (h) { return h.importance; }),
+      y: rows.map(function (h) { return plain(h.name); }),
+      customdata: rows.map(function (h) {
+        return h.correlation === null ? "\u2013 (categorical)" : window.HeadwayFormat ?
+          window.HeadwayFormat.number(h.correlation) : String(h.correlation);
+      }),
+      hovertemplate: "%{y}<br>importance %{x:" + D3 + "}<br>correlation %{customdata}<extra></extra>",
+      marker: { color: accent },
+    }], {
+      margin: { l: 140, r: 20, t: 10, b: 40 },
+      height: Math.max(140, 40 + 28 * rows.length),
+      xaxis: { title: { text: "importance (" + answer.trials + " trials)" }, rangemode: "tozero" },
+      yaxis: { automargin: true },
+      paper_bgcolor: "rgba(0,0,0,0)",
+      plot_bgcolor: "rgba(0,0,0,0)",
+      font: fg ? { color: fg } : {},
+    }, { responsive: true, displaylogo: false });
+  }
+
+  fetch(views.dataset.importanceUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    .then(function (response) {
+      return response.json().then(function (body) { return { ok: response.ok, body: body }; });
+    })
+    .then(function (result) {
+      if (!result.ok) {
+        showMessage(result.body.detail || "Importance is not available.");
+      } else if (!result.body.hparams.length) {
+        showMessage("No hyperparameter varies between the trials with a value.");
+      } else {
+        answer = result.body;
+        draw();
+      }
+    })
+    .catch(function () {
+      showMessage("Importance could not be loaded.");
+    });
+  document.addEventListener("hw:theme", function () {
+    if (answer) {
+      draw();
+    }
+  });
+})();
