@@ -29,6 +29,7 @@ from headway.core._searcher import (
     RegistrySearcherReporter,
     SearcherContext,
 )
+from headway.core._system_metrics import SystemMetricsSampler, sampler_config
 from headway.core._tensorboard import TensorboardFiles, TensorboardMode
 from headway.core._train import TrainContext
 from headway.early_exit import EarlyExitReason, InvalidHP
@@ -57,6 +58,10 @@ class Context:
         train (TrainContext), checkpoint (CheckpointContext), preempt (PreemptContext),
         searcher (SearcherContext), distributed (DistributedContext).
         info (ClusterInfo | None): what the worker told this process; None in local mode.
+        system_metrics (SystemMetricsSampler | None): the chief's system-metrics sampler
+            (metric group ``system``), started and stopped with the context; None when off
+            (``system_metrics.enabled: false``, ``HEADWAY_SYSTEM_METRICS=0``, local mode
+            without ``HEADWAY_SYSTEM_METRICS=1``, or a rank other than 0).
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class Context:
         self._close_timeout = close_timeout
         train._on_validation = getattr(searcher, "warn_if_operations_unasked", None)
         self._closed = False
+        self.system_metrics: SystemMetricsSampler | None = None
         # Safety net for scripts that never close the context (or report without ``with``):
         # deliver queued metrics at interpreter exit (atexit runs while daemon threads live).
         atexit.register(self._close_at_exit)
@@ -89,6 +95,8 @@ class Context:
         """Start the background threads (idempotent)."""
         self._metric_sink.start()
         self.preempt.start()
+        if self.system_metrics is not None:
+            self.system_metrics.start()
 
     def _close_at_exit(self) -> None:
         try:
@@ -111,6 +119,8 @@ class Context:
             return
         self._closed = True
         atexit.unregister(self._close_at_exit)
+        if self.system_metrics is not None:
+            self.system_metrics.close()  # before the reporter: its last sample is delivered
         self.preempt.close()
         # Ends the TensorBoard writer thread after writing what is queued (closes its file).
         self.train._tensorboard.close()
@@ -184,8 +194,13 @@ def init(
             stores that folder with its checkpoints; ``MANUAL``: only what
             ``train.upload_tensorboard_files()`` chose (see ``core.TensorboardMode``).
 
+    On the cluster the chief also samples CPU, GPU, memory and throughput every
+    ``system_metrics.interval_s`` seconds (metric group ``system``; see ``Context.system_metrics``
+    and docs/core-api.md); ``HEADWAY_SYSTEM_METRICS=0`` turns that off, ``=1`` on locally.
+
     Raises:
-        ValueError: naming the field, for a bad ``checkpoint_storage`` / ``max_length`` / config.
+        ValueError: naming the field, for a bad ``checkpoint_storage`` / ``max_length`` / config
+            (``system_metrics.interval_s`` ...) or ``HEADWAY_SYSTEM_METRICS``.
     """
     info = get_cluster_info()
     distributed = default_distributed(distributed, info)
@@ -204,6 +219,12 @@ def init(
     )
     context.train._tensorboard = tensorboard
     context.checkpoint._add_file_writer(tensorboard.write_into_checkpoint)
+    # System metrics: the chief samples its host (only the chief's reports are stored).
+    settings = sampler_config(info.trial.config if info else None, managed=info is not None)
+    if settings.enabled and distributed.rank == 0:
+        context.system_metrics = SystemMetricsSampler(
+            context.train._report_system, settings.interval_s, context.train._counters
+        )
     return context
 
 

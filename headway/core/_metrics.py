@@ -141,7 +141,7 @@ class MetricSink(Protocol):
 
     def start(self) -> None: ...
 
-    def submit(self, report: dict[str, Any]) -> None: ...
+    def submit(self, report: dict[str, Any], *, raise_pending: bool = True) -> None: ...
 
     def flush(self, timeout: float | None = None) -> bool: ...
 
@@ -157,8 +157,8 @@ class LocalMetricSink:
     def start(self) -> None:
         """Nothing to start."""
 
-    def submit(self, report: dict[str, Any]) -> None:
-        """Log the report at INFO and keep it in memory."""
+    def submit(self, report: dict[str, Any], *, raise_pending: bool = True) -> None:
+        """Log the report at INFO and keep it in memory (``raise_pending``: nothing to raise)."""
         self.reports.append(report)
         logger.info(
             "%s metrics at step %d: %s",
@@ -238,8 +238,11 @@ class RegistryMetricReporter:
                 self._started = True
                 self._thread.start()
 
-    def submit(self, report: dict[str, Any]) -> None:
+    def submit(self, report: dict[str, Any], *, raise_pending: bool = True) -> None:
         """Queue one JSON-safe report; raise the error of an earlier rejected batch, if any.
+
+        With ``raise_pending=False`` (a background thread's report, e.g. system metrics) the
+        report is dropped while an error waits, so the error reaches the training thread.
 
         The report is encoded to JSON here, in the caller's thread (a few microseconds): the
         sender then only joins bytes, so it holds the GIL briefly and does not stall a
@@ -248,6 +251,8 @@ class RegistryMetricReporter:
         if self._closed:
             raise RuntimeError("metrics reported after the Core API context was closed")
         if self._error is not None:
+            if not raise_pending:
+                return
             self._raise_pending()
         if not self._started:
             self.start()

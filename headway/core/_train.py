@@ -93,6 +93,27 @@ class TrainContext:
             mode=TensorboardMode.AUTO, trial_id=0, rank=distributed.rank, auto_write=False
         )
         self._last_progress_at = -math.inf
+        self._steps_reported = 0  # the highest steps_completed reported so far
+
+    def _report_system(self, steps_completed: int, metrics: dict[str, float]) -> None:
+        """Queue one system-metrics sample (group ``system``); called by the sampler thread.
+
+        An error of an earlier batch is left for the training thread to raise
+        (``submit(raise_pending=False)``); the sampler runs on the chief only.
+        """
+        report: dict[str, Any] = {
+            "group": "system",
+            "steps_completed": steps_completed,
+            "metrics": json_safe_metrics(metrics),
+            "timestamp": utc_timestamp(),
+        }
+        if self._run_id is not None:
+            report["run_id"] = self._run_id
+        self._sink.submit(report, raise_pending=False)
+
+    def _counters(self) -> tuple[int, int | None]:
+        """The sampler's counters for a Core API script: batches reported so far, no samples."""
+        return self._steps_reported, None
 
     def report_training_metrics(
         self,
@@ -180,6 +201,8 @@ class TrainContext:
         if epoch is not None:
             report["epoch"] = float(epoch)
         self._sink.submit(report)
+        if steps_completed > self._steps_reported:  # system metrics are keyed by it
+            self._steps_reported = steps_completed
         # The caller's values (not the JSON copy), as Determined writes them.
         self._tensorboard.write_metrics(group, steps_completed, metrics, batch_metrics)
 

@@ -45,6 +45,7 @@ from headway.expconf._storage import (
     SharedFSConfig,
     check_sub_path,
 )
+from headway.expconf._system_metrics import SystemMetricsConfig
 
 __all__ = [
     "AdaptiveASHASearcherConfig",
@@ -72,6 +73,7 @@ __all__ = [
     "SearcherConfig",
     "SharedFSConfig",
     "SingleSearcherConfig",
+    "SystemMetricsConfig",
     "grid_point",
     "grid_points",
     "grid_size",

@@ -22,6 +22,7 @@ from headway.expconf._sections import (
     zero_length_is_never,
 )
 from headway.expconf._storage import CheckpointStorageConfig
+from headway.expconf._system_metrics import SystemMetricsConfig
 
 # ``package.module:ClassName`` -> a PyTorchTrial run by ``headway.exec.harness``.
 _TRIAL_CLASS = re.compile(r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<cls>[A-Za-z_]\w*)$")
@@ -251,6 +252,7 @@ class ExperimentConfig(StrictModel):
     data: dict[str, Any] = Field(default_factory=dict)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     profiling: ProfilingConfig = Field(default_factory=ProfilingConfig)
+    system_metrics: SystemMetricsConfig = Field(default_factory=SystemMetricsConfig)
     perform_initial_validation: bool = False
     log_policies: list[LogPolicy] = Field(default_factory=list)
 

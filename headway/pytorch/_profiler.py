@@ -148,6 +148,23 @@ class SystemMetricsSampler:
             logger.exception("could not report profiling metrics")
 
 
+def _count_for_system_metrics(context: PyTorchTrialContext) -> None:
+    """Give the Core API's system-metrics sampler (if on) the harness's own counters: batches
+    trained, and samples as batches x ``global_batch_size`` when that hyperparameter is set."""
+    sampler = getattr(context._core, "system_metrics", None)  # a core.Context has it
+    if sampler is None:
+        return
+    position = context._position
+    gbs = context.get_hparams().get("global_batch_size")
+    per_batch = gbs if isinstance(gbs, int) and not isinstance(gbs, bool) and gbs > 0 else None
+
+    def counters() -> tuple[int, int | None]:
+        batches = position.batches_trained
+        return batches, None if per_batch is None else batches * per_batch
+
+    sampler.set_counters(counters)
+
+
 def fit_extras(
     trial: PyTorchTrial, context: PyTorchTrialContext, profiling_enabled: bool
 ) -> contextlib.ExitStack:
@@ -164,6 +181,7 @@ def fit_extras(
         files = CheckpointFiles(context, type(trial))
         stack.callback(files.close)
         files.install()
+        _count_for_system_metrics(context)
         if profiling_enabled:
             stack.enter_context(SystemMetricsSampler(context))
         stack.enter_context(torch_profiler(trial, context))
