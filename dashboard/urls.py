@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from dashboard import bulk, compare, controls, model_views, trial_page, views
+from dashboard import bulk, compare, controls, log_views, model_views, trial_page, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -13,7 +13,12 @@ urlpatterns = [
     path("experiments/<int:experiment_id>/live", views.experiment_live, name="experiment-live"),
     path("experiments/<int:experiment_id>/files/", views.experiment_files, name="experiment-files"),
     path("trials/<int:trial_id>/", trial_page.trial, name="trial"),
-    path("trials/<int:trial_id>/logs/", views.trial_logs, name="trial-logs"),
+    path("trials/<int:trial_id>/logs/", log_views.trial_logs, name="trial-logs"),
+    path(
+        "trials/<int:trial_id>/logs/download",
+        log_views.trial_logs_download,
+        name="trial-logs-download",
+    ),
     path("workers/", views.workers, name="workers"),
     path("models/", model_views.models, name="models"),
     path("models/create", model_views.model_create, name="model-create"),

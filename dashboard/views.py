@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 from dashboard import experiment_config, overview, selectors
 from dashboard.bulk import BULK_ACTIONS
 from dashboard.filters import ExperimentFilter, sort_columns
-from registry.models import Experiment, Trial
+from registry.models import Experiment
 from registry.scheduling import host_list
 
 EXPERIMENTS_PER_PAGE = 50
@@ -138,27 +138,6 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
             "controls_html": controls_html,
         }
     )
-
-
-@require_GET
-@login_required
-def trial_logs(request: HttpRequest, trial_id: int) -> HttpResponse:
-    """The last lines a trial printed (all runs), oldest first; ``?q=`` keeps matching lines.
-
-    Without a search, ``static/js/logs.js`` tails new lines live from the REST logs endpoint
-    (``?after=<last id>``) until the trial ends.
-    """
-    trial = get_object_or_404(Trial.objects.select_related("experiment"), id=trial_id)
-    query = request.GET.get("q", "").strip()[:200]
-    lines = selectors.trial_log_tail(trial, query=query)
-    context = {
-        "trial": trial,
-        "lines": lines,
-        "limit": selectors.LOG_TAIL_LINES,
-        "query": query,
-        "last_id": lines[-1].id if lines else 0,
-    }
-    return render(request, "dashboard/trial_logs.html", context)
 
 
 @require_GET

@@ -60,3 +60,32 @@ def test_new_lines_appear_while_the_trial_runs(live_server, chromium):
         timeout=15_000,
     )
     save_screenshot(page, "trial-logs")
+
+
+@pytest.mark.django_db
+def test_download_streams_the_whole_log_to_logged_in_users_only(client, settings):
+    from dashboard import log_views
+
+    trial = _trial("nina")
+    # More lines than one chunk and than the page shows: the download has them all, in order.
+    count = log_views.DOWNLOAD_CHUNK_LINES + 5
+    TrialLog.objects.bulk_create(
+        TrialLog(trial=trial, run_id=1 + i // 1000, message=f"line {i} <b>x</b>")
+        for i in range(count)
+    )
+    url = reverse("dashboard:trial-logs-download", args=[trial.id])
+    anonymous = client.get(url)
+    assert anonymous.status_code == 302 and settings.LOGIN_URL in anonymous["Location"]
+    # Any logged-in user reads it, as the logs page (not only the owner).
+    reader = get_user_model().objects.create_user("oscar", password="pw-oscar")
+    client.force_login(reader)
+    response = client.get(url)
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"].startswith("text/plain")
+    assert f'filename="trial-{trial.id}-logs.txt"' in response["Content-Disposition"]
+    text = b"".join(response.streaming_content).decode()
+    assert text.splitlines() == [f"line {i} <b>x</b>" for i in range(count)]
+    assert client.get(reverse("dashboard:trial-logs-download", args=[999_999])).status_code == 404
+    assert client.post(url).status_code == 405
+    page = client.get(reverse("dashboard:trial-logs", args=[trial.id])).content.decode()
+    assert f'href="{url}"' in page and 'id="log-first-error"' in page
