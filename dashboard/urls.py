@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from dashboard import bulk, compare, controls, log_views, model_views, trial_page, views
+from dashboard import bulk, compare, controls, editing, log_views, model_views, trial_page, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -40,4 +40,15 @@ urlpatterns = [
         "trials/<int:trial_id>/control/<str:action>", controls.trial_control, name="trial-control"
     ),
     path("trials/<int:trial_id>/continue", controls.trial_continue, name="trial-continue"),
+    path("experiments/<int:experiment_id>/edit", editing.experiment_edit, name="experiment-edit"),
+    path(
+        "experiments/<int:experiment_id>/notes", editing.experiment_notes, name="experiment-notes"
+    ),
+    path("trials/<int:trial_id>/notes", editing.trial_notes, name="trial-notes"),
+    path("models/<str:name>/edit", editing.model_edit, name="model-edit"),
+    path(
+        "models/<str:name>/versions/<int:version>/edit",
+        editing.version_edit,
+        name="model-version-edit",
+    ),
 ]

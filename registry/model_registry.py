@@ -18,6 +18,8 @@ Views (REST and dashboard) only call these functions. Rules, in one place:
   ``checkpoint.model_versions`` lists the holders); deleting the version, or the whole model,
   frees it.
 - An archived model accepts no new versions (409), as in Determined; unarchive it first.
+- Descriptions, comments and labels follow ``registry.user_text`` (the rules of experiments'
+  too): ``InvalidInput`` naming the field otherwise.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from django.utils import timezone
 from registry.authz import NotPermitted, can_change
 from registry.errors import InvalidInput, RegistryError
 from registry.models import Checkpoint, CheckpointState, ModelVersion, RegisteredModel
+from registry.user_text import DESCRIPTION_MAX, check_fields, validate_labels, validate_text
 
 MODEL_NAME_MAX = 256
 MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -78,6 +81,27 @@ def validate_model_name(name: Any) -> str:
             }
         )
     return name
+
+
+def _clean_notes(
+    *,
+    description: str | None = None,
+    comment: str | None = None,
+    labels: list[str] | None = None,
+) -> dict[str, Any]:
+    """The given (not None) fields checked with ``registry.user_text``'s rules.
+
+    Raises:
+        InvalidInput: ``{field: [why]}`` for every bad field.
+    """
+    checks: dict[str, Any] = {}
+    if description is not None:
+        checks["description"] = lambda: validate_text(description, "description", DESCRIPTION_MAX)
+    if comment is not None:
+        checks["comment"] = lambda: validate_text(comment, "comment", DESCRIPTION_MAX)
+    if labels is not None:
+        checks["labels"] = lambda: validate_labels(labels)
+    return check_fields(checks)
 
 
 def check_can_modify(model: RegisteredModel, user: Any) -> None:
@@ -143,16 +167,17 @@ def model_create(
     """Create model ``name`` owned by ``owner`` (Determined's ``det model create``).
 
     Raises:
-        InvalidInput: an invalid ``name``.
+        InvalidInput: an invalid ``name``, description or labels.
         ModelConflict: ``{"name": [...]}`` when the name is taken.
     """
     validate_model_name(name)
+    cleaned = _clean_notes(description=description, labels=list(labels or []))
     try:
         with transaction.atomic():
             return RegisteredModel.objects.create(
                 name=name,
-                description=description,
-                labels=list(labels or []),
+                description=cleaned["description"],
+                labels=cleaned["labels"],
                 metadata=dict(metadata or {}),
                 owner=owner,
             )
@@ -178,11 +203,13 @@ def model_update(
 
     Raises:
         ModelPermissionDenied: ``user`` is neither the owner nor staff.
+        InvalidInput: a description or labels against ``registry.user_text``'s rules.
     """
     check_can_modify(model, user)
+    cleaned = _clean_notes(description=description, labels=labels)
     changes = {
-        "description": description,
-        "labels": labels,
+        "description": cleaned.get("description"),
+        "labels": cleaned.get("labels"),
         "metadata": metadata,
         "archived": archived,
     }
@@ -231,6 +258,7 @@ def version_register(
             not ``COMPLETED`` (being deleted or deleted).
     """
     check_can_modify(model, user)
+    cleaned = _clean_notes(comment=comment, labels=list(labels or []))
     with transaction.atomic():
         # The model row lock serialises registrations of this model: two of them cannot both
         # read the same highest version and insert the same next number.
@@ -263,8 +291,8 @@ def version_register(
             version=highest + 1,
             checkpoint=checkpoint,
             name=name,
-            comment=comment,
-            labels=list(labels or []),
+            comment=cleaned["comment"],
+            labels=cleaned["labels"],
             metadata=dict(metadata or {}),
             owner=user,
         )
@@ -287,9 +315,16 @@ def version_update(
 
     Raises:
         ModelPermissionDenied: ``user`` is neither the model's owner nor staff.
+        InvalidInput: a comment or labels against ``registry.user_text``'s rules.
     """
     check_can_modify(version.model, user)
-    changes = {"name": name, "comment": comment, "labels": labels, "metadata": metadata}
+    cleaned = _clean_notes(comment=comment, labels=labels)
+    changes = {
+        "name": name,
+        "comment": cleaned.get("comment"),
+        "labels": cleaned.get("labels"),
+        "metadata": metadata,
+    }
     fields = [key for key, value in changes.items() if value is not None]
     for key in fields:
         setattr(version, key, changes[key])

@@ -36,6 +36,7 @@ API: dict[tuple[str, str], str] = {
     ("experiment-list", "post"): CREATE,
     ("experiment-detail", "get"): READ,
     ("experiment-detail", "delete"): OWNER,
+    ("experiment-detail", "patch"): OWNER,
     ("experiment-activate", "post"): OWNER,
     ("experiment-pause", "post"): OWNER,
     ("experiment-cancel", "post"): OWNER,
@@ -48,6 +49,7 @@ API: dict[tuple[str, str], str] = {
     ("experiment-model-definition", "get"): READ,
     ("experiment-trials", "get"): READ,
     ("trial-detail", "get"): READ_OWN_RUN,
+    ("trial-detail", "patch"): OWNER,
     ("trial-activate", "post"): OWNER,
     ("trial-pause", "post"): OWNER,
     ("trial-cancel", "post"): OWNER,
@@ -103,6 +105,11 @@ DASHBOARD: dict[str, tuple[str, str]] = {
     "experiment-control": ("post", OWNER),
     "trial-control": ("post", OWNER),
     "trial-continue": ("post", OWNER),
+    "experiment-edit": ("post", OWNER),
+    "experiment-notes": ("post", OWNER),
+    "trial-notes": ("post", OWNER),
+    "model-edit": ("post", OWNER),
+    "model-version-edit": ("post", OWNER),
 }
 
 

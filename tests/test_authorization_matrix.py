@@ -142,8 +142,14 @@ def _snapshot(world: World) -> tuple:
     )
 
     return (
-        list(Experiment.objects.order_by("id").values_list("id", "state", "archived")),
-        list(Trial.objects.order_by("id").values_list("id", "state", "run_id", "progress")),
+        list(
+            Experiment.objects.order_by("id").values_list(
+                "id", "state", "archived", "name", "notes"
+            )
+        ),
+        list(
+            Trial.objects.order_by("id").values_list("id", "state", "run_id", "progress", "notes")
+        ),
         list(Checkpoint.objects.order_by("uuid").values_list("uuid", "state")),
         list(RegisteredModel.objects.order_by("id").values_list("id", "archived", "description")),
         list(ModelVersion.objects.order_by("id").values_list("id", "comment")),
@@ -193,6 +199,8 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         ("model-detail", "patch"): {"description": "changed"},
         ("model-version-list", "post"): {"checkpoint_uuid": str(c.uuid)},
         ("model-version-detail", "patch"): {"comment": "changed"},
+        ("experiment-detail", "patch"): {"notes": "changed"},
+        ("trial-detail", "patch"): {"notes": "changed"},
     }
     return reverse(f"registry-api:{name}", kwargs=kwargs), bodies.get((name, method))
 
@@ -203,8 +211,20 @@ def _dashboard_request(world: World, name: str, action: str | None) -> tuple[str
     data: dict[str, Any] = {}
     if name in ("experiment", "experiment-live", "experiment-files"):
         kwargs = {"experiment_id": e.id}
+    elif name in ("experiment-edit", "experiment-notes"):
+        kwargs = {"experiment_id": e.id}
+        data = {"name": "changed", "notes": "changed"}
     elif name in ("trial", "trial-logs", "trial-continue"):
         kwargs = {"trial_id": t.id}
+    elif name == "trial-notes":
+        kwargs = {"trial_id": t.id}
+        data = {"notes": "changed"}
+    elif name == "model-edit":
+        kwargs = {"name": m.name}
+        data = {"description": "changed"}
+    elif name == "model-version-edit":
+        kwargs = {"name": m.name, "version": 1}
+        data = {"comment": "changed"}
     elif name == "experiment-control":
         kwargs = {"experiment_id": e.id, "action": action}
     elif name == "trial-control":

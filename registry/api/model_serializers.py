@@ -17,8 +17,13 @@ from registry.api.fields import StorableDictField
 from registry.errors import InvalidInput
 from registry.model_registry import MODEL_NAME_MAX, MODEL_NAME_PATTERN, validate_model_name
 from registry.models import Checkpoint, ModelVersion, RegisteredModel
-
-LABEL_MAX = 256
+from registry.user_text import (
+    DESCRIPTION_MAX,
+    LABEL_MAX,
+    LABEL_PATTERN,
+    LABELS_MAX,
+    MULTILINE_PATTERN,
+)
 
 
 class StrictSerializer(serializers.Serializer):
@@ -55,9 +60,37 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-def _labels_field() -> serializers.ListField:
-    return serializers.ListField(
-        child=StrictCharField(max_length=LABEL_MAX, allow_blank=False), required=False
+def labels_field() -> serializers.ListField:
+    """An optional list of labels, checked as ``registry.user_text.validate_labels`` checks
+    them (the schema carries the rule): at most ``LABELS_MAX``, each 1-256 characters, no comma
+    or control character."""
+    label = StrictCharField(
+        max_length=LABEL_MAX,
+        allow_blank=False,
+        validators=[
+            RegexValidator(
+                LABEL_PATTERN,
+                message="A label must not be blank or contain a comma or control characters.",
+            )
+        ],
+    )
+    return serializers.ListField(child=label, required=False, max_length=LABELS_MAX)
+
+
+def multiline_text_field(max_length: int, **kwargs: Any) -> StrictCharField:
+    """Optional free text (description, comment, notes) of at most ``max_length`` characters,
+    with no control characters but tabs and line breaks (``registry.user_text.validate_text``)."""
+    return StrictCharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=max_length,
+        validators=[
+            RegexValidator(
+                MULTILINE_PATTERN, message="Must not contain control characters but line breaks."
+            )
+        ],
+        **kwargs,
     )
 
 
@@ -70,8 +103,8 @@ class ModelCreateSerializer(StrictSerializer):
         trim_whitespace=False,
         validators=[RegexValidator(rf"^{MODEL_NAME_PATTERN}$")],
     )
-    description = StrictCharField(required=False, allow_blank=True, default="")
-    labels = _labels_field()
+    description = multiline_text_field(DESCRIPTION_MAX, default="")
+    labels = labels_field()
     metadata = StorableDictField(required=False)
 
     def validate_name(self, value: str) -> str:
@@ -85,8 +118,8 @@ class ModelUpdateSerializer(StrictSerializer):
     """Any of ``description``, ``labels`` (replaces the list), ``metadata`` (replaces the
     mapping), ``archived``. The name cannot change."""
 
-    description = StrictCharField(required=False, allow_blank=True)
-    labels = _labels_field()
+    description = multiline_text_field(DESCRIPTION_MAX)
+    labels = labels_field()
     metadata = StorableDictField(required=False)
     archived = StrictBooleanField(required=False)
 
@@ -96,8 +129,8 @@ class VersionCreateSerializer(StrictSerializer):
 
     checkpoint_uuid = serializers.UUIDField()
     name = serializers.CharField(required=False, allow_blank=True, max_length=256, default="")
-    comment = StrictCharField(required=False, allow_blank=True, default="")
-    labels = _labels_field()
+    comment = multiline_text_field(DESCRIPTION_MAX, default="")
+    labels = labels_field()
     metadata = StorableDictField(required=False)
 
 
@@ -105,8 +138,8 @@ class VersionUpdateSerializer(StrictSerializer):
     """Any of ``name``, ``comment``, ``labels`` (replaces the list), ``metadata`` (replaces)."""
 
     name = serializers.CharField(required=False, allow_blank=True, max_length=256)
-    comment = StrictCharField(required=False, allow_blank=True)
-    labels = _labels_field()
+    comment = multiline_text_field(DESCRIPTION_MAX)
+    labels = labels_field()
     metadata = StorableDictField(required=False)
 
 

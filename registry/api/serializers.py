@@ -7,6 +7,7 @@ import binascii
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -15,9 +16,15 @@ from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
 from headway.storage._base import check_relpath
 from registry.api.fields import StorableDictField
-from registry.api.model_serializers import StrictSerializer
+from registry.api.model_serializers import (
+    StrictCharField,
+    StrictSerializer,
+    labels_field,
+    multiline_text_field,
+)
 from registry.checkpoints import attach_metadata
 from registry.models import Checkpoint, Experiment, Trial, TrialLog, TrialRun, WorkerHost
+from registry.user_text import DESCRIPTION_MAX, LINE_PATTERN, NAME_MAX, NOTES_MAX
 
 
 class ExperimentSerializer(serializers.ModelSerializer):
@@ -36,6 +43,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "name",
             "description",
             "labels",
+            "notes",
             "state",
             "archived",
             "owner",
@@ -52,6 +60,29 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "ended_at",
         ]
         read_only_fields = fields
+
+
+class ExperimentPatchSerializer(StrictSerializer):
+    """``PATCH experiments/{id}/``: any of ``name``, ``description``, ``labels`` (replaces the
+    list), ``notes`` (Markdown), checked by ``registry.user_text``'s rules (Determined's
+    ``PatchExperiment``)."""
+
+    name = StrictCharField(
+        required=False,
+        max_length=NAME_MAX,
+        validators=[
+            RegexValidator(LINE_PATTERN, message="Must be one line with no control characters.")
+        ],
+    )
+    description = multiline_text_field(DESCRIPTION_MAX)
+    labels = labels_field()
+    notes = multiline_text_field(NOTES_MAX)
+
+
+class TrialPatchSerializer(StrictSerializer):
+    """``PATCH trials/{id}/``: ``notes`` (Markdown)."""
+
+    notes = multiline_text_field(NOTES_MAX)
 
 
 class ExperimentCreateSerializer(serializers.Serializer):
@@ -100,6 +131,7 @@ class TrialSerializer(serializers.ModelSerializer):
             "searcher_closed",
             "early_exit",
             "scheduling_message",
+            "notes",
             "created_at",
             "ended_at",
         ]

@@ -10,6 +10,7 @@ Semantics follow Determined (docs/lifecycle.md).
 from registry.lifecycle._checkpoints import checkpoint_register
 from registry.lifecycle._common import apply_deferred_operations
 from registry.lifecycle._continue import trial_continue
+from registry.lifecycle._edits import experiment_patch, trial_patch
 from registry.lifecycle._experiments import (
     experiment_activate,
     experiment_archive,
@@ -59,6 +60,7 @@ __all__ = [
     "experiment_cancel",
     "experiment_create",
     "experiment_kill",
+    "experiment_patch",
     "experiment_pause",
     "experiment_unarchive",
     "parse_config_or_400",
@@ -67,6 +69,7 @@ __all__ = [
     "trial_cancel",
     "trial_continue",
     "trial_kill",
+    "trial_patch",
     "trial_pause",
     "trial_preempt_acknowledge",
     "trial_report_early_exit",

@@ -18,6 +18,7 @@ from registry.api.serializers import (
     TrialSerializer,
 )
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
+from registry.api.views.edits import ExperimentPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
 from registry.checkpoints import experiment_delete, request_checkpoint_gc
 from registry.errors import IllegalTransition, InvalidInput
@@ -30,7 +31,12 @@ from registry.scheduling import experiment_scheduling_message
 EXPERIMENT_MAX_POINTS = 100
 
 
-class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ExperimentViewSet(
+    ExperimentPatchMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
     serializer_class = ExperimentSerializer
 
     def get_queryset(self):

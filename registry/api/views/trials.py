@@ -27,6 +27,7 @@ from registry.api.serializers import (
     TrialSerializer,
 )
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
+from registry.api.views.edits import TrialPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
 from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data
 from registry.errors import InvalidInput
@@ -50,7 +51,7 @@ LOG_LIMIT_MAX = 10_000
 PREEMPT_WAIT_MAX = 60
 
 
-class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = TrialSerializer
     queryset = Trial.objects.with_run_state().select_related("experiment")
     # Actions a trial token may call (for its own trial only, checked in get_object).

@@ -1,0 +1,91 @@
+"""Edits of what people write about experiments and trials: name, description, labels, notes.
+
+Determined's ``PatchExperiment``: the REST API (``PATCH experiments/{id}/``, ``trials/{id}/``)
+and the dashboard's edit forms call these after ``registry.authz`` allowed the user (owner or
+admin). Values are checked with ``registry.user_text`` (the one set of rules), then written
+with one conditional UPDATE, so an edit never touches a state field a racing transition owns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+
+from registry.errors import IllegalTransition
+from registry.models import Experiment, State, Trial
+from registry.user_text import (
+    DESCRIPTION_MAX,
+    NOTES_MAX,
+    check_fields,
+    validate_labels,
+    validate_name,
+    validate_text,
+)
+
+# Experiments on their way out take no edits (their rows are about to go).
+_GONE = (State.DELETING, State.DELETED)
+
+
+def experiment_patch(
+    *,
+    experiment_id: int,
+    name: str | None = None,
+    description: str | None = None,
+    labels: list[str] | None = None,
+    notes: str | None = None,
+) -> Experiment:
+    """Replace the given fields of the experiment (None leaves a field as it is); return it.
+
+    ``labels`` replaces the whole list (duplicates dropped). Limits: ``registry.user_text``.
+
+    Raises:
+        Http404: no such experiment.
+        InvalidInput: ``{field: [why]}`` for every bad field; nothing is written then.
+        IllegalTransition: (409) the experiment is being deleted.
+    """
+    checks: dict[str, Any] = {}
+    if name is not None:
+        checks["name"] = lambda: validate_name(name)
+    if description is not None:
+        checks["description"] = lambda: validate_text(description, "description", DESCRIPTION_MAX)
+    if labels is not None:
+        checks["labels"] = lambda: validate_labels(labels)
+    if notes is not None:
+        checks["notes"] = lambda: validate_text(notes, "notes", NOTES_MAX)
+    changes = check_fields(checks)
+    experiment = get_object_or_404(Experiment.objects.defer("model_definition"), id=experiment_id)
+    if changes:
+        updated = (
+            Experiment.objects.filter(id=experiment_id).exclude(state__in=_GONE).update(**changes)
+        )
+        if not updated:
+            raise IllegalTransition(f"experiment {experiment_id} is being deleted")
+        for key, value in changes.items():
+            setattr(experiment, key, value)
+    return experiment
+
+
+def trial_patch(*, trial_id: int, notes: str | None = None) -> Trial:
+    """Replace the trial's ``notes`` (Markdown; None leaves them); return the trial.
+
+    Raises:
+        Http404: no such trial.
+        InvalidInput: ``{"notes": [why]}``; nothing is written then.
+        IllegalTransition: (409) its experiment is being deleted.
+    """
+    changes = check_fields(
+        {"notes": lambda: validate_text(notes, "notes", NOTES_MAX)} if notes is not None else {}
+    )
+    trial = get_object_or_404(Trial.objects.select_related("experiment"), id=trial_id)
+    if changes:
+        updated = (
+            Trial.objects.filter(id=trial_id)
+            .exclude(experiment__state__in=_GONE)
+            .update(**changes)
+        )
+        if not updated:
+            raise IllegalTransition(f"trial {trial_id}'s experiment is being deleted")
+        for key, value in changes.items():
+            setattr(trial, key, value)
+    return trial
