@@ -46,6 +46,7 @@ API: dict[tuple[str, str], str] = {
     ("experiment-checkpoints", "get"): READ,
     ("experiment-checkpoints-gc", "post"): OWNER,
     ("experiment-metrics", "get"): READ,
+    ("experiment-hparam-importance", "get"): READ,
     ("experiment-model-definition", "get"): READ,
     ("experiment-trials", "get"): READ,
     ("trial-detail", "get"): READ_OWN_RUN,

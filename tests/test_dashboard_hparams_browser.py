@@ -1,0 +1,138 @@
+"""The hyperparameter views of a 100-trial search in a real headless Chromium, under the page's
+Content-Security-Policy: the parallel-coordinates chart draws one WebGL line per trial, an axis
+range emits ``hw:hparam-filter`` with exactly the trials inside it, the importance bars and the
+per-hyperparameter scatters are drawn, and the views follow the table's contract events."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from tests.browser import assert_accessible, log_in, save_screenshot
+from tests.helpers_hparams import hparam_search
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+TRIALS = 100
+
+# Before the page's scripts: record CSP violations and every hw:hparam-filter event.
+RECORD = """
+window.__cspViolations = [];
+window.__filters = [];
+document.addEventListener('securitypolicyviolation', (e) => {
+  window.__cspViolations.push(e.violatedDirective + ' ' + (e.blockedURI || 'inline'));
+});
+document.addEventListener('hw:hparam-filter', (e) => window.__filters.push(e.detail));
+"""
+PARCOORDS = "document.getElementById('hparam-parcoords')"
+# Pixels with any alpha on the WebGL canvas that holds the drawn (focus) lines.
+FOCUS_PIXELS = """() => {
+  const gl = document.querySelector('#hparam-parcoords canvas.gl-canvas-focus');
+  const out = document.createElement('canvas');
+  out.width = gl.width; out.height = gl.height;
+  const ctx = out.getContext('2d');
+  ctx.drawImage(gl, 0, 0);
+  const data = ctx.getImageData(0, 0, out.width, out.height).data;
+  let n = 0;
+  for (let i = 3; i < data.length; i += 4) if (data[i] > 0) n++;
+  return n;
+}"""
+
+
+def _poll(page, expression: str, what: str):
+    """Evaluate ``expression`` until it is truthy (Playwright's wait_for_function needs eval,
+    which the policy under test forbids); bounded by a count, not a clock."""
+    for _ in range(300):
+        value = page.evaluate(expression)
+        if value:
+            return value
+        page.wait_for_timeout(100)
+    raise AssertionError(f"never became true: {what}")
+
+
+def _restyle(page, dimension: int, constraint) -> None:
+    page.evaluate(
+        f"Plotly.restyle({PARCOORDS}, "
+        f"{{'dimensions[{dimension}].constraintrange': [{constraint}]}}, [0])"
+        if constraint is not None
+        else f"Plotly.restyle({PARCOORDS}, {{'dimensions[{dimension}].constraintrange': null}}, [0])"
+    )
+
+
+def _last_filter(page, count: int):
+    _poll(page, f"window.__filters.length >= {count}", f"{count} hw:hparam-filter events")
+    return page.evaluate("window.__filters[window.__filters.length - 1].ids")
+
+
+def test_parallel_coordinates_filter_importance_and_scatters(live_server, chromium):
+    user = get_user_model().objects.create_user("pia", password="pw-pia")
+    experiment, trials = hparam_search(user, TRIALS)
+    context = chromium.new_context(viewport={"width": 1440, "height": 1000}, bypass_csp=False)
+    context.add_init_script(RECORD)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    url = f"{live_server.url}/experiments/{experiment.id}/"
+    log_in(page, url, "pia", "pw-pia")
+    page.wait_for_load_state("networkidle")
+
+    # The chart draws: 100 lines in the rendered trace and on the WebGL canvas, no fallback text.
+    _poll(page, f"{PARCOORDS}._fullData && {PARCOORDS}._fullData.length", "parcoords drawn")
+    assert "WebGL is not supported" not in page.inner_text("body")
+    full = page.evaluate(
+        f"(() => {{ const t = {PARCOORDS}._fullData[0]; return {{type: t.type, "
+        "length: t._length, labels: t.dimensions.map((d) => d.label), "
+        "colors: t.line.color.length}; })()"
+    )
+    assert full["type"] == "parcoords" and full["length"] == TRIALS and full["colors"] == TRIALS
+    assert full["labels"] == ["dropout", "layers.width", "lr", "optimizer", "validation_accuracy"]
+    assert _poll(page, FOCUS_PIXELS, "lines on the WebGL canvas") > 1000
+
+    # An axis range keeps exactly the trials inside it (dropout, a linear axis).
+    _restyle(page, 0, "[0.2, 0.35]")
+    inside = sorted(t.id for t in trials if 0.2 <= t.hparams["dropout"] <= 0.35)
+    assert 0 < len(inside) < TRIALS
+    assert sorted(_last_filter(page, 1)) == inside
+    assert page.inner_text("#hparam-filter-status").startswith(f"{len(inside)} of {TRIALS} trials")
+    page.locator("#hparam-views").scroll_into_view_if_needed()
+    save_screenshot(page, "hparams-100-trials")
+    # A second range (lr, a log axis placed by log10) narrows it further.
+    _restyle(page, 2, "[-3, -2]")
+    both = sorted(t.id for t in trials if t.id in inside and 1e-3 <= t.hparams["lr"] <= 1e-2)
+    assert sorted(_last_filter(page, 2)) == both
+    # Clearing every range: null (no filter).
+    page.click("#hparam-filter-clear")
+    assert _last_filter(page, 3) is None
+    assert page.is_hidden("#hparam-filter-clear")
+
+    # The importance bars: one per hyperparameter, lr and optimizer on top.
+    importance = "document.getElementById('hparam-importance')"
+    _poll(page, f"{importance}._fullData && {importance}._fullData.length", "importance drawn")
+    bars = page.evaluate(f"{importance}._fullData[0].y")
+    assert len(bars) == 4 and set(bars[-2:]) == {"lr", "optimizer"}  # drawn bottom-up
+    assert page.locator("#hparam-importance .bars path").count() == 4
+
+    # One scatter per hyperparameter; the categorical one on a category axis.
+    scatters = "Array.from(document.querySelectorAll('#hparam-scatters .hparam-scatter'))"
+    _poll(page, f"{scatters}.every((d) => d._fullData)", "scatters drawn")
+    axes = page.evaluate(f"{scatters}.map((d) => d._fullLayout.xaxis.type)")
+    assert axes == ["linear", "linear", "log", "category"]
+
+    # The table's events: only the visible trials are drawn; trial colours recolour the dots.
+    shown = [t.id for t in trials[:10]]
+    page.evaluate(
+        f"document.dispatchEvent(new CustomEvent('hw:trials-visible', {{detail: {{ids: {shown}}}}}))"
+    )
+    _poll(page, f"{PARCOORDS}._fullData[0]._length === 10", "parcoords shows 10 trials")
+    assert page.evaluate(f"{scatters}.map((d) => d._fullData[0].x.length)") == [10] * 4
+    colors = {str(t): "#ff0000" for t in shown}
+    page.evaluate(
+        "document.dispatchEvent(new CustomEvent('hw:trial-colors', "
+        f"{{detail: {{colors: {colors}, best: {shown[0]}}}}}))"
+    )
+    _poll(page, f"{scatters}[0]._fullData[0].marker.color[0] === '#ff0000'", "dots recoloured")
+
+    assert page.evaluate("window.__cspViolations") == []
+    assert errors == []
+    assert_accessible(page)
