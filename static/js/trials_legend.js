@@ -1,0 +1,359 @@
+// The trials table as the shared legend of every chart on the experiment page: which trials the
+// charts draw (search, top N by the searcher metric, hidden rows, intersected with the latest
+// hw:hparam-filter) and in which colour (by trial, by the searcher metric or by a hyperparameter).
+// Emits on document: hw:trials-visible {ids} and hw:trial-colors {colors, best}; listens to
+// hw:hparam-filter {ids | null}. The table's rows and their DOM are static/js/trials_table.js's;
+// this module keeps the state by trial id, so a live swap of the table keeps it.
+window.TrialsLegend = (function () {
+  "use strict";
+  var SOURCE = "trials-table";
+  var NO_VALUE = "#9a9a9a"; // trials without a value of the coloured quantity
+  // Viridis (matplotlib's perceptual scale), as plotly's "Viridis" colorscale defines it.
+  var VIRIDIS = [
+    "#440154", "#48186a", "#472d7b", "#424086", "#3b528b", "#33638d", "#2c728e", "#26828e",
+    "#21918c", "#1fa088", "#28ae80", "#3fbc73", "#5ec962", "#84d44b", "#addc30", "#d8e219",
+    "#fde725",
+  ];
+  // Kelly's 22 colours of maximum contrast without white and black: 20 categories, no repeat.
+  var CATEGORICAL = [
+    "#f3c300", "#875692", "#f38400", "#a1caf1", "#be0032", "#c2b280", "#848482", "#008856",
+    "#e68fac", "#0067a5", "#f99379", "#604e97", "#f6a600", "#b3446c", "#dcd300", "#882d17",
+    "#8db600", "#654522", "#e25822", "#2b3d26",
+  ];
+
+  var state = { search: "", top: null, hidden: {}, colorBy: "", hparamFilter: null };
+  var meta = { smallerIsBetter: true, best: null, metric: "" };
+  var trials = []; // [{id, value, hparams, text}] in id order
+  var colors = {};
+  var scale = null; // what the colour legend shows: {kind, min, max} or {kind, values}
+  var sent = { visible: null, colors: null };
+  var listeners = [];
+
+  function hex2(n) {
+    var s = Math.round(Math.max(0, Math.min(255, n))).toString(16);
+    return s.length === 1 ? "0" + s : s;
+  }
+
+  function rgb(hex) {
+    return [1, 3, 5].map(function (i) { return parseInt(hex.slice(i, i + 2), 16); });
+  }
+
+  // t in [0, 1] -> a Viridis colour, linear between the scale's stops.
+  function viridis(t) {
+    var x = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
+    var i = Math.min(Math.floor(x), VIRIDIS.length - 2);
+    var a = rgb(VIRIDIS[i]);
+    var b = rgb(VIRIDIS[i + 1]);
+    var f = x - i;
+    return "#" + [0, 1, 2].map(function (k) { return hex2(a[k] + (b[k] - a[k]) * f); }).join("");
+  }
+
+  // One hue per trial id, turned by the golden angle: neighbours differ most, none repeats.
+  function trialColor(id) {
+    var h = (id * 137.508) % 360;
+    var s = 0.65;
+    var l = 0.45;
+    var c = (1 - Math.abs(2 * l - 1)) * s;
+    var hp = h / 60;
+    var x = c * (1 - Math.abs((hp % 2) - 1));
+    var rgb1 = hp < 1 ? [c, x, 0] : hp < 2 ? [x, c, 0] : hp < 3 ? [0, c, x] :
+      hp < 4 ? [0, x, c] : hp < 5 ? [x, 0, c] : [c, 0, x];
+    var m = l - c / 2;
+    return "#" + rgb1.map(function (v) { return hex2((v + m) * 255); }).join("");
+  }
+
+  function isNumber(v) {
+    return typeof v === "number" && isFinite(v);
+  }
+
+  // Continuous colours for numbers (log scale when positive over 2+ decades), else categories.
+  function colorByValues(valueOf) {
+    var values = trials.map(function (t) { return valueOf(t); });
+    var present = values.filter(function (v) { return v !== null && v !== undefined; });
+    var out = {};
+    if (present.length && present.every(isNumber)) {
+      var min = Math.min.apply(null, present);
+      var max = Math.max.apply(null, present);
+      var log = min > 0 && max / min >= 100;
+      var f = log ? Math.log : function (v) { return v; };
+      var span = f(max) - f(min);
+      trials.forEach(function (t, i) {
+        var v = values[i];
+        out[t.id] = isNumber(v) ? viridis(span > 0 ? (f(v) - f(min)) / span : 0.5) : NO_VALUE;
+      });
+      scale = { kind: "continuous", min: min, max: max, log: log };
+      return out;
+    }
+    var distinct = [];
+    present.forEach(function (v) {
+      var key = String(v);
+      if (distinct.indexOf(key) < 0) {
+        distinct.push(key);
+      }
+    });
+    distinct.sort();
+    var palette = distinct.length <= CATEGORICAL.length ? CATEGORICAL : null;
+    trials.forEach(function (t, i) {
+      var v = values[i];
+      if (v === null || v === undefined) {
+        out[t.id] = NO_VALUE;
+        return;
+      }
+      var k = distinct.indexOf(String(v));
+      // More categories than the palette: golden-angle hues (distinct, no repeats).
+      out[t.id] = palette ? palette[k] : trialColor(k + 1);
+    });
+    scale = {
+      kind: "categorical",
+      values: distinct.map(function (v, k) {
+        return { value: v, color: palette ? palette[k] : trialColor(k + 1) };
+      }),
+    };
+    return out;
+  }
+
+  function computeColors() {
+    var by = state.colorBy;
+    if (by === "metric") {
+      colors = colorByValues(function (t) { return t.value; });
+    } else if (by.indexOf("hp:") === 0) {
+      var key = by.slice(3);
+      colors = colorByValues(function (t) {
+        return Object.prototype.hasOwnProperty.call(t.hparams, key) ? t.hparams[key] : null;
+      });
+    } else {
+      colors = {};
+      trials.forEach(function (t) { colors[t.id] = trialColor(t.id); });
+      scale = null;
+    }
+  }
+
+  // Smaller "goodness" is better whatever the metric's direction.
+  function goodness(value) {
+    return meta.smallerIsBetter ? value : -value;
+  }
+
+  function compareBest(a, b) {
+    var av = isNumber(a.value);
+    var bv = isNumber(b.value);
+    if (av !== bv) {
+      return av ? -1 : 1; // no value: last
+    }
+    if (av && a.value !== b.value) {
+      return goodness(a.value) - goodness(b.value);
+    }
+    return a.id - b.id;
+  }
+
+  // The ids of the best n trials by the searcher metric (trials without a value never count).
+  function topIds(n) {
+    var ranked = trials.filter(function (t) { return isNumber(t.value); }).sort(compareBest);
+    var out = {};
+    ranked.slice(0, n).forEach(function (t) { out[t.id] = true; });
+    return out;
+  }
+
+  function searchText(t) {
+    var parts = [];
+    Object.keys(t.hparams).forEach(function (k) {
+      var v = t.hparams[k];
+      parts.push(k + "=" + String(v));
+      if (isNumber(v)) {
+        parts.push(k + "=" + HeadwayFormat.number(v));
+      }
+    });
+    return parts.join(" ").toLowerCase();
+  }
+
+  // Each token must match: "#12" or "id:12" the trial id; a bare number the id or a
+  // "key=value" text; any other token a part of some "key=value" text.
+  function matches(t, tokens) {
+    return tokens.every(function (token) {
+      var id = /^(?:#|id:)(\d+)$/.exec(token);
+      if (id) {
+        return t.id === Number(id[1]);
+      }
+      if (/^\d+$/.test(token) && t.id === Number(token)) {
+        return true;
+      }
+      return t.text.indexOf(token) >= 0;
+    });
+  }
+
+  // id -> true for the trials the table lists: search, top N and the hparam filter.
+  function keptIds() {
+    var tokens = state.search.toLowerCase().split(/\s+/).filter(Boolean);
+    var top = state.top ? topIds(state.top) : null;
+    var kept = {};
+    trials.forEach(function (t) {
+      if (tokens.length && !matches(t, tokens)) {
+        return;
+      }
+      if (top && !top[t.id]) {
+        return;
+      }
+      if (state.hparamFilter && !state.hparamFilter[t.id]) {
+        return;
+      }
+      kept[t.id] = true;
+    });
+    return kept;
+  }
+
+  // What the charts draw: kept and not hidden, in id order.
+  function visibleIds() {
+    var kept = keptIds();
+    return trials
+      .filter(function (t) { return kept[t.id] && !state.hidden[t.id]; })
+      .map(function (t) { return t.id; });
+  }
+
+  function emit(name, detail) {
+    document.dispatchEvent(new CustomEvent(name, { detail: detail }));
+  }
+
+  // Tell the charts (only what changed) and the table.
+  function changed() {
+    var ids = visibleIds();
+    var visible = JSON.stringify(ids);
+    if (visible !== sent.visible) {
+      sent.visible = visible;
+      emit("hw:trials-visible", { ids: ids });
+    }
+    var painted = JSON.stringify([colors, meta.best]);
+    if (painted !== sent.colors) {
+      sent.colors = painted;
+      emit("hw:trial-colors", { colors: Object.assign({}, colors), best: meta.best });
+    }
+    listeners.forEach(function (fn) { fn(); });
+  }
+
+  // Read the trials from the table's rows (tr[data-trial]) and the legend bar's data.
+  function load(bar, rows) {
+    meta.smallerIsBetter = bar.dataset.smallerIsBetter !== "false";
+    meta.metric = bar.dataset.metric || "";
+    meta.best = bar.dataset.best ? Number(bar.dataset.best) : null;
+    trials = rows.map(function (row) {
+      var raw = row.dataset.metricValue;
+      var t = {
+        id: Number(row.dataset.trial),
+        value: raw === undefined || raw === "" ? null : Number(raw),
+        hparams: JSON.parse(row.dataset.hparams || "{}"),
+      };
+      t.text = searchText(t);
+      return t;
+    }).sort(function (a, b) { return a.id - b.id; });
+    computeColors();
+  }
+
+  function showScale(bar) {
+    var box = bar.querySelector(".legend-scale");
+    if (!box) {
+      return;
+    }
+    box.replaceChildren();
+    if (!scale) {
+      return;
+    }
+    if (scale.kind === "continuous") {
+      var ramp = document.createElement("span");
+      ramp.className = "legend-ramp";
+      ramp.style.background = "linear-gradient(to right, " + VIRIDIS.join(", ") + ")";
+      box.append(HeadwayFormat.element(scale.min), ramp, HeadwayFormat.element(scale.max));
+      if (scale.log) {
+        box.append(" (log)");
+      }
+      return;
+    }
+    scale.values.forEach(function (entry) {
+      var chip = document.createElement("span");
+      chip.className = "legend-chip";
+      var swatch = document.createElement("span");
+      swatch.className = "swatch";
+      swatch.style.background = entry.color;
+      chip.append(swatch, entry.value);
+      box.append(chip);
+    });
+  }
+
+  // Wire the legend bar's controls, restoring the state kept across live swaps.
+  function attach(bar, rows) {
+    load(bar, rows);
+    var search = bar.querySelector(".legend-search");
+    var top = bar.querySelector(".legend-top");
+    var colorBy = bar.querySelector(".legend-color-by");
+    search.value = state.search;
+    top.value = state.top ? String(state.top) : "";
+    if (colorBy.querySelector('option[value="' + CSS.escape(state.colorBy) + '"]')) {
+      colorBy.value = state.colorBy;
+    } else {
+      state.colorBy = "";
+      computeColors();
+    }
+    search.addEventListener("input", function () {
+      state.search = search.value;
+      changed();
+    });
+    top.addEventListener("input", function () {
+      var n = parseInt(top.value, 10);
+      state.top = n > 0 ? n : null;
+      changed();
+    });
+    colorBy.addEventListener("change", function () {
+      state.colorBy = colorBy.value;
+      computeColors();
+      showScale(bar);
+      changed();
+    });
+    bar.querySelector(".legend-hide-all").addEventListener("click", function () {
+      trials.forEach(function (t) { state.hidden[t.id] = true; });
+      changed();
+    });
+    bar.querySelector(".legend-show-all").addEventListener("click", function () {
+      state.hidden = {};
+      changed();
+    });
+    showScale(bar);
+    changed();
+  }
+
+  function setHidden(id, hidden) {
+    if (hidden) {
+      state.hidden[id] = true;
+    } else {
+      delete state.hidden[id];
+    }
+    changed();
+  }
+
+  document.addEventListener("hw:hparam-filter", function (event) {
+    var ids = event.detail && event.detail.ids;
+    if (ids) {
+      state.hparamFilter = {};
+      ids.forEach(function (id) { state.hparamFilter[id] = true; });
+    } else {
+      state.hparamFilter = null;
+    }
+    if (trials.length) {
+      changed();
+    }
+  });
+
+  return {
+    SOURCE: SOURCE,
+    attach: attach,
+    setHidden: setHidden,
+    isHidden: function (id) { return Boolean(state.hidden[id]); },
+    keptIds: keptIds,
+    colorOf: function (id) { return colors[id] || NO_VALUE; },
+    best: function () { return meta.best; },
+    compareBest: compareBest,
+    onChange: function (fn) { listeners.push(fn); },
+    // For charts drawn after the events went out: the current state.
+    current: function () {
+      return { ids: visibleIds(), colors: Object.assign({}, colors), best: meta.best };
+    },
+    viridis: viridis,
+    trialColor: trialColor,
+  };
+})();

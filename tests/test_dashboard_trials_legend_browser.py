@@ -1,0 +1,173 @@
+"""The experiment page's trials table as the charts' shared legend, in a real headless Chromium,
+on a finished 100-trial random search (``tests/helpers_hparams.hparam_search``, metrics stored
+through ``registry.metrics``): pages of rows, the best trial first, search, top N, hide / show,
+colour by a hyperparameter, hover in both directions, the events of the contract
+(``hw:trials-visible``, ``hw:trial-colors``, ``hw:trial-hover``, ``hw:hparam-filter``), forms
+built on demand, no horizontal overflow at 1440 px, and the browser's number format matching
+the server's ``sig4``."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from dashboard.templatetags.numbers import sig4_text
+from tests.browser import log_in, save_screenshot
+from tests.helpers_hparams import hparam_search
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+TRIALS = 100
+ROWS = "#trials tbody tr"
+
+# Record every contract event from the first script on (the table emits on load).
+RECORDER = """
+window.__events = [];
+for (const name of ['hw:trials-visible', 'hw:trial-colors', 'hw:trial-hover']) {
+  document.addEventListener(name, (e) => window.__events.push({name, detail: e.detail}));
+}
+"""
+
+
+def _last(page, name: str) -> dict:
+    events = page.evaluate("window.__events")
+    found = [e["detail"] for e in events if e["name"] == name]
+    assert found, f"no {name} event"
+    return found[-1]
+
+
+def _row_ids(page) -> list[int]:
+    return page.evaluate(
+        f"Array.from(document.querySelectorAll('{ROWS}')).map(r => Number(r.dataset.trial))"
+    )
+
+
+def test_the_trials_table_is_the_charts_legend(live_server, chromium):
+    user = get_user_model().objects.create_user("lena", password="pw-lena")
+    experiment, trials = hparam_search(user, TRIALS, name="legend-100")
+    for trial in trials:
+        trial.refresh_from_db()
+    by_accuracy = sorted(trials, key=lambda t: (-t.best_validation, t.id))  # larger is better
+    best = by_accuracy[0]
+    all_ids = sorted(t.id for t in trials)
+
+    page = chromium.new_page(viewport={"width": 1440, "height": 1000})
+    page.add_init_script(RECORDER)
+    url = f"{live_server.url}/experiments/{experiment.id}/"
+    log_in(page, url, "lena", "pw-lena")
+    page.wait_for_selector(f"{ROWS}.best-trial")
+
+    # One page of rows in the document, the best first and highlighted; no forms built yet.
+    assert len(_row_ids(page)) == 50
+    assert _row_ids(page)[0] == best.id
+    assert page.is_visible(".trials-pager")
+    assert (
+        page.evaluate("document.querySelectorAll('#trials form, #trials .row-menu-panel').length")
+        == 0
+    )
+    assert _last(page, "hw:trials-visible")["ids"] == all_ids
+    colors = _last(page, "hw:trial-colors")
+    assert colors["best"] == best.id
+    assert len(set(colors["colors"].values())) == TRIALS  # default: one colour per trial, no repeat
+
+    # Search by a hyperparameter value: the rows and the charts keep the adam trials.
+    adam = sorted(t.id for t in trials if t.hparams["optimizer"] == "adam")
+    page.fill(".legend-search", "optimizer=adam")
+    page.wait_for_function("document.querySelector('.legend-count').textContent.startsWith('50 ')")
+    assert sorted(_row_ids(page)) == adam
+    assert _last(page, "hw:trials-visible")["ids"] == adam
+    # By trial id.
+    page.fill(".legend-search", f"#{trials[7].id}")
+    page.wait_for_function("document.querySelectorAll('#trials tbody tr').length === 1")
+    assert _last(page, "hw:trials-visible")["ids"] == [trials[7].id]
+    page.fill(".legend-search", "")
+
+    # Top 5 by the searcher metric (larger is better).
+    page.fill(".legend-top", "5")
+    page.wait_for_function("document.querySelectorAll('#trials tbody tr').length === 5")
+    top5 = [t.id for t in by_accuracy[:5]]
+    assert _last(page, "hw:trials-visible")["ids"] == sorted(top5)
+    assert _row_ids(page)[0] == best.id
+    page.fill(".legend-top", "")
+    page.wait_for_function("document.querySelectorAll('#trials tbody tr').length === 50")
+
+    # Hide all, show all, hide one row.
+    page.click(".legend-hide-all")
+    assert _last(page, "hw:trials-visible")["ids"] == []
+    assert page.evaluate("document.querySelectorAll('#trials tr.legend-off').length") == 50
+    page.click(".legend-show-all")
+    assert _last(page, "hw:trials-visible")["ids"] == all_ids
+    second = _row_ids(page)[1]
+    page.click(f"#trial-{second} .legend-toggle")
+    assert second not in _last(page, "hw:trials-visible")["ids"]
+    assert page.get_attribute(f"#trial-{second} .legend-toggle", "aria-pressed") == "false"
+    page.click(f"#trial-{second} .legend-toggle")
+    assert _last(page, "hw:trials-visible")["ids"] == all_ids
+
+    # The parallel-coordinates filter narrows what the charts draw (intersected with search).
+    kept = all_ids[:30]
+    page.evaluate(
+        "ids => document.dispatchEvent(new CustomEvent('hw:hparam-filter', {detail: {ids}}))", kept
+    )
+    assert _last(page, "hw:trials-visible")["ids"] == kept
+    page.fill(".legend-search", "optimizer=adam")
+    assert _last(page, "hw:trials-visible")["ids"] == [i for i in kept if i in adam]
+    page.fill(".legend-search", "")
+    page.evaluate(
+        "document.dispatchEvent(new CustomEvent('hw:hparam-filter', {detail: {ids: null}}))"
+    )
+    assert _last(page, "hw:trials-visible")["ids"] == all_ids
+
+    # Colour by a categorical and a numeric hyperparameter: one colour per distinct value.
+    page.select_option(".legend-color-by", "hp:optimizer")
+    colors = _last(page, "hw:trial-colors")["colors"]
+    assert {colors[str(i)] for i in adam} != {colors[str(i)] for i in all_ids if i not in adam}
+    assert len({colors[str(i)] for i in adam}) == 1
+    assert len(set(colors.values())) == 2
+    assert page.evaluate("document.querySelectorAll('.legend-scale .legend-chip').length") == 2
+    swatch = page.evaluate(
+        f"getComputedStyle(document.querySelector('#trial-{adam[0]} .swatch')).backgroundColor"
+    )
+    red, green, blue = (int(colors[str(adam[0])][k : k + 2], 16) for k in (1, 3, 5))
+    assert swatch == f"rgb({red}, {green}, {blue})"
+    page.select_option(".legend-color-by", "hp:layers.width")
+    colors = _last(page, "hw:trial-colors")["colors"]
+    by_width: dict[int, set[str]] = {}
+    for t in trials:
+        by_width.setdefault(t.hparams["layers"]["width"], set()).add(colors[str(t.id)])
+    assert all(len(c) == 1 for c in by_width.values())
+    assert len(set.union(*by_width.values())) == len(by_width)  # distinct values, distinct colours
+
+    # Hover: a row emits hw:trial-hover; a chart's hover lights the row.
+    row = _row_ids(page)[3]
+    page.hover(f"#trial-{row} td:nth-child(4)")
+    assert _last(page, "hw:trial-hover") == {"id": row, "source": "trials-table"}
+    page.evaluate(
+        "id => document.dispatchEvent(new CustomEvent('hw:trial-hover', "
+        "{detail: {id, source: 'metric-chart'}}))",
+        best.id,
+    )
+    assert "hover-linked" in page.get_attribute(f"#trial-{best.id}", "class")
+
+    # Numbers: 4 significant digits, the exact value in the title, the same text as sig4.
+    shown = page.inner_text(f"#trial-{best.id} td:nth-child(5)")
+    assert shown.strip() == sig4_text(best.best_validation)
+    assert page.get_attribute(f"#trial-{best.id} td:nth-child(5) .num", "title") == repr(
+        best.best_validation
+    )
+    values = [0.0006482765922226792, 123456.7, 9.99996, 1e-7, 6.5e-8, 1.5e22, -0.5, 2.0, 12345]
+    js = page.evaluate("vs => vs.map(v => HeadwayFormat.number(v))", values)
+    assert js == [sig4_text(v) for v in values]
+
+    # The next page; a row's controls are built when its Actions button is pressed.
+    page.click(".trials-pager .pager-next")
+    assert len(_row_ids(page)) == 50 and best.id not in _row_ids(page)[1:]
+    target = _row_ids(page)[0]
+    page.click(f"#trial-{target} button.row-menu")
+    assert page.get_attribute(f"#trial-{target} button.row-menu", "aria-expanded") == "true"
+    assert page.evaluate("document.querySelectorAll('#trials .row-menu-panel').length") == 1
+
+    # No horizontal scrolling of the page at 1440 px.
+    page.click(".trials-pager .pager-prev")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    save_screenshot(page, "trials-legend")
