@@ -45,7 +45,7 @@ def _edit(
     *,
     form_class: type[EditForm],
     initial: dict[str, Any],
-    save: Callable[[dict[str, Any]], None],
+    save: Callable[[dict[str, Any]], object],
     title: str,
     done: str,
     back: str,
