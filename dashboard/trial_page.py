@@ -12,14 +12,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from dashboard import overview, trial_selectors
+from dashboard import trial_selectors
+from dashboard.lineage import metric_board_options, system_board_options, trial_lineage
 from registry.models import Trial
 
 
 @require_GET
 @login_required
 def trial(request: HttpRequest, trial_id: int) -> HttpResponse:
-    """One trial: state, hparams, progress, one chart per metric, checkpoints, runs, controls.
+    """One trial: state, hparams, progress, one chart per metric, system metrics, checkpoints,
+    runs, controls, and the trials it was continued from / into (``dashboard.lineage``).
 
     Every logged-in user may read every trial, as in the REST API. Raises ``Http404`` for an
     unknown trial. For an ERROR trial the last run's exit code and log tail come first.
@@ -32,6 +34,7 @@ def trial(request: HttpRequest, trial_id: int) -> HttpResponse:
         ),
         id=trial_id,
     )
+    lineage = trial_lineage(obj)
     checkpoints = trial_selectors.trial_checkpoints(obj)
     runs = trial_selectors.trial_runs(obj)
     trial_selectors.attach_controls(obj, checkpoints.rows, request.user)
@@ -41,6 +44,8 @@ def trial(request: HttpRequest, trial_id: int) -> HttpResponse:
         "checkpoints": checkpoints,
         "runs": runs,
         "error": trial_selectors.trial_error(obj, runs),
-        "chart_options": overview.trial_chart_options(obj),
+        "chart_options": metric_board_options(obj, lineage.parent),
+        "system_options": system_board_options(obj),
+        "lineage": lineage,
     }
     return render(request, "dashboard/trial.html", context)
