@@ -71,11 +71,11 @@ def test_it_renders_the_experiment_page(client_alice, experiment):
     assert 'src="/static/plotly/plotly-strict.min.js"' in html
     for script in ("charts.js", "hparams.js", "trials_table.js", "experiment.js"):
         assert f"/static/js/{script}" in html
-    # The trials table: latest checkpoint link + CLI, hparams as columns, compare ticks.
+    # The trials table: latest checkpoint link + CLI, hparams in one cell, compare ticks.
     assert f'href="/api/v1/checkpoints/{CHECKPOINT_UUID}/download"' in html
     assert f'data-copy="headway checkpoint download {CHECKPOINT_UUID}"' in html
     assert "100 batches" in html
-    assert "<code>optimizer.momentum</code>" in html
+    assert '<span class="hp-key">optimizer.momentum</span>=' in html
     trial = experiment.trials.get()
     assert f'name="trial" value="{trial.id}" form="compare-form"' in html
     assert reverse("dashboard:trial-logs", args=[trial.id]) in html

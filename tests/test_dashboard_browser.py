@@ -70,6 +70,7 @@ def test_pause_button_pauses_the_trial(live_server, chromium):
     log_in(page, url, "dora", "pw-dora")
     row = f"#trial-{trial.id}"
     page.wait_for_selector(f"{row} .badge.state-active")
+    page.click(f"{row} button.row-menu")  # the row's controls are built on demand
     page.click(f"{row} button[data-action=pause]")
     # The form POSTs, the view redirects back: the row shows PAUSED and Activate.
     page.wait_for_selector(f"{row} .badge.state-paused", timeout=15_000)

@@ -39,6 +39,7 @@ def test_banner_on_lost_connection_and_expired_session(live_server, chromium):
         dialog.dismiss()
 
     page.on("dialog", dismiss)
+    page.click(f"#trial-{trial.id} button.row-menu")  # the row's controls are built on demand
     page.click(f"#trial-{trial.id} button[data-action=cancel]")
     assert dialogs and dialogs[0].startswith(f"Cancel trial {trial.id}?")
     page.remove_listener("dialog", dismiss)
