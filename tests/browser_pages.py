@@ -1,0 +1,92 @@
+"""Every dashboard page with data behind it, for the layout and accessibility browser tests
+(tests/test_dashboard_layout_browser.py, tests/test_dashboard_a11y_browser.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from registry import model_registry
+from registry.lifecycle import experiment_create
+from registry.metrics import metrics_report, parse_reports
+from registry.models import TrialLog
+from tests.helpers import TINY_MODEL, register_checkpoint, register_host
+
+USERNAME = "paige"
+PASSWORD = "pw-paige"
+TRIALS = 3
+STEPS = 200
+
+# A search with a long name and long labels: long words must wrap, not widen the page.
+CONFIG = """
+name: a-rather-long-experiment-name-that-must-wrap-on-a-phone-screen-390px
+description: The pages' layout and accessibility fixture.
+labels: [narrow-screens, dark-theme, keyboard]
+entrypoint: model_def:TinyTrial
+hyperparameters:
+  global_batch_size: 8
+  lr: {type: log, minval: -3, maxval: -1}
+  optimizer: {type: categorical, vals: [sgd, adam]}
+  hidden_units_in_the_first_layer: {type: int, minval: 16, maxval: 256}
+searcher: {name: random, metric: validation_loss, max_trials: 3, max_length: {batches: 200}}
+"""
+
+
+def populate() -> tuple[Any, dict[str, str]]:
+    """Create the fixture (owner, experiment with 3 trials reporting training and validation
+    metrics, a checkpoint, log lines, a registered model with a version, a worker host) and
+    return the owner and ``{page name: path}`` for every dashboard page but the login form."""
+    owner = get_user_model().objects.create_user(USERNAME, password=PASSWORD)
+    experiment = experiment_create(owner=owner, config_source=CONFIG, model_definition=TINY_MODEL)
+    trials = list(experiment.trials.order_by("id"))
+    assert len(trials) == TRIALS
+    for i, trial in enumerate(trials):
+        reports = [
+            {
+                "group": "training",
+                "steps_completed": step,
+                "metrics": {"loss": 1.0 / step + 0.1 * i, "learning_rate": 0.001 * (i + 1)},
+            }
+            for step in range(10, STEPS + 1, 10)
+        ]
+        reports += [
+            {
+                "group": "validation",
+                "steps_completed": step,
+                "metrics": {"validation_loss": 0.5 / step + 0.1 * i, "accuracy": 0.6 + 0.1 * i},
+            }
+            for step in (100, 200)
+        ]
+        metrics_report(trial_id=trial.id, reports=parse_reports({"reports": reports}))
+    first = trials[0]
+    checkpoint = register_checkpoint(first, steps_completed=STEPS, size=4096)
+    for i in range(30):
+        TrialLog.objects.create(trial=first, run_id=1, message=f"epoch {i}: loss={1 / (i + 1):.4f}")
+    TrialLog.objects.create(trial=first, run_id=1, message="RuntimeError: CUDA out of memory")
+    model = model_registry.model_create(
+        owner=owner, name="digits-classifier", description="Digits, from the search."
+    )
+    model_registry.version_register(model=model, user=owner, checkpoint_uuid=checkpoint.uuid)
+    register_host("gpu-host-with-a-long-name-01.cluster.example.org", 4, gpu=True)
+    ids = "&".join(f"trial={t.id}" for t in trials)
+    pages = {
+        "experiments": "/",
+        "experiment": f"/experiments/{experiment.id}/",
+        "trial": f"/trials/{first.id}/",
+        "trial-logs": f"/trials/{first.id}/logs/",
+        "compare": f"/compare/?{ids}",
+        "models": "/models/",
+        "model": "/models/digits-classifier/",
+        "workers": "/workers/",
+        "not-found": "/no-such-page/",
+    }
+    return owner, pages
+
+
+def settle(page: Any) -> None:
+    """Wait until the page's charts (if any) are drawn, so layout and axe see the final page."""
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function(
+        "Array.from(document.querySelectorAll('.js-plotly-plot')).every((gd) => gd._fullLayout)"
+    )
