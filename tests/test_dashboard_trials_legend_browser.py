@@ -167,7 +167,47 @@ def test_the_trials_table_is_the_charts_legend(live_server, chromium):
     assert page.get_attribute(f"#trial-{target} button.row-menu", "aria-expanded") == "true"
     assert page.evaluate("document.querySelectorAll('#trials .row-menu-panel').length") == 1
 
-    # No horizontal scrolling of the page at 1440 px.
+    # Sorting by the best column: best values first (larger is better here), then reversed;
+    # the best trial stays pinned on top.
     page.click(".trials-pager .pager-prev")
+    page.click("#trials th[data-type=best] button.sort")
+    assert _row_ids(page)[:3] == [t.id for t in by_accuracy[:3]]
+    page.click("#trials th[data-type=best] button.sort")
+    assert _row_ids(page)[:3] == [best.id] + [t.id for t in by_accuracy[::-1][:2]]
+
+    # A copy of a number gets its exact value.
+    copied = page.evaluate(
+        """(sel) => {
+          const range = document.createRange();
+          range.selectNodeContents(document.querySelector(sel));
+          getSelection().removeAllRanges();
+          getSelection().addRange(range);
+          const data = new DataTransfer();
+          document.dispatchEvent(new ClipboardEvent('copy', {clipboardData: data}));
+          return data.getData('text/plain');
+        }""",
+        f"#trial-{best.id} td:nth-child(5)",
+    )
+    assert copied.strip() == repr(best.best_validation)
+
+    # A live swap of the table (experiment.js) keeps the legend's state.
+    page.fill(".legend-search", "optimizer=sgd")
+    page.evaluate(
+        """async (url) => {
+          const data = await (await fetch(url)).json();
+          TrialsTable.replace(document.getElementById('trials'), data.trials_html);
+        }""",
+        f"{url}live",
+    )
+    assert page.input_value(".legend-search") == "optimizer=sgd"
+    sgd = [t.id for t in trials if t.hparams["optimizer"] == "sgd"]
+    assert sorted(_row_ids(page)) == sgd
+    page.fill(".legend-search", "")
+
+    # No horizontal scrolling of the page, nor of the table, at 1440 px.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.evaluate(
+        "(() => { const t = document.querySelector('#trials .table-scroll');"
+        " return t.scrollWidth <= t.clientWidth; })()"
+    )
     save_screenshot(page, "trials-legend")
