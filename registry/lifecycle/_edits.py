@@ -80,9 +80,7 @@ def trial_patch(*, trial_id: int, notes: str | None = None) -> Trial:
     trial = get_object_or_404(Trial.objects.select_related("experiment"), id=trial_id)
     if changes:
         updated = (
-            Trial.objects.filter(id=trial_id)
-            .exclude(experiment__state__in=_GONE)
-            .update(**changes)
+            Trial.objects.filter(id=trial_id).exclude(experiment__state__in=_GONE).update(**changes)
         )
         if not updated:
             raise IllegalTransition(f"trial {trial_id}'s experiment is being deleted")
