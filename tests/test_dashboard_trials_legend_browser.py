@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from dashboard.templatetags.numbers import sig4_text
-from tests.browser import log_in, save_screenshot
+from tests.browser import CHARTS, log_in, save_screenshot
 from tests.helpers_hparams import hparam_search
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -155,6 +155,9 @@ def test_the_trials_table_is_the_charts_legend(live_server, chromium):
     assert page.get_attribute(f"#trial-{best.id} td:nth-child(5) .num", "title") == repr(
         best.best_validation
     )
+    page.wait_for_selector(CHARTS)
+    hover = page.evaluate(f"document.querySelector('{CHARTS}')._fullLayout.yaxis.hoverformat")
+    assert hover == page.evaluate("HeadwayFormat.D3") == ".4~g"  # chart hovers: 4 digits too
     values = [0.0006482765922226792, 123456.7, 9.99996, 1e-7, 6.5e-8, 1.5e22, -0.5, 2.0, 12345]
     js = page.evaluate("vs => vs.map(v => HeadwayFormat.number(v))", values)
     assert js == [sig4_text(v) for v in values]

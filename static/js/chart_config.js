@@ -40,7 +40,8 @@ window.HeadwayChartConfig = (function () {
         plot_bgcolor: bg,
         font: { color: fg },
         xaxis: axis,
-        yaxis: axis,
+        // Values on hover to 4 significant digits, as everywhere in the dashboard (format.js).
+        yaxis: Object.assign({ hoverformat: window.HeadwayFormat ? HeadwayFormat.D3 : ".4~g" }, axis),
         legend: { bgcolor: "rgba(0,0,0,0)" },
         modebar: { bgcolor: "rgba(0,0,0,0)", color: cssVar("--muted", "#59636e"), activecolor: fg },
       },
