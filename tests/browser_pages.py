@@ -73,6 +73,7 @@ def populate() -> tuple[Any, dict[str, str]]:
     pages = {
         "experiments": "/",
         "experiment": f"/experiments/{experiment.id}/",
+        "experiment-files": f"/experiments/{experiment.id}/files/?path=model_def.py",
         "trial": f"/trials/{first.id}/",
         "trial-logs": f"/trials/{first.id}/logs/",
         "compare": f"/compare/?{ids}",

@@ -112,7 +112,9 @@ window.HeadwayChartConfig = (function () {
     untab(gd);
     gd.setAttribute("tabindex", "0");
     gd.setAttribute("role", "group");
-    gd.setAttribute("aria-label", chartName(gd) + " chart. " + KEYS_HELP);
+    // A name its page gave the chart (aria-label before the first draw) wins over the title.
+    if (gd.dataset.hwName === undefined) gd.dataset.hwName = gd.getAttribute("aria-label") || "";
+    gd.setAttribute("aria-label", (gd.dataset.hwName || chartName(gd) + " chart") + ". " + KEYS_HELP);
     gd.setAttribute("aria-keyshortcuts", "R 0 + - D");
     if (!gd.dataset.hwKeys) {
       gd.dataset.hwKeys = "1";
@@ -123,7 +125,8 @@ window.HeadwayChartConfig = (function () {
     return gd;
   }
 
-  // Plotly.newPlot / Plotly.react with the theme, the shared config and afterDraw.
+  // Plotly.newPlot / Plotly.react with the theme, the shared config and afterDraw (role=group,
+  // so the modebar's buttons inside are allowed: role=img may not hold focusable content).
   function draw(method, gd, data, base, baseConfig) {
     return Promise.resolve(Plotly[method](gd, data, layout(base), config(baseConfig)))
       .then(function () { return afterDraw(gd); });

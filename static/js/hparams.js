@@ -178,7 +178,7 @@
       return dim;
     });
     var layout = Object.assign({ margin: { l: 60, r: 80, t: 50, b: 30 }, height: 360 }, themeLayout());
-    return Plotly.react(parcoords, [{ type: "parcoords", dimensions: dimensions, line: lineStyle(rows) }],
+    return HeadwayChartConfig.react(parcoords, [{ type: "parcoords", dimensions: dimensions, line: lineStyle(rows) }],
       layout, config);
   }
 
@@ -264,7 +264,7 @@
       margin: { l: 55, r: 10, t: 40, b: 45 },
       height: 260,
     }, themeLayout());
-    return Plotly.react(s.div, [{
+    return HeadwayChartConfig.react(s.div, [{
       type: "scatter",
       mode: "markers",
       x: rows.map(function (i) {
