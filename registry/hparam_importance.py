@@ -10,10 +10,13 @@ correlation of each numeric hyperparameter with the metric.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Any
 
 import numpy as np
+from django.core.cache import cache
 
 from registry.errors import InvalidInput, RegistryError
 from registry.hparams import flatten_hparams
@@ -26,6 +29,9 @@ MIN_TRIALS = 5
 # that the same trials always give the same answer.
 N_ESTIMATORS = 100
 SEED = 0
+# A fit costs ~0.1-0.3 s at 1,000 trials (docs/performance.md); the same trials and values give
+# the same answer, so it is kept under a hash of them and a page reload or a second viewer reuses it.
+CACHE_SECONDS = 3600
 # Categorical value of a trial that lacks a hyperparameter (conditional or nested hparams).
 MISSING = "(none)"
 # float32 is what the forest's trees compare in: larger magnitudes would become infinite.
@@ -100,12 +106,12 @@ def hparam_importance(experiment: Experiment, metric: str | None = None) -> dict
     "importance" (>= 0; they sum to 1, or are all 0 when the metric does not vary),
     "correlation" (Pearson's r with the metric, numeric hparams only, else None)}]}``, most
     important first; ``hparams`` is empty when no hyperparameter varies between those trials.
+    The answer is cached (Django's default cache, ``CACHE_SECONDS``) under a hash of the trials'
+    hyperparameters and values, so a new or changed value is a new fit.
 
     Raises InvalidInput (400, field ``metric``) for a metric no trial reported, and
     NotEnoughTrials (409) with fewer than ``MIN_TRIALS`` trials having a value.
     """
-    from sklearn.ensemble import RandomForestRegressor  # a second to import: only when asked
-
     metric = metric or experiment.searcher_metric
     rows = _metric_values(experiment, metric)
     if len(rows) < MIN_TRIALS:
@@ -114,6 +120,26 @@ def hparam_importance(experiment: Experiment, metric: str | None = None) -> dict
             f"{metric}; experiment {experiment.id} has {len(rows)}.",
             {"metric": [f"{len(rows)} of the required {MIN_TRIALS} trials have a value."]},
         )
+    key = (
+        "hparam-importance:"
+        + hashlib.sha256(
+            json.dumps([experiment.id, metric, rows], sort_keys=True, default=str).encode()
+        ).hexdigest()
+    )
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    result = _fit(experiment, metric, rows)
+    cache.set(key, result, CACHE_SECONDS)
+    return result
+
+
+def _fit(
+    experiment: Experiment, metric: str, rows: list[tuple[dict[str, Any], float]]
+) -> dict[str, Any]:
+    """The answer of ``hparam_importance`` for these ``(hparams, value)`` rows."""
+    from sklearn.ensemble import RandomForestRegressor  # a second to import: only when asked
+
     flat = [dict(flatten_hparams(hparams)) for hparams, _ in rows]
     names = sorted({name for pairs in flat for name in pairs})
     y = np.array([value for _, value in rows], dtype=float)

@@ -35,8 +35,12 @@ def test_the_hparams_the_metric_depends_on_come_first(api, user):
     assert by_name["optimizer"]["correlation"] is None
     assert by_name["lr"]["type"] == by_name["layers.width"]["type"] == "numeric"
     assert -1 <= by_name["dropout"]["correlation"] <= 1
-    # Same trials, same answer: the forest's seed is fixed.
+    # Same trials, same answer: the forest's seed is fixed (and the answer cached).
     assert api.get(url(experiment)).json() == body
+    # A changed value is a new answer, not the cached one.
+    trials[0].best_validation = None
+    trials[0].save(update_fields=["best_validation"])
+    assert api.get(url(experiment)).json()["trials"] == 59
 
 
 def test_another_validation_metric(api, user):

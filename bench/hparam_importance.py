@@ -1,0 +1,162 @@
+"""Hyperparameter importance (``GET experiments/{id}/hparam-importance/``) at 100 and 1,000 trials.
+
+Run from the repository root: ``.venv/bin/python bench/hparam_importance.py``.
+
+On a fresh SQLite database (``HEADWAY_BENCH_BACKENDS`` / ``DATABASE_URL`` as for the other
+benchmarks, ``bench/_server.py``) this builds, for each size in ``--trials`` (100, 1000), a finished
+search whose trials have 4 hyperparameters (two numeric, one nested, one categorical) and two
+validation reports each (through ``registry.metrics.metrics_report``, which keeps
+``best_validation``). In the same process (Django's test ``Client``: server time, no network),
+each the median of ``--repeat``:
+
+- ``fit``: the importance endpoint with the cache cleared before each request (a random forest
+  fit, what the first viewer of a changed search waits for);
+- ``cached``: the same request again (the answer is cached under a hash of the trials' values);
+- ``baseline``: ``GET experiments/{id}/trials/`` (its first page, 100 trials), the plainest
+  read of the same experiment's trials.
+
+Prints the ratios fit / baseline and cached / baseline, and ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _fixtures import timed_get  # noqa: E402
+from _server import REPO, Backend, backend_factories  # noqa: E402
+from _tiny import pick  # noqa: E402
+
+POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/headway_bench_hparams"
+
+
+def _search(trials: int) -> int:
+    """(child) A finished search of ``trials`` trials; returns its id."""
+    from django.contrib.auth import get_user_model
+
+    from registry.metrics import metrics_report, parse_reports
+    from registry.models import Experiment, State, Trial
+
+    owner = get_user_model().objects.get(username="bench")
+    config = {
+        "searcher": {
+            "name": "random",
+            "metric": "validation_accuracy",
+            "max_trials": trials,
+            "smaller_is_better": False,
+            "max_length": {"batches": 100},
+        },
+        "entrypoint": "model_def:T",
+        "hyperparameters": {},
+        "reproducibility": {"experiment_seed": 7},
+    }
+    experiment = Experiment.objects.create(
+        owner=owner,
+        name=f"bench-{trials}",
+        config=config,
+        state=State.COMPLETED,
+        model_definition=b"",
+    )
+    rng = random.Random(trials)
+    for i in range(trials):
+        lr = 10 ** rng.uniform(-4, -1)
+        hparams = {
+            "lr": lr,
+            "dropout": rng.uniform(0.1, 0.5),
+            "optimizer": ("adam", "sgd", "rmsprop")[i % 3],
+            "layers": {"width": rng.choice((32, 64, 128))},
+        }
+        value = 0.9 - 0.1 * abs(math.log10(lr) + 2.5) + rng.gauss(0, 0.01)
+        trial = Trial.objects.create(experiment=experiment, hparams=hparams, state=State.COMPLETED)
+        reports = [
+            {
+                "group": "validation",
+                "steps_completed": s,
+                "metrics": {"validation_accuracy": value * s / 100},
+            }
+            for s in (50, 100)
+        ]
+        metrics_report(trial_id=trial.id, reports=parse_reports({"reports": reports}))
+    return experiment.id
+
+
+def _child(token: str, sizes: list[int], repeat: int, out_path: str) -> None:
+    """(child) Build, measure, write the figures as JSON to ``out_path``."""
+    import django
+
+    django.setup()
+    from django.core.cache import cache
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    figures: dict[str, float] = {}
+    for trials in sizes:
+        experiment_id = _search(trials)
+        path = f"/api/v1/experiments/{experiment_id}/hparam-importance/"
+        timed_get(client, path, 1)  # import scikit-learn once, outside the timings
+        fits = []
+        for _ in range(repeat):
+            cache.clear()
+            fits.append(timed_get(client, path, 1)[0])
+        fits.sort()
+        cached_ms, response = timed_get(client, path, repeat)
+        assert response.json()["trials"] == trials
+        baseline_ms, _ = timed_get(client, f"/api/v1/experiments/{experiment_id}/trials/", repeat)
+        figures.update(
+            {
+                f"fit_{trials}_ms": fits[len(fits) // 2],
+                f"cached_{trials}_ms": cached_ms,
+                f"baseline_{trials}_ms": baseline_ms,
+            }
+        )
+    Path(out_path).write_text(json.dumps(figures))
+
+
+def measure(backend: Backend, sizes: list[int], repeat: int) -> dict[str, float]:
+    token = backend.prepare()
+    out = backend.var_dir / "figures.json"
+    cmd = [sys.executable, __file__, "--child", token, "--repeat", str(repeat), "--out", str(out)]
+    cmd += ["--trials", *map(str, sizes)]
+    subprocess.run(cmd, cwd=REPO, env=backend.env, check=True)
+    return json.loads(out.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, nargs="+", default=[100, pick(1000, 20)])
+    parser.add_argument("--repeat", type=int, default=pick(5, 1))
+    parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
+    parser.add_argument("--child", metavar="TOKEN", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return _child(args.child, args.trials, args.repeat, args.out)
+    figures: dict[str, float] = {}
+    print(
+        f"{'backend':9s} {'trials':>6s} {'fit ms':>8s} {'cached ms':>9s} {'baseline ms':>11s}"
+        f" {'fit/base':>8s} {'cached/base':>11s}"
+    )
+    for make in backend_factories(POSTGRES_URL, postgres=not args.no_postgres):
+        backend = make()
+        try:
+            r = measure(backend, args.trials, args.repeat)
+        finally:
+            backend.cleanup()
+        for trials in args.trials:
+            fit, cached, base = (r[f"{k}_{trials}_ms"] for k in ("fit", "cached", "baseline"))
+            print(
+                f"{backend.label:9s} {trials:6d} {fit:8.1f} {cached:9.1f} {base:11.1f}"
+                f" {fit / base:7.1f}x {cached / base:10.2f}x"
+            )
+            figures.update({f"{backend.label}_{k}": round(v, 2) for k, v in r.items()})
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
