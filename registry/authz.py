@@ -79,12 +79,15 @@ def ensure_can_change_trial(user: Any, trial_id: int) -> None:
     ensure_can_change(user, trial_owner_id(trial_id), f"trial {trial_id}")
 
 
-def ensure_can_write_trial_data(user: Any, trial_id: int, *, run_trial_id: int | None) -> None:
+def ensure_can_write_trial_data(
+    user: Any, trial_id: int, *, run_trial_id: int | None, owner_id: int | None = None
+) -> None:
     """Metrics, checkpoints and searcher reports of trial ``trial_id``: its own run or its owner.
 
     Arguments:
         run_trial_id: the trial of the run token the request used; None for a user's token or
             session.
+        owner_id: the trial's owner when the caller already read it (no query then).
 
     Raises:
         NotPermitted: a run token of another trial, or a user who does not own the trial
@@ -95,7 +98,8 @@ def ensure_can_write_trial_data(user: Any, trial_id: int, *, run_trial_id: int |
         if run_trial_id != trial_id:
             raise NotPermitted(f"This trial token may only access trial {run_trial_id}.")
         return
-    owner_id = trial_owner_id(trial_id)
+    if owner_id is None:
+        owner_id = trial_owner_id(trial_id)
     if owner_id is None:
         return  # no such trial: the service answers 404
     if user.pk != owner_id:

@@ -27,9 +27,12 @@ from registry.lifecycle._time_search import deliver_validation_reports
 from registry.metrics import _store as store
 from registry.metrics._aggregate import COUNT, LAST_STEP, LAST_VALUE, MAX_VALUE, MIN_VALUE, Agg
 from registry.metrics._sql import copy_rows, insert_rows, quote
+from registry.metrics._trial_row import lock_trial, save_trial
 from registry.models import Experiment, MetricReport, Trial
 
 MAX_REPORTS_PER_BATCH = 10_000
+# Smaller batches are upserted in one statement on PostgreSQL rather than COPYed (_store_raw).
+COPY_MIN_ROWS = 64
 
 GroupName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 MetricName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
@@ -224,7 +227,13 @@ def _latest_per_step(reports: list[ReportIn]) -> list[ReportIn]:
     return list(latest.values()) if len(latest) < len(reports) else reports
 
 
-def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None = None) -> int:
+def metrics_report(
+    *,
+    trial_id: int,
+    reports: list[ReportIn],
+    run_id: int | None = None,
+    authorize: Callable[[Trial], None] | None = None,
+) -> int:
     """Store a validated batch for one trial, idempotently; return the number of reports.
 
     In the same transaction: the raw reports (upserted on ``(trial, group, steps_completed)``),
@@ -232,10 +241,12 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
     ``summary_metrics``, ``steps_completed``, ``best_validation`` and fallback ``progress``,
     and the experiment's ``best_validation``; a searcher with ``time_metric`` hears of the
     validation reports (``registry.lifecycle._time_search``). Two reports of one step in a batch:
-    the later wins.
+    the later wins. ``authorize(trial)`` is called on the locked trial (its experiment loaded)
+    before anything is written, so an access check costs no query of its own.
 
     Raises:
         Trial.DoesNotExist: when the trial is gone.
+        Exception: whatever ``authorize`` raises (nothing is written then).
         InvalidInput: naming ``reports``: over ``HEADWAY_MAX_METRIC_SERIES_PER_TRIAL`` series.
     """
     received = len(reports)
@@ -245,11 +256,9 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
     with transaction.atomic():
         # Lock the trial so concurrent batches of one trial merge one after the other; only
         # the trial (of=self): the lifecycle's lock order is trials before their experiment.
-        trial = (
-            Trial.objects.select_for_update(of=("self",))
-            .select_related("experiment")
-            .get(id=trial_id)
-        )
+        trial = lock_trial(trial_id)
+        if authorize is not None:
+            authorize(trial)
         experiment = trial.experiment
         _check_series_budget(trial.summary_metrics or {}, reports)
         default_run = run_id or trial.run_id
@@ -314,7 +323,7 @@ def metrics_report(*, trial_id: int, reports: list[ReportIn], run_id: int | None
                 Experiment.objects.filter(id=experiment.id).update(
                     best_validation=trial.best_validation
                 )
-        trial.save(update_fields=fields)
+        save_trial(trial, fields)
         # adaptive_asha with time_metric ranks trials by their validations as they arrive.
         deliver_validation_reports(trial, experiment, reports)
     return received
@@ -324,10 +333,12 @@ def _store_raw(rows: list[tuple], *, append_only: bool) -> None:
     """Write the raw report rows: upserted, or on PostgreSQL appended with ``COPY`` when no stored
     row has their steps (``append_only``, known from the summary's high-water marks).
 
-    A stored row the summary does not know of (a report without metrics) makes the ``COPY``
-    fail inside its savepoint; the batch is then upserted as usual, so nothing is lost.
+    Fewer than ``COPY_MIN_ROWS`` rows are upserted: ``COPY`` inside its savepoint costs four
+    round trips where the upsert costs one. A stored row the summary does not know of (a
+    report without metrics) makes the ``COPY`` fail inside its savepoint; the batch is then
+    upserted as usual, so nothing is lost.
     """
-    if append_only and connection.vendor == "postgresql":
+    if append_only and len(rows) >= COPY_MIN_ROWS and connection.vendor == "postgresql":
         try:
             with transaction.atomic():
                 copy_rows(MetricReport._meta.db_table, _RAW_COLUMNS, rows)

@@ -5,7 +5,9 @@ every model instance in Python, which was half the cost of a 100-report batch, a
 express the merge-on-conflict that aggregates need. On PostgreSQL the rows travel as one jsonb
 parameter expanded server-side (``jsonb_to_recordset``): psycopg neither parses a statement with
 thousands of placeholders nor waits once per row (``executemany`` is one pipelined statement per
-row). On SQLite, one multi-row ``VALUES`` per chunk under its 32,766-parameter limit. Valid for
+row). On SQLite, ``executemany`` of a one-row statement (the driver steps one prepared statement
+per row), or with ``RETURNING`` one multi-row ``VALUES`` per chunk under its 32,766-parameter
+limit. JSON values are written with orjson (``json_text``). Valid for
 SQLite >= 3.35 (``RETURNING``) and PostgreSQL >= 9.5. Rows known not to conflict can go
 through PostgreSQL's ``COPY`` instead (``copy_rows``), about twice as fast again.
 """
@@ -16,6 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from django.db import connection
 
 _SQLITE_MAX_PARAMS = 30_000
@@ -24,6 +27,18 @@ _SQLITE_MAX_PARAMS = 30_000
 def quote(name: str) -> str:
     """The column or table name quoted for the current database."""
     return connection.ops.quote_name(name)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text: orjson (a tenth of ``json.dumps``'s time on a report's metrics),
+    else ``json.dumps`` for what orjson refuses (integers beyond 64 bits, which a metric may be).
+
+    Other types (datetimes, UUIDs) are written as orjson writes them or as ``str()``.
+    """
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits
+        return json.dumps(value, default=str)
 
 
 def insert_rows(
@@ -65,7 +80,7 @@ def insert_rows(
         if connection.vendor == "postgresql":
             record = ", ".join(f"{quote(c)} {t}" for c, t in columns)
             keys = [c for c, _ in columns]
-            payload = json.dumps([dict(zip(keys, row, strict=True)) for row in rows], default=str)
+            payload = json_text([dict(zip(keys, row, strict=True)) for row in rows])
             cursor.execute(
                 head + f"SELECT * FROM jsonb_to_recordset(%s::jsonb) AS r({record})" + tail,
                 [payload],
@@ -74,14 +89,20 @@ def insert_rows(
         json_cols = [i for i, (_, t) in enumerate(columns) if t == "jsonb"]
         per_chunk = max(1, _SQLITE_MAX_PARAMS // len(columns))
         placeholder = f"({', '.join(['%s'] * len(columns))})"
+        if json_cols:
+            lists = [list(row) for row in rows]
+            for values in lists:
+                for j in json_cols:
+                    values[j] = json_text(values[j])
+            rows = lists
+        if not returning:
+            # One prepared statement stepped per row in C: the multi-row VALUES text of a
+            # 100-row batch cost more to build and to rewrite (Django's %s -> ? regex).
+            cursor.executemany(head + "VALUES " + placeholder + tail, rows)
+            return []
         for i in range(0, len(rows), per_chunk):
             chunk = rows[i : i + per_chunk]
-            flat: list[Any] = []
-            for row in chunk:
-                values = list(row)
-                for j in json_cols:
-                    values[j] = json.dumps(values[j])
-                flat.extend(values)
+            flat = [value for row in chunk for value in row]
             cursor.execute(head + "VALUES " + ", ".join([placeholder] * len(chunk)) + tail, flat)
             if returning:
                 out.extend(cursor.fetchall())
@@ -114,5 +135,5 @@ def copy_rows(
     ):
         for row in rows:
             if json_cols:
-                row = [json.dumps(v) if i in json_cols else v for i, v in enumerate(row)]
+                row = [json_text(v) if i in json_cols else v for i, v in enumerate(row)]
             copy.write_row(row)

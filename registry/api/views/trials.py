@@ -94,20 +94,32 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
     def metrics(self, request, pk=None):
         if request.method == "POST":
             # The hot path of every trial: metrics_report locks the trial row anyway, so
-            # check access without a second fetch of the trial (get_object).
+            # access is checked on that row (authorize), without a fetch of its own.
             trial_id = _trial_pk(pk)
             run = trial_run_of(request)
-            ensure_can_write_trial_data(
-                request.user, trial_id, run_trial_id=run.trial_id if run else None
-            )
+            run_trial_id = run.trial_id if run else None
+            if run_trial_id is not None:  # no query: a run token writes its own trial only
+                ensure_can_write_trial_data(request.user, trial_id, run_trial_id=run_trial_id)
             # Validate the JSON bytes directly (pydantic's parser): a tenth of the cost of
             # DRF's json.loads then validating the Python objects, for 10,000-report batches.
             json_body = request.content_type.startswith("application/json")
             stream = request.stream if json_body else None
             reports = metrics.parse_reports(stream.read() if stream else request.data)
+
+            def authorize(trial: Trial) -> None:
+                ensure_can_write_trial_data(
+                    request.user,
+                    trial.id,
+                    run_trial_id=run_trial_id,
+                    owner_id=trial.experiment.owner_id,
+                )
+
             try:
                 accepted = metrics.metrics_report(
-                    trial_id=trial_id, reports=reports, run_id=run.run_id if run else None
+                    trial_id=trial_id,
+                    reports=reports,
+                    run_id=run.run_id if run else None,
+                    authorize=authorize,
                 )
             except Trial.DoesNotExist:
                 raise Http404("No Trial matches the given query.") from None
