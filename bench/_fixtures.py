@@ -28,7 +28,7 @@ def searcher_config(steps: int, metric: str = "m0") -> dict[str, Any]:
 
 
 def load_metric_experiment(
-    owner: Any, *, name: str, trials: int, steps: int, rng: Any
+    owner: Any, *, name: str, trials: int, steps: int, rng: Any, metrics: tuple[str, ...] = METRICS
 ) -> tuple[Any, list[int], int]:
     """Create an experiment of ``trials`` trials and bulk-load ``METRICS`` x ``steps`` into each.
 
@@ -40,6 +40,7 @@ def load_metric_experiment(
     Arguments:
         owner: the ``User`` owning the experiment.
         rng: a ``numpy.random.Generator`` (seeded by the caller, so runs are comparable).
+        metrics: the metric names (``METRICS`` unless given; ``bench/dashboard.py`` charts 5).
 
     Returns:
         (experiment, trial ids in creation order, points stored).
@@ -62,7 +63,7 @@ def load_metric_experiment(
         decay = np.exp(-step_array / (steps / (2 + i % 5)))
         series = {
             metric: decay * (1 + k) + 0.05 * rng.standard_normal(steps)
-            for k, metric in enumerate(METRICS)
+            for k, metric in enumerate(metrics)
         }
         points += bulk_load(trial.id, "training", step_array, series, started_at=STARTED_AT)
         if (i + 1) % 10 == 0:

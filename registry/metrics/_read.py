@@ -23,16 +23,15 @@ from headway.metric_values import chartable
 from registry.metrics._aggregate import (
     AGG_FIELDS,
     BASE_WIDTH,
-    FIRST_STEP,
     GAP_STEP,
     LEVELS,
     Agg,
     chart_points,
     level_width,
-    merge_all,
     point,
 )
 from registry.metrics._axes import XAxis, add_x
+from registry.metrics._band import band_points, ranges
 from registry.models import MetricBucket, MetricReport, MetricSeries
 
 RAW_SCAN_FACTOR = 2  # read raw when at most this many rows per point returned are scanned
@@ -81,6 +80,8 @@ class _Series:
     values: list[float | None] = dataclasses.field(default_factory=list)
     in_window: int = 0
     downsampled: bool = False
+    mins: list[float | None] | None = None  # band shape only: each range's extremes
+    maxs: list[float | None] | None = None
 
 
 def read_series(
@@ -91,6 +92,7 @@ def read_series(
     max_points: int = 2000,
     window: Window = Window(),
     x_axis: XAxis = XAxis.BATCHES,
+    band: bool = False,
 ) -> list[dict[str, Any]]:
     """Every ``(group, name)`` series of a trial matching the filters, for charts.
 
@@ -101,6 +103,9 @@ def read_series(
         window: the steps to read (zoom range, live-poll cursor).
         x_axis: ``epochs`` adds ``epochs`` (float or None per point), ``time`` adds
             ``elapsed_seconds`` (since the trial's first run started).
+        band: a downsampled series comes as one point per step range (its last) plus
+            ``min`` and ``max`` lists (the range's extremes), for a line with a band
+            (``registry.metrics._band``), instead of the M4 points.
 
     Returns:
         ``[{"group", "name", "count", "downsampled", "last_step", "steps", "values"[, ...]}]``
@@ -109,7 +114,7 @@ def read_series(
         (gaps: NaN, inf, non-numbers). Queries: a bounded handful, whatever the series' length.
     """
     rows = _series_rows(Q(trial_id=trial_id), group, names)
-    out = _read(rows, max_points, window, x_axis)
+    out = _read(rows, max_points, window, x_axis, band)
     for entry in out:
         del entry["trial_id"]
     return out
@@ -124,6 +129,7 @@ def read_experiment_series(
     max_points: int = 100,
     window: Window = Window(),
     x_axis: XAxis = XAxis.BATCHES,
+    band: bool = False,
 ) -> list[dict[str, Any]]:
     """``read_series`` for every trial of an experiment (or ``trial_ids`` of it) at once.
 
@@ -134,7 +140,7 @@ def read_experiment_series(
     where = Q(trial__experiment_id=experiment_id)
     if trial_ids:
         where &= Q(trial_id__in=list(trial_ids))
-    return _read(_series_rows(where, group, names), max_points, window, x_axis)
+    return _read(_series_rows(where, group, names), max_points, window, x_axis, band)
 
 
 def _series_rows(where: Q, group: str | None, names: Sequence[str]) -> list[_Series]:
@@ -148,7 +154,7 @@ def _series_rows(where: Q, group: str | None, names: Sequence[str]) -> list[_Ser
 
 
 def _read(
-    series: list[_Series], max_points: int, window: Window, x_axis: XAxis
+    series: list[_Series], max_points: int, window: Window, x_axis: XAxis, band: bool = False
 ) -> list[dict[str, Any]]:
     raw: list[_Series] = []
     plans: dict[tuple, list[_Series]] = defaultdict(list)
@@ -172,9 +178,10 @@ def _read(
             _plan(s, window, common, max_points, plans)
     _read_raw(raw, max_points, window, common, plans)
     for key, members in plans.items():
-        _read_buckets(key, members, max_points)
-    out = [
-        {
+        _read_buckets(key, members, max_points, band)
+    out = []
+    for s in series:
+        entry = {
             "trial_id": s.trial_id,
             "group": s.group,
             "name": s.name,
@@ -184,8 +191,9 @@ def _read(
             "steps": s.steps,
             "values": s.values,
         }
-        for s in series
-    ]
+        if s.mins is not None:
+            entry["min"], entry["max"] = s.mins, s.maxs
+        out.append(entry)
     if x_axis is not XAxis.BATCHES:
         add_x(out, x_axis)
     return out
@@ -321,7 +329,7 @@ def _cover(
     return runs, raw
 
 
-def _read_buckets(key: tuple, members: list[_Series], max_points: int) -> None:
+def _read_buckets(key: tuple, members: list[_Series], max_points: int, band: bool) -> None:
     """Downsampled points for series sharing one plan: one bucket query and one raw query."""
     by_id = {s.id: s for s in members}
     pieces: dict[int, list[tuple[int, Agg]]] = defaultdict(list)  # id -> [(start step, agg)]
@@ -338,14 +346,21 @@ def _read_buckets(key: tuple, members: list[_Series], max_points: int) -> None:
             for first, last in level_runs:
                 where |= Q(level=run_level, bucket__gte=first, bucket__lte=last)
         bucket_q = bucket_q.filter(where) if runs else bucket_q.none()
-    for series_id, level_of, bucket, *agg in bucket_q.values_list(
-        "series_id", "level", "bucket", *AGG_FIELDS
-    ):
-        pieces[series_id].append((bucket * level_width(level_of), tuple(agg)))
+    widths = [level_width(n) for n in range(LEVELS)]
+    # Indexing, not star-unpacking: this loop runs once per bucket of every trial's series.
+    for row in bucket_q.values_list("series_id", "level", "bucket", *AGG_FIELDS):
+        pieces[row[0]].append((row[2] * widths[row[1]], row[3:]))
     if raw_ranges:
         _raw_pieces(members, raw_ranges, pieces)
     for s in members:
-        _downsample(s, sorted(pieces.get(s.id, []), key=lambda p: p[0]), max_points)
+        ordered = sorted(pieces.get(s.id, []), key=lambda p: p[0])
+        if band:
+            s.in_window, s.steps, s.values, s.mins, s.maxs = band_points(
+                ordered, s.lo, s.hi, max_points
+            )
+            s.downsampled = len(s.steps) < s.in_window
+        else:
+            _downsample(s, ordered, max_points)
 
 
 def _raw_pieces(
@@ -370,18 +385,10 @@ def _raw_pieces(
 
 def _downsample(s: _Series, pieces: Sequence[tuple[int, Agg]], max_points: int) -> None:
     """Merge ordered pieces into equal step ranges and draw each range by its M4 points."""
-    aggs = [agg for _, agg in pieces]
-    s.in_window = sum(a[0] for a in aggs)
-    per_group = POINTS_PER_GROUP + any(a[GAP_STEP] is not None for a in aggs)
+    s.in_window = sum(agg[0] for _, agg in pieces)
+    per_group = POINTS_PER_GROUP + any(agg[GAP_STEP] is not None for _, agg in pieces)
     groups = max(1, max_points // per_group)
-    span = s.hi - s.lo + 1
-    buckets: dict[int, list[Agg]] = defaultdict(list)
-    for start, agg in pieces:
-        buckets[min(groups - 1, (max(start, s.lo) - s.lo) * groups // span)].append(agg)
-    for index in sorted(buckets):
-        merged = merge_all(sorted(buckets[index], key=lambda a: a[FIRST_STEP]))
-        if merged is None:
-            continue
+    for merged in ranges(pieces, s.lo, s.hi, groups):
         for step, value in chart_points(merged):
             s.steps.append(step)
             s.values.append(value)

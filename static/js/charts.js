@@ -1,5 +1,7 @@
 // Metric charts shared by the experiment, trial and compare pages: one Plotly chart per metric,
 // one line per trial, drawn from the REST metric endpoints (registry/metrics, docs/dashboard.md).
+// This file holds the data side (fetch, live polls, controls, zoom); static/js/chart_view.js
+// draws (on screen only, shared overview events, grouping) with static/js/chart_traces.js.
 //
 // - Data: GET <source>/metrics/?name=...&max_points=P&x_axis=... for every source (an experiment,
 //   a trial, or an experiment restricted to some trials); P spreads a point budget over the traces.
@@ -7,24 +9,18 @@
 //   (debiased as TensorBoard does; the raw line stays faint behind), best trial drawn thicker.
 // - Zoom: a drag-zoom fetches the metric again for the zoomed step range at full resolution
 //   (x_min / x_max); double-click returns to the overview data.
+// - Long series come in the band shape (band=true): a line through each step range's last
+//   value, with the range's min / max drawn as a shaded band.
 // - Live: poll() fetches only steps after each series' last one (after_step) and appends them;
 //   Plotly.react keeps the user's zoom and hidden traces (layout.uirevision).
 window.HeadwayCharts = (function () {
   "use strict";
 
-  var PLOT_CONFIG = { responsive: true, displaylogo: false };
+  var T = window.HeadwayChartTraces;
   var POINT_BUDGET = 30000; // points per fetch over every trace; P = budget / traces
   var MIN_POINTS = 50;
   var MAX_POINTS = 2000;
   var DEFAULT_SELECTED = 12; // metrics charted before the user picks
-  // Plotly's default colorway: the same trial has the same colour in every chart.
-  var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-    "#7f7f7f", "#bcbd22", "#17becf"];
-  var X_TITLES = {
-    batches: "batches (steps_completed)",
-    epochs: "epochs",
-    time: "wall time (seconds since the trial started)",
-  };
 
   function metricKey(group, name) {
     return group + "/" + name;
@@ -34,74 +30,50 @@ window.HeadwayCharts = (function () {
     return Math.max(lo, Math.min(hi, value));
   }
 
-  // TensorBoard's smoothing: an exponential moving average debiased for its zero start, so the
-  // first points are not pulled toward 0. Gaps (null: NaN/inf) stay gaps and do not advance it.
-  function ema(values, weight) {
-    if (!(weight > 0)) {
-      return values.slice();
-    }
-    var out = new Array(values.length);
-    var last = 0;
-    var count = 0;
-    for (var i = 0; i < values.length; i++) {
-      var v = values[i];
-      if (v === null || v === undefined || !isFinite(v)) {
-        out[i] = null;
-        continue;
-      }
-      last = last * weight + (1 - weight) * v;
-      count += 1;
-      out[i] = last / (1 - Math.pow(weight, count));
-    }
-    return out;
-  }
-
-  // A value between two gaps has no line segment: give just those points a marker.
-  function isolatedMarkers(values, size) {
-    return values.map(function (v, i) {
-      var before = i > 0 && values[i - 1] !== null;
-      var after = i + 1 < values.length && values[i + 1] !== null;
-      return v !== null && !(before || after) ? size : 0;
-    });
-  }
-
-  // Plotly renders hover text as a subset of HTML: user strings must not be read as tags.
-  function escapeHtml(text) {
-    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-  }
-
-  function xValues(entry, xAxis) {
-    if (xAxis === "epochs") {
-      return entry.epochs || [];
-    }
-    if (xAxis === "time") {
-      return entry.elapsed_seconds || [];
-    }
-    return entry.steps;
+  // ?chart_mode=svg|gl|merged|merged-gl forces one trace mode (bench/dashboard.py compares them).
+  function forcedMode() {
+    var mode = new URLSearchParams(window.location.search).get("chart_mode");
+    return T.MODES.indexOf(mode) >= 0 ? mode : null;
   }
 
   // options: {sources: [{url, trialId?, trialIds?}], metrics: [{group, name}],
-  //           trials: [{id, label, hparams: [[key, value]]}], bestTrialId, onError}
+  //           trials: [{id, label, hparams: [[key, value]]}], bestTrialId, onError,
+  //           legend (default true: a plotly legend per chart; the overview's is the trials
+  //           table), groupBy (default false: offer "group by <hparam>")}
   function Board(root, options) {
     this.root = root;
     this.sources = options.sources;
     this.trials = options.trials || [];
     this.bestTrialId = options.bestTrialId || null;
     this.onError = options.onError || function () {};
+    this.legend = options.legend !== false;
+    this.mode = forcedMode();
     this.xAxis = "batches";
     this.yType = "linear";
     this.smoothing = 0;
+    this.groupBy = "";
+    this.visible = null; // null: every trial; else {id: true} from hw:trials-visible
+    this.colors = {}; // trial id -> "#rrggbb" from hw:trial-colors
+    this.hoverId = null;
     this.metrics = [];
     this.selected = {};
-    this.data = {}; // key -> trial id -> {steps, values, epochs?, elapsed_seconds?, last_step}
+    this.data = {}; // key -> trial id -> {steps, values, min?, max?, epochs?, ..., last_step}
     this.zoom = {}; // key -> {data: trial id -> entry} while zoomed in
     this.plots = {}; // key -> div
+    this.inView = {}; // key -> whether its chart is on screen (IntersectionObserver)
+    this.stale = {}; // key -> data changed while off screen: draw when it scrolls in
     this.charts = root.querySelector(".metric-charts");
     this.picker = root.querySelector(".metric-picker-options");
     this.status = root.querySelector(".chart-status");
     this.appended = 0;
+    this.loaded = false; // no chart is drawn before the first data arrived
+    this.observer = this.makeObserver();
     this.setMetrics(options.metrics || []);
     this.bindControls();
+    if (options.groupBy) {
+      this.addGroupControl();
+    }
+    this.listen();
   }
 
   Board.prototype.trialIndex = function (trialId) {
@@ -235,7 +207,9 @@ window.HeadwayCharts = (function () {
   Board.prototype.baseParams = function (keys) {
     var names = {};
     keys.forEach(function (key) { names[key.slice(key.indexOf("/") + 1)] = true; });
-    var params = { name: Object.keys(names), max_points: this.pointsPerTrace(keys) };
+    var params = {
+      name: Object.keys(names), max_points: this.pointsPerTrace(keys), band: "true",
+    };
     if (this.xAxis !== "batches") {
       params.x_axis = this.xAxis;
     }
@@ -249,6 +223,7 @@ window.HeadwayCharts = (function () {
     this.appended = 0;
     if (!keys.length) {
       this.data = {};
+      this.loaded = true;
       this.renderAll();
       return Promise.resolve();
     }
@@ -256,6 +231,9 @@ window.HeadwayCharts = (function () {
     return this.fetchSeries(this.baseParams(keys)).then(function (entries) {
       self.data = {};
       self.store(entries, false);
+      // When the first data arrived (ms since navigation start; bench/dashboard.py reads it).
+      self.root.dataset.dataAt = self.root.dataset.dataAt || String(Math.round(performance.now()));
+      self.loaded = true;
       self.renderAll();
       self.setStatus("");
     }).catch(function () {
@@ -317,9 +295,11 @@ window.HeadwayCharts = (function () {
         start += 1;
       }
       if (start < entry.steps.length) {
-        ["steps", "values", "epochs", "elapsed_seconds"].forEach(function (field) {
-          if (held[field] && entry[field]) {
-            held[field] = held[field].concat(entry[field].slice(start));
+        ["steps", "values", "epochs", "elapsed_seconds", "min", "max"].forEach(function (field) {
+          // A raw tail (not downsampled) has no min / max: each point is its own extremes.
+          var more = entry[field] || ((field === "min" || field === "max") && entry.values);
+          if (held[field] && more) {
+            held[field] = held[field].concat(more.slice(start));
           }
         });
         self.appended += entry.steps.length - start;
@@ -336,130 +316,6 @@ window.HeadwayCharts = (function () {
     }
   };
 
-  Board.prototype.renderAll = function () {
-    var self = this;
-    var keys = this.selectedKeys();
-    // Drop charts of unselected metrics, add missing ones in picker order.
-    Object.keys(this.plots).forEach(function (key) {
-      if (keys.indexOf(key) < 0) {
-        Plotly.purge(self.plots[key]);
-        self.plots[key].parentNode.remove();
-        delete self.plots[key];
-      }
-    });
-    keys.forEach(function (key) {
-      self.render(key);
-    });
-    this.root.dataset.charts = String(keys.length);
-  };
-
-  Board.prototype.plotFor = function (key) {
-    var self = this;
-    if (this.plots[key]) {
-      return this.plots[key];
-    }
-    var figure = document.createElement("figure");
-    figure.className = "metric-chart";
-    var div = document.createElement("div");
-    div.className = "plot";
-    div.setAttribute("role", "img");
-    div.setAttribute("aria-label", "Chart of " + key + " for each trial");
-    div.dataset.key = key;
-    figure.appendChild(div);
-    this.charts.appendChild(figure);
-    this.plots[key] = div;
-    // Keep picker order.
-    this.selectedKeys().forEach(function (k) {
-      if (self.plots[k]) {
-        self.charts.appendChild(self.plots[k].parentNode);
-      }
-    });
-    return div;
-  };
-
-  Board.prototype.traces = function (key, byTrial) {
-    var self = this;
-    var group = key.slice(0, key.indexOf("/"));
-    var validation = group === "validation";
-    var out = [];
-    var ids = Object.keys(byTrial).map(Number).sort(function (a, b) { return a - b; });
-    ids.forEach(function (id) {
-      var entry = byTrial[id];
-      var index = self.trialIndex(id);
-      var trial = self.trials[index];
-      var color = COLORS[index % COLORS.length];
-      var best = id === self.bestTrialId;
-      var x = xValues(entry, self.xAxis);
-      var values = entry.values;
-      var meta = {
-        label: escapeHtml(trial.label) + (best ? " (best)" : ""),
-        hp: trial.hparams.map(function (kv) {
-          return escapeHtml(kv[0]) + "=" + escapeHtml(kv[1]);
-        }).join("<br>") || "no hyperparameters",
-      };
-      var name = trial.label + (best ? " \u2605 best" : "");
-      var smoothed = self.smoothing > 0;
-      var hover = "<b>%{meta.label}</b><br>%{meta.hp}<br>" + self.xAxis + " %{x}<br>" +
-        escapeHtml(key) + " %{y:.5g}<extra></extra>";
-      if (smoothed) {
-        out.push({
-          type: "scatter", mode: "lines", x: x, y: values, name: name + " (raw)",
-          legendgroup: "trial-" + id, showlegend: false, hoverinfo: "skip",
-          line: { color: color, width: 1 }, opacity: 0.25, connectgaps: false,
-          meta: { trial_id: id, raw: true },
-        });
-      }
-      out.push({
-        type: "scatter",
-        mode: "lines+markers",
-        x: x,
-        y: smoothed ? ema(values, self.smoothing) : values,
-        name: name,
-        legendgroup: "trial-" + id,
-        line: { color: color, width: best ? 3 : 1.5 },
-        marker: { color: color, size: validation ? 5 : isolatedMarkers(values, 5) },
-        connectgaps: false,
-        meta: { trial_id: id, label: meta.label, hp: meta.hp, best: best },
-        hovertemplate: hover,
-      });
-    });
-    return out;
-  };
-
-  Board.prototype.render = function (key) {
-    var self = this;
-    var div = this.plotFor(key);
-    var zoomed = this.zoom[key];
-    var byTrial = zoomed ? zoomed.data : this.data[key] || {};
-    var traces = this.traces(key, byTrial);
-    var layout = {
-      template: "plotly_white",
-      title: { text: escapeHtml(key), font: { size: 14 } },
-      // A new x-axis resets the zoom; anything else (live data, smoothing) keeps it.
-      uirevision: key + "|" + this.xAxis,
-      margin: { l: 60, r: 20, t: 50, b: 45 },
-      xaxis: { title: { text: X_TITLES[this.xAxis] } },
-      yaxis: { type: this.yType },
-      showlegend: traces.length > 0,
-      legend: { font: { size: 11 }, groupclick: "togglegroup" },
-      hovermode: "closest",
-      annotations: traces.length ? [] : [{
-        text: "No points for this metric", showarrow: false, xref: "paper", yref: "paper",
-        x: 0.5, y: 0.5, font: { size: 14, color: "#888" },
-      }],
-    };
-    div.dataset.rendering = "1";
-    // Theme, shared modebar config and keyboard access: static/js/chart_config.js.
-    var drawn = HeadwayChartConfig.react(div, traces, layout, PLOT_CONFIG);
-    Promise.resolve(drawn).then(function () {
-      delete div.dataset.rendering;
-      if (!div.dataset.bound) {
-        div.dataset.bound = "1";
-        div.on("plotly_relayout", function (event) { self.onRelayout(key, event); });
-      }
-    });
-  };
-
   // The step range [lo, hi] that covers x in [a, b] in the overview data (any x-axis).
   Board.prototype.stepWindow = function (key, a, b) {
     var self = this;
@@ -471,7 +327,7 @@ window.HeadwayCharts = (function () {
     var byTrial = this.data[key] || {};
     Object.keys(byTrial).forEach(function (id) {
       var entry = byTrial[id];
-      var x = xValues(entry, self.xAxis);
+      var x = T.xValues(entry, self.xAxis);
       for (var i = 0; i < entry.steps.length; i++) {
         if (x[i] === null || x[i] === undefined) {
           continue;
@@ -520,6 +376,7 @@ window.HeadwayCharts = (function () {
       x_min: steps[0],
       x_max: steps[1],
       max_points: clamp(Math.floor(POINT_BUDGET / Math.max(1, this.trials.length)), 200, MAX_POINTS),
+      band: "true",
     };
     if (this.xAxis !== "batches") {
       params.x_axis = this.xAxis;
@@ -541,5 +398,5 @@ window.HeadwayCharts = (function () {
     });
   };
 
-  return { Board: Board, ema: ema, metricKey: metricKey };
+  return { Board: Board, ema: T.ema, metricKey: metricKey };
 })();

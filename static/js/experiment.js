@@ -13,6 +13,10 @@
   var terminal = root.dataset.terminal === "true";
   var banner = document.getElementById("live-banner");
 
+  // The trials table is the legend here (hw:trials-visible, hw:trial-colors, hw:trial-hover);
+  // the charts offer "group by <hparam>".
+  options.legend = false;
+  options.groupBy = true;
   options.onError = function (error) {
     showBanner(error && error.kind === "session" ? "session" : "connection");
   };

@@ -19,7 +19,7 @@ from registry.api.serializers import (
 )
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
 from registry.api.views.edits import ExperimentPatchMixin
-from registry.api.views.metrics import SERIES_PARAMETERS, series_params
+from registry.api.views.metrics import SERIES_PARAMETERS, series_params, series_response
 from registry.checkpoints import experiment_delete, request_checkpoint_gc
 from registry.errors import IllegalTransition, InvalidInput
 from registry.hparam_importance import hparam_importance
@@ -40,6 +40,10 @@ class ExperimentViewSet(
     serializer_class = ExperimentSerializer
 
     def get_queryset(self):
+        if self.action == "metrics":
+            # The chart data needs the experiment's id only: the list's annotations (a trial
+            # count and the scheduling message) cost ~140 ms at 1,000 trials (SQLite).
+            return Experiment.objects.only("id", "owner_id")
         qs = (
             Experiment.objects.select_related("owner")
             .defer("model_definition")
@@ -155,7 +159,7 @@ class ExperimentViewSet(
         series = metrics.read_experiment_series(
             experiment_id=experiment.id, trial_ids=trial_ids, **params
         )
-        return Response({"experiment_id": experiment.id, "series": series})
+        return series_response({"experiment_id": experiment.id, "series": series})
 
     @extend_schema(
         parameters=[
