@@ -55,6 +55,7 @@ from _fixtures import (
     timed_get,
 )
 from _server import REPO, Backend, backend_factories
+from _tiny import pick
 
 # The child runs through the entry point, which puts the repository before bench/ on sys.path.
 ENTRY_POINT = str(Path(__file__).with_name("dashboard.py"))
@@ -269,10 +270,12 @@ def _print_table(label: str, r: dict[str, float]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=100)
-    parser.add_argument("--steps", type=int, default=100_000)
-    parser.add_argument("--experiments", type=int, default=10_000, help="in the list, in all")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=pick(100, 2))
+    parser.add_argument("--steps", type=int, default=pick(100_000, 200))
+    parser.add_argument(
+        "--experiments", type=int, default=pick(10_000, 50), help="in the list, in all"
+    )
+    parser.add_argument("--repeat", type=int, default=pick(5, 1))
     parser.add_argument(
         "--checkpoints-per-trial", type=int, default=CHECKPOINTS_PER_TRIAL, help="1 to 999"
     )

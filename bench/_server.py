@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import io
+import json
 import os
 import secrets
 import shutil
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -140,6 +142,36 @@ class Backend:
         """PostgreSQL at ``database_url`` (the caller creates the database first)."""
         return cls("postgres", database_url, Path(tempfile.mkdtemp(prefix="headway-bench-")))
 
+    @classmethod
+    def from_environment(cls, name: str) -> Backend:
+        """PostgreSQL when ``DATABASE_URL`` names a PostgreSQL server (a fresh database ``name``
+        on it, dropped by ``cleanup``), else a fresh SQLite file (the embedded default).
+
+        ``bench/run_all.py`` sets ``DATABASE_URL`` for its PostgreSQL + Redis + S3 pass; a server
+        that cannot be reached falls back to SQLite with a note on stderr.
+        """
+        database_url = os.environ.get("DATABASE_URL", "")
+        if database_url.startswith(("postgres://", "postgresql://")):
+            url = database_url.rsplit("/", 1)[0] + f"/{name}_{os.getpid()}"
+            problem = postgres_recreate(url)
+            if problem is None:
+                return cls.postgres(url)
+            print(f"note: PostgreSQL unavailable ({problem}); using SQLite", file=sys.stderr)
+        found = cls.sqlite()
+        found.env.pop("REDIS_URL", None)
+        return found
+
+    def allow_storage(self, locations: dict[str, dict[str, Any]]) -> None:
+        """Make ``locations`` (``{name: checkpoint_storage dict}``, the first one the default)
+        the admin's storage locations of every process started with this backend's env.
+
+        The server refuses checkpoint storage outside ``HEADWAY_STORAGE_LOCATIONS``
+        (docs/deployment.md), so a benchmark names its own bucket or folder here.
+        """
+        path = self.var_dir / "storage-locations.json"
+        path.write_text(json.dumps({"default": next(iter(locations)), "locations": locations}))
+        self.env["HEADWAY_STORAGE_LOCATIONS"] = str(path)
+
     def __post_init__(self) -> None:
         self.env = {
             **os.environ,
@@ -187,9 +219,13 @@ class Backend:
 
 def backend_factories(postgres_url: str, *, postgres: bool = True) -> list[Callable[[], Backend]]:
     """The backends a benchmark measures: SQLite, then PostgreSQL at ``postgres_url`` (recreated)
-    unless ``postgres`` is False or the server is unreachable (a note says why)."""
-    factories: list[Callable[[], Backend]] = [Backend.sqlite]
-    if postgres:
+    unless ``postgres`` is False or the server is unreachable (a note says why).
+
+    ``HEADWAY_BENCH_BACKENDS=sqlite`` or ``=postgres`` keeps only that one (``bench/run_all.py``
+    runs every benchmark once per backend)."""
+    only = os.environ.get("HEADWAY_BENCH_BACKENDS", "")
+    factories: list[Callable[[], Backend]] = [] if only == "postgres" else [Backend.sqlite]
+    if postgres and only != "sqlite":
         why = postgres_recreate(postgres_url)
         if why is None:
             factories.append(lambda: Backend.postgres(postgres_url))
@@ -205,7 +241,8 @@ class Server:
         backend: the database/env to serve.
         kind: ``runserver`` (Django's threaded dev server, what the embedded setup runs),
             ``runserver_nodelay`` (the same with TCP_NODELAY on accepted sockets) or
-            ``gunicorn`` (``workers`` sync processes; only when gunicorn is importable).
+            ``gunicorn`` (``workers`` sync processes; only when gunicorn is importable) or
+            ``serve`` (gunicorn with config/gunicorn.py, as ``manage.py serve`` runs it).
         workers: gunicorn worker processes (ignored for runserver).
 
     Raises:
@@ -229,6 +266,12 @@ class Server:
                 sys.executable, "-m", "gunicorn", "config.wsgi:application",
                 "--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
                 "--log-level", "warning",
+            ]  # fmt: skip
+        if self.kind == "serve":  # what `manage.py serve` runs: config/gunicorn.py (gthread)
+            return [
+                sys.executable, "-m", "gunicorn", "config.wsgi:application",
+                "--config", str(REPO / "config" / "gunicorn.py"),
+                "--bind", f"127.0.0.1:{self.port}",
             ]  # fmt: skip
         raise ValueError(f"unknown server kind {self.kind!r}")
 

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _tiny import pick
 from torch import nn
 
 REPO = Path(__file__).resolve().parent.parent
@@ -258,9 +259,11 @@ def launch_ranks(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=300, help="timed global batches per run")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--batches", type=int, default=pick(300, 5), help="timed global batches per run"
+    )
+    parser.add_argument("--warmup", type=int, default=pick(10, 2))
+    parser.add_argument("--repeats", type=int, default=pick(5, 1))
     two_gpus = torch.cuda.is_available() and torch.cuda.device_count() >= RANKS
     parser.add_argument(
         "--backend", choices=("gloo", "nccl"), default="nccl" if two_gpus else "gloo"

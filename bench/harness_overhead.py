@@ -36,6 +36,7 @@ import time
 from typing import Any
 
 import torch
+from _tiny import pick
 from sklearn.datasets import load_digits
 from torch import nn
 
@@ -197,9 +198,9 @@ def _alternate(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny-batches", type=int, default=2000)
-    parser.add_argument("--large-batches", type=int, default=60)
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--tiny-batches", type=int, default=pick(2000, 50))
+    parser.add_argument("--large-batches", type=int, default=pick(60, 3))
+    parser.add_argument("--repeats", type=int, default=pick(9, 2))
     # One thread for the tiny model: its quantity is per-batch overhead, and on a busy 2-core
     # machine two intra-op threads made tiny pairs range from 0.70x to 30x.
     parser.add_argument("--tiny-threads", type=int, default=1)

@@ -44,13 +44,14 @@ from _server import (  # noqa: E402
     gunicorn_available,
     single_file_model_definition,
 )
+from _tiny import pick  # noqa: E402
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench"
 )
-METRICS, STEPS, REPORTS_PER_POST = 10, 10_000, 100
-SINGLE_N, WARMUP_N = 300, 30
-SDK_STEPS = 200_000
+METRICS, STEPS, REPORTS_PER_POST = 10, pick(10_000, 1_000), 100
+SINGLE_N, WARMUP_N = pick(300, 30), pick(30, 5)
+SDK_STEPS = pick(200_000, 5_000)
 TARGET_POINTS_PER_S, TARGET_SINGLE_P50_MS = 100_000, 5.0
 # A keep-alive GET /healthz above this is the 40 ms delayed-ACK stall, not the server's work.
 NAGLE_FLOOR_MS = 20.0

@@ -47,6 +47,7 @@ from _fixtures import (  # noqa: E402
     timed_get,
 )
 from _server import REPO, Backend, backend_factories  # noqa: E402
+from _tiny import pick  # noqa: E402
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_READ_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench_read"
@@ -191,9 +192,9 @@ def measure(backend: Backend, trials: int, steps: int, repeat: int) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=100)
-    parser.add_argument("--steps", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=pick(100, 2))
+    parser.add_argument("--steps", type=int, default=pick(100_000, 500))
+    parser.add_argument("--repeat", type=int, default=pick(5, 1))
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
     parser.add_argument("--child", metavar="TOKEN", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)

@@ -1,7 +1,7 @@
 """Preemption signal latency: pause request -> ``should_preempt()`` True -> trial PAUSED.
 
-Runs a real embedded cluster (``manage.py serve``: web server + Celery worker, SQLite, filesystem
-broker) in a temp var dir and a Core API trial whose loop does 5 ms "batches" and checks
+Runs a real cluster (``manage.py serve``: web server + Celery worker; SQLite and the filesystem
+broker, or PostgreSQL + Redis when ``DATABASE_URL`` / ``REDIS_URL`` name them) in a temp var dir and a Core API trial whose loop does 5 ms "batches" and checks
 ``should_preempt()`` after each. Each round: wait until the run is up, POST ``trials/{id}/pause``,
 and measure
 - signal latency: request sent -> ``should_preempt()`` returned True (wall clock, same host),
@@ -17,20 +17,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import REPO, free_port, percentile, single_file_model_definition  # noqa: E402
+from _server import REPO, Backend, free_port, percentile, single_file_model_definition  # noqa: E402
+from _tiny import pick  # noqa: E402
 
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "8"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", str(pick(8, 2))))
 BATCH_S = 0.005
 
 SCRIPT = f"""
@@ -65,12 +64,12 @@ def wait(predicate, timeout: float, what: str, interval: float = 0.01):
 
 
 def main() -> None:
-    var_dir = Path(tempfile.mkdtemp(prefix="headway-preempt-bench-"))
+    # The embedded default, or PostgreSQL (+ Redis) when DATABASE_URL (and REDIS_URL) name them.
+    backend = Backend.from_environment("headway_bench_preempt")
+    var_dir = backend.var_dir
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(
-        HEADWAY_VAR_DIR=str(var_dir), HEADWAY_PORT=str(port), HEADWAY_LOG_FLUSH_SECONDS="0.05"
-    )
+    env = {**backend.env, "LOG_LEVEL": "INFO"}
+    env.update(HEADWAY_PORT=str(port), HEADWAY_LOG_FLUSH_SECONDS="0.05")
     manage = [sys.executable, str(REPO / "manage.py")]
     subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=REPO)
     token = subprocess.run(
@@ -131,7 +130,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-        shutil.rmtree(var_dir, ignore_errors=True)
+        backend.cleanup()
     figures = {
         "rounds": ROUNDS,
         "signal_p50_s": round(statistics.median(signal), 4),

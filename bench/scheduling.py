@@ -3,7 +3,7 @@
 Runs a web server and two worker processes (``manage.py worker`` with ``HEADWAY_SLOTS=2`` and
 two host names) on a fresh database: PostgreSQL + Redis when ``DATABASE_URL`` / ``REDIS_URL``
 name them, else the embedded SQLite + filesystem broker. The experiment is a ``random`` search of
-``BENCH_TRIALS`` (default 500) trials of a Core API script that trains one "batch" and reports
+``BENCH_TRIALS`` (default 500; 8 with ``HEADWAY_BENCH_TINY=1``) trials of a Core API script that trains one "batch" and reports
 it, with ``max_concurrent_trials: 4`` (the cluster's slots), so each trial is created the moment
 a slot frees up. From the recorded runs it measures
 - trials started per second over the whole search,
@@ -36,11 +36,11 @@ from _server import (  # noqa: E402
     Backend,
     Server,
     percentile,
-    postgres_recreate,
     single_file_model_definition,
 )
+from _tiny import pick  # noqa: E402
 
-TRIALS = int(os.environ.get("BENCH_TRIALS", "500"))
+TRIALS = int(os.environ.get("BENCH_TRIALS", str(pick(500, 8))))
 SLOTS_PER_HOST, HOSTS = 2, ("bench-a", "bench-b")
 
 SCRIPT = """
@@ -87,19 +87,6 @@ def baseline(work_dir: Path) -> float:
     return time.perf_counter() - began
 
 
-def backend() -> Backend:
-    database_url = os.environ.get("DATABASE_URL", "")
-    if database_url.startswith(("postgres://", "postgresql://")) and os.environ.get("REDIS_URL"):
-        url = database_url.rsplit("/", 1)[0] + f"/headway_bench_sched_{os.getpid()}"
-        problem = postgres_recreate(url)
-        if problem is None:
-            return Backend.postgres(url)
-        print(f"note: PostgreSQL unavailable ({problem}); using SQLite", file=sys.stderr)
-    found = Backend.sqlite()
-    found.env.pop("REDIS_URL", None)
-    return found
-
-
 def run_records(store: Backend, experiment_id: int) -> list[tuple[float, float, float]]:
     """(created, started, ended) epoch seconds of every run of the experiment, from the DB."""
     # The bench's own settings (a deployment's DATABASE_URL requires SECRET_KEY).
@@ -118,7 +105,7 @@ def run_records(store: Backend, experiment_id: int) -> list[tuple[float, float, 
 
 
 def main() -> None:
-    store = backend()
+    store = Backend.from_environment("headway_bench_sched")
     try:
         figures = measure(store)
     finally:

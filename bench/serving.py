@@ -23,10 +23,11 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _server import MANAGE, Backend, Server, percentile, single_file_model_definition  # noqa: E402
+from _tiny import pick  # noqa: E402
 
-POLLS = int(os.environ.get("BENCH_POLLS", "200"))
-POLL_TIMEOUT_S = int(os.environ.get("BENCH_POLL_TIMEOUT", "60"))
-DASHBOARD_REQUESTS = int(os.environ.get("BENCH_DASHBOARD_REQUESTS", "60"))
+POLLS = int(os.environ.get("BENCH_POLLS", str(pick(200, 10))))
+POLL_TIMEOUT_S = int(os.environ.get("BENCH_POLL_TIMEOUT", str(pick(60, 5))))
+DASHBOARD_REQUESTS = int(os.environ.get("BENCH_DASHBOARD_REQUESTS", str(pick(60, 5))))
 CONFIG = "name: serving\nentrypoint: python x.py\nsearcher: {name: single, metric: loss, max_length: 1}\n"
 # Claims and starts the experiment's run as a worker would; prints its token.
 RUN_TOKEN = (

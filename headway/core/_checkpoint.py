@@ -24,6 +24,7 @@ from headway.core._distributed import DistributedContext
 from headway.core._metrics import json_safe_metrics
 from headway.core._train import check_steps_completed
 from headway.storage import StorageManager
+from headway.storage._base import list_local_files
 
 logger = logging.getLogger("headway.core")
 
@@ -231,7 +232,10 @@ class CheckpointContext:
             with self._storage.store_path(storage_id) as path, disk_full_is_reported(path):
                 yield path, storage_id
                 self._write_files(path, metadata)
-            self._register(storage_id, steps_completed, metadata)
+                # What the block wrote is what storage holds once the block exits: listed here,
+                # it costs no listing round trip to the bucket after the upload.
+                resources = list_local_files(path)
+            self._registry.register(storage_id, steps_completed, resources, metadata)
             return
         storage_id = self._dist.broadcast(str(uuid.uuid4()))
         error: BaseException | None = None
