@@ -50,15 +50,11 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+## make bench [TINY=1]: every benchmark of bench/run_all.py (harness_overhead, metrics_ingest, metrics_read,
+## hparam_importance, dashboard, preempt_latency, scheduling, ddp_overhead, serving, checkpoint_io) to its
+## JSON line on SQLite, then on PostgreSQL + Redis (moto S3 in checkpoint_io); cleans up after itself.
 bench: migrate
-	$(PY) bench/harness_overhead.py
-	$(PY) bench/metrics_ingest.py
-	$(PY) bench/metrics_read.py
-	$(PY) bench/dashboard.py
-	$(PY) bench/preempt_latency.py
-	$(PY) bench/scheduling.py
-	$(PY) bench/ddp_overhead.py
-	$(PY) bench/checkpoint_io.py
+	$(PY) bench/run_all.py $(if $(TINY),--tiny)
 
 clean:
 	rm -rf var/

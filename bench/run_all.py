@@ -41,6 +41,7 @@ BENCHMARKS = (
     "harness_overhead",
     "metrics_ingest",
     "metrics_read",
+    "hparam_importance",
     "dashboard",
     "preempt_latency",
     "scheduling",
