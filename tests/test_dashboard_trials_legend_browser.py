@@ -36,6 +36,31 @@ def _last(page, name: str) -> dict:
     return found[-1]
 
 
+def _visible(page, ids: list[int]) -> None:
+    """Wait until the latest ``hw:trials-visible`` carries ``ids`` (the table sends it on the
+    next task, or after a pause in typing)."""
+    page.wait_for_function(
+        """(want) => {
+          const e = window.__events.filter((x) => x.name === 'hw:trials-visible').pop();
+          return e && JSON.stringify(e.detail.ids) === JSON.stringify(want);
+        }""",
+        arg=ids,
+    )
+
+
+def _next_colors(page, before: int) -> dict:
+    """The first ``hw:trial-colors`` after the ``before``-th one."""
+    page.wait_for_function(
+        "(n) => window.__events.filter((x) => x.name === 'hw:trial-colors').length > n",
+        arg=before,
+    )
+    return _last(page, "hw:trial-colors")
+
+
+def _count(page, name: str) -> int:
+    return page.evaluate("(n) => window.__events.filter((x) => x.name === n).length", name)
+
+
 def _row_ids(page) -> list[int]:
     return page.evaluate(
         f"Array.from(document.querySelectorAll('{ROWS}')).map(r => Number(r.dataset.trial))"
@@ -65,8 +90,8 @@ def test_the_trials_table_is_the_charts_legend(live_server, chromium):
         page.evaluate("document.querySelectorAll('#trials form, #trials .row-menu-panel').length")
         == 0
     )
-    assert _last(page, "hw:trials-visible")["ids"] == all_ids
-    colors = _last(page, "hw:trial-colors")
+    _visible(page, all_ids)
+    colors = _next_colors(page, 0)
     assert colors["best"] == best.id
     assert len(set(colors["colors"].values())) == TRIALS  # default: one colour per trial, no repeat
 
@@ -75,52 +100,53 @@ def test_the_trials_table_is_the_charts_legend(live_server, chromium):
     page.fill(".legend-search", "optimizer=adam")
     page.wait_for_function("document.querySelector('.legend-count').textContent.startsWith('50 ')")
     assert sorted(_row_ids(page)) == adam
-    assert _last(page, "hw:trials-visible")["ids"] == adam
+    _visible(page, adam)
     # By trial id.
     page.fill(".legend-search", f"#{trials[7].id}")
     page.wait_for_function("document.querySelectorAll('#trials tbody tr').length === 1")
-    assert _last(page, "hw:trials-visible")["ids"] == [trials[7].id]
+    _visible(page, [trials[7].id])
     page.fill(".legend-search", "")
 
     # Top 5 by the searcher metric (larger is better).
     page.fill(".legend-top", "5")
     page.wait_for_function("document.querySelectorAll('#trials tbody tr').length === 5")
     top5 = [t.id for t in by_accuracy[:5]]
-    assert _last(page, "hw:trials-visible")["ids"] == sorted(top5)
+    _visible(page, sorted(top5))
     assert _row_ids(page)[0] == best.id
     page.fill(".legend-top", "")
     page.wait_for_function("document.querySelectorAll('#trials tbody tr').length === 50")
 
     # Hide all, show all, hide one row.
     page.click(".legend-hide-all")
-    assert _last(page, "hw:trials-visible")["ids"] == []
+    _visible(page, [])
     assert page.evaluate("document.querySelectorAll('#trials tr.legend-off').length") == 50
     page.click(".legend-show-all")
-    assert _last(page, "hw:trials-visible")["ids"] == all_ids
+    _visible(page, all_ids)
     second = _row_ids(page)[1]
     page.click(f"#trial-{second} .legend-toggle")
-    assert second not in _last(page, "hw:trials-visible")["ids"]
+    _visible(page, [i for i in all_ids if i != second])
     assert page.get_attribute(f"#trial-{second} .legend-toggle", "aria-pressed") == "false"
     page.click(f"#trial-{second} .legend-toggle")
-    assert _last(page, "hw:trials-visible")["ids"] == all_ids
+    _visible(page, all_ids)
 
     # The parallel-coordinates filter narrows what the charts draw (intersected with search).
     kept = all_ids[:30]
     page.evaluate(
         "ids => document.dispatchEvent(new CustomEvent('hw:hparam-filter', {detail: {ids}}))", kept
     )
-    assert _last(page, "hw:trials-visible")["ids"] == kept
+    _visible(page, kept)
     page.fill(".legend-search", "optimizer=adam")
-    assert _last(page, "hw:trials-visible")["ids"] == [i for i in kept if i in adam]
+    _visible(page, [i for i in kept if i in adam])
     page.fill(".legend-search", "")
     page.evaluate(
         "document.dispatchEvent(new CustomEvent('hw:hparam-filter', {detail: {ids: null}}))"
     )
-    assert _last(page, "hw:trials-visible")["ids"] == all_ids
+    _visible(page, all_ids)
 
     # Colour by a categorical and a numeric hyperparameter: one colour per distinct value.
+    before = _count(page, "hw:trial-colors")
     page.select_option(".legend-color-by", "hp:optimizer")
-    colors = _last(page, "hw:trial-colors")["colors"]
+    colors = _next_colors(page, before)["colors"]
     assert {colors[str(i)] for i in adam} != {colors[str(i)] for i in all_ids if i not in adam}
     assert len({colors[str(i)] for i in adam}) == 1
     assert len(set(colors.values())) == 2
@@ -130,8 +156,9 @@ def test_the_trials_table_is_the_charts_legend(live_server, chromium):
     )
     red, green, blue = (int(colors[str(adam[0])][k : k + 2], 16) for k in (1, 3, 5))
     assert swatch == f"rgb({red}, {green}, {blue})"
+    before = _count(page, "hw:trial-colors")
     page.select_option(".legend-color-by", "hp:layers.width")
-    colors = _last(page, "hw:trial-colors")["colors"]
+    colors = _next_colors(page, before)["colors"]
     by_width: dict[int, set[str]] = {}
     for t in trials:
         by_width.setdefault(t.hparams["layers"]["width"], set()).add(colors[str(t.id)])

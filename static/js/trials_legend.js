@@ -212,8 +212,19 @@ window.TrialsLegend = (function () {
     document.dispatchEvent(new CustomEvent(name, { detail: detail }));
   }
 
-  // Tell the charts (only what changed) and the table.
-  function changed() {
+  // Tell the charts what changed: at 1,000 trials a chart redraw costs seconds, so while the
+  // user types, the events wait until TYPING_PAUSE_MS after the last key; clicks send at once
+  // (on the next task, so a burst of changes makes one event).
+  var TYPING_PAUSE_MS = 250;
+  var timer = null;
+
+  function schedule(delay) {
+    clearTimeout(timer);
+    timer = setTimeout(flush, delay);
+  }
+
+  function flush() {
+    timer = null;
     var ids = visibleIds();
     var visible = JSON.stringify(ids);
     if (visible !== sent.visible) {
@@ -225,7 +236,12 @@ window.TrialsLegend = (function () {
       sent.colors = painted;
       emit("hw:trial-colors", { colors: Object.assign({}, colors), best: meta.best });
     }
+  }
+
+  // The table follows at once; the charts after `delay` ms (default: the next task).
+  function changed(delay) {
     listeners.forEach(function (fn) { fn(); });
+    schedule(delay || 0);
   }
 
   // Read the trials from the table's rows (tr[data-trial]) and the legend bar's data.
@@ -292,12 +308,12 @@ window.TrialsLegend = (function () {
     }
     search.addEventListener("input", function () {
       state.search = search.value;
-      changed();
+      changed(TYPING_PAUSE_MS);
     });
     top.addEventListener("input", function () {
       var n = parseInt(top.value, 10);
       state.top = n > 0 ? n : null;
-      changed();
+      changed(TYPING_PAUSE_MS);
     });
     colorBy.addEventListener("change", function () {
       state.colorBy = colorBy.value;
