@@ -129,7 +129,7 @@ def measure(backend: Backend, sizes: list[int], repeat: int) -> dict[str, float]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, nargs="+", default=[100, pick(1000, 20)])
+    parser.add_argument("--trials", type=int, nargs="+", default=[pick(100, 10), pick(1000, 20)])
     parser.add_argument("--repeat", type=int, default=pick(5, 1))
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
     parser.add_argument("--child", metavar="TOKEN", help=argparse.SUPPRESS)

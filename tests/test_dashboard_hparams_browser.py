@@ -108,6 +108,7 @@ def test_parallel_coordinates_filter_importance_and_scatters(live_server, chromi
 
     # The importance bars: one per hyperparameter, lr and optimizer on top.
     importance = "document.getElementById('hparam-importance')"
+    page.locator("#hparam-importance").scroll_into_view_if_needed()  # fetched near the viewport
     _poll(page, f"{importance}._fullData && {importance}._fullData.length", "importance drawn")
     bars = page.evaluate(f"{importance}._fullData[0].y")
     assert len(bars) == 4 and set(bars[-2:]) == {"lr", "optimizer"}  # drawn bottom-up
