@@ -1,7 +1,7 @@
 """Checkpoint I/O: every path that stores or restores a checkpoint vs the plain tool, paired.
 
 Run from the repository root: ``.venv/bin/python bench/checkpoint_io.py [--sizes-mb 10,100,1024]``
-(``make bench``; ``HEADWAY_BENCH_TINY=1``: 2 and 8 MB, 2 rounds, no 1 GB row).
+(``make bench``; ``HEADWAY_BENCH_TINY=1``: one 4 MB checkpoint, 2 rounds, no 1 GB row).
 
 Each checkpoint is ``size`` MB of random bytes in four files in nested folders (50 / 30 / 15 /
 5 %), generated once per size; every path moves those same bytes with the page cache warm and
@@ -467,7 +467,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--sizes-mb",
-        default="2,8" if tiny() else "10,100,1024",
+        default="4" if tiny() else "10,100,1024",
         help="checkpoint sizes in MB, comma-separated",
     )
     parser.add_argument(

@@ -23,7 +23,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _server import MANAGE, Backend, Server, percentile, single_file_model_definition  # noqa: E402
-from _tiny import pick  # noqa: E402
+from _tiny import pick, tiny  # noqa: E402
 
 POLLS = int(os.environ.get("BENCH_POLLS", str(pick(200, 10))))
 POLL_TIMEOUT_S = int(os.environ.get("BENCH_POLL_TIMEOUT", str(pick(60, 5))))
@@ -151,7 +151,8 @@ def measure(server_cls: type[Server], label: str) -> dict:
 
 def main() -> None:
     kinds: list[tuple[type[Server], str]] = [(GunicornServer, "gunicorn_gthread")]
-    if os.environ.get("BENCH_SERVERS", "all") == "all":
+    # Tiny mode: gunicorn (what serve runs) only.
+    if os.environ.get("BENCH_SERVERS", "gunicorn" if tiny() else "all") == "all":
         kinds.append((RunServer, "runserver"))
         # Optional (not a dependency): measured when installed.
         if importlib.util.find_spec("uvicorn") is not None:
