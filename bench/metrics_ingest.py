@@ -13,12 +13,21 @@ Nagle/delayed-ACK floor) and measures, from one keep-alive ``requests.Session``:
 - single: p50/p90 round trip of one report of one metric (300 requests after 30 warm-up);
 - baseline: the same server's ``GET /healthz`` p50, the floor every endpoint pays, so the table
   shows ``single_p50 / healthz_p50``;
-- correctness: ``GET trials/{id}/metrics/?max_points=0&name=m0`` returns the 10,000 steps in order.
+- correctness: ``GET trials/{id}/metrics/?max_points=0&name=m0`` returns the 10,000 steps in order;
+- server CPU: the server processes' CPU time (psutil) per single report and per batched point,
+  which a busy machine inflates far less than wall time;
+- SDK: steps/s delivered by the SDK's reporter from a training loop, beside the loop's own
+  speed without reporting.
 
-Targets (from the issue): >= 100,000 points/s batched, <= 5 ms p50 single. ``--profile`` (or a
-missed target) runs the same POSTs in-process through Django's test Client under cProfile and
-prints where the time goes, grouped by package. The last line printed is a JSON object of the
-figures. Reference only (not measured here): MLflow ~5,000 points/s batched and 15-60 ms per
+The same run first measures the baseline commit (``BASELINE_REF``, the last commit before the
+#27 fast path; ``HEADWAY_BENCH_BASELINE=<ref>`` picks another, ``none`` skips it; skipped in
+tiny mode) with that commit's own copy of this script in a temporary git worktree
+(``bench/_baseline.py``), and prints each figure's ratio to it.
+
+Targets (issue #27): >= 200,000 points/s batched on SQLite and >= 100,000 on PostgreSQL,
+<= 3 ms p50 single on both, >= 50,000 SDK steps/s. ``--profile`` runs the same POSTs
+in-process through Django's test Client under cProfile and prints where the time goes, grouped
+by package. The last line printed is a JSON object of the figures. Reference only (not measured here): MLflow ~5,000 points/s batched and 15-60 ms per
 single ``log_metric`` on this machine (quoted in the issue).
 """
 
@@ -36,6 +45,8 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _baseline import compare, run_baseline, wanted  # noqa: E402
+from _request_profile import print_by_package  # noqa: E402
 from _server import (  # noqa: E402
     REPO,
     Backend,
@@ -44,7 +55,7 @@ from _server import (  # noqa: E402
     gunicorn_available,
     single_file_model_definition,
 )
-from _tiny import pick  # noqa: E402
+from _tiny import pick, tiny  # noqa: E402
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench"
@@ -52,7 +63,12 @@ POSTGRES_URL = os.environ.get(
 METRICS, STEPS, REPORTS_PER_POST = 10, pick(10_000, 1_000), 100
 SINGLE_N, WARMUP_N = pick(300, 30), pick(30, 5)
 SDK_STEPS = pick(200_000, 5_000)
-TARGET_POINTS_PER_S, TARGET_SINGLE_P50_MS = 100_000, 5.0
+TARGET_POINTS_PER_S = {"sqlite": 200_000, "postgres": 100_000}
+TARGET_SINGLE_P50_MS, TARGET_SDK_STEPS_PER_S = 3.0, 50_000
+# The last commit before the #27 fast path (token cache, fewer statements per report).
+BASELINE_REF = "a3fb5fb^"
+# The figures compared with the baseline's (per backend prefix).
+COMPARED = ("batched_points_per_s", "single_p50_ms", "sdk_steps_per_s")
 # A keep-alive GET /healthz above this is the 40 ms delayed-ACK stall, not the server's work.
 NAGLE_FLOOR_MS = 20.0
 CONFIG = """\
@@ -114,24 +130,46 @@ def _post(session: requests.Session, url: str, body: dict) -> float:
     return elapsed
 
 
-def bench_batched(session: requests.Session, url: str, trial_id: int) -> dict[str, float]:
+def server_cpu_s(server: Server) -> float:
+    """CPU seconds (user + system) used so far by the server process and its children."""
+    import psutil
+
+    proc = psutil.Process(server.proc.pid if server.proc else os.getpid())
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            times = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def bench_batched(server: Server, session: requests.Session, trial_id: int) -> dict[str, float]:
     """Post 100,000 points in 1,000-point batches; points/s over the summed POST time."""
-    endpoint = f"{url}/api/v1/trials/{trial_id}/metrics/"
+    endpoint = f"{server.url}/api/v1/trials/{trial_id}/metrics/"
+    cpu0 = server_cpu_s(server)
     times = [_post(session, endpoint, body) for body in batch_bodies()]
     return {
         "batched_points_per_s": METRICS * STEPS / sum(times),
         "batched_post_p50_ms": _percentile_ms(times, 50),
         "batched_wall_s": sum(times),
+        "batched_server_cpu_us_per_point": (server_cpu_s(server) - cpu0) * 1e6 / (METRICS * STEPS),
     }
 
 
-def bench_single(session: requests.Session, url: str, trial_id: int) -> dict[str, float]:
+def bench_single(server: Server, session: requests.Session, trial_id: int) -> dict[str, float]:
     """p50/p90 round trip of a one-metric report, after warm-up, on its own trial."""
-    endpoint = f"{url}/api/v1/trials/{trial_id}/metrics/"
+    endpoint = f"{server.url}/api/v1/trials/{trial_id}/metrics/"
     for step in range(1, WARMUP_N + 1):
         _post(session, endpoint, single_body(step))
+    cpu0 = server_cpu_s(server)
     times = [_post(session, endpoint, single_body(WARMUP_N + i)) for i in range(1, SINGLE_N + 1)]
-    return {"single_p50_ms": _percentile_ms(times, 50), "single_p90_ms": _percentile_ms(times, 90)}
+    return {
+        "single_p50_ms": _percentile_ms(times, 50),
+        "single_p90_ms": _percentile_ms(times, 90),
+        "single_server_cpu_ms": (server_cpu_s(server) - cpu0) * 1000 / SINGLE_N,
+    }
 
 
 def bench_healthz(session: requests.Session, url: str) -> float:
@@ -217,8 +255,8 @@ def measure(backend: Backend, token: str, kind: str) -> dict[str, float | bool]:
         batched_trial = create_trial(session, server.url)
         single_trial = create_trial(session, server.url)
         out: dict[str, float | bool] = {"healthz_p50_ms": bench_healthz(session, server.url)}
-        out.update(bench_batched(session, server.url, batched_trial))
-        out.update(bench_single(session, server.url, single_trial))
+        out.update(bench_batched(server, session, batched_trial))
+        out.update(bench_single(server, session, single_trial))
         out.update(bench_sdk(server.url, token, create_trial(session, server.url)))
         out["single_over_healthz"] = out["single_p50_ms"] / out["healthz_p50_ms"]
         out["verified"] = verify(session, server.url, batched_trial)
@@ -267,36 +305,9 @@ def _profile_child(token: str) -> None:
         wall = time.perf_counter() - t0
         print(f"\n--- in-process profile: {name}: {wall * 1000 / len(bodies):.2f} ms/POST ---")
         stats = pstats.Stats(prof)
-        _print_by_package(stats, len(bodies))
+        print_by_package(stats, len(bodies))
         stats.sort_stats("cumulative").print_stats(r"registry|rest_framework/(views|request)", 12)
         stats.sort_stats("tottime").print_stats(15)
-
-
-_PACKAGES = (
-    ("sqlite3", "sqlite3"),
-    ("psycopg", "psycopg"),
-    ("django/db", "django ORM"),
-    ("pydantic", "pydantic"),
-    ("rest_framework", "DRF"),
-    ("json", "json"),
-    ("registry", "registry"),
-    ("django", "django (other)"),
-)
-
-
-def _print_by_package(stats, n_requests: int) -> None:
-    """Self time (tottime) per package, so the table says where a request's time goes."""
-    totals: dict[str, float] = {}
-    for (filename, _line, func), (_cc, _nc, tottime, _ct, _callers) in stats.stats.items():
-        where = f"{filename}:{func}"
-        label = next((lbl for key, lbl in _PACKAGES if key in where), "other")
-        if filename == "~" and ("sqlite3" in func or "psycopg" in func or "execute" in func):
-            label = "db driver (C)"
-        totals[label] = totals.get(label, 0.0) + tottime
-    whole = sum(totals.values())
-    for label, secs in sorted(totals.items(), key=lambda kv: -kv[1]):
-        pct = 100 * secs / whole
-        print(f"  {label:16s} {secs * 1000 / n_requests:8.3f} ms/request  {pct:5.1f}%")
 
 
 def _round(value: float | bool) -> float | bool:
@@ -312,8 +323,9 @@ def _fmt(value: float | bool | None, spec: str) -> str:
 def print_table(results: dict[str, dict[str, float | bool]]) -> None:
     """A readable table: one row per backend/server."""
     head = (
-        f"{'backend/server':26s} {'points/s':>10s} {'POST ms':>8s} {'single p50':>10s} "
-        f"{'p90':>7s} {'healthz':>8s} {'ratio':>6s}  verified"
+        f"{'backend/server':26s} {'points/s':>10s} {'POST ms':>8s} {'us/pt cpu':>9s} "
+        f"{'single p50':>10s} {'p90':>7s} {'ms cpu':>6s} {'healthz':>8s} {'ratio':>6s} "
+        f"{'SDK steps/s':>11s} {'loop alone':>10s}  verified"
     )
     print(head)
     print("-" * len(head))
@@ -321,13 +333,19 @@ def print_table(results: dict[str, dict[str, float | bool]]) -> None:
         print(
             f"{name:26s} {_fmt(r.get('batched_points_per_s'), ',.0f'):>10s} "
             f"{_fmt(r.get('batched_post_p50_ms'), '.1f'):>8s} "
+            f"{_fmt(r.get('batched_server_cpu_us_per_point'), '.2f'):>9s} "
             f"{_fmt(r.get('single_p50_ms'), '.2f'):>10s} {_fmt(r.get('single_p90_ms'), '.2f'):>7s} "
+            f"{_fmt(r.get('single_server_cpu_ms'), '.2f'):>6s} "
             f"{_fmt(r.get('healthz_p50_ms'), '.2f'):>8s} "
-            f"{_fmt(r.get('single_over_healthz'), '.1f'):>6s}  {_fmt(r.get('verified'), '')}"
+            f"{_fmt(r.get('single_over_healthz'), '.1f'):>6s} "
+            f"{_fmt(r.get('sdk_steps_per_s'), ',.0f'):>11s} "
+            f"{_fmt(r.get('sdk_baseline_loop_steps_per_s'), ',.0f'):>10s}  "
+            f"{_fmt(r.get('verified'), '')}"
         )
     print(
-        f"targets: >= {TARGET_POINTS_PER_S:,} points/s batched, <= {TARGET_SINGLE_P50_MS} ms p50 "
-        "single.\nreference (quoted in the issue, not measured here): MLflow ~5,000 points/s "
+        f"targets: >= {TARGET_POINTS_PER_S['sqlite']:,} (SQLite) / "
+        f"{TARGET_POINTS_PER_S['postgres']:,} (PostgreSQL) points/s batched, <= "
+        f"{TARGET_SINGLE_P50_MS} ms p50 single, >= {TARGET_SDK_STEPS_PER_S:,} SDK steps/s.\nreference (quoted in the issue, not measured here): MLflow ~5,000 points/s "
         "batched, 15-60 ms per single log_metric."
     )
 
@@ -336,6 +354,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", action="store_true", help="always profile the request path")
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the baseline commit")
     parser.add_argument("--profile-child", metavar="TOKEN", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.profile_child:
@@ -344,6 +363,13 @@ def main() -> None:
     kinds = ["runserver"] + (["gunicorn"] if gunicorn_available() else [])
     if "gunicorn" not in kinds:
         print("note: gunicorn is not installed (not a dependency); measuring runserver only.")
+    baseline_ref = None if (args.no_baseline or tiny()) else wanted(BASELINE_REF)
+    baseline: dict[str, float | bool] = {}
+    if baseline_ref is not None:
+        only_sqlite = args.no_postgres or os.environ.get("HEADWAY_BENCH_BACKENDS") == "sqlite"
+        baseline = run_baseline(
+            baseline_ref, Path(__file__).name, ["--no-postgres"] if only_sqlite else []
+        )
     backends = backend_factories(POSTGRES_URL, postgres=not args.no_postgres)
 
     results: dict[str, dict[str, float | bool]] = {}
@@ -368,11 +394,14 @@ def main() -> None:
                     todo.insert(0, "runserver_nodelay")
             embedded = results[f"{backend.label}/runserver"]
             met = (
-                embedded["batched_points_per_s"] >= TARGET_POINTS_PER_S
+                embedded["batched_points_per_s"] >= TARGET_POINTS_PER_S[backend.label]
                 and embedded["single_p50_ms"] <= TARGET_SINGLE_P50_MS
+                and embedded["sdk_steps_per_s"] >= TARGET_SDK_STEPS_PER_S
             )
             figures[f"{backend.label}_targets_met"] = met
-            if args.profile or not met:
+            if not met and not args.profile:
+                print(f"{backend.label}: a target is missed; --profile shows where time goes.")
+            if args.profile:
                 print(f"\nprofiling the request path on {backend.label} ...", flush=True)
                 run_profile(backend, token)
         finally:
@@ -380,6 +409,9 @@ def main() -> None:
 
     print()
     print_table(results)
+    if baseline:
+        keys = [f"{label}_{name}" for label in ("sqlite", "postgres") for name in COMPARED]
+        figures.update(compare(figures, baseline, str(baseline_ref), keys))
     print(json.dumps(figures))
 
 
