@@ -35,6 +35,11 @@ timing each ``execute`` (on PostgreSQL that includes the rows' transfer; SQLite 
 rows while they are fetched, so its ``sql ms`` is a lower bound). ``--profile PAGE`` prints a
 cProfile of that page after the measurements. It prints a table with the ratio to each target (list <= 150 ms, overview total <= 300 ms,
 trial <= 150 ms) and ends with one JSON line (timing keys end in ``_ms``).
+
+Then the overview drawn in real Chromium (``bench/_dashboard_browser.py``: 100 trials x 5
+metrics x 10,000 steps and 1,000 trials x 3 metrics, navigation start to every visible chart
+drawn, per trace mode, with the chart data's server time and JSON sizes); ``--no-browser`` skips
+it, ``--no-pages`` runs only it. Its figures join the JSON line (keys ``browser_...``).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import sys
 import time
 from pathlib import Path
 
+import _dashboard_browser
 from _fixtures import (
     METRICS,
     STARTED_AT,
@@ -209,7 +215,7 @@ def _child(args: argparse.Namespace) -> None:
     paths = {key: f"/{query}" for key, query in LIST_QUERIES.items()}
     paths["overview_page"] = f"/experiments/{experiment.id}/"
     paths["overview_data"] = (
-        f"/api/v1/experiments/{experiment.id}/metrics/?{names}max_points={max_points}"
+        f"/api/v1/experiments/{experiment.id}/metrics/?{names}max_points={max_points}&band=true"
     )
     paths["trial"] = f"/trials/{trial_id}/"
     trial_points = chart_max_points(1, len(METRICS))
@@ -287,6 +293,8 @@ def main() -> None:
         choices=[*LIST_QUERIES, "overview_page", "overview_data", "trial", "trial_data"],
         help="print a cProfile of this page (repeatable)",
     )
+    parser.add_argument("--no-pages", action="store_true", help="only the Chromium part")
+    _dashboard_browser.add_arguments(parser)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -296,7 +304,11 @@ def main() -> None:
         parser.error("--checkpoints-per-trial must be 1 to 999")
     if args.child:
         return _child(args)
+    if args.browser_child:
+        return _dashboard_browser.child(args)
     backends = backend_factories(POSTGRES_URL, postgres=not args.no_postgres)
+    if args.no_pages:
+        backends = []
     figures: dict[str, float] = {}
     rows = []
     for make in backends:
@@ -311,9 +323,17 @@ def main() -> None:
     print()
     for label, r in rows:
         _print_table(label, r)
-    print(
-        f"{args.experiments:,} experiments listed; overview: {args.trials} trials x"
-        f" {len(METRICS)} metrics x {args.steps:,} steps. Targets: list <= 150 ms, overview"
-        " page + chart data <= 300 ms, trial <= 150 ms (ratio = ms / target)."
-    )
+    if rows:
+        print(
+            f"{args.experiments:,} experiments listed; overview: {args.trials} trials x"
+            f" {len(METRICS)} metrics x {args.steps:,} steps. Targets: list <= 150 ms, overview"
+            " page + chart data <= 300 ms, trial <= 150 ms (ratio = ms / target).\n"
+        )
+    missing = None if args.no_browser else _dashboard_browser.available()
+    if missing:
+        print(f"note: the Chromium part is skipped: {missing}", file=sys.stderr)
+    if not args.no_browser and not missing:
+        browser = _dashboard_browser.measure(args, ENTRY_POINT)
+        _dashboard_browser.print_table(browser, args)
+        figures.update({k: round(v, 3) for k, v in browser.items()})
     print(json.dumps(figures))
