@@ -95,6 +95,7 @@ DASHBOARD: dict[str, tuple[str, str]] = {
     "experiment-files": ("get", READ),
     "trial": ("get", READ),
     "trial-logs": ("get", READ),
+    "trial-logs-download": ("get", READ),
     "workers": ("get", READ),
     "models": ("get", READ),
     "model-create": ("post", CREATE),
