@@ -74,6 +74,7 @@ def test_every_dashboard_page_passes_the_content_security_policy(live_server, ch
     page.on("dialog", dismiss)
     page.goto(f"{base}/experiments/{experiment.id}/")
     page.wait_for_load_state("networkidle")
+    page.click(f"#trial-{trial.id} button.row-menu")  # the row's controls are built on demand
     page.click(f"#trial-{trial.id} button[data-action=kill]")
     for _ in range(100):  # the dialog event can trail the click on a loaded machine
         if dialogs:
