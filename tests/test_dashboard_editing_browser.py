@@ -72,6 +72,7 @@ def test_owner_edits_name_and_notes_and_sees_rendered_markdown(live_server, chro
     page.click("#experiment-edit button[type=submit]")
     assert "labels:" in page.inner_text(".field-error")
     assert page.input_value("#id_labels") == "x" * 300
+    assert_accessible(page)
     experiment.refresh_from_db()
     assert experiment.labels == ["baseline", "lr-sweep"]
     assert errors == []
