@@ -23,6 +23,8 @@ document.addEventListener('securitypolicyviolation', (e) => {
   window.__cspViolations.push(e.violatedDirective + ' ' + (e.blockedURI || 'inline'));
 });
 document.addEventListener('hw:hparam-filter', (e) => window.__filters.push(e.detail));
+window.__hovers = [];
+document.addEventListener('hw:trial-hover', (e) => window.__hovers.push(e.detail));
 """
 PARCOORDS = "document.getElementById('hparam-parcoords')"
 # Pixels with any alpha on the WebGL canvas that holds the drawn (focus) lines.
@@ -106,6 +108,21 @@ def test_parallel_coordinates_filter_importance_and_scatters(live_server, chromi
     assert _last_filter(page, 3) is None
     assert page.is_hidden("#hparam-filter-clear")
 
+    # A mouse drag along the dropout axis sets a range the same way; the kept trials are those
+    # inside the range the drag made.
+    box = page.locator("#hparam-parcoords .y-axis").first.bounding_box()
+    x, top, height = box["x"] + box["width"] / 2, box["y"], box["height"]
+    page.mouse.move(x, top + height * 0.3)
+    page.mouse.down()
+    page.mouse.move(x, top + height * 0.6, steps=8)
+    page.mouse.up()
+    dragged = _last_filter(page, 4)
+    lo, hi = page.evaluate(f"{PARCOORDS}.data[0].dimensions[0].constraintrange")
+    assert sorted(dragged) == sorted(t.id for t in trials if lo <= t.hparams["dropout"] <= hi)
+    assert 0 < len(dragged) < TRIALS
+    page.click("#hparam-filter-clear")
+    assert _last_filter(page, 5) is None
+
     # The importance bars: one per hyperparameter, lr and optimizer on top.
     importance = "document.getElementById('hparam-importance')"
     page.locator("#hparam-importance").scroll_into_view_if_needed()  # fetched near the viewport
@@ -133,6 +150,22 @@ def test_parallel_coordinates_filter_importance_and_scatters(live_server, chromi
         f"{{detail: {{colors: {colors}, best: {shown[0]}}}}}))"
     )
     _poll(page, f"{scatters}[0]._fullData[0].marker.color[0] === '#ff0000'", "dots recoloured")
+    # Hover: a dot hovered here names its trial; a row hovered elsewhere enlarges its dots.
+    point = page.evaluate(
+        f"(() => {{ const d = {scatters}[0], l = d._fullLayout, t = d._fullData[0], "
+        "r = d.getBoundingClientRect(); return [r.left + l._size.l + l.xaxis.d2p(t.x[1]), "
+        "r.top + l._size.t + l.yaxis.d2p(t.y[1])]; })()"
+    )
+    page.mouse.move(0, 0)
+    page.mouse.move(point[0], point[1])
+    last_hover = "window.__hovers.filter((h) => h.id !== null).pop()"
+    _poll(page, f"({last_hover} || {{}}).id === {shown[1]}", "hover names the trial")
+    assert page.evaluate(f"{last_hover}.source") == "hparams"
+    page.evaluate(
+        "document.dispatchEvent(new CustomEvent('hw:trial-hover', "
+        f"{{detail: {{id: {shown[2]}, source: 'table'}}}}))"
+    )
+    _poll(page, f"{scatters}[0]._fullData[0].marker.size[2] === 13", "hovered dot enlarged")
 
     assert page.evaluate("window.__cspViolations") == []
     assert errors == []

@@ -7,7 +7,7 @@
 // Events (on document, the dashboard's shared contract, docs/dashboard.md):
 // - emits `hw:hparam-filter` {ids: number[] | null} when an axis range changes: the trials inside
 //   every range (null when no range is set);
-// - emits `hw:trial-hover` {id, source: "hparams"} while a scatter point is hovered;
+// - emits `hw:trial-hover` {id, source: "hparams"} while a line or a scatter point is hovered;
 // - listens to `hw:trials-visible` (draw only those trials), `hw:trial-colors` (recolour the
 //   lines and dots, mark the best trial) and `hw:trial-hover` from other sources (enlarge the dot).
 (function () {
@@ -163,8 +163,11 @@
     return axes.map(function (_, k) { return drawn[k] ? drawn[k].constraintrange : undefined; });
   }
 
+  var drawnRows = []; // indexes into `scored` of the lines drawn, in order
+
   function drawParcoords() {
     var rows = shown();
+    drawnRows = rows;
     var ranges = currentRanges();
     var dimensions = axes.map(function (a, k) {
       var dim = { label: a.label, range: a.range, values: rows.map(function (i) { return a.values[i]; }) };
@@ -216,7 +219,17 @@
     document.dispatchEvent(new CustomEvent("hw:hparam-filter", { detail: { ids: ids } }));
   }
 
+  function hover(id) {
+    document.dispatchEvent(new CustomEvent("hw:trial-hover", { detail: { id: id, source: SOURCE } }));
+  }
+
   drawParcoords().then(function () {
+    // parcoords' hover names the line under the pointer as `curveNumber` (its index in the trace).
+    parcoords.on("plotly_hover", function (event) {
+      var row = event ? drawnRows[event.curveNumber] : undefined;
+      hover(row === undefined ? null : scored[row].id);
+    });
+    parcoords.on("plotly_unhover", function () { hover(null); });
     // A brush drag (or Plotly.restyle of a constraintrange) restyles the trace.
     parcoords.on("plotly_restyle", function (event) {
       var changed = event && event[0] ? Object.keys(event[0]) : [];
@@ -282,12 +295,9 @@
   scatters.forEach(function (s) {
     drawScatter(s).then(function () {
       s.div.on("plotly_hover", function (event) {
-        var id = event.points && event.points[0] ? event.points[0].customdata : null;
-        document.dispatchEvent(new CustomEvent("hw:trial-hover", { detail: { id: id, source: SOURCE } }));
+        hover(event.points && event.points[0] ? event.points[0].customdata : null);
       });
-      s.div.on("plotly_unhover", function () {
-        document.dispatchEvent(new CustomEvent("hw:trial-hover", { detail: { id: null, source: SOURCE } }));
-      });
+      s.div.on("plotly_unhover", function () { hover(null); });
     });
   });
 
