@@ -1,0 +1,46 @@
+"""The experiment page's trials table as rendered by the server (``_trials.html``): one cell of
+hyperparameters, the legend's data on each row, the best trial marked, numbers through ``sig4``,
+and no control form outside the rows' inert ``<template>`` (the browser builds them on demand,
+``static/js/trials_table.js``)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from registry.models import State
+from tests.helpers_hparams import hparam_search
+
+pytestmark = pytest.mark.django_db
+
+
+def test_rows_carry_the_legend_data_and_no_live_forms(client_alice, alice):
+    experiment, trials = hparam_search(alice, 4, name="table-4")
+    trials[0].state = State.ACTIVE  # pause / cancel / kill forms for this row
+    trials[0].save(update_fields=["state"])
+    html = client_alice.get(f"/experiments/{experiment.id}/").content.decode()
+    table = html[html.index('<div id="trials">') :]
+    assert 'class="legend-search"' in table and 'class="legend-color-by"' in table
+
+    outside = re.sub(r"<template.*?</template>", "", table, flags=re.S)
+    inside = "".join(re.findall(r"<template.*?</template>", table, flags=re.S))
+    assert "<form" not in outside.split("</table>")[0]
+    assert 'data-action="pause"' in inside
+
+    for trial in trials:
+        trial.refresh_from_db()
+        row = re.search(rf'<tr id="trial-{trial.id}"[^>]*>', table)
+        assert row is not None
+        hparams = re.search(r'data-hparams="([^"]*)"', row.group(0))
+        assert hparams is not None
+        decoded = json.loads(hparams.group(1).replace("&quot;", '"'))
+        assert decoded["optimizer"] == trial.hparams["optimizer"]
+        assert decoded["layers.width"] == trial.hparams["layers"]["width"]
+        assert f'data-metric-value="{trial.best_validation}"' in row.group(0)
+    best = max(trials, key=lambda t: t.best_validation)
+    assert re.search(rf'<tr id="trial-{best.id}"[^>]*class="best-trial"', table)
+    # Hyperparameters in one cell, numbers to 4 significant digits with the exact value.
+    lr = trials[1].hparams["lr"]
+    assert f'<span class="hp-key">lr</span>=<span class="num" title="{lr!r}"' in table
