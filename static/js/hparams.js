@@ -124,10 +124,16 @@
   axes.push({ label: plain(data.metric), values: metricValues,
     range: metricLo === metricHi ? [metricLo - 0.5, metricHi + 0.5] : [metricLo, metricHi] });
 
-  function shown() {
+  var kept = null; // Set of the ids inside the axis ranges (the latest hw:hparam-filter), or null
+
+  // Indexes into `scored` of the trials to draw. The parallel coordinates also keep the trials
+  // outside their own axis ranges (`context`): parcoords greys them, so a range can be widened
+  // again; hw:trials-visible cannot tell those from trials the table hides, since it is the
+  // table's filters intersected with ours.
+  function shown(context) {
     var out = [];
     scored.forEach(function (t, i) {
-      if (visible === null || visible.has(t.id)) {
+      if (visible === null || visible.has(t.id) || (context && kept !== null && !kept.has(t.id))) {
         out.push(i);
       }
     });
@@ -166,7 +172,7 @@
   var drawnRows = []; // indexes into `scored` of the lines drawn, in order
 
   function drawParcoords() {
-    var rows = shown();
+    var rows = shown(true);
     drawnRows = rows;
     var ranges = currentRanges();
     var dimensions = axes.map(function (a, k) {
@@ -209,6 +215,7 @@
 
   function emitFilter() {
     var ids = keptIds();
+    kept = ids === null ? null : new Set(ids);
     if (status) {
       status.textContent = ids === null ? "No axis range set." :
         ids.length + " of " + scored.length + " trials inside the axis ranges.";
