@@ -46,7 +46,7 @@ def modes() -> tuple[str, ...]:
 
 
 PASSWORD = "bench-pw"
-VIEWPORT = {"width": 1400, "height": 1000}
+VIEWPORT: Any = {"width": 1400, "height": 1000}  # playwright ViewportSize
 # The charts intersecting the window, once each has drawn; null while any is still drawing.
 DRAWN_JS = """() => {
   const plots = Array.from(document.querySelectorAll('#metrics-board .plot'));
