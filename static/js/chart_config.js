@@ -68,7 +68,7 @@ window.HeadwayChartConfig = (function () {
     var text = (title && (title.text || (typeof title === "string" ? title : ""))) || "";
     var probe = document.createElement("div");
     probe.innerHTML = String(text);  // titles are HTML-escaped for Plotly: decode, drop tags
-    return (probe.textContent || "").trim() || "Chart";
+    return (probe.textContent || "").trim();
   }
 
   function untab(gd) {
@@ -100,7 +100,7 @@ window.HeadwayChartConfig = (function () {
     } else if (key === "-") {
       done = clickButton(gd, '[data-attr="zoom"][data-val="out"]');
     } else if (key === "d" || key === "D") {
-      var name = chartName(gd).replace(/[^A-Za-z0-9_.-]+/g, "_");
+      var name = (chartName(gd) || "chart").replace(/[^A-Za-z0-9_.-]+/g, "_");
       Plotly.downloadImage(gd, { format: "png", filename: name });
       done = true;
     }
@@ -114,7 +114,9 @@ window.HeadwayChartConfig = (function () {
     gd.setAttribute("role", "group");
     // A name its page gave the chart (aria-label before the first draw) wins over the title.
     if (gd.dataset.hwName === undefined) gd.dataset.hwName = gd.getAttribute("aria-label") || "";
-    gd.setAttribute("aria-label", (gd.dataset.hwName || chartName(gd) + " chart") + ". " + KEYS_HELP);
+    var title = chartName(gd);
+    var name = gd.dataset.hwName || (title ? title + " chart" : "Chart");
+    gd.setAttribute("aria-label", name + ". " + KEYS_HELP);
     gd.setAttribute("aria-keyshortcuts", "R 0 + - D");
     if (!gd.dataset.hwKeys) {
       gd.dataset.hwKeys = "1";

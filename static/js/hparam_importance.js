@@ -32,7 +32,7 @@
     var css = getComputedStyle(document.documentElement);
     var fg = css.getPropertyValue("--fg").trim();
     var accent = css.getPropertyValue("--accent").trim() || "#1f77b4";
-    return Plotly.react(target, [{
+    return HeadwayChartConfig.react(target, [{
       type: "bar",
       orientation: "h",
       x: rows.map(function (h) { return h.importance; }),
