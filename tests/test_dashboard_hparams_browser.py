@@ -27,6 +27,7 @@ window.__hovers = [];
 document.addEventListener('hw:trial-hover', (e) => window.__hovers.push(e.detail));
 """
 PARCOORDS = "document.getElementById('hparam-parcoords')"
+REDRAWS = "Number(document.getElementById('hparam-views').dataset.redraws || 0)"
 # Pixels with any alpha on the WebGL canvas that holds the drawn (focus) lines.
 FOCUS_PIXELS = """() => {
   const gl = document.querySelector('#hparam-parcoords canvas.gl-canvas-focus');
@@ -100,9 +101,11 @@ def test_parallel_coordinates_filter_importance_and_scatters(live_server, chromi
     assert page.inner_text("#hparam-filter-status").startswith(f"{len(inside)} of {TRIALS} trials")
     # The table answers with the trials to draw (its filters and this range intersected); the
     # lines outside the range stay drawn, greyed by parcoords, so the range can be widened.
+    redraws = page.evaluate(REDRAWS)
     page.evaluate(
         f"document.dispatchEvent(new CustomEvent('hw:trials-visible', {{detail: {{ids: {inside}}}}}))"
     )
+    _poll(page, f"{REDRAWS} > {redraws}", "views redrawn")
     assert page.evaluate(f"{PARCOORDS}._fullData[0]._length") == TRIALS
     page.locator("#hparam-views").scroll_into_view_if_needed()
     save_screenshot(page, "hparams-100-trials")

@@ -180,6 +180,8 @@
       if (a.tickvals) {
         dim.tickvals = a.tickvals;
         dim.ticktext = a.ticktext;
+      } else {
+        dim.tickformat = D3; // the dashboard's 4 significant digits (format.js)
       }
       if (ranges[k]) {
         dim.constraintrange = ranges[k];
@@ -308,9 +310,15 @@
     });
   });
 
+  // data-redraws on #hparam-views counts the finished redraws (tests wait on it, not on a clock).
+  var views = document.getElementById("hparam-views");
+  var redraws = 0;
+
   function redrawAll() {
-    drawParcoords();
-    scatters.forEach(drawScatter);
+    Promise.all([drawParcoords()].concat(scatters.map(drawScatter))).then(function () {
+      redraws += 1;
+      views.dataset.redraws = String(redraws);
+    });
   }
 
   document.addEventListener("hw:trials-visible", function (event) {
