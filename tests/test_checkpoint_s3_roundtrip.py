@@ -68,8 +68,8 @@ def moto_process():
 
     def up():
         try:
-            return requests.get(url, timeout=1).status_code < 500
-        except requests.ConnectionError:
+            return requests.get(url, timeout=10).status_code < 500
+        except requests.RequestException:  # not listening yet, or too busy to answer in time
             return False
 
     try:
