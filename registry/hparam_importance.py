@@ -45,7 +45,14 @@ class NotEnoughTrials(RegistryError):
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A number a float holds (booleans are categories; an integer past float range is text)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _metric_values(experiment: Experiment, metric: str) -> list[tuple[dict[str, Any], float]]:

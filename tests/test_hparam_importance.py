@@ -90,3 +90,14 @@ def test_the_schema_documents_it(api):
     operation = schema["paths"]["/api/v1/experiments/{id}/hparam-importance/"]["get"]
     assert [p["name"] for p in operation["parameters"] if p["in"] == "query"] == ["metric"]
     assert {"200", "400", "401", "404", "409"} <= set(operation["responses"])
+
+
+def test_odd_hparam_values_are_placed_not_a_500(api, user):
+    experiment, trials = hparam_search(user, 8)
+    odd = [10**400, True, None, "text", -(10**400), 3.5, {"nested": 1}, 0]
+    for trial, value in zip(trials, odd, strict=True):
+        trial.hparams = {**trial.hparams, "odd": value}
+        trial.save(update_fields=["hparams"])
+    body = api.get(url(experiment)).json()
+    by_name = {h["name"]: h for h in body["hparams"]}
+    assert by_name["odd"]["type"] == "categorical" and "odd.nested" in by_name
