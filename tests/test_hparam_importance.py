@@ -90,6 +90,9 @@ def test_the_schema_documents_it(api):
     operation = schema["paths"]["/api/v1/experiments/{id}/hparam-importance/"]["get"]
     assert [p["name"] for p in operation["parameters"] if p["in"] == "query"] == ["metric"]
     assert {"200", "400", "401", "404", "409"} <= set(operation["responses"])
+    ok = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    entry = schema["components"]["schemas"]["HparamImportanceEntry"]
+    assert ok.endswith("/HparamImportance") and entry["properties"]["correlation"]["nullable"]
 
 
 def test_odd_hparam_values_are_placed_not_a_500(api, user):

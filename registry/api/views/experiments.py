@@ -2,8 +2,8 @@
 
 from django.db.models import Count
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -29,6 +29,28 @@ from registry.scheduling import experiment_scheduling_message
 # Overview charts draw one line per trial: 100 points each keeps 100 trials x 3 metrics
 # under 1 MB (docs/performance.md).
 EXPERIMENT_MAX_POINTS = 100
+
+
+# The answer of ``registry.hparam_importance.hparam_importance`` (docs/rest-api.md).
+HPARAM_IMPORTANCE_RESPONSE = inline_serializer(
+    "HparamImportance",
+    {
+        "experiment_id": serializers.IntegerField(),
+        "metric": serializers.CharField(),
+        "trials": serializers.IntegerField(help_text="Trials with a value of the metric, used."),
+        "method": serializers.ChoiceField(choices=["random_forest"]),
+        "hparams": inline_serializer(
+            "HparamImportanceEntry",
+            {
+                "name": serializers.CharField(),
+                "type": serializers.ChoiceField(choices=["numeric", "categorical"]),
+                "importance": serializers.FloatField(min_value=0, max_value=1),
+                "correlation": serializers.FloatField(allow_null=True),
+            },
+            many=True,
+        ),
+    },
+)
 
 
 class ExperimentViewSet(
@@ -169,7 +191,7 @@ class ExperimentViewSet(
                 description="A validation metric; default: the searcher metric.",
             )
         ],
-        responses={200: dict, 409: ErrorSerializer},
+        responses={200: HPARAM_IMPORTANCE_RESPONSE, 409: ErrorSerializer},
     )
     @action(detail=True, methods=["get"], url_path="hparam-importance")
     def hparam_importance(self, request, pk=None):
