@@ -29,9 +29,9 @@
 
   function draw() {
     var rows = answer.hparams.slice().reverse(); // Plotly stacks bars bottom-up
-    var css = getComputedStyle(document.documentElement);
-    var fg = css.getPropertyValue("--fg").trim();
-    var accent = css.getPropertyValue("--accent").trim() || "#1f77b4";
+    // The theme (chart_config.js) sets the colours but the bars', which follow --accent.
+    var accent = getComputedStyle(document.documentElement).getPropertyValue("--accent").trim() ||
+      "#1f77b4";
     return HeadwayChartConfig.react(target, [{
       type: "bar",
       orientation: "h",
@@ -48,9 +48,6 @@
       height: Math.max(140, 40 + 28 * rows.length),
       xaxis: { title: { text: "importance (" + answer.trials + " trials)" }, rangemode: "tozero" },
       yaxis: { automargin: true },
-      paper_bgcolor: "rgba(0,0,0,0)",
-      plot_bgcolor: "rgba(0,0,0,0)",
-      font: fg ? { color: fg } : {},
     }, { responsive: true, displaylogo: false });
   }
 

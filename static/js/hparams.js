@@ -34,16 +34,6 @@
     return String(text).replace(/[<>&%{}]/g, "");
   }
 
-  function themeLayout() {
-    var css = getComputedStyle(document.documentElement);
-    var fg = css.getPropertyValue("--fg").trim();
-    return {
-      paper_bgcolor: "rgba(0,0,0,0)",
-      plot_bgcolor: "rgba(0,0,0,0)",
-      font: fg ? { color: fg } : {},
-    };
-  }
-
   function isNumeric(name) {
     return data.trials.every(function (t) {
       var v = t.hparams[name];
@@ -188,7 +178,7 @@
       }
       return dim;
     });
-    var layout = Object.assign({ margin: { l: 60, r: 80, t: 50, b: 30 }, height: 360 }, themeLayout());
+    var layout = { margin: { l: 60, r: 80, t: 50, b: 30 }, height: 360 };
     return HeadwayChartConfig.react(parcoords, [{ type: "parcoords", dimensions: dimensions, line: lineStyle(rows) }],
       layout, config);
   }
@@ -275,17 +265,19 @@
     } else {
       marker.color = rows.map(function (i) { return colors[scored[i].id] || "#888888"; });
     }
-    marker.line = { color: "#000000", width: rows.map(function (i) {
+    // The best and the hovered trial's dots are outlined in the text colour (either theme).
+    var outline = getComputedStyle(document.documentElement).getPropertyValue("--fg").trim() || "#000000";
+    marker.line = { color: outline, width: rows.map(function (i) {
       return scored[i].id === best || scored[i].id === hovered ? 2 : 0;
     }) };
-    var layout = Object.assign({
+    var layout = {
       title: { text: plain(s.name), font: { size: 13 } },
       xaxis: { type: s.numeric ? (s.log ? "log" : "linear") : "category", title: { text: plain(s.name) },
         categoryorder: "category ascending" },
       yaxis: { title: { text: plain(data.metric) } },
       margin: { l: 55, r: 10, t: 40, b: 45 },
       height: 260,
-    }, themeLayout());
+    };
     return HeadwayChartConfig.react(s.div, [{
       type: "scatter",
       mode: "markers",
@@ -332,6 +324,9 @@
     best = detail.best === undefined ? null : detail.best;
     redrawAll();
   });
+  document.addEventListener("hw:theme", function () {
+    scatters.forEach(drawScatter); // the outline colour; chart_config.js relayouts the rest
+  });
   document.addEventListener("hw:trial-hover", function (event) {
     var detail = event.detail || {};
     if (detail.source === SOURCE) {
@@ -340,5 +335,4 @@
     hovered = detail.id === undefined ? null : detail.id;
     scatters.forEach(drawScatter);
   });
-  document.addEventListener("hw:theme", redrawAll);
 })();
