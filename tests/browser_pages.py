@@ -15,7 +15,7 @@ from tests.helpers import TINY_MODEL, register_checkpoint, register_host
 
 USERNAME = "paige"
 PASSWORD = "pw-paige"
-TRIALS = 3
+TRIALS = 6
 STEPS = 200
 
 # A search with a long name and long labels: long words must wrap, not widen the page.
@@ -29,12 +29,13 @@ hyperparameters:
   lr: {type: log, minval: -3, maxval: -1}
   optimizer: {type: categorical, vals: [sgd, adam]}
   hidden_units_in_the_first_layer: {type: int, minval: 16, maxval: 256}
-searcher: {name: random, metric: validation_loss, max_trials: 3, max_length: {batches: 200}}
+searcher: {name: random, metric: validation_loss, max_trials: 6, max_length: {batches: 200}}
 """
 
 
 def populate() -> tuple[Any, dict[str, str]]:
-    """Create the fixture (owner, experiment with 3 trials reporting training and validation
+    """Create the fixture (owner, experiment with 6 trials, enough for the importance chart,
+    reporting training and validation
     metrics, a checkpoint, log lines, a registered model with a version, a worker host) and
     return the owner and ``{page name: path}`` for every dashboard page but the login form."""
     owner = get_user_model().objects.create_user(USERNAME, password=PASSWORD)
@@ -85,9 +86,24 @@ def populate() -> tuple[Any, dict[str, str]]:
     return owner, pages
 
 
+TWO_FRAMES = "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+# Every metric chart and the importance chart drawn (or its message shown), and every Plotly div.
+DRAWN = """() => {
+  const charts = Array.from(document.querySelectorAll('.plot[data-key], div#hparam-importance'));
+  return charts.concat(Array.from(document.querySelectorAll('.js-plotly-plot')))
+    .every((gd) => gd._fullLayout);
+}"""
+
+
 def settle(page: Any) -> None:
-    """Wait until the page's charts (if any) are drawn, so layout and axe see the final page."""
+    """Scroll through the page (charts and the importance chart are drawn only near the
+    viewport), back to the top, and wait until every chart is drawn: layout and axe then see
+    the whole page."""
     page.wait_for_load_state("networkidle")
-    page.wait_for_function(
-        "Array.from(document.querySelectorAll('.js-plotly-plot')).every((gd) => gd._fullLayout)"
-    )
+    height = page.evaluate("document.documentElement.scrollHeight")
+    step = page.evaluate("window.innerHeight")
+    for y in range(0, height + step, step):
+        page.evaluate(f"window.scrollTo(0, {y})")
+        page.evaluate(TWO_FRAMES)  # the IntersectionObservers have seen this position
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_function(DRAWN)
