@@ -2,7 +2,17 @@
 
 from django.urls import path
 
-from dashboard import bulk, compare, controls, editing, log_views, model_views, trial_page, views
+from dashboard import (
+    bulk,
+    compare,
+    controls,
+    editing,
+    log_views,
+    model_views,
+    trial_menu,
+    trial_page,
+    views,
+)
 
 app_name = "dashboard"
 urlpatterns = [
@@ -40,6 +50,7 @@ urlpatterns = [
         "trials/<int:trial_id>/control/<str:action>", controls.trial_control, name="trial-control"
     ),
     path("trials/<int:trial_id>/continue", controls.trial_continue, name="trial-continue"),
+    path("trials/<int:trial_id>/menu", trial_menu.trial_menu, name="trial-menu"),
     path("experiments/<int:experiment_id>/edit", editing.experiment_edit, name="experiment-edit"),
     path(
         "experiments/<int:experiment_id>/notes", editing.experiment_notes, name="experiment-notes"

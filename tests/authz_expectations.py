@@ -107,6 +107,7 @@ DASHBOARD: dict[str, tuple[str, str]] = {
     "experiment-control": ("post", OWNER),
     "trial-control": ("post", OWNER),
     "trial-continue": ("post", OWNER),
+    "trial-menu": ("get", READ),
     "experiment-edit": ("post", OWNER),
     "experiment-notes": ("post", OWNER),
     "trial-notes": ("post", OWNER),

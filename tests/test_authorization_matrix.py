@@ -214,7 +214,7 @@ def _dashboard_request(world: World, name: str, action: str | None) -> tuple[str
     elif name in ("experiment-edit", "experiment-notes"):
         kwargs = {"experiment_id": e.id}
         data = {"name": "changed", "notes": "changed"}
-    elif name in ("trial", "trial-logs", "trial-logs-download", "trial-continue"):
+    elif name in ("trial", "trial-logs", "trial-logs-download", "trial-continue", "trial-menu"):
         kwargs = {"trial_id": t.id}
     elif name == "trial-notes":
         kwargs = {"trial_id": t.id}

@@ -73,7 +73,9 @@ def test_it_renders_the_experiment_page(client_alice, experiment):
         assert f"/static/js/{script}" in html
     # The trials table: latest checkpoint link + CLI, hparams in one cell, compare ticks.
     assert f'href="/api/v1/checkpoints/{CHECKPOINT_UUID}/download"' in html
-    assert f'data-copy="headway checkpoint download {CHECKPOINT_UUID}"' in html
+    trial = experiment.trials.get()
+    menu = client_alice.get(reverse("dashboard:trial-menu", args=[trial.id])).content.decode()
+    assert f'data-copy="headway checkpoint download {CHECKPOINT_UUID}"' in menu
     assert "100 batches" in html
     assert '<span class="hp-key">optimizer.momentum</span>=' in html
     trial = experiment.trials.get()

@@ -51,6 +51,11 @@ def _trial_url(trial: Trial, action: str) -> str:
     return reverse("dashboard:trial-control", args=[trial.id, action])
 
 
+def _menu_url(trial: Trial) -> str:
+    """The experiment page's row menu of ``trial``, fetched when its Actions button is pressed."""
+    return reverse("dashboard:trial-menu", args=[trial.id])
+
+
 def test_pause_a_queued_trial_redirects_with_a_success_message(
     client_alice: Client, trial: Trial
 ) -> None:
@@ -61,11 +66,12 @@ def test_pause_a_queued_trial_redirects_with_a_success_message(
     assert trial.state == State.PAUSED
     assert Experiment.objects.get(id=trial.experiment_id).state == State.PAUSED
 
-    # The page shows the note, the PAUSED badge, and now Activate instead of Pause.
+    # The page shows the note, the PAUSED badge, and the row's menu now Activate, not Pause.
     page = response.content.decode()
     assert f"Trial {trial.id}: PAUSED" in page and "badge state-paused" in page
-    assert _trial_url(trial, "activate") in page
-    assert _trial_url(trial, "pause") not in page
+    menu = client_alice.get(_menu_url(trial)).content.decode()
+    assert _trial_url(trial, "activate") in menu
+    assert _trial_url(trial, "pause") not in menu
     # A note is shown once.
     again = client_alice.get(response.redirect_chain[0][0])
     assert f"Trial {trial.id}: PAUSED" not in again.content.decode()
@@ -123,7 +129,9 @@ def test_live_json_carries_the_controls(client_alice: Client, trial: Trial) -> N
     url = reverse("dashboard:experiment-live", args=[trial.experiment_id])
     client_alice.post(_trial_url(trial, "pause"), follow=True)
     data = client_alice.get(url).json()
-    assert _trial_url(trial, "activate") in data["trials_html"]
+    assert _menu_url(trial) in data["trials_html"]
+    menu = client_alice.get(_menu_url(trial)).content.decode()
+    assert _trial_url(trial, "activate") in menu  # the row menu, fetched on demand
     activate = reverse("dashboard:experiment-control", args=[trial.experiment_id, "activate"])
     assert activate in data["controls_html"]
     assert "csrfmiddlewaretoken" in data["controls_html"]
@@ -173,8 +181,8 @@ def test_continue_trial_creates_the_experiment_and_redirects_to_it(
 ) -> None:
     first = _checkpoint(trial, 5)
     latest = _checkpoint(trial, 10)
-    page = client_alice.post(_trial_url(trial, "pause"), follow=True)
-    html = page.content.decode()
+    client_alice.post(_trial_url(trial, "pause"), follow=True)
+    html = client_alice.get(_menu_url(trial)).content.decode()
     assert "Continue trial" in html
     assert f'<option value="{latest}" selected>' in html
 
@@ -234,8 +242,7 @@ def test_the_experiment_tables_continue_form_offers_the_newest_checkpoints_only(
     total = TABLE_CONTINUE_CHOICES + 5
     uuids = [_checkpoint(trial, steps) for steps in range(1, total + 1)]
     client_alice.post(_trial_url(trial, "pause"))
-    table = client_alice.get(reverse("dashboard:experiment", args=[trial.experiment_id]))
-    html = table.content.decode()
+    html = client_alice.get(_menu_url(trial)).content.decode()  # the table's row menu
     offered = [u for u in uuids if f'<option value="{u}"' in html]
     assert offered == uuids[-TABLE_CONTINUE_CHOICES:]  # the newest, latest selected
     assert f'<option value="{uuids[-1]}" selected>' in html

@@ -64,6 +64,11 @@ def _trial_page(trial: Trial) -> str:
     return reverse("dashboard:trial", args=[trial.id])
 
 
+def _row_menu(trial: Trial) -> str:
+    """The trials table's row menu of ``trial`` (fetched by the experiment page on demand)."""
+    return reverse("dashboard:trial-menu", args=[trial.id])
+
+
 def _experiment_page(trial: Trial) -> str:
     return reverse("dashboard:experiment", args=[trial.experiment_id])
 
@@ -115,7 +120,8 @@ def test_a_bad_continue_form_keeps_its_values_and_errors_on_the_page(
     back = f"{_experiment_page(trial)}#trial-{trial.id}"
     response = client_alice.post(url, {"hparams": "lr", "next": back}, follow=True)
     assert _redirected_to(response) == back
-    assert '<details class="continue" open>' in response.content.decode()
+    # The page opens the row's menu (#trial-N), which shows the form again.
+    assert '<details class="continue" open>' in client_alice.get(_row_menu(trial)).content.decode()
 
 
 def test_controls_go_back_to_a_safe_next(client_alice: Client, trial: Trial) -> None:
@@ -161,26 +167,27 @@ def test_forms_post_the_page_they_are_on_as_next(client_alice: Client, trial: Tr
         re.findall(r'<form method="post" class="control"', trial_page)
     )
     experiment_page = client_alice.get(_experiment_page(trial)).content.decode()
-    assert f'name="next" value="{_experiment_page(trial)}#trial-{trial.id}"' in experiment_page
+    menu = client_alice.get(_row_menu(trial)).content.decode()
+    assert f'name="next" value="{_experiment_page(trial)}#trial-{trial.id}"' in menu
     assert f'name="next" value="{_experiment_page(trial)}"' in experiment_page
     # The live fragments (rendered by the live endpoint) still name the experiment page.
     live = client_alice.get(reverse("dashboard:experiment-live", args=[trial.experiment_id]))
     data = live.json()
-    assert f'name="next" value="{_experiment_page(trial)}#trial-{trial.id}"' in data["trials_html"]
+    assert _row_menu(trial) in data["trials_html"]
     assert f'name="next" value="{_experiment_page(trial)}"' in data["controls_html"]
     assert "/live" not in data["trials_html"] + data["controls_html"]
 
 
 def test_kill_confirmation_says_what_survives(client_alice: Client, trial: Trial) -> None:
     kill = reverse("dashboard:trial-control", args=[trial.id, "kill"])
-    for page in (_trial_page(trial), _experiment_page(trial)):
+    for page in (_trial_page(trial), _row_menu(trial)):
         text = _confirm_texts(client_alice.get(page).content.decode())[kill]
         assert "stops at once" in text and "from scratch" in text
         assert "without a checkpoint" not in text
 
     _checkpoint(trial, 5)
     _checkpoint(trial, 40)
-    for page in (_trial_page(trial), _experiment_page(trial)):
+    for page in (_trial_page(trial), _row_menu(trial)):
         text = _confirm_texts(client_alice.get(page).content.decode())[kill]
         assert "latest checkpoint at step 40" in text and "from scratch" not in text
 
@@ -196,14 +203,15 @@ def test_cancel_asks_for_confirmation(client_alice: Client, trial: Trial) -> Non
     assert f"Cancel trial {trial.id}?" in _confirm_texts(trial_page)[cancel]
     experiment_page = client_alice.get(_experiment_page(trial)).content.decode()
     texts = _confirm_texts(experiment_page)
-    assert f"Cancel trial {trial.id}?" in texts[cancel]
+    menu = client_alice.get(_row_menu(trial)).content.decode()
+    assert f"Cancel trial {trial.id}?" in _confirm_texts(menu)[cancel]
     assert f"Cancel experiment {trial.experiment_id}?" in texts[exp_cancel]
     # The dialog is wired to the submit by static/js/confirm.js (no inline handler: CSP).
     forms = re.findall(r"<form [^>]*data-confirm=[^>]*>", experiment_page)
     assert forms and "js/confirm.js" in experiment_page
     # Pause and Activate do not ask.
     pause = reverse("dashboard:trial-control", args=[trial.id, "pause"])
-    assert pause in experiment_page and pause not in texts
+    assert pause in menu and pause not in _confirm_texts(menu)
 
 
 def test_the_experiment_page_has_the_live_banner(client_alice: Client, trial: Trial) -> None:

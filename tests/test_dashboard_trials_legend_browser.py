@@ -196,6 +196,8 @@ def test_the_trials_table_is_the_charts_legend(live_server, chromium):
     page.click(f"#trial-{target} button.row-menu")
     assert page.get_attribute(f"#trial-{target} button.row-menu", "aria-expanded") == "true"
     assert page.evaluate("document.querySelectorAll('#trials .row-menu-panel').length") == 1
+    page.wait_for_selector(f"#trial-{target} .row-menu-panel .controls", state="attached")
+    assert "No controls for this trial" in page.inner_text(f"#trial-{target} .row-menu-panel")
 
     # Sorting by the best column: best values first (larger is better here), then reversed;
     # the best trial stays pinned on top.

@@ -1,7 +1,6 @@
 """The experiment page's trials table as rendered by the server (``_trials.html``): one cell of
 hyperparameters, the legend's data on each row, the best trial marked, numbers through ``sig4``,
-and no control form outside the rows' inert ``<template>`` (the browser builds them on demand,
-``static/js/trials_table.js``)."""
+and no control form: a row's menu is fetched when opened (``dashboard/trial_menu.py``)."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ import json
 import re
 
 import pytest
+from django.urls import reverse
 
 from registry.models import State
 from tests.helpers_hparams import hparam_search
@@ -24,10 +24,12 @@ def test_rows_carry_the_legend_data_and_no_live_forms(client_alice, alice):
     table = html[html.index('<div id="trials">') :]
     assert 'class="legend-search"' in table and 'class="legend-color-by"' in table
 
-    outside = re.sub(r"<template.*?</template>", "", table, flags=re.S)
-    inside = "".join(re.findall(r"<template.*?</template>", table, flags=re.S))
-    assert "<form" not in outside.split("</table>")[0]
-    assert 'data-action="pause"' in inside
+    assert "<form" not in table.split("</table>")[0]  # the row menus are fetched on demand
+    menu_url = reverse("dashboard:trial-menu", args=[trials[0].id])
+    assert f'data-menu-url="{menu_url}"' in table
+    menu = client_alice.get(menu_url)
+    assert menu.status_code == 200 and 'data-action="pause"' in menu.content.decode()
+    assert client_alice.get(reverse("dashboard:trial-menu", args=[999999])).status_code == 404
 
     for trial in trials:
         trial.refresh_from_db()

@@ -1,8 +1,8 @@
 // The experiment page's trials table: the server renders every trial's row once; this script
 // keeps them out of the document and shows one page of PAGE_SIZE rows at a time (a 1,000-trial
 // search puts 50 rows in the page, not 1,000), in the chosen sort with the best trial pinned
-// first, filtered by the legend (static/js/trials_legend.js). A row's controls stay in an inert
-// <template> until its "Actions" button is pressed. Sort, page, ticks and open menus survive a
+// first, filtered by the legend (static/js/trials_legend.js). A row's controls are fetched
+// (dashboard/trial_menu.py) when its "Actions" button is pressed. Sort, page, ticks and open menus survive a
 // live swap of the table; hovering a row emits hw:trial-hover and a chart's hover lights a row.
 window.TrialsTable = (function () {
   "use strict";
@@ -110,7 +110,25 @@ window.TrialsTable = (function () {
     });
   }
 
-  // Build a row's controls from its template (once) and show or hide them.
+  // Fetch a row's menu (dashboard/trial_menu.py) into `menu`; a logged-out session (the login
+  // page answers instead) or an error says so in the menu.
+  function load(menu, url) {
+    fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (response) {
+        if (!response.ok || new URL(response.url).pathname !== new URL(url, location.href).pathname) {
+          throw new Error(response.ok ? "session expired: reload the page" : "error " + response.status);
+        }
+        return response.text();
+      })
+      .then(function (html) {
+        menu.innerHTML = html;
+      })
+      .catch(function (error) {
+        menu.textContent = "Could not load the controls (" + error.message + ").";
+      });
+  }
+
+  // Fetch a row's controls (once) when its menu opens, and show or hide them.
   function toggleMenu(row, open) {
     var button = row.querySelector("button.row-menu");
     if (!button) {
@@ -122,9 +140,10 @@ window.TrialsTable = (function () {
       menu = document.createElement("div");
       menu.className = "row-menu-panel";
       menu.id = "trial-menu-" + idOf(row);
-      menu.appendChild(cell.querySelector("template.row-controls").content.cloneNode(true));
+      menu.textContent = "Loading\u2026";
       cell.appendChild(menu);
       button.setAttribute("aria-controls", menu.id);
+      load(menu, button.dataset.menuUrl);
     }
     if (menu) {
       menu.hidden = !open;
