@@ -19,7 +19,9 @@ per-pair ratios (each pair ran back to back under the same machine load) and sam
 medians. The tiny model runs on one torch thread (``--tiny-threads``: its quantity is per-batch
 overhead, which two threads on a busy 2-core machine drown in noise), the large one on the
 default. Targets: >= 0.95x raw on the large model, >= 0.85x on the tiny one. ``--profile``
-prints a cProfile of one tiny harness run.
+prints a cProfile of one tiny harness run. A last row runs the tiny harness with the
+system-metrics sampler (``headway.core._system_metrics``) off and on, alternated, sampling every
+``--system-interval`` s (0.1: 100 times its default rate, so that its cost would show).
 The last line printed is a JSON object of the figures.
 """
 
@@ -41,6 +43,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from headway import pytorch
+from headway.core._system_metrics import SystemMetricsSampler
 
 BATCH = 32
 
@@ -137,12 +140,24 @@ class BenchTrial(pytorch.PyTorchTrial):
 
 
 def run_harness(
-    kind: str, batches: int, dataset: torch.utils.data.TensorDataset
+    kind: str,
+    batches: int,
+    dataset: torch.utils.data.TensorDataset,
+    system_interval: float | None = None,
 ) -> tuple[float, float]:
-    """(samples/s of the training loop, seconds of the final validation + checkpoint)."""
+    """(samples/s of the training loop, seconds of the final validation + checkpoint).
+
+    ``system_interval``: run the system-metrics sampler (off in local mode) every so many s.
+    """
     hparams = {"global_batch_size": BATCH, "kind": kind, "dataset": dataset}
     with tempfile.TemporaryDirectory() as storage:
         with pytorch.init(hparams=hparams, checkpoint_storage=storage) as context:
+            core = context._core
+            if system_interval is not None:  # as core.init() starts it on a cluster's chief
+                core.system_metrics = SystemMetricsSampler(
+                    core.train._report_system, system_interval
+                )
+                core.system_metrics.start()
             trial = BenchTrial(context)
             trainer = pytorch.Trainer(trial, context)
             start = time.perf_counter()
@@ -196,6 +211,37 @@ def _alternate(
     }
 
 
+def measure_system_metrics(
+    batches: int, repeats: int, dataset: Any, threads: int, interval: float
+) -> dict[str, Any]:
+    """The tiny harness with the system-metrics sampler off vs on, alternated (order swapped each
+    pair), on ``threads`` torch threads. The sampler takes one sample every ``interval`` s, far
+    more often than its 10 s default, so that its cost would show; the ratio (on / off) is the
+    median of the per-pair ratios."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        run_harness("tiny", max(batches // 5, 10), dataset, system_interval=interval)
+        off: list[float] = []
+        on: list[float] = []
+        for i in range(repeats):
+            for sampled in (False, True) if i % 2 == 0 else (True, False):
+                sps, _ = run_harness(
+                    "tiny", batches, dataset, system_interval=interval if sampled else None
+                )
+                (on if sampled else off).append(sps)
+    finally:
+        torch.set_num_threads(previous)
+    ratios = [a / b for a, b in zip(on, off, strict=True)]
+    return {
+        "system_metrics_interval_s": interval,
+        "system_metrics_off_sps": round(statistics.median(off), 1),
+        "system_metrics_on_sps": round(statistics.median(on), 1),
+        "system_metrics_ratio": round(statistics.median(ratios), 3),
+        "system_metrics_ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny-batches", type=int, default=pick(2000, 50))
@@ -206,6 +252,8 @@ def main() -> None:
     parser.add_argument("--tiny-threads", type=int, default=1)
     parser.add_argument("--large-threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--profile", action="store_true")
+    # Seconds between system-metrics samples in the sampler on/off row (the default is 10 s).
+    parser.add_argument("--system-interval", type=float, default=0.1)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     dataset = _dataset()
@@ -216,6 +264,11 @@ def main() -> None:
     figures: dict[str, Any] = {"batch_size": BATCH}
     figures.update(measure("tiny", args.tiny_batches, args.repeats, dataset, args.tiny_threads))
     figures.update(measure("large", args.large_batches, args.repeats, dataset, args.large_threads))
+    figures.update(
+        measure_system_metrics(
+            args.tiny_batches, args.repeats, dataset, args.tiny_threads, args.system_interval
+        )
+    )
     print(
         f"{'model':<8}{'raw samples/s':>16}{'harness samples/s':>20}{'ratio':>8}{'target':>8}"
         f"{'pair range':>14}{'µs/batch':>10}{'end cost s':>12}"
@@ -227,6 +280,12 @@ def main() -> None:
             f"{'-'.join(f'{r:.2f}' for r in figures[f'{kind}_ratio_range']):>14}"
             f"{figures[f'{kind}_overhead_us_per_batch']:>10.1f}{figures[f'{kind}_fixed_cost_s']:>12.3f}"
         )
+    print(
+        f"system metrics sampler on/off (tiny, one sample per {args.system_interval:g} s):"
+        f" {figures['system_metrics_on_sps']:,.0f} / {figures['system_metrics_off_sps']:,.0f}"
+        f" samples/s, ratio {figures['system_metrics_ratio']:.3f}"
+        f" (pairs {'-'.join(f'{r:.3f}' for r in figures['system_metrics_ratio_range'])})"
+    )
     print(json.dumps(figures))
 
 
