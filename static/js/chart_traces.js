@@ -7,7 +7,7 @@
 // - "merged": one `scatter` per colour and width, its lines joined by `null` separators;
 // - "merged-gl": the same with `scattergl`.
 // Which mode draws many trials fastest was measured in Chromium (bench/dashboard.py,
-// docs/decisions.md): FAST_MODE. Lines with lo / hi (a downsampled series in the band shape, or
+// docs/decisions.md): FAST_MODE from FAST_FROM lines, "gl" from GL_FROM. Lines with lo / hi (a downsampled series in the band shape, or
 // a group's range) get a shaded band under them: one `toself`-filled polygon per line, joined
 // per colour into one trace (all in one grey trace from FAST_FROM lines on).
 window.HeadwayChartTraces = (function () {
@@ -19,6 +19,7 @@ window.HeadwayChartTraces = (function () {
   var MODES = ["svg", "gl", "merged", "merged-gl"];
   var FAST_MODE = "merged";
   var FAST_FROM = 20; // lines per chart from which FAST_MODE draws
+  var GL_FROM = 200; // lines per chart from which "gl" draws (fewest page elements)
   var GROUP_GRID = 200;
   var BAND_GREY = "#7f7f7f"; // the bands' fill in the many-lines path (at 18% opacity) // x positions at which a group's mean and range are computed
 
@@ -315,7 +316,7 @@ window.HeadwayChartTraces = (function () {
   }
 
   return {
-    COLORS: COLORS, MODES: MODES, FAST_MODE: FAST_MODE, FAST_FROM: FAST_FROM,
+    COLORS: COLORS, MODES: MODES, FAST_MODE: FAST_MODE, FAST_FROM: FAST_FROM, GL_FROM: GL_FROM,
     ema: ema, isolatedMarkers: isolatedMarkers, escapeHtml: escapeHtml, xValues: xValues,
     pack: pack, groupLines: groupLines, fade: fade,
   };

@@ -230,7 +230,10 @@
     if (this.mode) {
       return this.mode;
     }
-    return lines.length >= T.FAST_FROM && !this.groupBy ? T.FAST_MODE : "svg";
+    if (this.groupBy || lines.length < T.FAST_FROM) {
+      return "svg";
+    }
+    return lines.length >= T.GL_FROM ? "gl" : T.FAST_MODE;
   };
 
   // The highlighted trial's line (hover here or in the trials table), drawn on top of the rest.
@@ -334,6 +337,7 @@
       // When it was drawn, in ms since navigation start (bench/dashboard.py reads it).
       div.dataset.drawnAt = String(Math.round(performance.now()));
       div.dataset.drawMs = String(Math.round(performance.now() - started));
+      div.dataset.draws = String(Number(div.dataset.draws || 0) + 1);
       if (!div.dataset.bound) {
         div.dataset.bound = "1";
         div.on("plotly_relayout", function (event) { self.onRelayout(key, event); });
