@@ -9,11 +9,11 @@ so list pages never scan raw reports.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Annotated, Any, NotRequired
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, TypeAdapter, with_config
 from pydantic import ValidationError as PydanticValidationError
@@ -26,13 +26,11 @@ from registry.lifecycle._common import refresh_experiment
 from registry.lifecycle._time_search import deliver_validation_reports
 from registry.metrics import _store as store
 from registry.metrics._aggregate import COUNT, LAST_STEP, LAST_VALUE, MAX_VALUE, MIN_VALUE, Agg
-from registry.metrics._sql import copy_rows, insert_rows, quote
+from registry.metrics._raw import COPY_MIN_ROWS, datetime_adapter, raw_upsert, store_raw
 from registry.metrics._trial_row import lock_trial, save_trial
 from registry.models import Experiment, MetricReport, Trial
 
 MAX_REPORTS_PER_BATCH = 10_000
-# Smaller batches are upserted in one statement on PostgreSQL rather than COPYed (_store_raw).
-COPY_MIN_ROWS = 64
 
 GroupName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 MetricName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
@@ -195,32 +193,6 @@ def _summary_entry(agg: Agg) -> dict[str, Any]:
     }
 
 
-_RAW_COLUMNS = [
-    ("trial_id", "bigint"),
-    ("group", "varchar"),
-    ("steps_completed", "bigint"),
-    ("run_id", "integer"),
-    ("epoch", "double precision"),
-    ("reported_at", "timestamptz"),
-    ("metrics", "jsonb"),
-]
-_RAW_UPDATES = [
-    f"{quote(c)} = EXCLUDED.{quote(c)}" for c in ("metrics", "run_id", "epoch", "reported_at")
-]
-
-
-def _datetime_adapter() -> Callable[[datetime], Any]:
-    """How a timezone-aware datetime is passed to the database, cheaply.
-
-    SQLite stores naive UTC text, which Django's adapter makes in ~7 us per value (a tenth of
-    a one-metric report's ingestion); the same text from ``astimezone`` + ``isoformat`` costs
-    a third of that. PostgreSQL takes the datetime itself.
-    """
-    if connection.vendor == "sqlite":
-        return lambda value: value.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
-    return connection.ops.adapt_datetimefield_value
-
-
 def _latest_per_step(reports: list[ReportIn]) -> list[ReportIn]:
     """The batch with one report per ``(group, steps_completed)``: the last one sent wins."""
     latest = {(r["group"], r["steps_completed"]): r for r in reports}
@@ -251,7 +223,7 @@ def metrics_report(
     """
     received = len(reports)
     reports = _latest_per_step(reports)
-    adapt_dt = _datetime_adapter()
+    adapt_dt = datetime_adapter()
     now = adapt_dt(timezone.now())
     with transaction.atomic():
         # Lock the trial so concurrent batches of one trial merge one after the other; only
@@ -295,9 +267,15 @@ def metrics_report(
                 trial_id=trial.id, group=group, steps_completed__in=steps
             ).exists()
         }
-        _store_raw(rows, append_only=not replaced)
         appended = {key: pts for key, pts in points.items() if key[0] not in replaced}
-        changed: dict[tuple[str, str], Agg | None] = dict(store.append(trial.id, appended))
+        if not replaced and len(rows) < COPY_MIN_ROWS and connection.vendor == "postgresql":
+            # One round trip for the raw rows, series and buckets (store.append's CTE).
+            raw = raw_upsert(rows)
+            added = store.append(trial.id, appended, with_statement=raw)
+        else:
+            store_raw(rows, append_only=not replaced)
+            added = store.append(trial.id, appended)
+        changed: dict[tuple[str, str], Agg | None] = dict(added)
         for group in replaced:
             summary[group] = {}
             changed.update(store.rebuild(trial.id, group, by_group[group]))
@@ -327,31 +305,6 @@ def metrics_report(
         # adaptive_asha with time_metric ranks trials by their validations as they arrive.
         deliver_validation_reports(trial, experiment, reports)
     return received
-
-
-def _store_raw(rows: list[tuple], *, append_only: bool) -> None:
-    """Write the raw report rows: upserted, or on PostgreSQL appended with ``COPY`` when no stored
-    row has their steps (``append_only``, known from the summary's high-water marks).
-
-    Fewer than ``COPY_MIN_ROWS`` rows are upserted: ``COPY`` inside its savepoint costs four
-    round trips where the upsert costs one. A stored row the summary does not know of (a
-    report without metrics) makes the ``COPY`` fail inside its savepoint; the batch is then
-    upserted as usual, so nothing is lost.
-    """
-    if append_only and len(rows) >= COPY_MIN_ROWS and connection.vendor == "postgresql":
-        try:
-            with transaction.atomic():
-                copy_rows(MetricReport._meta.db_table, _RAW_COLUMNS, rows)
-            return
-        except IntegrityError:
-            pass
-    insert_rows(
-        MetricReport._meta.db_table,
-        _RAW_COLUMNS,
-        rows,
-        conflict=("trial_id", "group", "steps_completed"),
-        updates=_RAW_UPDATES,
-    )
 
 
 def _best_of(experiment: Experiment, agg: Agg | None) -> float | None:

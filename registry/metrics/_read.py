@@ -276,12 +276,15 @@ def _read_raw(
         for s in members:
             lo, hi = ranges.get(s.trial_id, (s.lo, s.hi))
             ranges[s.trial_id] = (min(lo, s.lo), max(hi, s.hi))
+        # Every OR term names the whole index prefix (trial, group, step range), so each is an
+        # index range seek; with the group outside the terms both databases scanned every row
+        # of the trial's group (a cost growing with the rows stored, not the rows returned).
         where = Q()
         for trial_id, (lo, hi) in ranges.items():
-            where |= Q(trial_id=trial_id, steps_completed__gte=lo, steps_completed__lte=hi)
-        rows = MetricReport.objects.filter(where, group=group).order_by(
-            "trial_id", "steps_completed"
-        )
+            where |= Q(
+                trial_id=trial_id, group=group, steps_completed__gte=lo, steps_completed__lte=hi
+            )
+        rows = MetricReport.objects.filter(where).order_by("trial_id", "steps_completed")
         names = {s.name for s in members}
         for trial_id, step, metrics in rows.values_list("trial_id", "steps_completed", "metrics"):
             for name in names.intersection(metrics):
@@ -332,20 +335,24 @@ def _cover(
 def _read_buckets(key: tuple, members: list[_Series], max_points: int, band: bool) -> None:
     """Downsampled points for series sharing one plan: one bucket query and one raw query."""
     by_id = {s.id: s for s in members}
+    ids = list(by_id)
     pieces: dict[int, list[tuple[int, Agg]]] = defaultdict(list)  # id -> [(start step, agg)]
-    bucket_q = MetricBucket.objects.filter(series_id__in=list(by_id))
     raw_ranges: list[tuple[int, int]] = []
     if key[0] == "whole":
         level = key[1]
-        bucket_q = bucket_q.filter(level=level)
+        bucket_q = MetricBucket.objects.filter(series_id__in=ids, level=level)
     else:
         _, level, lo, hi = key
         runs, raw_ranges = _cover(lo, hi, level)
+        # The series ids in every OR term: each term is then a seek on the whole index
+        # (series, level, bucket range). With them outside the OR, SQLite and PostgreSQL read
+        # every bucket of the series and filtered: a zoom cost grew with the points stored
+        # (9.4 ms at 1M, 62.5 ms at 10M for the same 2,000 points returned).
         where = Q()
         for run_level, level_runs in runs.items():
             for first, last in level_runs:
-                where |= Q(level=run_level, bucket__gte=first, bucket__lte=last)
-        bucket_q = bucket_q.filter(where) if runs else bucket_q.none()
+                where |= Q(series_id__in=ids, level=run_level, bucket__gte=first, bucket__lte=last)
+        bucket_q = MetricBucket.objects.filter(where) if runs else MetricBucket.objects.none()
     widths = [level_width(n) for n in range(LEVELS)]
     # Indexing, not star-unpacking: this loop runs once per bucket of every trial's series.
     for row in bucket_q.values_list("series_id", "level", "bucket", *AGG_FIELDS):
@@ -367,15 +374,16 @@ def _raw_pieces(
     members: list[_Series], ranges: list[tuple[int, int]], pieces: dict[int, list[tuple[int, Agg]]]
 ) -> None:
     """One-point pieces for the raw edge ranges of a window plan."""
-    where = Q()
-    for lo, hi in ranges:
-        where |= Q(steps_completed__gte=lo, steps_completed__lte=hi)
     group = members[0].group
+    trials = {s.trial_id for s in members}
+    where = Q()  # the whole index prefix in each term (see _read_buckets)
+    for lo, hi in ranges:
+        where |= Q(
+            trial_id__in=trials, group=group, steps_completed__gte=lo, steps_completed__lte=hi
+        )
     wanted = {(s.trial_id, s.name): s.id for s in members}
     names = {s.name for s in members}
-    rows = MetricReport.objects.filter(
-        where, trial_id__in={s.trial_id for s in members}, group=group
-    ).values_list("trial_id", "steps_completed", "metrics")
+    rows = MetricReport.objects.filter(where).values_list("trial_id", "steps_completed", "metrics")
     for trial_id, step, metrics in rows:
         for name in names.intersection(metrics):
             series_id = wanted.get((trial_id, name))

@@ -41,6 +41,39 @@ def json_text(value: Any) -> str:
         return json.dumps(value, default=str)
 
 
+def insert_clauses(
+    table: str,
+    names: Sequence[str],
+    *,
+    conflict: Sequence[str] = (),
+    updates: Sequence[str] = (),
+    returning: Sequence[str] = (),
+) -> tuple[str, str]:
+    """``("INSERT INTO table (names) ", " ON CONFLICT .. RETURNING ..")``: the SQL around the
+    rows' source (``VALUES ..`` or ``SELECT ..``); the arguments are ``insert_rows``'s."""
+    head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in names)}) "
+    tail = ""
+    if conflict:
+        action = "DO UPDATE SET " + ", ".join(updates) if updates else "DO NOTHING"
+        tail += f" ON CONFLICT ({', '.join(quote(c) for c in conflict)}) {action}"
+    if returning:
+        tail += " RETURNING " + ", ".join(quote(c) for c in returning)
+    return head, tail
+
+
+def recordset(columns: Sequence[tuple[str, str]], alias: str = "r") -> str:
+    """PostgreSQL: ``SELECT * FROM jsonb_to_recordset(%s::jsonb) AS r(col type, ..)``, the rows
+    of one ``recordset_payload`` parameter as a table."""
+    record = ", ".join(f"{quote(c)} {t}" for c, t in columns)
+    return f"SELECT * FROM jsonb_to_recordset(%s::jsonb) AS {alias}({record})"
+
+
+def recordset_payload(columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> str:
+    """The JSON array of objects that ``recordset(columns)`` reads ``rows`` from."""
+    keys = [c for c, _ in columns]
+    return json_text([dict(zip(keys, row, strict=True)) for row in rows])
+
+
 def insert_rows(
     table: str,
     columns: Sequence[tuple[str, str]],
@@ -67,24 +100,13 @@ def insert_rows(
     """
     if not rows:
         return []
-    names = [quote(c) for c, _ in columns]
-    head = f"INSERT INTO {quote(table)} ({', '.join(names)}) "
-    tail = ""
-    if conflict:
-        action = "DO UPDATE SET " + ", ".join(updates) if updates else "DO NOTHING"
-        tail += f" ON CONFLICT ({', '.join(quote(c) for c in conflict)}) {action}"
-    if returning:
-        tail += " RETURNING " + ", ".join(quote(c) for c in returning)
+    head, tail = insert_clauses(
+        table, [c for c, _ in columns], conflict=conflict, updates=updates, returning=returning
+    )
     out: list[tuple] = []
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            record = ", ".join(f"{quote(c)} {t}" for c, t in columns)
-            keys = [c for c, _ in columns]
-            payload = json_text([dict(zip(keys, row, strict=True)) for row in rows])
-            cursor.execute(
-                head + f"SELECT * FROM jsonb_to_recordset(%s::jsonb) AS r({record})" + tail,
-                [payload],
-            )
+            cursor.execute(head + recordset(columns) + tail, [recordset_payload(columns, rows)])
             return list(cursor.fetchall()) if returning else []
         json_cols = [i for i, (_, t) in enumerate(columns) if t == "jsonb"]
         per_chunk = max(1, _SQLITE_MAX_PARAMS // len(columns))

@@ -16,7 +16,9 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+from django.db import connection
 from django.db.models import Q
 
 from headway.metric_values import chartable
@@ -31,7 +33,13 @@ from registry.metrics._aggregate import (
     merged,
     point,
 )
-from registry.metrics._sql import insert_rows, quote
+from registry.metrics._sql import (
+    insert_clauses,
+    insert_rows,
+    quote,
+    recordset,
+    recordset_payload,
+)
 from registry.models import MetricBucket, MetricReport, MetricSeries
 
 SeriesKey = tuple[str, str]  # (group, name)
@@ -94,19 +102,26 @@ def _merge_updates(table: str) -> list[str]:
 
 
 def append(
-    trial_id: int, points: Mapping[SeriesKey, list[tuple[int, float | None]]]
+    trial_id: int,
+    points: Mapping[SeriesKey, list[tuple[int, float | None]]],
+    *,
+    with_statement: tuple[str, Any] | None = None,
 ) -> dict[SeriesKey, Agg]:
     """Merge never-stored points into their series and buckets; return the series' new aggregates.
 
     Arguments:
         points: ``{(group, name): [(step, value), ...]}``, steps distinct within a series and
             absent from the store; value None is a gap.
+        with_statement: PostgreSQL only: ``(data-modifying SQL, its one parameter)`` run in the
+            same statement (a CTE), e.g. the batch's raw rows: one round trip for all three.
     """
     per_series = many_bucket_aggregates({key: pts for key, pts in points.items() if pts})
     series_rows = [
         (trial_id, group, name, *merged(buckets[k] for k in buckets if k[0] == LEVELS - 1))
         for (group, name), buckets in per_series.items()
     ]
+    if with_statement is not None:
+        return _append_in_one_statement(per_series, series_rows, with_statement)
     returned = insert_rows(
         SERIES_TABLE,
         SERIES_COLUMNS,
@@ -135,6 +150,61 @@ def append(
     return out
 
 
+_BUCKET_SOURCE = [("sgroup", "varchar"), ("sname", "varchar"), *BUCKET_COLUMNS[1:]]
+
+
+def _append_in_one_statement(
+    per_series: Mapping[SeriesKey, Mapping[tuple[int, int], Agg]],
+    series_rows: list[tuple],
+    with_statement: tuple[str, Any],
+) -> dict[SeriesKey, Agg]:
+    """``append``'s two upserts and ``with_statement`` as one PostgreSQL statement.
+
+    The buckets find their series' ids by joining the series upsert's ``RETURNING`` rows (a
+    data-modifying CTE), so nothing waits for a first answer; every part sees the same
+    snapshot, and they touch different tables.
+    """
+    other_sql, other_param = with_statement
+    with connection.cursor() as cursor:
+        if not series_rows:  # reports without metrics: only the other statement
+            cursor.execute(other_sql, [other_param])
+            return {}
+        s_head, s_tail = insert_clauses(
+            SERIES_TABLE,
+            [c for c, _ in SERIES_COLUMNS],
+            conflict=("trial_id", "group", "name"),
+            updates=_merge_updates(SERIES_TABLE),
+            returning=("id", "group", "name", *AGG_FIELDS),
+        )
+        b_head, b_tail = insert_clauses(
+            BUCKET_TABLE,
+            [c for c, _ in BUCKET_COLUMNS],
+            conflict=("series_id", "level", "bucket"),
+            updates=_merge_updates(BUCKET_TABLE),
+        )
+        picked = ", ".join(f"r.{quote(c)}" for c, _ in BUCKET_COLUMNS[1:])
+        bucket_source = recordset(_BUCKET_SOURCE).replace("SELECT *", f"SELECT s.id, {picked}")
+        bucket_source += f" JOIN s ON s.{quote('group')} = r.sgroup AND s.name = r.sname"
+        bucket_rows = [
+            (group, name, level, bucket, *agg)
+            for (group, name), buckets in per_series.items()
+            for (level, bucket), agg in buckets.items()
+        ]
+        cursor.execute(
+            f"WITH s AS ({s_head}{recordset(SERIES_COLUMNS)}{s_tail}),"
+            f" b AS ({b_head}{bucket_source}{b_tail}),"
+            f" other AS ({other_sql})"
+            " SELECT * FROM s",
+            [
+                recordset_payload(SERIES_COLUMNS, series_rows),
+                recordset_payload(_BUCKET_SOURCE, bucket_rows),
+                other_param,
+            ],
+        )
+        returned = cursor.fetchall()
+    return {(group, name): tuple(agg) for _id, group, name, *agg in returned}
+
+
 def _runs(indices: Iterable[int]) -> list[tuple[int, int]]:
     """Sorted integers as maximal ``(first, last)`` runs of consecutive values."""
     out: list[tuple[int, int]] = []
@@ -150,12 +220,18 @@ def _raw_points(
     trial_id: int, group: str, buckets: Iterable[int]
 ) -> dict[str, dict[int, list[tuple[int, float | None]]]]:
     """``{name: {level-0 bucket: [(step, value)]}}`` of ``group`` read from the raw reports."""
+    # The whole index prefix in every OR term: each is a range seek (registry.metrics._read).
     where = Q()
     for lo, hi in _runs(buckets):
-        where |= Q(steps_completed__gte=lo * BASE_WIDTH, steps_completed__lt=(hi + 1) * BASE_WIDTH)
-    rows = MetricReport.objects.filter(where, trial_id=trial_id, group=group).values_list(
-        "steps_completed", "metrics"
-    )
+        where |= Q(
+            trial_id=trial_id,
+            group=group,
+            steps_completed__gte=lo * BASE_WIDTH,
+            steps_completed__lt=(hi + 1) * BASE_WIDTH,
+        )
+    if not where:  # no bucket: nothing to read (an empty Q would match every row)
+        return {}
+    rows = MetricReport.objects.filter(where).values_list("steps_completed", "metrics")
     out: dict[str, dict[int, list[tuple[int, float | None]]]] = defaultdict(
         lambda: defaultdict(list)
     )
@@ -230,8 +306,15 @@ def _read_buckets(
     """``(series_id, bucket, aggregate)`` of the children at ``level`` of the ``parents``."""
     where = Q()
     for lo, hi in _runs(parents):
-        where |= Q(bucket__gte=lo * fanout, bucket__lt=(hi + 1) * fanout)
-    rows = MetricBucket.objects.filter(where, series_id__in=series_ids, level=level)
+        where |= Q(
+            series_id__in=series_ids,
+            level=level,
+            bucket__gte=lo * fanout,
+            bucket__lt=(hi + 1) * fanout,
+        )
+    if not where:
+        return []
+    rows = MetricBucket.objects.filter(where)
     return [
         (series_id, bucket, tuple(agg))
         for series_id, bucket, *agg in rows.values_list("series_id", "bucket", *AGG_FIELDS)
@@ -244,8 +327,9 @@ def _replace_level(
     """Delete the ``buckets`` of ``level`` of the series, then insert ``rows`` in their place."""
     where = Q()
     for lo, hi in _runs(buckets):
-        where |= Q(bucket__gte=lo, bucket__lte=hi)
-    MetricBucket.objects.filter(where, series_id__in=series_ids, level=level).delete()
+        where |= Q(series_id__in=series_ids, level=level, bucket__gte=lo, bucket__lte=hi)
+    if where:  # an empty Q would match (and delete) every bucket
+        MetricBucket.objects.filter(where).delete()
     insert_rows(BUCKET_TABLE, BUCKET_COLUMNS, rows)
 
 
