@@ -23,7 +23,7 @@ import run_all  # noqa: E402
 
 # Keys each benchmark's JSON line must hold (a few per benchmark: its headline figures).
 EXPECTED_KEYS = {
-    "harness_overhead": {"tiny_ratio", "tiny_ratio_range", "large_ratio"},
+    "harness_overhead": {"tiny_ratio", "tiny_ratio_range", "large_ratio", "system_metrics_ratio"},
     "metrics_ingest": {"sqlite_batched_points_per_s", "sqlite_single_p50_ms"},
     "metrics_read": {"sqlite_overview_ms", "sqlite_zoom_ms"},
     "hparam_importance": {"sqlite_fit_10_ms", "sqlite_cached_10_ms"},
