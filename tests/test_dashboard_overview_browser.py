@@ -435,6 +435,15 @@ def test_charts_draw_only_on_screen(live_server, chromium):
     page.wait_for_function(f"{first} && {first}.dataset.drawnAt")
     assert page.evaluate(f"{last}.dataset.pending") == "1"
     assert page.evaluate(f"{last}.dataset.drawnAt") is None
+    # New colours (as a live update would bring data): the chart on screen redraws, the one
+    # below the fold only goes stale.
+    draws = int(page.evaluate(f"{first}.dataset.draws"))
+    page.evaluate(
+        "() => document.dispatchEvent(new CustomEvent('hw:trial-colors', {detail: {colors: {}}}))"
+    )
+    page.wait_for_function(f"Number({first}.dataset.draws) === {draws + 1}")
+    assert page.evaluate(f"[{last}.dataset.pending, {last}.dataset.draws]") == ["1", None]
     page.evaluate(f"{last}.scrollIntoView()")
     page.wait_for_function(f"{last}.dataset.drawnAt && !{last}.dataset.pending")
+    assert page.evaluate(f"{last}.dataset.draws") == "1"
     assert page.evaluate(f"{last}.data.filter(t => t.meta.kind === 'line').length") == TRIALS
