@@ -149,3 +149,12 @@ def test_a_trial_on_the_cluster_reports_a_system_group(cluster_api) -> None:
     _, batches = cluster_api.series(trial["id"], SYSTEM_GROUP, "batches_per_second")
     _, samples = cluster_api.series(trial["id"], SYSTEM_GROUP, "samples_per_second")
     assert max(batches) > 0 and max(samples) == pytest.approx(32 * max(batches), rel=0.5)
+
+
+def test_a_worker_hosts_switch_reaches_its_trials() -> None:
+    from workers.isolation import trial_base_environment
+
+    worker = {"HEADWAY_SYSTEM_METRICS": "0", "HEADWAY_DATABASE_PASSWORD": "secret"}
+    assert trial_base_environment(worker, storage_type="shared_fs") == {
+        "HEADWAY_SYSTEM_METRICS": "0"
+    }

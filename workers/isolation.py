@@ -36,6 +36,7 @@ ALLOWED_NAMES = frozenset(
         "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "SSL_CERT_FILE", "SSL_CERT_DIR",
         "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
         "https_proxy", "no_proxy", "HEADWAY_S3_ENDPOINT_URL", "HEADWAY_MASTER_OUTAGE_SECONDS",
+        "HEADWAY_SYSTEM_METRICS",
     }
 )  # fmt: skip
 # Prefixes of accelerator, math-library and locale settings trials keep.
