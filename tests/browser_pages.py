@@ -12,6 +12,7 @@ from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
 from registry.models import TrialLog
 from tests.helpers import TINY_MODEL, register_checkpoint, register_host
+from tests.test_dashboard_lineage import _run_and_continue
 
 USERNAME = "paige"
 PASSWORD = "pw-paige"
@@ -34,10 +35,12 @@ searcher: {name: random, metric: validation_loss, max_trials: 6, max_length: {ba
 
 
 def populate() -> tuple[Any, dict[str, str]]:
-    """Create the fixture (owner, experiment with 6 trials, enough for the importance chart,
-    reporting training and validation
-    metrics, a checkpoint, log lines, a registered model with a version, a worker host) and
-    return the owner and ``{page name: path}`` for every dashboard page but the login form."""
+    """Create the fixture and return its owner and ``{page name: path}`` for every dashboard
+    page but the login form.
+
+    The fixture: an experiment of 6 trials (enough for the importance chart) reporting training
+    and validation metrics, a checkpoint, log lines, a registered model with a version, worker
+    hosts, and a trial continued from another one, with system metrics."""
     owner = get_user_model().objects.create_user(USERNAME, password=PASSWORD)
     experiment = experiment_create(owner=owner, config_source=CONFIG, model_definition=TINY_MODEL)
     trials = list(experiment.trials.order_by("id"))
@@ -70,6 +73,8 @@ def populate() -> tuple[Any, dict[str, str]]:
     )
     model_registry.version_register(model=model, user=owner, checkpoint_uuid=checkpoint.uuid)
     register_host("gpu-host-with-a-long-name-01.cluster.example.org", 4, gpu=True)
+    # A continued trial (linked to its parent, dashed parent curve) with system metrics.
+    _, continued = _run_and_continue(owner)
     ids = "&".join(f"trial={t.id}" for t in trials)
     pages = {
         "experiments": "/",
@@ -77,6 +82,7 @@ def populate() -> tuple[Any, dict[str, str]]:
         "experiment-files": f"/experiments/{experiment.id}/files/?path=model_def.py",
         "trial": f"/trials/{first.id}/",
         "trial-logs": f"/trials/{first.id}/logs/",
+        "trial-continued": f"/trials/{continued.id}/",
         "compare": f"/compare/?{ids}",
         "models": "/models/",
         "model": "/models/digits-classifier/",
