@@ -54,6 +54,14 @@ def test_theme_toggle_applies_persists_and_recolours_charts(live_server, chromiu
     page = context.new_page()
     log_in(page, live_server.url + pages["trial"], USERNAME, PASSWORD)
     settle(page)
+    # No flash of the wrong theme: theme.js runs in <head>, blocking, before the stylesheet.
+    loader = page.evaluate(
+        """() => { const s = document.querySelector('head script[src*="js/theme"]');
+                   const css = document.querySelector('head link[rel=stylesheet]');
+                   return {defer: s.defer, async: s.async,
+                           first: !!(s.compareDocumentPosition(css) & Node.DOCUMENT_POSITION_FOLLOWING)}; }"""
+    )
+    assert loader == {"defer": False, "async": False, "first": True}
     chart = "document.querySelector('.js-plotly-plot')"
     assert page.evaluate(f"{chart}._fullLayout.paper_bgcolor") == "#ffffff"
     assert page.evaluate("document.documentElement.dataset.theme") == "light"
