@@ -3,8 +3,10 @@
 A ratio against numbers taken an hour ago on a shared 2-core machine says little; the same
 benchmark run back to back against the commit before a change, in one run, says what the change
 did. ``run_baseline`` checks the commit out with ``git worktree add --detach`` into a temp
-directory, runs the benchmark script found there with this interpreter (same virtualenv), and
-returns the JSON object its last line prints; the worktree is removed afterwards.
+directory, puts this tree's ``bench/`` scripts over that commit's (the same instrument: the
+figures, warm-ups and sizes of this run, measuring the old server code), runs the benchmark with
+this interpreter (same virtualenv), and returns the JSON object its last line prints; the
+worktree is removed afterwards.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def run_baseline(ref: str, script: str, args: list[str], timeout_s: float = 3600
     Arguments:
         ref: anything ``git rev-parse`` takes (``HEAD~3``, a hash).
         script: the benchmark's file name, e.g. ``metrics_ingest.py``.
-        args: its command-line arguments (options the old script knows).
+        args: its command-line arguments.
 
     Raises:
         RuntimeError: the commit cannot be checked out, or the script fails or prints no JSON.
@@ -54,8 +56,10 @@ def run_baseline(ref: str, script: str, args: list[str], timeout_s: float = 3600
         shutil.rmtree(where, ignore_errors=True)
         raise RuntimeError(f"git worktree add {ref} failed: {add.stderr.strip()}")
     try:
+        for script_file in (REPO / "bench").glob("*.py"):
+            shutil.copy2(script_file, tree / "bench" / script_file.name)
         env = {**os.environ, ENV: "none"}
-        print(f"measuring the baseline {ref} ({script} of that commit) ...", flush=True)
+        print(f"measuring the baseline {ref} (its code, this {script}) ...", flush=True)
         proc = subprocess.run(
             [sys.executable, str(tree / "bench" / script), *args],
             cwd=tree,

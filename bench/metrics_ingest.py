@@ -21,14 +21,15 @@ Nagle/delayed-ACK floor) and measures, from one keep-alive ``requests.Session``:
 
 The same run first measures the baseline commit (``BASELINE_REF``, the last commit before the
 #27 fast path; ``HEADWAY_BENCH_BASELINE=<ref>`` picks another, ``none`` skips it; skipped in
-tiny mode) with that commit's own copy of this script in a temporary git worktree
-(``bench/_baseline.py``), and prints each figure's ratio to it.
+tiny mode) in a temporary git worktree (``bench/_baseline.py``: the old code measured by this
+script), and prints each figure's ratio to it.
 
 Targets (issue #27): >= 200,000 points/s batched on SQLite and >= 100,000 on PostgreSQL,
 <= 3 ms p50 single on both, >= 50,000 SDK steps/s. ``--profile`` runs the same POSTs
 in-process through Django's test Client under cProfile and prints where the time goes, grouped
-by package. The last line printed is a JSON object of the figures. Reference only (not measured here): MLflow ~5,000 points/s batched and 15-60 ms per
-single ``log_metric`` on this machine (quoted in the issue).
+by package. The last line printed is a JSON object of the figures. Reference only (not measured
+here): MLflow ~5,000 points/s batched and 15-60 ms per single ``log_metric`` on this machine
+(quoted in the issue).
 """
 
 from __future__ import annotations
@@ -68,7 +69,13 @@ TARGET_SINGLE_P50_MS, TARGET_SDK_STEPS_PER_S = 3.0, 50_000
 # The last commit before the #27 fast path (token cache, fewer statements per report).
 BASELINE_REF = "a3fb5fb^"
 # The figures compared with the baseline's (per backend prefix).
-COMPARED = ("batched_points_per_s", "single_p50_ms", "sdk_steps_per_s")
+COMPARED = (
+    "batched_points_per_s",
+    "batched_server_cpu_us_per_point",
+    "single_p50_ms",
+    "single_server_cpu_ms",
+    "sdk_steps_per_s",
+)
 # A keep-alive GET /healthz above this is the 40 ms delayed-ACK stall, not the server's work.
 NAGLE_FLOOR_MS = 20.0
 CONFIG = """\
@@ -366,9 +373,8 @@ def main() -> None:
     baseline_ref = None if (args.no_baseline or tiny()) else wanted(BASELINE_REF)
     baseline: dict[str, float | bool] = {}
     if baseline_ref is not None:
-        only_sqlite = args.no_postgres or os.environ.get("HEADWAY_BENCH_BACKENDS") == "sqlite"
         baseline = run_baseline(
-            baseline_ref, Path(__file__).name, ["--no-postgres"] if only_sqlite else []
+            baseline_ref, Path(__file__).name, ["--no-postgres"] if args.no_postgres else []
         )
     backends = backend_factories(POSTGRES_URL, postgres=not args.no_postgres)
 
