@@ -28,7 +28,7 @@ EXPECTED_KEYS = {
     "metrics_read": {"sqlite_overview_ms", "sqlite_zoom_ms"},
     "hparam_importance": {"sqlite_fit_10_ms", "sqlite_cached_10_ms"},
     "dashboard": {"sqlite_overview_total_ms", "sqlite_trial_total_ms"},
-    "preempt_latency": {"signal_p50_s", "paused_p50_s", "healthz_p50_s"},
+    "preempt_latency": {"signal_p50_s", "paused_p50_s", "healthz_p50_s", "serve_exit_s"},
     "scheduling": {"trials_started_per_s", "queued_to_claimed_p50_s", "wall_vs_bare_processes"},
     "ddp_overhead": {"backend", "ranks"},
     "serving": {"polls", "gunicorn_gthread_polls_wall_s"},
