@@ -66,6 +66,9 @@ class ExperimentViewSet(
             # The chart data needs the experiment's id only: the list's annotations (a trial
             # count and the scheduling message) cost ~140 ms at 1,000 trials (SQLite).
             return Experiment.objects.only("id", "owner_id")
+        if self.action == "hparam_importance":
+            # The fit needs the searcher metric (config) only, not the list's annotations.
+            return Experiment.objects.only("id", "owner_id", "config")
         qs = (
             Experiment.objects.select_related("owner")
             .defer("model_definition")
