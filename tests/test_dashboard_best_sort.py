@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 def _experiment(owner, name: str, metric: str, smaller: bool | None, best: float | None):
-    searcher = {**DASHBOARD_CONFIG["searcher"], "metric": metric}
+    base: dict[str, Any] = DASHBOARD_CONFIG["searcher"]  # type: ignore[assignment]
+    searcher = {**base, "metric": metric}
     if smaller is None:
         searcher.pop("smaller_is_better")  # Determined's default: smaller is better
     else:
