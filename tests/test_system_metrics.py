@@ -60,7 +60,7 @@ def test_the_thread_reports_once_per_interval_and_stops_on_close() -> None:
     count = len(reports)
     # Three reports need three full intervals (the thread sleeps between samples; never early).
     assert elapsed >= 3 * 0.2
-    assert not sampler._thread.is_alive()
+    assert sampler._thread is not None and not sampler._thread.is_alive()
     assert len(reports) == count  # nothing after close
     assert all(steps == 0 for steps, _ in reports)  # no counters: batch 0
 
@@ -120,7 +120,8 @@ def test_local_mode_reports_through_the_trials_own_sink(monkeypatch, tmp_path) -
         (report,) = ctx.train.reported_metrics(SYSTEM_GROUP)
     assert report["steps_completed"] == 7  # the Core API path: the last reported step
     assert "process_rss_mib" in report["metrics"]
-    assert not ctx.system_metrics._thread.is_alive()
+    thread = ctx.system_metrics._thread
+    assert thread is not None and not thread.is_alive()  # started by `with`, stopped at its end
 
 
 @pytest.mark.integration
