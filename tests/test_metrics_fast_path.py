@@ -123,6 +123,20 @@ def test_a_deactivated_user_is_refused_within_the_bound(api, trial, user, clock)
     assert api.get(path).status_code == 401
 
 
+def test_changes_saved_in_this_process_apply_at_once(api, trial, user, clock):
+    from registry import lifecycle
+
+    run = start_run(trial)
+    client = client_for(run.token)
+    path = f"/api/v1/trials/{trial.id}/"
+    assert client.get(path).status_code == 200 and api.get(path).status_code == 200
+    lifecycle.trial_run_exited(trial_id=trial.id, run_id=run.run_id, exit_code=1)
+    assert client.get(path).status_code == 401  # the run's save dropped its key
+    user.is_active = False
+    user.save()
+    assert api.get(path).status_code == 401  # the user's save dropped its keys
+
+
 def test_a_new_token_works_at_once_and_the_cache_stays_bounded(
     api, trial, django_user_model, clock, monkeypatch
 ):

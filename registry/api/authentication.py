@@ -7,8 +7,10 @@ permission class then limits to that trial (docs/rest-api.md).
 A key's answer (who it is, or that it is refused) is kept in this process for at most
 ``TOKEN_CACHE_SECONDS``: the token lookup was about half of a one-point metric report's database
 work. Revocation is therefore honoured within that bound: a deleted token, a deactivated user or
-a run that ended is refused at the latest ``TOKEN_CACHE_SECONDS`` after the change (at once in
-the process that deleted the token). Unknown keys are not cached, so a new token works at once.
+a run that ended is refused at the latest ``TOKEN_CACHE_SECONDS`` after the change; a change
+saved through the ORM in this process (a token or user deleted, a user saved, a run saved or
+deleted) drops the keys it touches at once. Unknown keys are not cached, so a new token works
+at once.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import copy
 import time
 from typing import Any
 
-from django.db.models.signals import post_delete
+from django.conf import settings
+from django.db.models.signals import post_delete, post_save
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
@@ -43,7 +46,24 @@ def _forget_token(sender: Any, instance: Token, **kwargs: Any) -> None:
     _cache.pop(instance.key, None)
 
 
+def _forget_user(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A saved or deleted user (staff flag, deactivation): drop the keys that name it."""
+    for key, (_, user, _auth) in list(_cache.items()):
+        if user.pk == instance.pk:
+            _cache.pop(key, None)
+
+
+def _forget_run(sender: Any, instance: TrialRun, **kwargs: Any) -> None:
+    """A saved run (it may have exited) or a deleted one: drop its key."""
+    _cache.pop(instance.token, None)
+
+
+# Changes made through the ORM in this process apply at once; other processes' within the bound.
 post_delete.connect(_forget_token, sender=Token, dispatch_uid="headway-token-cache")
+post_save.connect(_forget_user, sender=settings.AUTH_USER_MODEL, dispatch_uid="headway-token-user")
+post_delete.connect(_forget_user, sender=settings.AUTH_USER_MODEL, dispatch_uid="headway-token-ud")
+post_save.connect(_forget_run, sender=TrialRun, dispatch_uid="headway-token-run")
+post_delete.connect(_forget_run, sender=TrialRun, dispatch_uid="headway-token-rund")
 
 
 class HeadwayTokenAuthentication(TokenAuthentication):
