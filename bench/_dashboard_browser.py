@@ -151,6 +151,10 @@ def _browse(server: Server, loaded: dict[str, Any], rounds: int) -> dict[str, fl
             page.click("button[type=submit]")
             page.wait_for_load_state()
             for key, info in loaded.items():
+                # One unmeasured load first: the first one after the server started pays its
+                # cold caches (it was 1.4-2.4x the later ones), which would bias the first mode.
+                page.goto(f"{server.url}/experiments/{info['experiment']}/#metrics-board")
+                _drawn(page)
                 for mode in modes():
                     query = "" if mode == "auto" else f"?chart_mode={mode}"
                     url = f"{server.url}/experiments/{info['experiment']}/{query}#metrics-board"
