@@ -7,7 +7,7 @@
 // - "merged": one `scatter` per colour and width, its lines joined by `null` separators;
 // - "merged-gl": the same with `scattergl`.
 // Which mode draws many trials fastest was measured in Chromium (bench/dashboard.py,
-// docs/decisions.md): FAST_MODE from FAST_FROM lines, "gl" from GL_FROM. Lines with lo / hi (a downsampled series in the band shape, or
+// docs/decisions.md): FAST_MODE from FAST_FROM lines (GL_FROM: "gl" never by default). Lines with lo / hi (a downsampled series in the band shape, or
 // a group's range) get a shaded band under them: one `toself`-filled polygon per line, joined
 // per colour into one trace (all in one grey trace from FAST_FROM lines on).
 window.HeadwayChartTraces = (function () {
@@ -19,7 +19,9 @@ window.HeadwayChartTraces = (function () {
   var MODES = ["svg", "gl", "merged", "merged-gl"];
   var FAST_MODE = "merged";
   var FAST_FROM = 20; // lines per chart from which FAST_MODE draws
-  var GL_FROM = 200; // lines per chart from which "gl" draws (fewest page elements)
+  // Lines per chart from which "gl" would draw: never by default. Measured in headless
+  // Chromium (software WebGL), merged SVG was as fast or faster at 1,000 trials in 3 of 4 runs.
+  var GL_FROM = Infinity;
   var GROUP_GRID = 200;
   var BAND_GREY = "#7f7f7f"; // the bands' fill in the many-lines path (at 18% opacity) // x positions at which a group's mean and range are computed
 
