@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from registry.errors import IllegalTransition
@@ -55,14 +56,12 @@ def experiment_patch(
         checks["notes"] = lambda: validate_text(notes, "notes", NOTES_MAX)
     changes = check_fields(checks)
     experiment = get_object_or_404(Experiment.objects.defer("model_definition"), id=experiment_id)
-    if changes:
-        updated = (
-            Experiment.objects.filter(id=experiment_id).exclude(state__in=_GONE).update(**changes)
-        )
-        if not updated:
-            raise IllegalTransition(f"experiment {experiment_id} is being deleted")
-        for key, value in changes.items():
-            setattr(experiment, key, value)
+    _write(
+        experiment,
+        Experiment.objects.filter(id=experiment_id).exclude(state__in=_GONE),
+        changes,
+        gone=f"experiment {experiment_id} is being deleted",
+    )
     return experiment
 
 
@@ -78,12 +77,21 @@ def trial_patch(*, trial_id: int, notes: str | None = None) -> Trial:
         {"notes": lambda: validate_text(notes, "notes", NOTES_MAX)} if notes is not None else {}
     )
     trial = get_object_or_404(Trial.objects.select_related("experiment"), id=trial_id)
-    if changes:
-        updated = (
-            Trial.objects.filter(id=trial_id).exclude(experiment__state__in=_GONE).update(**changes)
-        )
-        if not updated:
-            raise IllegalTransition(f"trial {trial_id}'s experiment is being deleted")
-        for key, value in changes.items():
-            setattr(trial, key, value)
+    _write(
+        trial,
+        Trial.objects.filter(id=trial_id).exclude(experiment__state__in=_GONE),
+        changes,
+        gone=f"trial {trial_id}'s experiment is being deleted",
+    )
     return trial
+
+
+def _write(obj: Any, live: QuerySet[Any], changes: dict[str, Any], *, gone: str) -> None:
+    """One conditional UPDATE of ``live`` (the object's row unless it is going away), then the
+    loaded ``obj`` updated to match. Raises IllegalTransition(``gone``) when no row matched."""
+    if not changes:
+        return
+    if not live.update(**changes):
+        raise IllegalTransition(gone)
+    for key, value in changes.items():
+        setattr(obj, key, value)
