@@ -43,9 +43,14 @@ def test_time_metric_asha_stops_losing_trials_of_a_script_that_never_asks(cluste
         if any("adaptive_asha stops this trial" in line for line in logs):
             stopped.append(trial)
             assert trial["searcher_closed"]
-            (preempted,) = _json_lines(logs, "preempted_at")
-            # It stopped by preemption: checkpointed at its last validation, then exited 0.
-            assert preempted["preempted_at"] <= 16
+            preempted = _json_lines(logs, "preempted_at")
+            if trial["steps_completed"] < 16:
+                # Stopped early, by preemption: checkpointed at its last validation, exited 0.
+                assert len(preempted) == 1 and preempted[0]["preempted_at"] < 16, preempted
+            else:
+                # Stopped at the top rung, its last step: the loop may end before it sees the
+                # preemption (timing), but never preempted before 16.
+                assert [p["preempted_at"] for p in preempted] in ([], [16])
     # The first trial runs alone (max_concurrent_trials: 1): it reaches the top rung (16) and
     # is stopped there; a later trial worse at rung 0 (batches=4) is stopped before the end.
     losers = [t for t in stopped if t["steps_completed"] < 16]

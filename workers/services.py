@@ -170,14 +170,17 @@ class Services:
         def _terminate(signum, frame):
             raise KeyboardInterrupt
 
-        previous = signal.signal(signal.SIGTERM, _terminate)
+        # SIGINT too: a process started in the background by a non-interactive shell (or a
+        # supervisor) inherits SIGINT ignored, and Python then installs no handler for it.
+        previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             while all(child.poll() is None for child in self.children):
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def stop(self) -> None:
         """Stop the worker, then the web server: SIGTERM each child's process group, SIGKILL what

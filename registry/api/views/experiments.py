@@ -191,10 +191,13 @@ class ExperimentViewSet(
             OpenApiParameter(
                 "metric",
                 {"type": "string", "pattern": TEXT_PATTERN},
-                description="A validation metric; default: the searcher metric.",
+                description=(
+                    "A validation metric some trial reported (else 400 naming metric);"
+                    " default: the searcher metric."
+                ),
             )
         ],
-        responses={200: HPARAM_IMPORTANCE_RESPONSE, 409: ErrorSerializer},
+        responses={200: HPARAM_IMPORTANCE_RESPONSE, 400: ErrorSerializer, 409: ErrorSerializer},
     )
     @action(detail=True, methods=["get"], url_path="hparam-importance")
     def hparam_importance(self, request, pk=None):
