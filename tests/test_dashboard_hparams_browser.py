@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests.browser import assert_accessible, log_in, save_screenshot
+from tests.browser_pages import TWO_FRAMES
 from tests.helpers_hparams import hparam_search
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -107,6 +108,20 @@ def test_parallel_coordinates_filter_importance_and_scatters(live_server, chromi
     )
     _poll(page, f"{REDRAWS} > {redraws}", "views redrawn")
     assert page.evaluate(f"{PARCOORDS}._fullData[0]._length") == TRIALS
+    # A window resize (responsive charts relayout to their div) keeps each chart's height: the
+    # sections below never slide under the chart.
+    width = page.evaluate(f"{PARCOORDS}._fullLayout.width")
+    page.set_viewport_size({"width": 1200, "height": 1000})
+    _poll(page, f"{PARCOORDS}._fullLayout.width < {width}", "charts resized")
+    page.evaluate(TWO_FRAMES)
+    boxes = page.evaluate(
+        "['hparam-parcoords', 'hparam-importance-heading', 'hparam-scatters']"
+        ".map((id) => document.getElementById(id).getBoundingClientRect())"
+        ".map((r) => [r.top, r.bottom])"
+    )
+    assert boxes[0][1] - boxes[0][0] >= 300 and boxes[1][0] >= boxes[0][1], boxes
+    assert boxes[2][1] - boxes[2][0] >= 200, boxes
+    page.set_viewport_size({"width": 1440, "height": 1000})
     page.locator("#hparam-views").scroll_into_view_if_needed()
     save_screenshot(page, "hparams-100-trials")
     # A second range (lr, a log axis placed by log10) narrows it further.

@@ -130,6 +130,12 @@ window.HeadwayChartConfig = (function () {
   // Plotly.newPlot / Plotly.react with the theme, the shared config and afterDraw (role=group,
   // so the modebar's buttons inside are allowed: role=img may not hold focusable content).
   function draw(method, gd, data, base, baseConfig) {
+    // A responsive chart redrawn by Plotly.react can come back with its paper sized 100% of a
+    // div that has no height of its own (0 px: the page below slides under the chart). A fixed
+    // layout height is kept as the div's minimum, which also reserves the space before drawing.
+    if (base && typeof base.height === "number") {
+      gd.style.minHeight = base.height + "px";
+    }
     return Promise.resolve(Plotly[method](gd, data, layout(base), config(baseConfig)))
       .then(function () { return afterDraw(gd); });
   }
