@@ -87,6 +87,10 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _signal_group(child: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(child.pid, sig)
@@ -139,6 +143,12 @@ class Services:
 
         On failure both children are stopped before the error propagates.
         """
+        # From the first child on, SIGTERM and SIGINT stop the services (start's clean-up or
+        # wait's return); SIGINT too because a process started in the background by a
+        # non-interactive shell (or a supervisor) inherits it ignored, and Python then installs
+        # no handler for it.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, _interrupt)
         try:
             self._start(timeout)
         except BaseException:
@@ -166,21 +176,11 @@ class Services:
 
     def wait(self) -> None:
         """Block until a child exits, Ctrl-C or SIGTERM (then the caller stops the children)."""
-
-        def _terminate(signum, frame):
-            raise KeyboardInterrupt
-
-        # SIGINT too: a process started in the background by a non-interactive shell (or a
-        # supervisor) inherits SIGINT ignored, and Python then installs no handler for it.
-        previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             while all(child.poll() is None for child in self.children):
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
     def stop(self) -> None:
         """Stop the worker, then the web server: SIGTERM each child's process group, SIGKILL what

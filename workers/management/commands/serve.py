@@ -28,7 +28,10 @@ class Command(BaseCommand):
         if user is not None:
             isolation.check_trial_user_runs_python(user)
         services = Services(port=port, concurrency=slots, bind=bind)
-        services.start()
+        try:
+            services.start()
+        except KeyboardInterrupt:
+            return  # stopped while starting: start() has stopped both children
         host = f"[{bind}]" if ":" in bind else bind
         self.stdout.write(f"Headway is serving on http://{host}:{port}/ (Ctrl-C to stop)")
         try:
