@@ -53,16 +53,21 @@ def _special(value: float) -> str | None:
     return None
 
 
+def _not_a_float_text(value: Any) -> str | None:
+    """The text of a value both formats print alike: "–" for None, ``str`` for integers and
+    non-numbers; None for a float."""
+    if value is None:
+        return EMPTY
+    if isinstance(value, float):
+        return _special(value)
+    return str(value)
+
+
 def exact_text(value: Any) -> str:
     """The exact value as text: shortest round-trip digits for a float (``repr``), in
     JavaScript's layout (``1e-7``, not ``1e-07``); "–" for None; ``str`` for non-numbers."""
-    if value is None:
-        return EMPTY
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    return _special(value) or _js_text(value, repr(value))
+    text = _not_a_float_text(value)
+    return text if text is not None else _js_text(value, repr(value))
 
 
 def sig4_text(value: Any) -> str:
@@ -71,15 +76,9 @@ def sig4_text(value: Any) -> str:
     Integers (and integral floats) below 1e15 in full; NaN / Infinity as JavaScript prints
     them; "–" for None; non-numbers (categorical hyperparameters, booleans) as ``str``.
     """
-    if value is None:
-        return EMPTY
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    special = _special(value)
-    if special:
-        return special
+    text = _not_a_float_text(value)
+    if text is not None:
+        return text
     if value.is_integer() and abs(value) < MAX_EXACT_INTEGER:
         return str(int(value))
     return _js_text(value, f"{value:.{SIGNIFICANT - 1}e}")
