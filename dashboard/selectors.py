@@ -28,9 +28,8 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from headway.expconf import ConfigError, Length
+from headway.expconf import ConfigError, Length, flatten_hparams
 from registry.authz import can_change
-from registry.hparams import flatten_hparams
 from registry.lifecycle import EXPERIMENT_CONTROLS, TRIAL_CONTROLS, legal_controls
 from registry.models import (
     Checkpoint,

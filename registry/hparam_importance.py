@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from django.core.cache import cache
 
+from headway.expconf import flatten_hparams
 from registry.errors import InvalidInput, RegistryError
-from registry.hparams import flatten_hparams
 from registry.models import Experiment, Trial
 
 # Fewer trials than this give importances that are mostly noise (a forest of bootstrap samples

@@ -11,6 +11,7 @@ from headway.cli import _common
 from headway.cli._common import fetch_all, make_session
 from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
 from headway.client import Session
+from headway.expconf import flatten_hparams
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -43,7 +44,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         ]
     )
     print("\nHyperparameters:")
-    print_fields(sorted(_flatten(trial.get("hparams") or {})))
+    print_fields(flatten_hparams(trial.get("hparams") or {}))
     print("\nSummary metrics:")
     rows = []
     for group, metrics in sorted((trial.get("summary_metrics") or {}).items()):
@@ -68,17 +69,6 @@ def cmd_describe(args: argparse.Namespace) -> int:
         ],
     )
     return 0
-
-
-def _flatten(hparams: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    # Nested hyperparameter groups print as dotted names, e.g. optimizer.lr.
-    out: list[tuple[str, Any]] = []
-    for name, value in hparams.items():
-        if isinstance(value, dict) and value:
-            out.extend(_flatten(value, f"{prefix}{name}."))
-        else:
-            out.append((f"{prefix}{name}", value))
-    return out
 
 
 def _log_batch(session: Session, trial_id: int, after: int | None) -> list[dict[str, Any]]:

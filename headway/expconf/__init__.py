@@ -30,6 +30,7 @@ from headway.expconf._hparams import (
     Hyperparameter,
     IntHyperparameter,
     LogHyperparameter,
+    flatten_hparams,
     grid_point,
     grid_points,
     grid_size,
@@ -48,6 +49,7 @@ from headway.expconf._storage import (
 from headway.expconf._system_metrics import SystemMetricsConfig
 
 __all__ = [
+    "flatten_hparams",
     "AdaptiveASHASearcherConfig",
     "AsyncHalvingSearcherConfig",
     "UNITS",

@@ -336,3 +336,19 @@ def _spaced(lo: float, hi: float, count: int) -> list[float]:
 def _round_half_away(x: float) -> int:
     # Go's math.Round, which Determined uses; Python's round() rounds half to even.
     return int(math.copysign(math.floor(abs(x) + 0.5), x))
+
+
+def flatten_hparams(hparams: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested hyperparameters (values, not a search space) as ``("optimizer.lr", 0.1)`` pairs:
+    dotted names, sorted at each level as the search space is visited; an empty group is one pair."""
+    if not isinstance(hparams, dict):
+        return [(prefix, hparams)] if prefix else []
+    out: list[tuple[str, Any]] = []
+    for key in sorted(hparams):
+        path = f"{prefix}.{key}" if prefix else str(key)
+        value = hparams[key]
+        if isinstance(value, dict) and value:
+            out.extend(flatten_hparams(value, path))
+        else:
+            out.append((path, value))
+    return out
