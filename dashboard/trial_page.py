@@ -1,7 +1,9 @@
 """The trial page (``/trials/<id>/``): header, error of a failed run, charts, checkpoints, runs.
 
-Server-rendered like the experiment page (STYLE.md §9): figures are built in Python and drawn by
-the local plotly.js (``static/js/trial.js``). A fixed number of SQL queries whatever the number
+Server-rendered like the experiment page (STYLE.md §9): the chart options are rendered as JSON
+(``json_script``) and the vendored plotly.js draws them through ``static/js/board.js`` and
+``static/js/charts.js`` (``system_board.js`` for the system metrics, ``lineage.js`` for a
+continued trial's parent curves). A fixed number of SQL queries whatever the number
 of checkpoints, runs or metric points (``dashboard.trial_selectors``).
 """
 
