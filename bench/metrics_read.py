@@ -22,7 +22,7 @@ time: view, queries, JSON rendering; no network), each timed as the median of ``
   (#27; 9.4 ms at 1M and 62.5 ms at 10M before the bucket reads seeked the index);
 - ``poll``: the same with ``after_step`` 100 steps before its end (a live update);
 - ``naive_1m``: the baseline, every raw row of the 1M series read and downsampled in Python
-  (``registry.downsample.downsample_minmax``), what the store replaced.
+  (``bench/_naive_downsample.py``, the in-Python min/max bucketing the store replaced).
 
 It prints server ms, payload bytes and stored bytes per point (raw reports + series + buckets,
 ``pg_total_relation_size`` / SQLite ``dbstat``), and ends with one JSON line (timing keys end in
@@ -125,8 +125,9 @@ def _timed(client, path: str, repeat: int) -> tuple[float, int, dict]:
 
 def _naive(trial_id: int, repeat: int) -> float:
     """(child) The pre-store read: every raw row of the series, downsampled in Python."""
+    from _naive_downsample import downsample_minmax
+
     from headway.metric_values import chartable
-    from registry.downsample import downsample_minmax
     from registry.models import MetricReport
 
     times = []
