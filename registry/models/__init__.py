@@ -3,6 +3,7 @@
 from registry.models.checkpoint import Checkpoint, CheckpointState
 from registry.models.experiment import Experiment
 from registry.models.host import RunShare, WorkerHost
+from registry.models.host_token import HostToken
 from registry.models.logs import TrialLog
 from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
 from registry.models.model_registry import ModelVersion, RegisteredModel
@@ -14,6 +15,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointState",
     "Experiment",
+    "HostToken",
     "MetricBucket",
     "MetricReport",
     "MetricSeries",
