@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from registry.models import RunState, Trial, TrialRun
+from registry.pools import config_resource_pool
 
 RUN_TRIAL_TASK = "headway.run_trial"
 RUN_SHARE_TASK = "headway.run_trial_share"
@@ -58,8 +59,9 @@ def schedule_run(trial: Trial) -> TrialRun:
     """Create the trial's next run (QUEUED, no host yet) and request a placement on commit.
 
     The caller holds the trial row lock (``select_for_update``) so two callers cannot both
-    create run N+1; the unique (trial, run_id) constraint backs that up. The run belongs to this
-    process's worker pool (``HEADWAY_QUEUE``): only hosts of that pool will run it.
+    create run N+1; the unique (trial, run_id) constraint backs that up. The run belongs to the
+    experiment's resource pool (``resources.resource_pool``) and to this registry's namespace
+    (``HEADWAY_QUEUE``): only hosts of both will run it.
     """
     trial.run_id += 1
     trial.save(update_fields=["run_id"])
@@ -67,7 +69,8 @@ def schedule_run(trial: Trial) -> TrialRun:
         trial=trial,
         run_id=trial.run_id,
         state=RunState.QUEUED,
-        pool=settings.CELERY_TASK_DEFAULT_QUEUE,
+        pool=config_resource_pool(trial.experiment.config),
+        namespace=settings.CELERY_TASK_DEFAULT_QUEUE,
     )
     request_placement()
     return run

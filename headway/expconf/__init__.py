@@ -11,6 +11,7 @@ from headway.expconf._environment import EnvironmentConfig
 from headway.expconf._errors import ConfigError
 from headway.expconf._experiment import (
     MAX_YAML_VALUES,
+    RESOURCE_POOL_NAME,
     AdaptiveASHASearcherConfig,
     AsyncHalvingSearcherConfig,
     ExperimentConfig,
@@ -71,6 +72,7 @@ __all__ = [
     "ProfilingConfig",
     "RandomSearcherConfig",
     "ReproducibilityConfig",
+    "RESOURCE_POOL_NAME",
     "ResourcesConfig",
     "SearcherConfig",
     "SharedFSConfig",

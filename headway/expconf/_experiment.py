@@ -21,10 +21,13 @@ from headway.expconf._sections import (
     check_asha_length,
     zero_length_is_never,
 )
-from headway.expconf._storage import CheckpointStorageConfig
+from headway.expconf._storage import LOCATION_NAME, CheckpointStorageConfig
 from headway.expconf._system_metrics import SystemMetricsConfig
 
 # ``package.module:ClassName`` -> a PyTorchTrial run by ``headway.exec.harness``.
+# Resource pool names appear in configs, the admin's pools file and messages: the same short
+# token as storage location names.
+RESOURCE_POOL_NAME = LOCATION_NAME
 _TRIAL_CLASS = re.compile(r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<cls>[A-Za-z_]\w*)$")
 _PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -192,11 +195,25 @@ class ResourcesConfig(StrictModel):
     ``priority`` (Determined's, 1-99): smaller is scheduled first; runs of equal priority are
     placed in submission order. ``max_slots`` (Determined's): the most slots the experiment's
     trials hold at once; a run that would go over waits (others are placed past it).
+    ``resource_pool`` (Determined's): the pool whose hosts run the trials; the pools are the
+    admin's (``HEADWAY_RESOURCE_POOLS``), so the server checks the name at submission (a 400
+    listing the known pools); here it is only a well-formed name.
     """
 
     slots_per_trial: Annotated[int, Field(ge=1)] = 1
     priority: Annotated[int, Field(ge=1, le=99)] = 42
     max_slots: Annotated[int, Field(ge=1)] | None = None
+    resource_pool: str = "default"
+
+    @field_validator("resource_pool")
+    @classmethod
+    def _check_resource_pool(cls, value: str) -> str:
+        if not RESOURCE_POOL_NAME.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a pool name (letters, digits, '.', '_' or '-', starting with "
+                "a letter or digit, at most 63 characters)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_max_slots(self) -> ResourcesConfig:

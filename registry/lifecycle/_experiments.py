@@ -29,6 +29,7 @@ from registry.lifecycle._trials import (
     trial_pause_locked,
 )
 from registry.models import TERMINAL_STATES, Checkpoint, CheckpointState, Experiment, State, Trial
+from registry.pools import check_resource_pool
 from registry.searcher import build_searcher
 from registry.storage_endpoints import check_storage_endpoint
 from registry.storage_locations import resolve_storage
@@ -103,6 +104,7 @@ def experiment_create(
     check_storage_endpoint(config.to_dict().get("checkpoint_storage"))  # SSRF: allow-list only
     # Only the admin's storage locations (issue #23): a 400 naming the field otherwise.
     storage = resolve_storage(config.to_dict().get("checkpoint_storage"))
+    check_resource_pool(config.resources.resource_pool)  # the admin's pools: 400 naming it
     # The rules (and the messages) are headway.archive's, shared with the CLI's packer.
     try:
         check_model_definition_isolated(  # bounded time and memory, off the request thread

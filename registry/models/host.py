@@ -35,10 +35,14 @@ class WorkerHost(models.Model):
     """
 
     name = models.CharField(max_length=200, unique=True)
-    # The HEADWAY_QUEUE the worker runs with: the registry places runs only on hosts of its own
-    # pool, so registries (or test sessions) sharing one broker never take each other's runs.
-    pool = models.CharField(max_length=200, default="")
-    # The host's own Celery queue (``<pool>.host.<name>``), where placed runs are sent.
+    # The resource pool the host joined (HEADWAY_RESOURCE_POOL; registry.pools): only runs of
+    # that pool are placed here.
+    pool = models.CharField(max_length=200, default="default")
+    # The HEADWAY_QUEUE (the cluster's queue prefix) of the process that registered the host: a
+    # registry places runs only on hosts of its own namespace, so registries or test clusters
+    # sharing one database or broker never take each other's runs.
+    namespace = models.CharField(max_length=200, default="")
+    # The host's own Celery queue (``<namespace>.host.<name>``), where placed runs are sent.
     queue = models.CharField(max_length=255)
     slots = models.PositiveIntegerField(default=0)
     devices = models.JSONField(default=list)

@@ -59,6 +59,15 @@ class Trial(models.Model):
 
     class Meta:
         ordering = ["id"]
+        indexes = [
+            # Each placement pass clears the messages of trials no longer waiting: only the few
+            # trials with a message are scanned.
+            models.Index(
+                fields=["id"],
+                condition=~models.Q(scheduling_message=""),
+                name="trial_with_scheduling_message",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Trial {self.id} of experiment {self.experiment_id}"
@@ -93,8 +102,11 @@ class TrialRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    # The worker pool (HEADWAY_QUEUE) the run was queued for: only that pool's hosts run it.
-    pool = models.CharField(max_length=200, blank=True, default="")
+    # The resource pool the run was queued for (the experiment's resources.resource_pool): only
+    # that pool's hosts run it.
+    pool = models.CharField(max_length=200, blank=True, default="default")
+    # The HEADWAY_QUEUE of the registry that queued it: only hosts of that namespace run it.
+    namespace = models.CharField(max_length=200, blank=True, default="")
     # Placement (registry.scheduling): the host, slot count and device ids this run holds until
     # it is EXITED; no host while it waits for free slots.
     host = models.ForeignKey(
@@ -106,11 +118,32 @@ class TrialRun(models.Model):
     )
     slots = models.PositiveIntegerField(default=0)
     devices = models.JSONField(default=list, blank=True)
+    # The experiment's resources as the placement pass reads them, copied from its validated
+    # config when the run is queued (registry.scheduler.schedule_run), so a pass never decodes
+    # configs: slots_per_trial (None: the stored config did not validate; the run is not
+    # placed and its trial says why), priority and max_slots.
+    slots_needed = models.PositiveIntegerField(null=True, blank=True)
+    priority = models.PositiveSmallIntegerField(default=42)
+    max_slots = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["trial_id", "run_id"]
         constraints = [
             models.UniqueConstraint(fields=["trial", "run_id"], name="unique_run_per_trial"),
+        ]
+        indexes = [
+            # What a placement pass scans (registry.scheduling): the queue in its order...
+            models.Index(
+                fields=["namespace", "priority", "created_at", "id"],
+                condition=models.Q(state=RunState.QUEUED, host__isnull=True),
+                name="run_queue_order",
+            ),
+            # ...and the runs holding slots (placed, not EXITED), without the EXITED history.
+            models.Index(
+                fields=["host"],
+                condition=models.Q(host__isnull=False) & ~models.Q(state=RunState.EXITED),
+                name="run_holding_slots",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -31,7 +32,9 @@ def host_heartbeat(
 
     Arguments:
         name (str): the host's unique name (``HEADWAY_HOST_NAME``).
-        pool (str): the worker's ``HEADWAY_QUEUE``; only a registry of the same pool places here.
+        pool (str): the resource pool the host joins (``HEADWAY_RESOURCE_POOL``); only runs of
+            that pool are placed here. The host's namespace is this process's
+            ``HEADWAY_QUEUE``: only a registry of the same namespace places here.
         queue (str): the host's own Celery queue, where placed runs are sent.
         slots (int): how many slots the host offers (>= 0).
         devices (list[str]): one id per slot, lowest first (``"0"`` for GPU 0, ``"cpu0"``...).
@@ -41,6 +44,7 @@ def host_heartbeat(
     """
     fields = {
         "pool": pool,
+        "namespace": settings.CELERY_TASK_DEFAULT_QUEUE,
         "queue": queue,
         "slots": slots,
         "devices": list(devices),

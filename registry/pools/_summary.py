@@ -1,0 +1,96 @@
+"""What each resource pool holds now: alive hosts, their slots, slots in use, queued runs.
+
+One read for ``GET /api/v1/resource-pools/``, ``headway pool list`` and the dashboard's Workers
+page, counted as placement counts (``registry.scheduling``): a host is alive when it heartbeated
+within ``HEADWAY_HOST_TIMEOUT_SECONDS``; its slots in use are those of its runs that have not
+exited plus the run shares holding it; a queued run waits for placement (QUEUED, no host yet,
+its trial ACTIVE). Only this registry's hosts and runs count (its ``HEADWAY_QUEUE``
+namespace, ``registry.models.WorkerHost.namespace``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from django.conf import settings
+from django.db.models import Count
+
+from registry.models import RunState, State, TrialRun, WorkerHost
+from registry.pools._file import resource_pools
+
+
+@dataclasses.dataclass
+class PoolSummary:
+    """One pool and what it holds now.
+
+    Attributes:
+        name, type, description (str): the pool's entry in the admin's file.
+        hosts (int): alive hosts that joined the pool.
+        slots (int): slots of those alive hosts.
+        slots_in_use (int): of those slots, held by runs and shares (placed, starting, running).
+        queued_runs (int): runs of the pool waiting to be placed.
+        configured (bool): False for a pool that hosts or runs name but the file no longer lists
+            (hosts of it get no runs; its runs wait until the file lists it again).
+    """
+
+    name: str
+    type: str
+    description: str
+    hosts: int = 0
+    slots: int = 0
+    slots_in_use: int = 0
+    queued_runs: int = 0
+    configured: bool = True
+
+
+def pool_summaries() -> list[PoolSummary]:
+    """Every configured pool, in the file's order, then any pool only hosts or runs still name
+    (by name); counts as in the module docstring. Three queries whatever the pool count."""
+    namespace = settings.CELERY_TASK_DEFAULT_QUEUE
+    out = {
+        pool.name: PoolSummary(pool.name, pool.type, pool.description)
+        for pool in resource_pools().pools.values()
+    }
+
+    def summary(name: str) -> PoolSummary:
+        if name not in out:
+            out[name] = PoolSummary(name, "agent", "", configured=False)
+        return out[name]
+
+    # Imported here: registry.scheduling imports the scheduler, which imports this package.
+    from registry.scheduling import host_list
+
+    hosts = host_list().filter(namespace=namespace)
+    for host in hosts.alive():
+        pool = summary(host.pool)
+        pool.hosts += 1
+        pool.slots += host.slots
+        pool.slots_in_use += host.slots_in_use
+    queued = (
+        TrialRun.objects.filter(
+            namespace=namespace, state=RunState.QUEUED, host__isnull=True, trial__state=State.ACTIVE
+        )
+        .values("pool")
+        .annotate(count=Count("id"))
+        .values_list("pool", "count")
+    )
+    for name, count in queued:
+        summary(name).queued_runs += count
+    configured = [p for p in out.values() if p.configured]
+    return configured + sorted((p for p in out.values() if not p.configured), key=lambda p: p.name)
+
+
+def hosts_by_pool() -> list[tuple[PoolSummary, list[WorkerHost]]]:
+    """The pools of ``pool_summaries()`` (plus any pool only lost hosts still name), each with
+    its hosts of this namespace by name (alive or not, as ``registry.scheduling.host_list``
+    annotates them), for the Workers page."""
+    from registry.scheduling import host_list
+
+    summaries = {pool.name: pool for pool in pool_summaries()}
+    grouped: dict[str, list[WorkerHost]] = {name: [] for name in summaries}
+    for host in host_list().filter(namespace=settings.CELERY_TASK_DEFAULT_QUEUE):
+        if host.pool not in summaries:
+            summaries[host.pool] = PoolSummary(host.pool, "agent", "", configured=False)
+            grouped[host.pool] = []
+        grouped[host.pool].append(host)
+    return [(summaries[name], hosts) for name, hosts in grouped.items()]
