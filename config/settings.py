@@ -175,6 +175,8 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # Host keys (hwh_...) first: authenticated as anonymous, so user routes answer 403.
+        "registry.api.host_auth.HostTokenAuthentication",
         "registry.api.authentication.HeadwayTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
@@ -231,6 +233,11 @@ else:
         "store_processed": False,
     }
 CELERY_TASK_DEFAULT_QUEUE = envstr("HEADWAY_QUEUE", "headway")
+# Resource pools (registry/pools/): the admin's YAML file listing them ("" = only `default`),
+# checked when Django starts (RegistryConfig.ready); the pool this process's worker host joins.
+# HEADWAY_QUEUE stays the cluster's queue prefix (its namespace), not a pool.
+HEADWAY_RESOURCE_POOLS = envstr("HEADWAY_RESOURCE_POOLS", "")
+HEADWAY_RESOURCE_POOL = envstr("HEADWAY_RESOURCE_POOL", "default")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
@@ -327,11 +334,52 @@ if HEADWAY_SLOTS is not None and HEADWAY_SLOTS < 0:
 # Workers upsert their host this often (and run a placement pass); a host whose last heartbeat
 # is older than the timeout holds no slots for placement.
 HEADWAY_HOST_HEARTBEAT_SECONDS = float(envstr("HEADWAY_HOST_HEARTBEAT_SECONDS", "10"))
-HEADWAY_HOST_TIMEOUT_SECONDS = float(envstr("HEADWAY_HOST_TIMEOUT_SECONDS", "60"))
+# Leases (docs/scheduling.md, "Heartbeats, leases and lost hosts"): a placed run (and each share
+# of one) leases its host's slots; the host's heartbeats renew the lease. A host that could not
+# renew for HEADWAY_LEASE_SECONDS stops its ranks itself (SIGTERM, SIGKILL after the kill grace);
+# the registry treats the run as lost only once the lease plus HEADWAY_LEASE_MARGIN_SECONDS
+# passed, so the margin must cover the kill grace. A host that missed its last renewal
+# (HEADWAY_HOST_TIMEOUT_SECONDS) takes no new runs: its lease state is unknown.
+HEADWAY_LEASE_SECONDS = float(
+    envstr("HEADWAY_LEASE_SECONDS", f"{max(3 * HEADWAY_HOST_HEARTBEAT_SECONDS, 10.0):g}")
+)
+HEADWAY_LEASE_MARGIN_SECONDS = float(
+    envstr("HEADWAY_LEASE_MARGIN_SECONDS", f"{HEADWAY_KILL_GRACE_SECONDS + 5:g}")
+)
+HEADWAY_HOST_TIMEOUT_SECONDS = float(
+    envstr(
+        "HEADWAY_HOST_TIMEOUT_SECONDS",
+        f"{HEADWAY_HOST_HEARTBEAT_SECONDS + max(5.0, HEADWAY_HOST_HEARTBEAT_SECONDS / 2):g}",
+    )
+)
+if not HEADWAY_HOST_HEARTBEAT_SECONDS > 0:
+    raise ImproperlyConfigured(
+        f"HEADWAY_HOST_HEARTBEAT_SECONDS must be above 0, got {HEADWAY_HOST_HEARTBEAT_SECONDS:g}"
+    )
+if HEADWAY_LEASE_SECONDS < 2 * HEADWAY_HOST_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        f"HEADWAY_LEASE_SECONDS ({HEADWAY_LEASE_SECONDS:g}) must be at least twice "
+        f"HEADWAY_HOST_HEARTBEAT_SECONDS ({HEADWAY_HOST_HEARTBEAT_SECONDS:g}): one missed "
+        "heartbeat must not stop a host's trials"
+    )
+if HEADWAY_LEASE_MARGIN_SECONDS <= HEADWAY_KILL_GRACE_SECONDS:
+    raise ImproperlyConfigured(
+        f"HEADWAY_LEASE_MARGIN_SECONDS ({HEADWAY_LEASE_MARGIN_SECONDS:g}) must be above "
+        f"HEADWAY_KILL_GRACE_SECONDS ({HEADWAY_KILL_GRACE_SECONDS:g}): a host stops its ranks "
+        "within the lease plus the kill grace, and only then may they run elsewhere"
+    )
+if not HEADWAY_HOST_HEARTBEAT_SECONDS <= HEADWAY_HOST_TIMEOUT_SECONDS <= HEADWAY_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        f"HEADWAY_HOST_TIMEOUT_SECONDS ({HEADWAY_HOST_TIMEOUT_SECONDS:g}) must be between "
+        f"HEADWAY_HOST_HEARTBEAT_SECONDS ({HEADWAY_HOST_HEARTBEAT_SECONDS:g}) and "
+        f"HEADWAY_LEASE_SECONDS ({HEADWAY_LEASE_SECONDS:g}): a host that missed its renewal "
+        "must stop being placeable before its leases expire"
+    )
 # Trials over several hosts (docs/distributed.md): the address the other hosts reach this one
-# at (the chief host serves torchrun's rendezvous store there), and how long the hosts of one
-# run wait for each other to start before the run is given up as lost.
-HEADWAY_HOST_ADDRESS = envstr("HEADWAY_HOST_ADDRESS", "127.0.0.1")
+# at (the chief host serves torchrun's rendezvous store there; unset: the source address of
+# the route to the master, workers/address.py), and how long the hosts of one run wait for
+# each other to start before the run is given up as lost.
+HEADWAY_HOST_ADDRESS = envstr("HEADWAY_HOST_ADDRESS", "")
 HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = float(envstr("HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", "300"))
 
 LOGGING = {

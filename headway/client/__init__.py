@@ -8,6 +8,7 @@ from headway.client._errors import (
     NotFoundError,
     UnauthenticatedError,
 )
+from headway.client._registry_api import RegistryAPI
 from headway.client._session import Session
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "ConflictError",
     "MasterUnreachableError",
     "NotFoundError",
+    "RegistryAPI",
     "Session",
     "UnauthenticatedError",
 ]

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from registry.api import views
+from registry.api.views import host_agent, host_tokens
 from registry.model_registry import MODEL_NAME_PATTERN
 
 app_name = "registry-api"
@@ -16,6 +17,7 @@ router.register("experiments", views.ExperimentViewSet, basename="experiment")
 router.register("trials", views.TrialViewSet, basename="trial")
 router.register("checkpoints", views.CheckpointViewSet, basename="checkpoint")
 router.register("workers", views.WorkerHostViewSet, basename="worker")
+router.register("resource-pools", views.ResourcePoolViewSet, basename="resource-pool")
 router.register("models", views.RegisteredModelViewSet, basename="model")
 router.register(
     rf"models/(?P<model_name>{MODEL_NAME_PATTERN})/versions",
@@ -23,7 +25,56 @@ router.register(
     basename="model-version",
 )
 
+# Worker hosts' routes (host tokens only; registry/api/views/host_agent.py).
+_RUN = "host-agent/trials/<int:trial_id>/runs/<int:run_id>/"
+_SHARE = _RUN + "shares/<int:node_rank>/"
+host_agent_urls = [
+    path("host-agent/heartbeat/", host_agent.HostHeartbeatView.as_view(), name="host-heartbeat"),
+    path("host-agent/stopped/", host_agent.HostStoppedView.as_view(), name="host-stopped"),
+    path(_RUN + "claim/", host_agent.RunClaimView.as_view(), name="host-run-claim"),
+    path(_RUN + "spec/", host_agent.RunSpecView.as_view(), name="host-run-spec"),
+    path(
+        _RUN + "model-definition/",
+        host_agent.RunModelDefinitionView.as_view(),
+        name="host-run-model-definition",
+    ),
+    path(_RUN + "token/", host_agent.RunTokenView.as_view(), name="host-run-token"),
+    path(_RUN + "running/", host_agent.RunRunningView.as_view(), name="host-run-running"),
+    path(_RUN + "heartbeat/", host_agent.RunHeartbeatView.as_view(), name="host-run-heartbeat"),
+    path(_RUN + "preempt/", host_agent.RunPreemptView.as_view(), name="host-run-preempt"),
+    path(_RUN + "exit/", host_agent.RunExitView.as_view(), name="host-run-exit"),
+    path(_RUN + "logs/", host_agent.RunLogsView.as_view(), name="host-run-logs"),
+    path(_RUN + "rendezvous/", host_agent.RunRendezvousView.as_view(), name="host-run-rendezvous"),
+    path(_RUN + "shares/", host_agent.RunSharesView.as_view(), name="host-run-shares"),
+    path(_SHARE + "claim/", host_agent.ShareClaimView.as_view(), name="host-share-claim"),
+    path(_SHARE + "spec/", host_agent.ShareSpecView.as_view(), name="host-share-spec"),
+    path(
+        _SHARE + "model-definition/",
+        host_agent.ShareModelDefinitionView.as_view(),
+        name="host-share-model-definition",
+    ),
+    path(_SHARE + "token/", host_agent.ShareTokenView.as_view(), name="host-share-token"),
+    path(
+        _SHARE + "rendezvous/",
+        host_agent.ShareRendezvousView.as_view(),
+        name="host-share-rendezvous",
+    ),
+    path(_SHARE + "running/", host_agent.ShareRunningView.as_view(), name="host-share-running"),
+    path(
+        _SHARE + "heartbeat/", host_agent.ShareHeartbeatView.as_view(), name="host-share-heartbeat"
+    ),
+    path(_SHARE + "logs/", host_agent.RunLogsView.as_view(), name="host-share-logs"),
+    path(_SHARE + "exit/", host_agent.ShareExitView.as_view(), name="host-share-exit"),
+    path("host-tokens/", host_tokens.HostTokenListView.as_view(), name="host-token-list"),
+    path(
+        "host-tokens/<str:name>/",
+        host_tokens.HostTokenDetailView.as_view(),
+        name="host-token-detail",
+    ),
+]
+
 urlpatterns = [
+    *host_agent_urls,
     path("auth/login/", views.LoginView.as_view(), name="login"),
     path("trials/<int:pk>/metrics.csv", views.TrialMetricsCSV.as_view(), name="trial-metrics-csv"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -1,0 +1,195 @@
+"""Wire models: the JSON the registry answers with, shared by the server and ``RegistryAPI``.
+
+The server builds its answers from these models (``Model(...).model_dump(mode="json")``) and its
+OpenAPI schema documents each response with them (drf-spectacular's pydantic support), so the
+client's parsing and the server's output cannot drift apart. Shapes follow aim's pydantic
+``response_model``s. Models ignore fields they do not know, so an older client keeps working
+against a newer server that added one.
+
+Only the host agent's routes and the host-token admin routes use these so far (issue #21); other
+routes move here as the one typed client grows (issue #26).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class WireModel(BaseModel):
+    """Base of every wire model: unknown fields are ignored (forward compatibility)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class HostTokenInfo(WireModel):
+    """A host token as admins list it; never its key (only its digest is stored).
+
+    Attributes:
+        name (str): the host name the token may register as.
+        created_at (datetime): when it was issued.
+        created_by (str | None): the admin's username (None: a management command).
+        revoked_at (datetime | None): when it was revoked; None while it is live.
+        last_used_at (datetime | None): its last authenticated request (to the minute).
+    """
+
+    name: str
+    created_at: datetime
+    created_by: str | None = None
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None
+
+
+class HostTokenCreated(HostTokenInfo):
+    """A token just issued, with its ``key``: the only time the key is shown."""
+
+    key: str
+
+
+class HostTokenList(WireModel):
+    """Every host token, live and revoked, by name."""
+
+    tokens: list[HostTokenInfo]
+
+
+class HostInfo(WireModel):
+    """A host as the registry keeps it after a heartbeat.
+
+    Attributes:
+        name (str): the host (the token's name).
+        pool (str): the worker pool it runs for.
+        queue (str): its Celery queue, where placed runs are sent.
+        slots (int): slots it offers; ``devices`` names them, lowest first.
+        gpu (bool): whether the devices are CUDA device ids.
+        started_at (datetime): when the worker started.
+        heartbeat_at (datetime | None): the heartbeat just recorded (None once stopped).
+        redispatched (int): runs placed on it whose tasks were sent again (``redispatch``).
+    """
+
+    name: str
+    pool: str
+    queue: str
+    slots: int
+    devices: list[str]
+    gpu: bool
+    started_at: datetime
+    heartbeat_at: datetime | None
+    redispatched: int = 0
+
+
+class Claim(WireModel):
+    """The answer to a claim: ``claimed`` False when another delivery got it first or the run
+    (or share) is no longer runnable; the caller then does nothing."""
+
+    claimed: bool
+
+
+class SharePart(WireModel):
+    """One other host's part of a run over several hosts (node 1, 2...)."""
+
+    node_rank: int
+    host: str | None
+    slots: int
+    devices: list[str]
+
+
+class LaunchSpec(WireModel):
+    """What a host needs to start its part of a run (the chief's, or share ``node_rank``).
+
+    Attributes:
+        experiment_id, trial_id, run_id (int): the run.
+        node_rank (int): 0 for the chief's part, else the share's node.
+        hparams (dict): the trial's hyperparameters; ``trial_seed`` its seed.
+        experiment_config (dict): the experiment's stored (validated) config.
+        latest_checkpoint (str | None): uuid to resume (or warm-start) from.
+        latest_checkpoint_steps (int | None): its ``steps_completed``.
+        searcher_length (int | None): the operation length this run trains to.
+        slots (int), devices (list[str]), gpu (bool): this part's slots on this host.
+        run_slots (int): the chief part's slots; with ``shares``, the run's world size is
+            ``run_slots + sum(share.slots)``.
+        shares (list[SharePart]): the other hosts' parts (empty for a one-host run).
+        model_definition_bytes (int): size of the archive ``model-definition/`` returns.
+    """
+
+    experiment_id: int
+    trial_id: int
+    run_id: int
+    node_rank: int = 0
+    hparams: dict[str, Any]
+    trial_seed: int
+    experiment_config: dict[str, Any]
+    latest_checkpoint: str | None
+    latest_checkpoint_steps: int | None
+    searcher_length: int | None
+    slots: int
+    devices: list[str]
+    gpu: bool
+    run_slots: int
+    shares: list[SharePart] = Field(default_factory=list)
+    model_definition_bytes: int
+
+
+class RunToken(WireModel):
+    """A run's trial-scoped token (``HEADWAY_TOKEN`` of its processes), asked for at launch so
+    that no task message carries it."""
+
+    token: str
+
+
+class RunStatus(WireModel):
+    """A run's state as its host needs it after a report.
+
+    Attributes:
+        state (str): the run's state (QUEUED, STARTING, RUNNING, EXITED).
+        stop_requested (str): "" to keep going; "pause", "cancel", "kill", "preempt" or
+            "close": why its processes must stop ("kill": stop them now).
+        share_state (str | None): on share routes, the share's own state.
+    """
+
+    state: str
+    stop_requested: str
+    share_state: str | None = None
+
+
+class LogsAccepted(WireModel):
+    """How many log lines were stored (all of them; a line is cut, never dropped)."""
+
+    accepted: int
+
+
+class Rendezvous(WireModel):
+    """Where a run's hosts meet (torchrun's static rendezvous on the chief host).
+
+    Attributes:
+        ready (bool): the chief published its address (a share waits until then).
+        run_state (str): the run's state; a share stops waiting once it is EXITED.
+        address (str | None), port (int | None): the chief's rendezvous endpoint.
+        nnodes (int): hosts the run spans; ``node_rank`` this host's index.
+        total_slots (int): the run's world size.
+    """
+
+    ready: bool
+    run_state: str
+    address: str | None = None
+    port: int | None = None
+    nnodes: int
+    node_rank: int
+    total_slots: int
+
+
+class ShareStatus(WireModel):
+    """One share as the chief's host watches it."""
+
+    node_rank: int
+    host: str | None
+    state: str
+    exit_code: int | None
+    heartbeat_at: datetime | None
+
+
+class ShareStatusList(WireModel):
+    """The shares of a run, by node rank."""
+
+    shares: list[ShareStatus]

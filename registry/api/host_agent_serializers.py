@@ -1,0 +1,88 @@
+"""Request bodies of the host agent's routes (answers are ``headway.client`` wire models)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.validators import RegexValidator
+from rest_framework import serializers
+
+from registry.api.model_serializers import StrictBooleanField, StrictCharField, StrictSerializer
+from registry.models.host_token import HOST_NAME_PATTERN
+
+# Bounds of the integer columns these land in (PostgreSQL integer).
+_INT32 = 2**31 - 1
+MAX_SLOTS = 4096  # more devices than any host has; bounds the body and the JSON column
+MAX_LOG_LINES = 5000  # lines per batch (the worker sends at most 500 a flush)
+
+
+class HostHeartbeatSerializer(StrictSerializer):
+    """A host's registration and heartbeat (``registry.scheduling.host_heartbeat``)."""
+
+    pool = StrictCharField(max_length=200)
+    queue = StrictCharField(max_length=255)
+    slots = serializers.IntegerField(min_value=0, max_value=MAX_SLOTS)
+    devices = serializers.ListField(
+        child=StrictCharField(max_length=64), max_length=MAX_SLOTS, allow_empty=True
+    )
+    gpu = StrictBooleanField()
+    started_at = serializers.DateTimeField()
+    redispatch = StrictBooleanField(required=False, default=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if len(attrs["devices"]) != attrs["slots"]:
+            raise serializers.ValidationError(
+                {"devices": [f"Must list one device per slot ({attrs['slots']})."]}
+            )
+        host = self.context["host"]
+        # A host registers its own queue only: placed runs are sent there.
+        if not attrs["queue"].endswith(f".host.{host}"):
+            raise serializers.ValidationError({"queue": [f"Must end with '.host.{host}'."]})
+        return attrs
+
+
+class HostTokenCreateSerializer(StrictSerializer):
+    """A new host token: the host name it stands for."""
+
+    name = StrictCharField(
+        max_length=200,
+        validators=[
+            RegexValidator(
+                rf"^{HOST_NAME_PATTERN}$",
+                "Must start with a letter or digit and hold only letters, digits, '.', '_', '-'.",
+            )
+        ],
+    )
+
+
+class ClaimSerializer(StrictSerializer):
+    """Who claims: the worker's name (``host:pid``), stored on the run or share."""
+
+    worker = StrictCharField(max_length=255)
+
+
+class ExitSerializer(StrictSerializer):
+    """A process's exit code; null when the host stopped it (its shutdown, a lost peer) rather
+    than the trial's code failing: the lifecycle re-queues without counting a restart."""
+
+    exit_code = serializers.IntegerField(min_value=-_INT32, max_value=_INT32, allow_null=True)
+
+
+class LogLineSerializer(StrictSerializer):
+    """One output line, with when it was printed (default: when it arrives)."""
+
+    message = StrictCharField(allow_blank=True, trim_whitespace=False)
+    timestamp = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+
+class LogBatchSerializer(StrictSerializer):
+    """A batch of output lines of one run (or share)."""
+
+    lines = serializers.ListField(child=LogLineSerializer(), max_length=MAX_LOG_LINES)
+
+
+class RendezvousSerializer(StrictSerializer):
+    """Where the chief's host accepts its run's other hosts (torchrun's static rendezvous)."""
+
+    address = StrictCharField(max_length=253)
+    port = serializers.IntegerField(min_value=1, max_value=65535)

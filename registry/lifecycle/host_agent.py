@@ -1,0 +1,383 @@
+"""What a worker host does to the registry, behind the host agent's REST routes (issue #21).
+
+Each function takes the calling host's name (its token's name) first and touches only what that
+host may: its own host row, the runs placed on it (``TrialRun.host``) and its shares of runs
+over several hosts (``RunShare.host``); anything else is ``NotPermitted`` (403), a run or share
+that does not exist ``NotFound`` (404). The writes delegate to the functions the worker
+called in-process until now: ``registry.scheduling`` for the host row, ``registry.lifecycle``
+for a run's claim, state, heartbeat and exit. The share writes (claim, state, heartbeat,
+rendezvous) are the ones ``workers.distributed`` does on the database; they live here so that
+the host side can call them over REST.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models.functions import Length
+from django.utils import timezone
+
+from registry import scheduling
+from registry.authz import NotPermitted
+from registry.errors import RegistryError
+from registry.lifecycle._runs import (
+    trial_run_claim,
+    trial_run_exited,
+    trial_run_heartbeat,
+    trial_run_preempt,
+    trial_run_running,
+)
+from registry.models import (
+    Checkpoint,
+    Experiment,
+    RunShare,
+    RunState,
+    TrialLog,
+    TrialRun,
+    WorkerHost,
+)
+from registry.scheduler import request_placement
+from workers.loglines import clean_line
+
+_LOG_INSERT_BATCH = 500  # rows an INSERT, as the worker's log writer
+
+
+class NotFound(RegistryError):
+    """404: no such run or share."""
+
+    status = 404
+
+
+# -- the host itself ----------------------------------------------------------------------------
+
+
+def host_beat(
+    host: str,
+    *,
+    pool: str,
+    queue: str,
+    slots: int,
+    devices: Sequence[str],
+    gpu: bool,
+    started_at: datetime,
+    redispatch: bool = False,
+) -> tuple[WorkerHost, int]:
+    """Register or heartbeat ``host`` (``scheduling.host_heartbeat``'s upsert); with
+    ``redispatch`` (a worker's first beat) send again the runs placed on it and not claimed
+    (``scheduling.host_redispatch``); then request a placement pass, as the worker's beat did.
+
+    Returns the host row and how many runs were sent again.
+    """
+    row = scheduling.host_heartbeat(
+        name=host,
+        pool=pool,
+        queue=queue,
+        slots=slots,
+        devices=devices,
+        gpu=gpu,
+        started_at=started_at,
+    )
+    resent = scheduling.host_redispatch(name=host) if redispatch else 0
+    request_placement()
+    return row, resent
+
+
+def host_stop(host: str) -> None:
+    """The host's worker shuts down: no run is placed on it any more (``host_stopped``)."""
+    scheduling.host_stopped(name=host)
+
+
+# -- runs placed on the host (the chief's part) -------------------------------------------------
+
+
+def placed_run(host: str, trial_id: int, run_id: int) -> TrialRun:
+    """Run ``run_id`` of trial ``trial_id``, checked to be placed on ``host``.
+
+    Raises:
+        NotFound: (404) no such run.
+        NotPermitted: (403) the run is not placed on ``host``.
+    """
+    run = (
+        TrialRun.objects.select_related("host", "trial__experiment")
+        .filter(trial_id=trial_id, run_id=run_id)
+        .first()
+    )
+    if run is None:
+        raise NotFound(f"Trial {trial_id} has no run {run_id}.")
+    if run.host is None or run.host.name != host:
+        raise NotPermitted(f"Run {run_id} of trial {trial_id} is not placed on host {host}.")
+    return run
+
+
+def run_claim(host: str, trial_id: int, run_id: int, *, worker: str) -> bool:
+    """Claim a run placed on ``host`` for ``worker`` (``trial_run_claim``); False when another
+    delivery claimed it first or it is no longer runnable."""
+    placed_run(host, trial_id, run_id)
+    return trial_run_claim(trial_id=trial_id, run_id=run_id, worker=worker) is not None
+
+
+def run_running(host: str, trial_id: int, run_id: int) -> TrialRun:
+    """The run's process started (``trial_run_running``)."""
+    placed_run(host, trial_id, run_id)
+    trial_run_running(trial_id=trial_id, run_id=run_id)
+    return _fresh(trial_id, run_id)
+
+
+def run_heartbeat(host: str, trial_id: int, run_id: int) -> TrialRun:
+    """The run's host is alive (``trial_run_heartbeat``); the answer carries its stop request."""
+    placed_run(host, trial_id, run_id)
+    trial_run_heartbeat(trial_id=trial_id, run_id=run_id)
+    return _fresh(trial_id, run_id)
+
+
+def run_preempt(host: str, trial_id: int, run_id: int) -> TrialRun:
+    """The host's worker shuts down: ask the run to checkpoint and stop (``trial_run_preempt``)."""
+    placed_run(host, trial_id, run_id)
+    trial_run_preempt(trial_id=trial_id, run_id=run_id)
+    return _fresh(trial_id, run_id)
+
+
+def run_exit(host: str, trial_id: int, run_id: int, *, exit_code: int | None) -> TrialRun:
+    """Record the run's exit (``trial_run_exited``; ``None``: stopped by the host, not by the
+    trial's code) and let the lifecycle decide what is next. A repeated report changes nothing."""
+    placed_run(host, trial_id, run_id)
+    trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code)
+    return _fresh(trial_id, run_id)
+
+
+def run_token(host: str, trial_id: int, run_id: int) -> str:
+    """The run's trial-scoped token, for the processes the host starts; only while the run is
+    not EXITED (an ended run's token authenticates nothing anyway).
+
+    Raises:
+        NotPermitted: (403) as ``placed_run``, or the run has exited.
+    """
+    run = placed_run(host, trial_id, run_id)
+    if run.state == RunState.EXITED:
+        raise NotPermitted(f"Run {run_id} of trial {trial_id} has exited.")
+    return run.token
+
+
+def share_token(host: str, trial_id: int, run_id: int, node_rank: int) -> str:
+    """The run's token for the ranks of this host's share (as ``run_token``)."""
+    share = placed_share(host, trial_id, run_id, node_rank)
+    if share.run.state == RunState.EXITED:
+        raise NotPermitted(f"Run {run_id} of trial {trial_id} has exited.")
+    return share.run.token
+
+
+def append_logs(
+    host: str,
+    trial_id: int,
+    run_id: int,
+    lines: Sequence[tuple[str, datetime | None]],
+    *,
+    node_rank: int = 0,
+) -> int:
+    """Store output lines ``(message, timestamp or None: now)`` of a run (``node_rank`` 0) or of
+    this host's share of it; each line cleaned and cut (``workers.loglines.clean_line``).
+    Returns how many were stored."""
+    if node_rank:
+        placed_share(host, trial_id, run_id, node_rank)
+    else:
+        placed_run(host, trial_id, run_id)
+    limit = settings.HEADWAY_MAX_LOG_LINE_CHARS
+    now = timezone.now()
+    rows = [
+        TrialLog(
+            trial_id=trial_id,
+            run_id=run_id,
+            message=clean_line(message, limit),
+            timestamp=timestamp or now,
+        )
+        for message, timestamp in lines
+    ]
+    TrialLog.objects.bulk_create(rows, batch_size=_LOG_INSERT_BATCH)
+    return len(rows)
+
+
+def launch_spec(host: str, trial_id: int, run_id: int, node_rank: int = 0) -> dict:
+    """What ``host`` needs to start its part of the run: the chief's (``node_rank`` 0) or its
+    share's. Keys as ``headway.client.LaunchSpec`` (the same fields as the cluster info the
+    worker writes for the SDK, plus this part's slots and the run's other parts)."""
+    if node_rank:
+        share = placed_share(host, trial_id, run_id, node_rank)
+        run, part_slots, part_devices = share.run, share.slots, share.devices
+        part_host = share.host
+    else:
+        run = placed_run(host, trial_id, run_id)
+        part_slots, part_devices, part_host = run.slots, run.devices, run.host
+    trial = run.trial
+    latest = trial.latest_checkpoint or trial.warm_start_checkpoint
+    latest_steps = None
+    if latest is not None:
+        # A warm start's checkpoint belongs to the source trial: look it up by uuid alone.
+        latest_steps = (
+            Checkpoint.objects.filter(uuid=latest).values_list("steps_completed", flat=True).first()
+        )
+    shares = [
+        {"node_rank": rank, "host": name, "slots": slots, "devices": list(devices or [])}
+        for rank, name, slots, devices in RunShare.objects.filter(run=run).values_list(
+            "node_rank", "host__name", "slots", "devices"
+        )
+    ]
+    archive_size = (
+        Experiment.objects.filter(id=trial.experiment_id)
+        .annotate(size=Length("model_definition"))
+        .values_list("size", flat=True)
+        .first()
+    )
+    return {
+        "experiment_id": trial.experiment_id,
+        "trial_id": trial.id,
+        "run_id": run.run_id,
+        "node_rank": node_rank,
+        "hparams": trial.hparams,
+        "trial_seed": trial.seed,
+        "experiment_config": trial.experiment.config,
+        "latest_checkpoint": str(latest) if latest else None,
+        "latest_checkpoint_steps": latest_steps,
+        "searcher_length": run.searcher_length,
+        "slots": part_slots,
+        "devices": [str(device) for device in part_devices or []],
+        "gpu": bool(part_host is not None and part_host.gpu),
+        "run_slots": run.slots,
+        "shares": shares,
+        "model_definition_bytes": archive_size or 0,
+    }
+
+
+def model_definition(host: str, trial_id: int, run_id: int, node_rank: int = 0) -> bytes:
+    """The experiment's model definition archive (tar.gz) for a run (or share) on ``host``."""
+    if node_rank:
+        run = placed_share(host, trial_id, run_id, node_rank).run
+    else:
+        run = placed_run(host, trial_id, run_id)
+    archive = (
+        Experiment.objects.filter(id=run.trial.experiment_id)
+        .values_list("model_definition", flat=True)
+        .get()
+    )
+    return bytes(archive)
+
+
+def _fresh(trial_id: int, run_id: int) -> TrialRun:
+    return TrialRun.objects.get(trial_id=trial_id, run_id=run_id)
+
+
+# -- runs over several hosts: the chief's view, and this host's shares ---------------------------
+
+
+def placed_share(host: str, trial_id: int, run_id: int, node_rank: int) -> RunShare:
+    """Share ``node_rank`` of the run, checked to be placed on ``host``.
+
+    Raises:
+        NotFound: (404) no such share.
+        NotPermitted: (403) the share is not placed on ``host``.
+    """
+    share = (
+        RunShare.objects.select_related("host", "run__trial__experiment", "run__host")
+        .filter(run__trial_id=trial_id, run__run_id=run_id, node_rank=node_rank)
+        .first()
+    )
+    if share is None:
+        raise NotFound(f"Run {run_id} of trial {trial_id} has no node {node_rank}.")
+    if share.host is None or share.host.name != host:
+        raise NotPermitted(
+            f"Node {node_rank} of run {run_id} of trial {trial_id} is not placed on host {host}."
+        )
+    return share
+
+
+def _plan(run: TrialRun, node_rank: int, rendezvous: str) -> dict:
+    slots = list(RunShare.objects.filter(run=run).values_list("slots", flat=True))
+    address, _, port = rendezvous.rpartition(":")
+    return {
+        "ready": bool(rendezvous),
+        "run_state": run.state,
+        "address": address or None,
+        "port": int(port) if rendezvous else None,
+        "nnodes": 1 + len(slots),
+        "node_rank": node_rank,
+        "total_slots": (run.slots or 1) + sum(slots),
+    }
+
+
+def run_publish_rendezvous(
+    host: str, trial_id: int, run_id: int, *, address: str, port: int
+) -> dict:
+    """The chief's host publishes where its run's hosts meet (``address:port``) to every share;
+    returns the chief's plan (``headway.client.Rendezvous``)."""
+    run = placed_run(host, trial_id, run_id)
+    endpoint = f"{address}:{port}"
+    RunShare.objects.filter(run=run).update(rendezvous=endpoint)
+    return _plan(run, 0, endpoint)
+
+
+def run_shares(host: str, trial_id: int, run_id: int) -> list[dict]:
+    """The run's shares as its chief's host watches them (state, exit code, last heartbeat)."""
+    run = placed_run(host, trial_id, run_id)
+    return [
+        {"node_rank": rank, "host": name, "state": state, "exit_code": code, "heartbeat_at": beat}
+        for rank, name, state, code, beat in RunShare.objects.filter(run=run).values_list(
+            "node_rank", "host__name", "state", "exit_code", "heartbeat_at"
+        )
+    ]
+
+
+def share_claim(host: str, trial_id: int, run_id: int, node_rank: int, *, worker: str) -> bool:
+    """Claim this host's share for ``worker`` (a conditional UPDATE: one delivery gets in);
+    False when it was claimed already or its run ended."""
+    share = placed_share(host, trial_id, run_id, node_rank)
+    now = timezone.now()
+    claimed = (
+        RunShare.objects.filter(id=share.id, state=RunState.QUEUED)
+        .exclude(run__state=RunState.EXITED)
+        .update(state=RunState.STARTING, worker=worker, started_at=now, heartbeat_at=now)
+    )
+    return claimed == 1
+
+
+def share_rendezvous(host: str, trial_id: int, run_id: int, node_rank: int) -> dict:
+    """The share's plan once the chief published its address (``ready``), with the run's state
+    (a share stops waiting when it is EXITED); asking heartbeats the share, as waiting did."""
+    share = placed_share(host, trial_id, run_id, node_rank)
+    share_heartbeat(host, trial_id, run_id, node_rank)
+    return _plan(share.run, node_rank, share.rendezvous)
+
+
+def share_running(host: str, trial_id: int, run_id: int, node_rank: int) -> RunShare:
+    """The share's processes started."""
+    share = placed_share(host, trial_id, run_id, node_rank)
+    RunShare.objects.filter(id=share.id, state=RunState.STARTING).update(
+        state=RunState.RUNNING, heartbeat_at=timezone.now()
+    )
+    return _fresh_share(share)
+
+
+def share_heartbeat(host: str, trial_id: int, run_id: int, node_rank: int) -> RunShare:
+    """The share's host is alive; the answer carries the run's state and stop request (a share
+    stops its ranks at once on "kill", after the grace period once the run EXITED)."""
+    share = placed_share(host, trial_id, run_id, node_rank)
+    RunShare.objects.filter(id=share.id).exclude(state=RunState.EXITED).update(
+        heartbeat_at=timezone.now()
+    )
+    return _fresh_share(share)
+
+
+def share_exit(
+    host: str, trial_id: int, run_id: int, node_rank: int, *, exit_code: int | None
+) -> RunShare:
+    """Record the share's exit (``None``: stopped by its host's shutdown or never started); a
+    repeated report changes nothing."""
+    share = placed_share(host, trial_id, run_id, node_rank)
+    RunShare.objects.filter(id=share.id).exclude(state=RunState.EXITED).update(
+        state=RunState.EXITED, exit_code=exit_code, ended_at=timezone.now()
+    )
+    return _fresh_share(share)
+
+
+def _fresh_share(share: RunShare) -> RunShare:
+    return RunShare.objects.select_related("run").get(id=share.id)
