@@ -9,9 +9,13 @@ there yet, and a test's transaction (which never commits) never dispatches anyth
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import transaction
+from pydantic import ValidationError
 
+from headway.expconf import ResourcesConfig
 from registry.models import RunState, Trial, TrialRun
 from registry.pools import config_resource_pool
 
@@ -65,12 +69,41 @@ def schedule_run(trial: Trial) -> TrialRun:
     """
     trial.run_id += 1
     trial.save(update_fields=["run_id"])
+    resources, error = run_resources(trial.experiment.config)
     run = TrialRun.objects.create(
         trial=trial,
         run_id=trial.run_id,
         state=RunState.QUEUED,
         pool=config_resource_pool(trial.experiment.config),
         namespace=settings.CELERY_TASK_DEFAULT_QUEUE,
+        **resources,
     )
+    if error:
+        # Never placed with defaults the user did not ask for: the trial says why it waits.
+        Trial.objects.filter(id=trial.id).update(scheduling_message=error)
     request_placement()
     return run
+
+
+def run_resources(config: Any) -> tuple[dict[str, Any], str]:
+    """The placement fields of a run (``slots_needed``, ``priority``, ``max_slots``) from its
+    experiment's stored config, and ``""``; or ``slots_needed=None`` and why the config's
+    ``resources`` no longer validate (a config stored by an older version), which the run's
+    trial then shows as its ``scheduling_message``.
+
+    Read once when the run is queued, so a placement pass never decodes configs.
+    """
+    raw = config.get("resources") if isinstance(config, dict) else None
+    try:
+        resources = ResourcesConfig.model_validate(raw or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in ("resources", *first["loc"]))
+        message = f"not placed: the experiment's stored config is invalid: {where}: {first['msg']}"
+        return {"slots_needed": None}, message[:500]
+    fields = {
+        "slots_needed": resources.slots_per_trial,
+        "priority": resources.priority,
+        "max_slots": resources.max_slots,
+    }
+    return fields, ""

@@ -72,8 +72,8 @@ def free_port() -> int:
 def register_host(name: str, slots: int, gpu: bool = False, pool: str | None = None):
     """Register (or refresh) an alive worker host as its worker would; returns the row.
 
-    Devices are ``"0"``.. on a GPU host, ``"cpu0"``.. otherwise; ``pool`` defaults to this
-    process's ``HEADWAY_QUEUE``, so its placement passes use the host.
+    Devices are ``"0"``.. on a GPU host, ``"cpu0"``.. otherwise; ``pool`` defaults to the
+    resource pool ``default``; the host joins this process's namespace (``HEADWAY_QUEUE``).
     """
     from django.utils import timezone
 
@@ -83,7 +83,7 @@ def register_host(name: str, slots: int, gpu: bool = False, pool: str | None = N
     return scheduling.host_heartbeat(
         name=name,
         pool=pool or _default_pool(),
-        queue=host_queue(name, pool),
+        queue=host_queue(name),
         slots=slots,
         devices=[str(i) if gpu else f"cpu{i}" for i in range(slots)],
         gpu=gpu,
@@ -92,9 +92,9 @@ def register_host(name: str, slots: int, gpu: bool = False, pool: str | None = N
 
 
 def _default_pool() -> str:
-    from django.conf import settings
+    from registry.pools import DEFAULT_POOL
 
-    return settings.CELERY_TASK_DEFAULT_QUEUE
+    return DEFAULT_POOL
 
 
 def process_alive(pid: int) -> bool:

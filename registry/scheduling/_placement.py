@@ -1,29 +1,37 @@
-"""The placement pass: queued runs onto alive hosts with free slots, by priority then submission.
+"""The placement pass: queued runs onto alive hosts of their pool, by priority then submission.
 
 ``place_queued_runs()`` runs after a run is queued or exits (on commit), on every host
-heartbeat and in the periodic reaper task. Its steps:
+heartbeat and in the periodic reaper task. One pass places the queue of every resource pool of
+this registry's namespace (``HEADWAY_QUEUE``) and costs O(hosts + runs holding slots + queued
+runs): a fixed number of queries (the hosts, the runs holding slots, the shares holding slots,
+the queue in order, the trials with a stale message), then one small write per run placed or
+per message that changes. Its steps:
 
-1. Serialize with every other pass (a PostgreSQL advisory lock; on SQLite the pass is one
-   IMMEDIATE transaction, which holds the database's write lock), so two passes never hand out
-   the same free slot.
+1. Serialize with every other pass (``_lock.py``: a PostgreSQL advisory lock that heartbeats
+   only try, never wait for), so two passes never hand out the same free slot.
 2. Runs placed on a host that is no longer alive (lost, or shut down) and not claimed yet are
    dropped and their trials get a new run; the message on the dead host's queue then finds
    nothing to claim.
-3. A host's free devices are its devices minus those of its runs that are not EXITED: computed
-   every pass, never counted, so slots come back however a run ends.
-4. Queued runs without a host are taken in order of ``resources.priority`` (smaller first), then
-   submission (run ``created_at``, id). A run whose ``slots_per_trial`` fit on one alive host
-   waits for that many free slots on ONE host: the best fit (fewest free slots that suffice,
-   then name) gets it, with its lowest free device ids, and the run's task goes to that host's
-   queue once the assignment commits. A run larger than every alive host is ganged over the
-   fewest hosts ``k`` (``k`` divides ``slots_per_trial``) that can each give it
-   ``slots_per_trial / k`` slots: all of them at once or none (the chief part on the run, the
-   others as ``RunShare`` rows, a task to each host's queue). Strict FIFO: the first run that
-   cannot be placed now blocks every run behind it (no backfill, docs/decisions.md). A run the
-   alive hosts can never fit (or any run while no host is alive) is skipped with a message on
-   its trial instead, so it blocks nobody. So is a run whose experiment already holds its
-   ``resources.max_slots`` (Determined's cap on an experiment's slots at once): it waits for
-   one of its own experiment's runs to end and blocks no other experiment.
+3. A host's free devices are its devices minus those held by its runs that are not EXITED and
+   by its run shares that hold slots: computed every pass, never counted, so slots come back
+   however a run ends. This view is built once (``_view.PoolView``) and updated in memory.
+4. Queued runs without a host are taken in order of ``priority`` (smaller first), then
+   submission (run ``created_at``, id); ``slots_needed``/``priority``/``max_slots`` were copied
+   from the experiment's validated config when the run was queued (``schedule_run``), so no
+   config is decoded here. A run goes only to hosts of its own pool (``TrialRun.pool`` ==
+   ``WorkerHost.pool``). A run that fits one alive host waits for that many free slots on ONE
+   host: the best fit gets it. A run larger than every alive host is ganged over the fewest
+   hosts ``k`` (``k`` divides the slots) that can each give it ``slots / k``, all at once or
+   none (chief part on the run, the others as ``RunShare`` rows, a task to each host's queue).
+5. Backfill (Slurm's ``sched/backfill`` rule: a later run may start only if that does not delay
+   the expected start of any earlier one): a run that cannot start now **reserves** the hosts
+   it will start on (the open hosts large enough with the most free slots); runs behind it may
+   only use the slots of hosts nobody reserved. Runs have no time limit, so the reservation is
+   by host (the conservative form): nothing later ever takes a slot a waiting run needs. A run
+   that cannot even get a reservation (every host large enough is reserved by earlier runs)
+   stops its pool's queue for this pass. A run the alive hosts can never fit (or any run while
+   none is alive), a run whose experiment holds its ``resources.max_slots``, and a run whose
+   stored config did not validate are skipped with a message on its trial: they block nobody.
 
 Writes outside step 2 are single-row statements (no transaction spans them on PostgreSQL), so a
 pass never holds two row locks at once and cannot deadlock with lifecycle transitions.
@@ -32,38 +40,34 @@ pass never holds two row locks at once and cannot deadlock with lifecycle transi
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Count, Exists, OuterRef
+from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
-from pydantic import ValidationError
 
-from headway.expconf import ResourcesConfig
 from registry.lifecycle._common import drop_queued_run, lock_trial
-from registry.models import Experiment, RunShare, RunState, State, Trial, TrialRun, WorkerHost
+from registry.models import RunShare, RunState, State, Trial, TrialRun, WorkerHost
 from registry.models.host import shares_holding_slots
 from registry.scheduler import schedule_run, send_run_task, send_share_task
+from registry.scheduling._hosts import waiting_message
+from registry.scheduling._lock import serialized_passes
+from registry.scheduling._view import HostSlots, PoolView, gang_size
 
 logger = logging.getLogger("headway.scheduler")
 
 NO_HOSTS = "waiting for a worker host to register"
-# Id of the placement lock among PostgreSQL advisory locks (any constant no one else uses).
-_ADVISORY_LOCK_ID = 0x48575953  # "HWYS"
-_local = threading.local()
+# A run queued while its experiment's stored config did not validate says why on its trial
+# (schedule_run); this one stands in when the trial's message was cleared since.
+INVALID_CONFIG = (
+    "not placed: the experiment's stored resources config does not validate; "
+    "kill the experiment and submit it again"
+)
 
-
-@dataclass
-class _HostSlots:
-    host: WorkerHost
-    free: list[str]  # free device ids, lowest first
+__all__ = ["NO_HOSTS", "gang_size", "place_queued_runs", "unplaceable_message"]
 
 
 @dataclass(frozen=True)
@@ -71,102 +75,31 @@ class _Queued:
     pk: int
     trial_id: int
     run_id: int
-    created_at: datetime
-    priority: int
-    slots: int
+    pool: str
+    slots: int | None  # the experiment's slots_per_trial; None: its config did not validate
+    max_slots: int | None  # the experiment's resources.max_slots
+    experiment_id: int
     message: str  # the trial's scheduling message now
-    experiment_id: int = 0
-    max_slots: int | None = None  # the experiment's resources.max_slots
 
 
-def place_queued_runs() -> list[tuple[int, int]]:
-    """Place the queued runs of this process's pool that fit now; return their (trial, run) ids.
+def place_queued_runs(*, wait: bool = True) -> list[tuple[int, int]]:
+    """Place the queued runs of this registry's pools that fit now; return their (trial, run)
+    ids, in placement order.
 
     Call it outside a transaction (on commit): the tasks of placed runs are sent when their
     assignment commits. Inside a transaction that never commits (a test's), runs are assigned
-    but nothing is sent. A call made while this thread is already placing returns [] at once:
-    the running pass sees what the nested call would have seen.
+    but nothing is sent. ``wait=False`` (host heartbeats) never waits for a pass that is
+    running: it asks that pass to run again instead and returns [] (``_lock.py``). A call made
+    while this thread is already placing returns [] at once.
     """
-    if getattr(_local, "placing", False):
-        return []
-    _local.placing = True
-    try:
-        with _serialized():
-            return _place(settings.CELERY_TASK_DEFAULT_QUEUE, timezone.now())
-    finally:
-        _local.placing = False
-
-
-@contextmanager
-def _serialized() -> Iterator[None]:
-    if connection.vendor != "postgresql":
-        with transaction.atomic():  # SQLite: BEGIN IMMEDIATE takes the write lock for the pass
-            yield
-        return
-    if connection.in_atomic_block:
-        # Inside a caller's transaction: held until it ends (an aborted transaction could not
-        # run the unlock below).
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_LOCK_ID])
-        yield
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(%s)", [_ADVISORY_LOCK_ID])
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [_ADVISORY_LOCK_ID])
-
-
-def _place(pool: str, now: datetime) -> list[tuple[int, int]]:
-    hosts = list(WorkerHost.objects.filter(pool=pool).order_by("name"))
-    alive = [h for h in hosts if h.is_alive(now)]
-    _requeue_stranded_runs(pool, {h.id for h in alive})
-    free = _free_slots(alive)
-    queued = _queued_runs(pool)
-    _clear_stale_messages()
-    held = _slots_held_by_experiments({r.experiment_id: r.slots for r in queued if r.max_slots})
     placed: list[tuple[int, int]] = []
-    blocked = False
-    for run in queued:
-        message = unplaceable_message(run.slots, hosts, alive)
-        if message is None and run.max_slots is not None:
-            holding = held.get(run.experiment_id, 0)
-            if holding + run.slots > run.max_slots:
-                message = (
-                    f"waiting: the experiment holds {holding} of its resources.max_slots "
-                    f"{run.max_slots} slots"
-                )
-        if message is None and not blocked:
-            nodes = gang_size(run.slots, [h.slots for h in alive])
-            choice = _best_fit(free, run.slots // nodes, nodes) if nodes else None
-            if choice is None:
-                blocked = True  # strict FIFO: later runs may not take the slots it waits for
-            elif _assign(run, choice):
-                placed.append((run.trial_id, run.run_id))
-                held[run.experiment_id] = held.get(run.experiment_id, 0) + run.slots
-        _set_message(run, message or "")
+    passes = serialized_passes(wait=wait)
+    try:
+        for _ in passes:
+            placed.extend(_place(settings.CELERY_TASK_DEFAULT_QUEUE, timezone.now()))
+    finally:
+        passes.close()  # a pass that raised releases the lock now, not when collected
     return placed
-
-
-def gang_size(slots: int, capacities: list[int]) -> int | None:
-    """How many hosts a run of ``slots`` spans, given the alive hosts' slot counts; None if no
-    set of them can ever hold it.
-
-    1 when one host is large enough (the run waits for it rather than spreading out).
-    Otherwise the fewest hosts ``k`` (``k`` divides ``slots``) of which at least ``k`` have
-    ``slots / k`` slots each: every host runs the same number of ranks, as torchrun's
-    ``--nproc-per-node`` and ``DistributedContext`` (``local_size * cross_size == size``) need.
-    """
-    if any(capacity >= slots for capacity in capacities):
-        return 1
-    for nodes in range(2, slots + 1):
-        if slots % nodes == 0:
-            share = slots // nodes
-            if sum(1 for capacity in capacities if capacity >= share) >= nodes:
-                return nodes
-    return None
 
 
 def unplaceable_message(slots: int, hosts: list[WorkerHost], alive: list[WorkerHost]) -> str | None:
@@ -193,160 +126,191 @@ def unplaceable_message(slots: int, hosts: list[WorkerHost], alive: list[WorkerH
     return None
 
 
-def _requeue_stranded_runs(pool: str, alive_ids: set[int]) -> None:
-    placed = TrialRun.objects.filter(pool=pool, state=RunState.QUEUED, host__isnull=False)
-    stranded = set(placed.exclude(host_id__in=alive_ids).values_list("trial_id", "run_id"))
-    # A run ganged over several hosts is stranded when any of them is gone before it started.
-    stranded.update(
-        RunShare.objects.filter(run__in=placed)
-        .exclude(host_id__in=alive_ids)
-        .values_list("run__trial_id", "run__run_id")
-    )
-    for trial_id, run_id in sorted(stranded):
-        # The lifecycle's lock order: the trial, then its run.
-        with transaction.atomic():
-            trial = lock_trial(trial_id)
-            run = (
-                TrialRun.objects.select_for_update()
-                .filter(trial_id=trial_id, run_id=run_id, state=RunState.QUEUED)
-                .first()
+class _Pass:
+    """One pass over one namespace: the data it read, and what it has placed and reserved."""
+
+    def __init__(self, namespace: str, now: datetime) -> None:
+        self.namespace = namespace
+        self.now = now
+        self.hosts = list(WorkerHost.objects.filter(namespace=namespace).order_by("name"))
+        self.alive = {h.id: h for h in self.hosts if h.is_alive(now)}
+        self._read_holders()
+        if self._requeue_stranded_runs():
+            self._read_holders()  # dropped runs hold nothing now
+
+    def _read_holders(self) -> None:
+        # Runs and shares holding slots: every placed run that has not EXITED, and the shares
+        # that hold their host's slots (registry.models.host.shares_holding_slots).
+        self.runs = list(
+            TrialRun.objects.filter(namespace=self.namespace, host__isnull=False)
+            .exclude(state=RunState.EXITED)
+            .values_list(
+                "trial_id",
+                "run_id",
+                "state",
+                "host_id",
+                "slots",
+                "devices",
+                "trial__experiment_id",
+                "slots_needed",
             )
-            if run is None or run.host_id is None:
-                continue
-            share_hosts = set(run.shares.values_list("host_id", flat=True))
-            if run.host_id in alive_ids and share_hosts <= alive_ids:
-                continue
-            logger.warning(
-                "trial %s run %s was placed on a host that is gone before it started; re-queued",
-                trial_id,
-                run_id,
+        )
+        self.shares = list(
+            RunShare.objects.filter(
+                shares_holding_slots(self.now), run__namespace=self.namespace
+            ).values_list(
+                "host_id", "slots", "devices", "run__state", "run__trial_id", "run__run_id"
             )
-            drop_queued_run(run)
-            if trial.state == State.ACTIVE and trial.run_id == run_id:
-                schedule_run(trial)
-
-
-def _free_slots(alive: list[WorkerHost]) -> list[_HostSlots]:
-    used_slots: dict[int, int] = {}
-    used_devices: dict[int, set[str]] = {}
-    held = (
-        TrialRun.objects.filter(host__in=alive)
-        .exclude(state=RunState.EXITED)
-        .values_list("host_id", "slots", "devices")
-    )
-    # A share holds its host's slots while its run lives or its own processes still run.
-    shares = (
-        RunShare.objects.filter(host__in=alive)
-        .filter(shares_holding_slots())
-        .values_list("host_id", "slots", "devices")
-    )
-    for host_id, slots, devices in [*held, *shares]:
-        used_slots[host_id] = used_slots.get(host_id, 0) + slots
-        used_devices.setdefault(host_id, set()).update(str(d) for d in devices or [])
-    out = []
-    for host in alive:
-        count = max(host.slots - used_slots.get(host.id, 0), 0)
-        ids = [str(d) for d in host.devices if str(d) not in used_devices.get(host.id, set())]
-        out.append(_HostSlots(host, ids[:count]))
-    return out
-
-
-def _slots_held_by_experiments(slots_per_trial: dict[int, int]) -> dict[int, int]:
-    """Slots the runs of these experiments (id -> ``slots_per_trial``) hold now, by experiment:
-    each placed run that has not exited holds its trial's ``slots_per_trial`` (chief part and
-    shares together)."""
-    if not slots_per_trial:
-        return {}
-    rows = (
-        TrialRun.objects.filter(trial__experiment_id__in=slots_per_trial, host__isnull=False)
-        .exclude(state=RunState.EXITED)
-        .values("trial__experiment_id")
-        .annotate(runs=Count("id"))
-        .values_list("trial__experiment_id", "runs")
-    )
-    return {experiment_id: runs * slots_per_trial[experiment_id] for experiment_id, runs in rows}
-
-
-def _resources(config: Any) -> ResourcesConfig:
-    raw = config.get("resources") if isinstance(config, dict) else None
-    try:
-        return ResourcesConfig.model_validate(raw or {})
-    except ValidationError:
-        # Validated at submission; a config stored by an older version falls back to defaults.
-        return ResourcesConfig()
-
-
-def _queued_runs(pool: str) -> list[_Queued]:
-    rows = list(
-        TrialRun.objects.filter(
-            pool=pool,
-            state=RunState.QUEUED,
-            host__isnull=True,
-            trial__state=State.ACTIVE,
-        ).values_list(
-            "id",
-            "trial_id",
-            "run_id",
-            "created_at",
-            "trial__experiment_id",
-            "trial__scheduling_message",
         )
-    )
-    configs = Experiment.objects.filter(id__in={row[4] for row in rows}).values_list("id", "config")
-    resources = {experiment_id: _resources(config) for experiment_id, config in configs}
-    queued = [
-        _Queued(
-            pk=pk,
-            trial_id=trial_id,
-            run_id=run_id,
-            created_at=created_at,
-            priority=resources[experiment_id].priority,
-            slots=resources[experiment_id].slots_per_trial,
-            message=message,
-            experiment_id=experiment_id,
-            max_slots=resources[experiment_id].max_slots,
+
+    def _requeue_stranded_runs(self) -> bool:
+        stranded = {
+            (trial_id, run_id)
+            for trial_id, run_id, state, host_id, *_ in self.runs
+            if state == RunState.QUEUED and host_id not in self.alive
+        }
+        # A run ganged over several hosts is stranded when any of them is gone before it started.
+        stranded.update(
+            (trial_id, run_id)
+            for host_id, _, _, state, trial_id, run_id in self.shares
+            if state == RunState.QUEUED and host_id not in self.alive
         )
-        for pk, trial_id, run_id, created_at, experiment_id, message in rows
-    ]
-    queued.sort(key=lambda run: (run.priority, run.created_at, run.pk))
-    return queued
+        for trial_id, run_id in sorted(stranded):
+            _requeue(trial_id, run_id, set(self.alive))
+        return bool(stranded)
+
+    def views(self) -> dict[str, PoolView]:
+        """Each pool's free slots on its alive hosts."""
+        used_slots: dict[int, int] = {}
+        used_devices: dict[int, set[str]] = {}
+        holders = [(r[3], r[4], r[5]) for r in self.runs] + [s[:3] for s in self.shares]
+        for host_id, slots, devices in holders:
+            used_slots[host_id] = used_slots.get(host_id, 0) + slots
+            used_devices.setdefault(host_id, set()).update(str(d) for d in devices or [])
+        by_pool: dict[str, list[HostSlots]] = {}
+        for host in self.alive.values():
+            count = max(host.slots - used_slots.get(host.id, 0), 0)
+            held = used_devices.get(host.id, set())
+            ids = [str(d) for d in host.devices if str(d) not in held]
+            by_pool.setdefault(host.pool, []).append(HostSlots(host, ids[:count]))
+        return {pool: PoolView(hosts) for pool, hosts in by_pool.items()}
+
+    def held_by_experiments(self) -> dict[int, int]:
+        """Slots each experiment's placed runs hold now (chief part and shares together)."""
+        held: dict[int, int] = {}
+        for *_, slots, _, experiment_id, needed in self.runs:
+            held[experiment_id] = held.get(experiment_id, 0) + (needed or slots)
+        return held
+
+    def queued(self) -> list[_Queued]:
+        """The queue, in placement order (one indexed query: ``run_queue_order``)."""
+        rows = (
+            TrialRun.objects.filter(
+                namespace=self.namespace,
+                state=RunState.QUEUED,
+                host__isnull=True,
+                trial__state=State.ACTIVE,
+            )
+            .order_by("priority", "created_at", "id")
+            .values_list(
+                "id",
+                "trial_id",
+                "run_id",
+                "pool",
+                "slots_needed",
+                "max_slots",
+                "trial__experiment_id",
+                "trial__scheduling_message",
+            )
+        )
+        return [_Queued(*row) for row in rows]
 
 
-def _best_fit(free: list[_HostSlots], share: int, nodes: int = 1) -> list[_HostSlots] | None:
-    """The ``nodes`` hosts with ``share`` free slots each that fit best (fewest free slots, then
-    name), the first being the chief; None when fewer hosts have that much free."""
-    fitting = sorted(
-        (host for host in free if len(host.free) >= share),
-        key=lambda h: (len(h.free), h.host.name),
-    )
-    return fitting[:nodes] if len(fitting) >= nodes else None
+def _place(namespace: str, now: datetime) -> list[tuple[int, int]]:
+    state = _Pass(namespace, now)
+    views = state.views()
+    held = state.held_by_experiments()
+    registered: dict[str, list[WorkerHost]] = {}
+    for host in state.hosts:
+        registered.setdefault(host.pool, []).append(host)
+    never: dict[tuple[str, int], str | None] = {}  # (pool, slots) -> why it can never fit
+    stopped: set[str] = set()  # pools where nothing more may start in this pass
+    placed: list[tuple[int, int]] = []
+    queued = state.queued()
+    _clear_stale_messages()
+    for run in queued:
+        if run.slots is None:
+            _set_message(run, run.message or INVALID_CONFIG)
+            continue
+        if (run.pool, run.slots) not in never:
+            pool_hosts = registered.get(run.pool, [])
+            alive = [h for h in pool_hosts if h.id in state.alive]
+            never[run.pool, run.slots] = unplaceable_message(run.slots, pool_hosts, alive)
+        message = never[run.pool, run.slots]
+        if message is None and run.max_slots is not None:
+            holding = held.get(run.experiment_id, 0)
+            if holding + run.slots > run.max_slots:
+                message = (
+                    f"waiting: the experiment holds {holding} of its resources.max_slots "
+                    f"{run.max_slots} slots"
+                )
+        _set_message(run, message or "")
+        if message is not None or run.pool in stopped:
+            continue
+        view = views[run.pool]
+        nodes = gang_size(run.slots, view.capacities)
+        assert nodes is not None  # unplaceable_message said it fits
+        share = run.slots // nodes
+        choice = view.best_fit(share, nodes)
+        if choice is None:
+            if view.reserve(share, nodes) is None:
+                stopped.add(run.pool)  # it could not even reserve: nothing behind it starts
+        elif _assign(run, view, choice, share):
+            placed.append((run.trial_id, run.run_id))
+            held[run.experiment_id] = held.get(run.experiment_id, 0) + run.slots
+    return placed
 
 
-def _assign(run: _Queued, choice: list[_HostSlots]) -> bool:
-    share = run.slots // len(choice)
+def _requeue(trial_id: int, run_id: int, alive_ids: set[int]) -> None:
+    # The lifecycle's lock order: the trial, then its run.
+    with transaction.atomic():
+        trial = lock_trial(trial_id)
+        run = (
+            TrialRun.objects.select_for_update()
+            .filter(trial_id=trial_id, run_id=run_id, state=RunState.QUEUED)
+            .first()
+        )
+        if run is None or run.host_id is None:
+            return
+        share_hosts = set(run.shares.values_list("host_id", flat=True))
+        if run.host_id in alive_ids and share_hosts <= alive_ids:
+            return
+        logger.warning(
+            "trial %s run %s was placed on a host that is gone before it started; re-queued",
+            trial_id,
+            run_id,
+        )
+        drop_queued_run(run)
+        if trial.state == State.ACTIVE and trial.run_id == run_id:
+            schedule_run(trial)
+
+
+def _assign(run: _Queued, view: PoolView, choice: list[HostSlots], share: int) -> bool:
     chief, others = choice[0], choice[1:]
+    devices = [host.free[:share] for host in choice]
     with transaction.atomic():
         # Conditional: a run paused, killed or placed since it was read is left alone.
         # heartbeat_at of a QUEUED run: when its task was sent (scheduling/_redispatch.py).
         updated = TrialRun.objects.filter(
             id=run.pk, state=RunState.QUEUED, host__isnull=True
-        ).update(
-            host=chief.host, slots=share, devices=chief.free[:share], heartbeat_at=timezone.now()
-        )
+        ).update(host=chief.host, slots=share, devices=devices[0], heartbeat_at=timezone.now())
         if not updated:
             return False
         RunShare.objects.bulk_create(
-            RunShare(
-                run_id=run.pk,
-                node_rank=node,
-                host=host.host,
-                slots=share,
-                devices=host.free[:share],
-            )
-            for node, host in enumerate(others, start=1)
+            RunShare(run_id=run.pk, node_rank=node, host=host.host, slots=share, devices=ids)
+            for node, (host, ids) in enumerate(zip(others, devices[1:], strict=True), start=1)
         )
-    for host in choice:
-        del host.free[:share]
+    view.take(choice, share)
     transaction.on_commit(partial(send_run_task, run.trial_id, run.run_id, chief.host.queue))
     for node, host in enumerate(others, start=1):
         transaction.on_commit(
@@ -356,6 +320,8 @@ def _assign(run: _Queued, choice: list[_HostSlots]) -> bool:
 
 
 def _set_message(run: _Queued, message: str) -> None:
+    # A run re-queued by a lost host keeps saying so while it waits (docs/scheduling.md).
+    message = waiting_message(run.message, message, run.slots or 0)
     if run.message != message:
         Trial.objects.filter(id=run.trial_id).update(scheduling_message=message)
 

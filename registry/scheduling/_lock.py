@@ -1,0 +1,101 @@
+"""Serializing placement passes without making heartbeats wait for them.
+
+Two passes must never run at once (they would hand out the same free slot), so a pass holds a
+PostgreSQL advisory lock. A caller that must see its own change placed (a run queued or exited:
+``wait=True``) waits for the lock. A host heartbeat (``wait=False``) never waits: it announces
+a request (``nextval`` of the sequence ``headway_placement_requests``, which takes no lock and
+is not transactional), then only *tries* the lock. The pass holding the lock reads the
+sequence when it starts and again after it released the lock; if a request came meanwhile, it
+runs again (trying the lock: if someone else holds it, that pass started after the request, or
+its own check at the end sees it). So a request is never lost: its change is seen by a pass
+that started after it, the one it runs itself or one it asked for.
+
+A stream of requests could keep one caller re-running forever (and delay that host's next
+heartbeat), so a call runs at most ``MAX_PASSES`` passes; the requests of a stream that long
+are served by the pass its next request starts, and the periodic reaper pass bounds any wait.
+
+On SQLite a pass is one ``IMMEDIATE`` transaction, which holds the database's write lock: every
+pass (and every other writer, heartbeats included) waits for it. SQLite is for one host.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator, Iterator
+from typing import Any
+
+from django.db import connection, transaction
+
+# Id of the placement lock among PostgreSQL advisory locks (any constant no one else uses).
+ADVISORY_LOCK_ID = 0x48575953  # "HWYS"
+# Requests for a pass (PostgreSQL; created by migration 0012).
+REQUESTS_SEQUENCE = "headway_placement_requests"
+MAX_PASSES = 3
+_local = threading.local()
+
+
+def serialized_passes(*, wait: bool) -> Generator[None, None, None]:
+    """Yield once per pass this caller must run, each time holding the placement lock.
+
+    Close the generator when a pass raises (``place_queued_runs`` does): that releases the
+    lock (or rolls back SQLite's transaction) at once.
+
+    Yields nothing when ``wait`` is False and another pass holds the lock (that pass runs
+    again for this request), or when this thread is already inside a pass (the running pass
+    sees what the nested call would have seen).
+    """
+    if getattr(_local, "placing", False):
+        return
+    _local.placing = True
+    try:
+        if connection.vendor != "postgresql":
+            with transaction.atomic():  # SQLite: BEGIN IMMEDIATE takes the write lock
+                yield
+            return
+        if connection.in_atomic_block:
+            yield from _in_transaction(wait)
+        else:
+            yield from _autocommit(wait)
+    finally:
+        _local.placing = False
+
+
+def _query(sql: str, params: list[int] | None = None) -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params or [])
+        return cursor.fetchone()[0]
+
+
+def _requests() -> int:
+    return int(_query(f"SELECT last_value FROM {REQUESTS_SEQUENCE}"))
+
+
+def _in_transaction(wait: bool) -> Iterator[None]:
+    # Inside a caller's transaction the lock is held until it ends (an aborted transaction
+    # could not unlock), so there is no "after the unlock" to re-check: one pass at most.
+    if wait:
+        _query("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_ID])
+    else:
+        _query(f"SELECT nextval('{REQUESTS_SEQUENCE}')")
+        if not _query("SELECT pg_try_advisory_xact_lock(%s)", [ADVISORY_LOCK_ID]):
+            return
+    yield
+
+
+def _autocommit(wait: bool) -> Iterator[None]:
+    if wait:
+        _query("SELECT pg_advisory_lock(%s)", [ADVISORY_LOCK_ID])
+    else:
+        _query(f"SELECT nextval('{REQUESTS_SEQUENCE}')")
+        if not _query("SELECT pg_try_advisory_lock(%s)", [ADVISORY_LOCK_ID]):
+            return  # the holder re-runs for this request
+    for attempt in range(MAX_PASSES):
+        if attempt and not _query("SELECT pg_try_advisory_lock(%s)", [ADVISORY_LOCK_ID]):
+            return  # the new holder serves them: its pass starts after them, or its check sees them
+        seen = _requests()
+        try:
+            yield
+        finally:
+            _query("SELECT pg_advisory_unlock(%s)", [ADVISORY_LOCK_ID])
+        if _requests() == seen:
+            return
