@@ -124,12 +124,12 @@ def test_a_smaller_priority_goes_first_then_submission_order(host, submit):
     assert scheduling.place_queued_runs() == [(early.id, 1)]
 
 
-def test_no_backfill_past_a_run_that_waits_for_slots(host, submit):
+def test_a_narrower_run_may_not_take_the_slots_a_waiting_run_reserved(host, submit):
     host("a", 2)
     small = submit()
     scheduling.place_queued_runs()
-    wide = submit(slots=2)  # 1 slot free: waits
-    behind = submit()  # would fit in the free slot, but may not jump the queue
+    wide = submit(slots=2)  # 1 slot free: waits, and reserves host a
+    behind = submit()  # would fit in the free slot, but that would delay `wide`
     assert scheduling.place_queued_runs() == []
     assert placement(wide) == (None, []) and placement(behind) == (None, [])
     TrialRun.objects.filter(trial=small).update(state=RunState.EXITED)
@@ -205,15 +205,17 @@ def test_all_hosts_lost_or_stopped_says_so(host, submit):
     )
 
 
-def test_hosts_and_runs_of_another_pool_are_left_alone(host, submit, settings):
-    host("elsewhere", 4, pool="another-pool")
+def test_hosts_and_runs_of_another_namespace_are_left_alone(host, submit, settings):
+    elsewhere = host("elsewhere", 4)
+    WorkerHost.objects.filter(id=elsewhere.id).update(namespace="another-registry")
     mine = submit()
     assert scheduling.place_queued_runs() == []
     host("a", 1)
-    settings.CELERY_TASK_DEFAULT_QUEUE = "another-pool"  # that pool's registry
+    settings.CELERY_TASK_DEFAULT_QUEUE = "another-registry"  # that namespace's registry
     assert scheduling.place_queued_runs() == []  # `mine` is not its run
-    settings.CELERY_TASK_DEFAULT_QUEUE = TrialRun.objects.get(trial=mine).pool
+    settings.CELERY_TASK_DEFAULT_QUEUE = TrialRun.objects.get(trial=mine).namespace
     assert scheduling.place_queued_runs() == [(mine.id, 1)]
+    assert placement(mine)[0] == "a"
 
 
 def test_the_task_goes_to_the_host_s_queue_once_the_placement_commits(

@@ -1,0 +1,100 @@
+"""Heartbeats never wait for the placement lock, and a request made during a pass is not lost
+(``registry.scheduling._lock``). Real PostgreSQL: the lock is an advisory lock, held here from
+another connection or by a pass running in another thread.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+from django.db import connection
+
+from registry import scheduling
+from registry.scheduling import _lock, _placement
+from tests.helpers import TINY_MODEL, register_host, reload, require
+
+pytestmark = pytest.mark.django_db(transaction=True)
+# A call that would wait for the lock would hang: give up long after any normal return.
+HANG_S = 120
+
+
+@pytest.fixture(autouse=True)
+def _postgresql():
+    require(connection.vendor == "postgresql", "the placement lock is PostgreSQL's")
+
+
+@pytest.fixture
+def trial(django_user_model):
+    from registry import lifecycle
+
+    owner = django_user_model.objects.create_user("lock-owner")
+    config = {
+        "entrypoint": "python train.py",
+        "searcher": {"name": "single", "metric": "loss", "max_length": 10},
+    }
+    experiment = lifecycle.experiment_create(
+        owner=owner, config_source=config, model_definition=TINY_MODEL
+    )
+    return experiment.trials.get()  # committed; its pass found no host
+
+
+def run_in_thread(target) -> tuple[threading.Thread, list]:
+    out: list = []
+
+    def body() -> None:
+        try:
+            out.append(target())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_heartbeat_returns_while_another_connection_holds_the_lock(trial):
+    params = connection.get_connection_params()
+    dsn = {k: v for k, v in params.items() if k in ("dbname", "user", "host", "port", "password")}
+    with psycopg.connect(**dsn, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [_lock.ADVISORY_LOCK_ID])
+
+        def heartbeat() -> list:
+            register_host("a", 1)
+            return scheduling.place_queued_runs(wait=False)
+
+        thread, out = run_in_thread(heartbeat)
+        thread.join(HANG_S)
+        assert not thread.is_alive(), "the heartbeat waited for the placement lock"
+        assert out == [[]]  # it left the pass to the holder
+        other.execute("SELECT pg_advisory_unlock(%s)", [_lock.ADVISORY_LOCK_ID])
+    assert scheduling.place_queued_runs() == [(trial.id, 1)]
+
+
+def test_a_request_made_during_a_pass_makes_that_pass_run_again(trial, monkeypatch):
+    first_pass_done = threading.Event()
+    heartbeat_done = threading.Event()
+    real = _placement._place
+    calls: list[int] = []
+
+    def place_then_hold(namespace, now):
+        placed = real(namespace, now)
+        calls.append(len(placed))
+        if len(calls) == 1:  # the first pass found no host; hold the lock a while
+            first_pass_done.set()
+            assert heartbeat_done.wait(HANG_S)
+        return placed
+
+    monkeypatch.setattr(_placement, "_place", place_then_hold)
+    thread, out = run_in_thread(lambda: scheduling.place_queued_runs())
+    assert first_pass_done.wait(HANG_S)
+    register_host("a", 1)  # a host registers while the pass holds the lock
+    assert scheduling.place_queued_runs(wait=False) == []  # returns at once
+    assert calls == [0]  # and ran nothing itself
+    heartbeat_done.set()
+    thread.join(HANG_S)
+    assert not thread.is_alive()
+    # The pass that held the lock saw the request and ran again: the run is placed.
+    assert out == [[(trial.id, 1)]] and calls == [0, 1]
+    assert reload(trial).scheduling_message == ""
