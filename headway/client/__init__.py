@@ -1,5 +1,6 @@
 """REST client for the Headway registry: token auth, retries with backoff, typed errors."""
 
+from headway.client import _wire as wire
 from headway.client._errors import (
     APIError,
     BadRequestError,
@@ -20,4 +21,5 @@ __all__ = [
     "RegistryAPI",
     "Session",
     "UnauthenticatedError",
+    "wire",
 ]

@@ -78,26 +78,30 @@ class RegistryAPI:
     Arguments:
         master_url (str): e.g. ``http://127.0.0.1:8000``.
         token (str | None): a user token, a run token or a host token (``hwh_...``).
-        session (Session | None): a session to use instead of a new one (its own retry policy).
 
     Raises (from every method): the ``Session``'s typed errors (``headway.client``).
     """
 
-    def __init__(
-        self, master_url: str, token: str | None = None, *, session: Session | None = None
-    ) -> None:
-        self.session = session or Session(master_url, token)
+    def __init__(self, master_url: str, token: str | None = None) -> None:
+        self.session = Session(master_url, token)
+
+    @classmethod
+    def from_session(cls, session: Session) -> RegistryAPI:
+        """A client over an existing ``Session`` (its token and retry policy)."""
+        api = cls.__new__(cls)
+        api.session = session
+        return api
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _request(self, name: str, body: Any = None, **path: Any) -> Any:
-        method, template = ROUTES[name]
+    def _request(self, route: str, body: Any = None, **path: Any) -> Any:
+        method, template = ROUTES[route]
         return self.session.request(
             method, template.format(**path), json=body if method != "GET" else None
         )
 
-    def _call(self, name: str, model: type[Model], body: Any = None, **path: Any) -> Model:
-        return model.model_validate(self._request(name, body, **path).json())
+    def _call(self, route: str, model: type[Model], body: Any = None, **path: Any) -> Model:
+        return model.model_validate(self._request(route, body, **path).json())
 
     # -- the host ------------------------------------------------------------------------------
 
@@ -142,7 +146,9 @@ class RegistryAPI:
 
     def run_model_definition(self, trial_id: int, run_id: int) -> bytes:
         """The experiment's model definition archive (tar.gz bytes)."""
-        return self._request("run_model_definition", trial_id=trial_id, run_id=run_id).content
+        return bytes(
+            self._request("run_model_definition", trial_id=trial_id, run_id=run_id).content
+        )
 
     def run_token(self, trial_id: int, run_id: int) -> str:
         """The run's trial-scoped token (``HEADWAY_TOKEN`` of its processes)."""
@@ -199,7 +205,7 @@ class RegistryAPI:
     def share_model_definition(self, trial_id: int, run_id: int, node_rank: int) -> bytes:
         """The experiment's model definition archive, for the share's ranks."""
         ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return self._request("share_model_definition", **ids).content
+        return bytes(self._request("share_model_definition", **ids).content)
 
     def share_token(self, trial_id: int, run_id: int, node_rank: int) -> str:
         """The run's token, for the share's ranks."""

@@ -16,7 +16,7 @@ MAX_SLOTS = 4096  # more devices than any host has; bounds the body and the JSON
 MAX_LOG_LINES = 5000  # lines per batch (the worker sends at most 500 a flush)
 
 
-class HostHeartbeatSerializer(StrictSerializer):
+class HostHeartbeatRequestSerializer(StrictSerializer):
     """A host's registration and heartbeat (``registry.scheduling.host_heartbeat``)."""
 
     pool = StrictCharField(max_length=200)
@@ -41,7 +41,7 @@ class HostHeartbeatSerializer(StrictSerializer):
         return attrs
 
 
-class HostTokenCreateSerializer(StrictSerializer):
+class HostTokenCreateRequestSerializer(StrictSerializer):
     """A new host token: the host name it stands for."""
 
     name = StrictCharField(
@@ -55,33 +55,33 @@ class HostTokenCreateSerializer(StrictSerializer):
     )
 
 
-class ClaimSerializer(StrictSerializer):
+class ClaimRequestSerializer(StrictSerializer):
     """Who claims: the worker's name (``host:pid``), stored on the run or share."""
 
     worker = StrictCharField(max_length=255)
 
 
-class ExitSerializer(StrictSerializer):
+class ExitRequestSerializer(StrictSerializer):
     """A process's exit code; null when the host stopped it (its shutdown, a lost peer) rather
     than the trial's code failing: the lifecycle re-queues without counting a restart."""
 
     exit_code = serializers.IntegerField(min_value=-_INT32, max_value=_INT32, allow_null=True)
 
 
-class LogLineSerializer(StrictSerializer):
+class LogLineRequestSerializer(StrictSerializer):
     """One output line, with when it was printed (default: when it arrives)."""
 
     message = StrictCharField(allow_blank=True, trim_whitespace=False)
     timestamp = serializers.DateTimeField(required=False, allow_null=True, default=None)
 
 
-class LogBatchSerializer(StrictSerializer):
+class LogBatchRequestSerializer(StrictSerializer):
     """A batch of output lines of one run (or share)."""
 
-    lines = serializers.ListField(child=LogLineSerializer(), max_length=MAX_LOG_LINES)
+    lines = serializers.ListField(child=LogLineRequestSerializer(), max_length=MAX_LOG_LINES)
 
 
-class RendezvousSerializer(StrictSerializer):
+class RendezvousRequestSerializer(StrictSerializer):
     """Where the chief's host accepts its run's other hosts (torchrun's static rendezvous)."""
 
     address = StrictCharField(max_length=253)

@@ -68,13 +68,13 @@ class HostHeartbeatView(HostAgentView):
     @extend_schema(
         tags=TAG,
         summary="Register or heartbeat this host",
-        request=bodies.HostHeartbeatSerializer,
+        request=bodies.HostHeartbeatRequestSerializer,
         responses={200: wire.HostInfo},
     )
     def post(self, request):
         """Upsert the token's host (slots, devices, pool, queue); ``redispatch`` (a worker's first
         beat) sends again the runs placed on it and not yet claimed; then a placement pass."""
-        data = self.body(bodies.HostHeartbeatSerializer)
+        data = self.body(bodies.HostHeartbeatRequestSerializer)
         row, resent = agent.host_beat(self.host, **data)
         fields = {f: getattr(row, f) for f in wire.HostInfo.model_fields if hasattr(row, f)}
         return _answer(wire.HostInfo, fields | {"redispatched": resent})
@@ -97,12 +97,12 @@ class RunClaimView(HostAgentView):
     @extend_schema(
         tags=TAG,
         summary="Claim a run placed on this host",
-        request=bodies.ClaimSerializer,
+        request=bodies.ClaimRequestSerializer,
         responses={200: wire.Claim},
     )
     def post(self, request, trial_id: int, run_id: int):
         """One delivery of a run's task gets ``claimed: true`` (a conditional UPDATE)."""
-        worker = self.body(bodies.ClaimSerializer)["worker"]
+        worker = self.body(bodies.ClaimRequestSerializer)["worker"]
         claimed = agent.run_claim(self.host, trial_id, run_id, worker=worker)
         return _answer(wire.Claim, {"claimed": claimed})
 
@@ -164,12 +164,12 @@ class RunExitView(HostAgentView):
     @extend_schema(
         tags=TAG,
         summary="Report a run's exit",
-        request=bodies.ExitSerializer,
+        request=bodies.ExitRequestSerializer,
         responses={200: wire.RunStatus},
     )
     def post(self, request, trial_id: int, run_id: int):
         """The lifecycle decides what is next (completed, re-queued, restarted, error)."""
-        code = self.body(bodies.ExitSerializer)["exit_code"]
+        code = self.body(bodies.ExitRequestSerializer)["exit_code"]
         return _run_status(agent.run_exit(self.host, trial_id, run_id, exit_code=code))
 
 
@@ -177,12 +177,12 @@ class RunLogsView(HostAgentView):
     @extend_schema(
         tags=TAG,
         summary="Append a run's output lines",
-        request=bodies.LogBatchSerializer,
+        request=bodies.LogBatchRequestSerializer,
         responses={200: wire.LogsAccepted},
     )
     def post(self, request, trial_id: int, run_id: int, node_rank: int = 0):
         """Lines become the trial's logs (NUL-free, cut at HEADWAY_MAX_LOG_LINE_CHARS)."""
-        lines = self.body(bodies.LogBatchSerializer)["lines"]
+        lines = self.body(bodies.LogBatchRequestSerializer)["lines"]
         count = agent.append_logs(
             self.host,
             trial_id,
@@ -197,12 +197,12 @@ class RunRendezvousView(HostAgentView):
     @extend_schema(
         tags=TAG,
         summary="Publish a run's rendezvous (chief)",
-        request=bodies.RendezvousSerializer,
+        request=bodies.RendezvousRequestSerializer,
         responses={200: wire.Rendezvous},
     )
     def post(self, request, trial_id: int, run_id: int):
         """The chief's host tells the run's other hosts where to meet."""
-        data = self.body(bodies.RendezvousSerializer)
+        data = self.body(bodies.RendezvousRequestSerializer)
         return _answer(
             wire.Rendezvous, agent.run_publish_rendezvous(self.host, trial_id, run_id, **data)
         )
@@ -225,12 +225,12 @@ class ShareClaimView(HostAgentView):
     @extend_schema(
         tags=TAG,
         summary="Claim this host's share of a run",
-        request=bodies.ClaimSerializer,
+        request=bodies.ClaimRequestSerializer,
         responses={200: wire.Claim},
     )
     def post(self, request, trial_id: int, run_id: int, node_rank: int):
         """One delivery of a share's task gets ``claimed: true``."""
-        worker = self.body(bodies.ClaimSerializer)["worker"]
+        worker = self.body(bodies.ClaimRequestSerializer)["worker"]
         claimed = agent.share_claim(self.host, trial_id, run_id, node_rank, worker=worker)
         return _answer(wire.Claim, {"claimed": claimed})
 
@@ -297,11 +297,11 @@ class ShareExitView(HostAgentView):
     @extend_schema(
         tags=TAG,
         summary="Report a share's exit",
-        request=bodies.ExitSerializer,
+        request=bodies.ExitRequestSerializer,
         responses={200: wire.RunStatus},
     )
     def post(self, request, trial_id: int, run_id: int, node_rank: int):
         """The chief's host sees it (``shares/``) and decides the run's exit."""
-        code = self.body(bodies.ExitSerializer)["exit_code"]
+        code = self.body(bodies.ExitRequestSerializer)["exit_code"]
         share = agent.share_exit(self.host, trial_id, run_id, node_rank, exit_code=code)
         return _share_status(share)

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from headway.client import _wire as wire
-from registry.api.host_agent_serializers import HostTokenCreateSerializer
+from registry.api.host_agent_serializers import HostTokenCreateRequestSerializer
 from registry.api.host_auth import IsAdmin
 from registry.lifecycle.host_tokens import host_token_info, host_token_issue, host_token_revoke
 from registry.models import HostToken
@@ -33,13 +33,13 @@ class HostTokenListView(APIView):
     @extend_schema(
         tags=TAG,
         summary="Issue a host token",
-        request=HostTokenCreateSerializer,
+        request=HostTokenCreateRequestSerializer,
         responses={201: wire.HostTokenCreated},
     )
     def post(self, request):
         """A token for host ``name``; its key is in this answer only. 409 while ``name`` has a
         live token."""
-        serializer = HostTokenCreateSerializer(data=request.data)
+        serializer = HostTokenCreateRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         token, key = host_token_issue(serializer.validated_data["name"], request.user)
         data = host_token_info(token) | {"key": key}
