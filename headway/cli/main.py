@@ -14,6 +14,7 @@ from headway.cli import (
     _checkpoint_download,
     _controls,
     _experiment,
+    _host_token,
     _model,
     _tensorboard,
     _trial,
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker_list = worker_cmds.add_parser("list", help="hosts, their slots and what runs where")
     worker_list.add_argument("--json", action="store_true", help="print raw JSON")
     worker_list.set_defaults(func=_worker.cmd_list)
+    _host_token.add_parser(commands)
     _tensorboard.add_parser(commands)
     _model.add_parser(commands)
     return parser
