@@ -22,7 +22,7 @@ from dashboard import experiment_config, overview, selectors
 from dashboard.bulk import BULK_ACTIONS
 from dashboard.filters import ExperimentFilter, sort_columns
 from registry.models import Experiment
-from registry.scheduling import host_list
+from registry.pools import hosts_by_pool
 
 EXPERIMENTS_PER_PAGE = 50
 
@@ -143,8 +143,9 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
 @require_GET
 @login_required
 def workers(request: HttpRequest) -> HttpResponse:
-    """Worker hosts: slots, devices, heartbeat, and the trial runs placed on each."""
-    context = {"hosts": host_list(), "timeout": settings.HEADWAY_HOST_TIMEOUT_SECONDS}
+    """Worker hosts grouped by resource pool (each with a summary line: alive hosts, slots in
+    use, queued runs): slots, devices, heartbeat, and the trial runs placed on each."""
+    context = {"pools": hosts_by_pool(), "timeout": settings.HEADWAY_HOST_TIMEOUT_SECONDS}
     return render(request, "dashboard/workers.html", context)
 
 

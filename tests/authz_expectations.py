@@ -25,6 +25,8 @@ READ_ANY_RUN = "read+any run"  # users, and any live run token (checkpoints, mod
 CREATE = "create"  # logged-in users create their own objects
 OWNER = "owner"  # the owner or an admin
 TRIAL_DATA = "trial data"  # the owner or this trial's run token
+HOST_AGENT = "host agent"  # worker hosts' tokens only (users, admins and runs: 403)
+ADMIN = "admin"  # admins only (host-token management)
 
 # (route name, method) -> kind, for every route of registry/api/urls.py.
 API: dict[tuple[str, str], str] = {
@@ -73,6 +75,7 @@ API: dict[tuple[str, str], str] = {
     ("checkpoint-metadata", "post"): TRIAL_DATA,
     ("worker-list", "get"): READ,
     ("worker-detail", "get"): READ,
+    ("resource-pool-list", "get"): READ,
     ("model-list", "get"): READ_ANY_RUN,
     ("model-list", "post"): CREATE,
     ("model-detail", "get"): READ_ANY_RUN,
@@ -83,6 +86,32 @@ API: dict[tuple[str, str], str] = {
     ("model-version-detail", "get"): READ_ANY_RUN,
     ("model-version-detail", "patch"): OWNER,
     ("model-version-detail", "delete"): OWNER,
+    # Worker hosts (registry/api/views/host_agent.py) and their tokens' management.
+    ("host-heartbeat", "post"): HOST_AGENT,
+    ("host-stopped", "post"): HOST_AGENT,
+    ("host-run-claim", "post"): HOST_AGENT,
+    ("host-run-running", "post"): HOST_AGENT,
+    ("host-run-heartbeat", "post"): HOST_AGENT,
+    ("host-run-preempt", "post"): HOST_AGENT,
+    ("host-run-exit", "post"): HOST_AGENT,
+    ("host-run-logs", "post"): HOST_AGENT,
+    ("host-run-rendezvous", "post"): HOST_AGENT,
+    ("host-share-claim", "post"): HOST_AGENT,
+    ("host-share-running", "post"): HOST_AGENT,
+    ("host-share-heartbeat", "post"): HOST_AGENT,
+    ("host-share-logs", "post"): HOST_AGENT,
+    ("host-share-exit", "post"): HOST_AGENT,
+    ("host-run-spec", "get"): HOST_AGENT,
+    ("host-run-model-definition", "get"): HOST_AGENT,
+    ("host-run-token", "get"): HOST_AGENT,
+    ("host-run-shares", "get"): HOST_AGENT,
+    ("host-share-spec", "get"): HOST_AGENT,
+    ("host-share-model-definition", "get"): HOST_AGENT,
+    ("host-share-token", "get"): HOST_AGENT,
+    ("host-share-rendezvous", "get"): HOST_AGENT,
+    ("host-token-list", "get"): ADMIN,
+    ("host-token-list", "post"): ADMIN,
+    ("host-token-detail", "delete"): ADMIN,
 }
 
 # Dashboard route name -> (method, kind); READ / CREATE / OWNER as above (session logins only).

@@ -134,7 +134,10 @@ def test_it_names_unknown_nested_fields_with_their_allowed_names() -> None:
             "hyperparameters": {"g": {"x": {"type": "int", "minval": 1, "maxval": 2, "c": 3}}},
         }
     )
-    assert "allowed fields: max_slots, priority, slots_per_trial" in errors["resources.slots"][0]
+    assert (
+        "allowed fields: max_slots, priority, resource_pool, slots_per_trial"
+        in errors["resources.slots"][0]
+    )
     assert "max_length" in errors["searcher.max_trials"][0]
     assert "minval" in errors["hyperparameters.g.x.c"][0]
 
@@ -388,7 +391,12 @@ def test_several_slots_per_trial_are_accepted_for_a_shell_command_entrypoint() -
     # A Core API script receives every assigned device and may start its own ranks.
     cfg = parse_experiment_config({**MINIMAL, "resources": {"slots_per_trial": 4}})
     assert cfg.resources.slots_per_trial == 4
-    assert cfg.to_dict()["resources"] == {"slots_per_trial": 4, "priority": 42, "max_slots": None}
+    assert cfg.to_dict()["resources"] == {
+        "slots_per_trial": 4,
+        "priority": 42,
+        "max_slots": None,
+        "resource_pool": "default",
+    }
 
 
 @pytest.mark.parametrize(("priority", "ok"), [(1, True), (99, True), (0, False), (100, False)])

@@ -55,7 +55,8 @@ def test_a_heartbeat_registers_the_host_again_after_its_row_was_deleted(settings
     beat = hosts.HostHeartbeat(hosts.HostSpec("gpu-a", 2, ("0", "1"), True), interval=3600)
     beat.beat()
     row = WorkerHost.objects.get()
-    assert (row.name, row.pool, row.queue, row.slots, row.devices, row.gpu, row.alive) == (
+    assert row.pool == settings.HEADWAY_RESOURCE_POOL  # the resource pool; "pool-x" the namespace
+    assert (row.name, row.namespace, row.queue, row.slots, row.devices, row.gpu, row.alive) == (
         "gpu-a",
         "pool-x",
         "pool-x.host.gpu-a",

@@ -6,8 +6,11 @@ Steps, from Celery's ``worker_ready`` (``workers.tasks``):
 2. Make sure the worker consumes the host's queue ``<HEADWAY_QUEUE>.host.<name>`` (normally
    already on its ``-Q``; see ``workers.services.worker_command``).
 3. Register the host (an upsert), send again the runs already placed on it, place queued runs.
-4. A daemon thread repeats the upsert and a placement pass every
-   ``HEADWAY_HOST_HEARTBEAT_SECONDS``; the upsert recreates the row if it was deleted.
+4. A daemon thread renews, every ``HEADWAY_HOST_HEARTBEAT_SECONDS`` (at a fixed rate), the
+   leases of the runs this worker holds and the host row (an upsert that recreates a deleted
+   row), and asks a second thread for a placement pass, so a slow pass never delays a renewal.
+   A third thread, the lease watchdog (``workers.leases``), stops the trials whose lease could
+   not be renewed in time.
 On warm shutdown ``stop()`` ends the thread and marks the host stopped before the running
 trials are preempted, so none of them is placed back on this host.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,6 +30,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from registry import scheduling
+from workers import leases
 
 logger = logging.getLogger("headway.worker")
 
@@ -93,14 +98,17 @@ class HostHeartbeat:
         self.queue = host_queue(spec.name)
         self.started_at: datetime = timezone.now()
         self._stop = threading.Event()
+        self._place_due = threading.Event()
         self._redispatched = False  # done once, after the first successful registration
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None  # renewals
+        self._placer: threading.Thread | None = None  # placement passes
+        self.watchdog = leases.Watchdog()
 
     def register(self) -> None:
         """Upsert the host row (also every heartbeat)."""
         scheduling.host_heartbeat(
             name=self.spec.name,
-            pool=settings.CELERY_TASK_DEFAULT_QUEUE,
+            pool=settings.HEADWAY_RESOURCE_POOL,
             queue=self.queue,
             slots=self.spec.slots,
             devices=self.spec.devices,
@@ -109,42 +117,103 @@ class HostHeartbeat:
         )
 
     def start(self) -> None:
-        """Beat once now (register, re-send runs already placed here, place), then every
-        ``interval`` seconds from a daemon thread."""
+        """Beat once now (register, re-send runs already placed here, place), then renew every
+        ``interval`` seconds from a daemon thread, with placement passes in another one and the
+        lease watchdog in a third."""
         self.beat()
+        self.watchdog.start()
         self._thread = threading.Thread(target=self._run, name="headway-host", daemon=True)
+        self._placer = threading.Thread(target=self._place_loop, name="headway-place", daemon=True)
         self._thread.start()
+        self._placer.start()
 
-    def beat(self) -> None:
-        """One heartbeat: the upsert, then a placement pass (errors are logged, not raised)."""
+    def renew(self) -> bool:
+        """Renew this worker's leases, then the host row; False (logged) when the database
+        could not be reached."""
         # This thread keeps its own connection: drop it when it went bad or too old (never
         # inside a transaction, e.g. a test's).
         if not connection.in_atomic_block:
             close_old_connections()
         try:
+            leases.renew()
             self.register()
+        except Exception:
+            logger.exception("host %s: heartbeat failed; retrying", self.spec.name)
+            return False
+        return True
+
+    def place(self) -> None:
+        """Re-send the runs placed here once (after the first renewal), then a placement pass
+        (errors are logged, not raised)."""
+        if not connection.in_atomic_block:
+            close_old_connections()
+        try:
             if not self._redispatched:
                 resent = scheduling.host_redispatch(name=self.spec.name)
                 self._redispatched = True
                 if resent:
                     logger.info("host %s: sent %s placed run(s) again", self.spec.name, resent)
-            scheduling.place_queued_runs()
+            scheduling.place_queued_runs(wait=False)  # never waits for a running pass
         except Exception:
-            logger.exception("host %s: heartbeat failed; retrying", self.spec.name)
+            logger.exception("host %s: placement pass failed; retrying", self.spec.name)
+
+    def beat(self) -> None:
+        """One heartbeat: the renewal, then (when it succeeded) a placement pass in this
+        thread."""
+        if self.renew():
+            self.place()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.beat()
+        # A fixed rate: the next renewal is due one interval after the previous one started.
+        due = time.monotonic()
+        while True:
+            due += self.interval
+            if self._stop.wait(max(0.0, due - time.monotonic())):
+                return
+            due = max(due, time.monotonic() - self.interval)  # no burst after a long stall
+            if self.renew():
+                self._place_due.set()
+
+    def _place_loop(self) -> None:
+        while True:
+            self._place_due.wait()
+            if self._stop.is_set():
+                return
+            self._place_due.clear()
+            self.place()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """End the thread, then mark the host stopped (no more runs are placed here)."""
+        """End the threads, then mark the host stopped (no more runs are placed here)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._place_due.set()
+        for thread in (self._thread, self._placer):
+            if thread is not None:
+                thread.join(timeout)
+        self.watchdog.stop()
         scheduling.host_stopped(name=self.spec.name)
 
 
 _current: HostHeartbeat | None = None
+
+
+def check_pool() -> None:
+    """Stop this worker at start when its ``HEADWAY_RESOURCE_POOL`` is not one of the admin's
+    pools (its host would never get a run).
+
+    Raises:
+        WorkerShutdown: Celery's SystemExit for stopping a worker (a signal handler's Exception
+            would only be logged), with the message of ``registry.pools.check_worker_pool``.
+    """
+    from celery.exceptions import WorkerShutdown
+    from django.core.exceptions import ImproperlyConfigured
+
+    from registry.pools import check_worker_pool
+
+    try:
+        check_worker_pool(settings.HEADWAY_RESOURCE_POOL)
+    except ImproperlyConfigured as exc:
+        logger.critical("%s: this worker stops", exc)
+        raise WorkerShutdown(str(exc)) from None
 
 
 def start(consumer: Any = None) -> HostHeartbeat:
@@ -153,6 +222,7 @@ def start(consumer: Any = None) -> HostHeartbeat:
     global _current
     if _current is not None:
         return _current  # once per process: a second ready signal changes nothing
+    check_pool()
     spec = detect_host()
     heartbeat = HostHeartbeat(spec, settings.HEADWAY_HOST_HEARTBEAT_SECONDS)
     if consumer is not None:

@@ -16,6 +16,7 @@ from headway.cli import (
     _experiment,
     _host_token,
     _model,
+    _pool,
     _tensorboard,
     _trial,
     _worker,
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker_list = worker_cmds.add_parser("list", help="hosts, their slots and what runs where")
     worker_list.add_argument("--json", action="store_true", help="print raw JSON")
     worker_list.set_defaults(func=_worker.cmd_list)
+    _pool.add_pool_parser(commands)
     _host_token.add_parser(commands)
     _tensorboard.add_parser(commands)
     _model.add_parser(commands)

@@ -5,6 +5,7 @@ from registry.api.views.checkpoints import CheckpointViewSet
 from registry.api.views.experiments import ExperimentViewSet
 from registry.api.views.metrics import TrialMetricsCSV
 from registry.api.views.models import ModelVersionViewSet, RegisteredModelViewSet
+from registry.api.views.resource_pools import ResourcePoolViewSet
 from registry.api.views.trials import TrialViewSet
 from registry.api.views.workers import WorkerHostViewSet
 
@@ -14,6 +15,7 @@ __all__ = [
     "LoginView",
     "ModelVersionViewSet",
     "RegisteredModelViewSet",
+    "ResourcePoolViewSet",
     "TrialMetricsCSV",
     "TrialViewSet",
     "WorkerHostViewSet",

@@ -8,9 +8,13 @@ and the pool queue, with one thread per slot plus one (``workers.services.worker
 import os
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
+from headway.launch._network import HostAddressError
+from registry.pools import check_worker_pool
 from workers import isolation
+from workers.address import host_address
 from workers.hosts import detect_host, host_queue
 from workers.services import worker_command
 
@@ -25,6 +29,11 @@ class Command(BaseCommand):
         if user is not None:
             isolation.check_trial_user_runs_python(user)
         spec = detect_host()
+        try:  # a pool the admin's file does not list: its host would never get a run
+            check_worker_pool(settings.HEADWAY_RESOURCE_POOL)
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
+        address = _advertised_address()
         # One pooled connection per running trial, the reaper, the host heartbeat and beat's.
         pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
         if pool and pool["max_size"] < spec.slots + 3:
@@ -37,8 +46,21 @@ class Command(BaseCommand):
         kind = "GPU" if spec.gpu else "CPU"
         self.stdout.write(
             f"Host {spec.name}: {spec.slots} {kind} slot(s) [{', '.join(spec.devices)}], "
-            f"queue {host_queue(spec.name)}"
+            f"queue {host_queue(spec.name)}, address {address or 'unknown'}"
         )
         self.stdout.flush()
         os.chdir(settings.BASE_DIR)  # `celery -A config` imports the project from here
         os.execv(command[0], command)
+
+
+def _advertised_address() -> str:
+    """This host's advertised address (``workers.address``); a ``HEADWAY_HOST_ADDRESS`` that
+    is not this host's stops the worker here, not at its first trial over several hosts.
+    "" when it is unset and no route to the master exists yet (runs over several hosts fail
+    to launch with that message; one-host runs do not need it)."""
+    try:
+        return host_address()
+    except HostAddressError as exc:
+        if settings.HEADWAY_HOST_ADDRESS:
+            raise CommandError(str(exc)) from None
+        return ""

@@ -1,0 +1,101 @@
+"""``headway pool list`` against a real registry (pytest-django's live server): the pools of the
+admin's file with the hosts, slots and queued runs the registry counts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headway.cli.main import main
+from registry import scheduling
+from registry.models import TrialRun
+from tests.helpers import TINY_CONFIG, TINY_MODEL, b64, register_host
+
+POOLS = "- {name: default, type: agent}\n- {name: big, type: agent, description: wide hosts}\n"
+
+
+@pytest.fixture
+def server(live_server, transactional_db, django_user_model, monkeypatch, tmp_path, settings):
+    """The live server's URL with the pools ``default`` and ``big``; $HEADWAY_TOKEN is a user's."""
+    from rest_framework.authtoken.models import Token
+
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(POOLS)
+    settings.HEADWAY_RESOURCE_POOLS = str(pools)
+    user = django_user_model.objects.create_user("dana", password="pw-dana")
+    monkeypatch.setenv("HEADWAY_TOKEN", Token.objects.create(user=user).key)
+    monkeypatch.setenv("HEADWAY_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HEADWAY_MASTER", raising=False)
+    return live_server.url
+
+
+def _submit(server: str, pool: str) -> None:
+    import os
+
+    import requests
+
+    config = TINY_CONFIG + f"resources: {{resource_pool: {pool}}}\n"
+    answer = requests.post(
+        f"{server}/api/v1/experiments/",
+        json={"config": config, "model_definition": b64(TINY_MODEL)},
+        headers={"Authorization": f"Token {os.environ['HEADWAY_TOKEN']}"},
+        timeout=60,
+    )
+    assert answer.status_code == 201, answer.text
+
+
+@pytest.fixture
+def purge_host_queues():
+    """Names of host queues to empty at the end: placed runs' tasks go there, and no worker
+    of this test takes them."""
+    queues: list[str] = []
+    yield queues
+    from config.celery import app
+
+    with app.connection_for_write() as connection:
+        for queue in queues:
+            try:
+                connection.default_channel.queue_purge(queue)
+            except Exception:  # the queue was never declared: nothing to purge
+                pass
+
+
+def test_pool_list_prints_each_pool_with_its_counts(server, capsys, purge_host_queues):
+    for name in ("big-a", "big-b"):
+        purge_host_queues.append(register_host(name, 1, pool="big").queue)
+    for _ in range(3):
+        _submit(server, "big")
+    scheduling.place_queued_runs()  # one on each of big's hosts; the third waits
+    assert TrialRun.objects.filter(pool="big", host__isnull=False).count() == 2
+
+    assert main(["--master", server, "pool", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [
+        "pool",
+        "type",
+        "hosts",
+        "slots",
+        "in",
+        "use",
+        "queued",
+        "description",
+    ]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert list(rows) == ["default", "big"]  # the file's order
+    assert rows["big"] == ["big", "agent", "2", "2", "2", "1", "wide", "hosts"]
+    assert rows["default"] == ["default", "agent", "0", "0", "0", "0", "-"]
+
+    assert main(["--master", server, "pool", "list", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert [(p["name"], p["slots_in_use"], p["queued_runs"]) for p in answer] == [
+        ("default", 0, 0),
+        ("big", 2, 1),
+    ]
+
+
+def test_pool_list_without_credentials_says_so(server, capsys, monkeypatch):
+    monkeypatch.setenv("HEADWAY_TOKEN", "not-a-token")
+    assert main(["--master", server, "pool", "list"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip()
