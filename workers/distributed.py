@@ -7,10 +7,14 @@ on the chief host; the database carries what torchrun does not:
 
 - the rendezvous address: the chief's worker writes ``"address:port"`` on every share once it
   claimed the run; each share's worker waits for it before starting its ranks;
-- failure: a share that exits non-zero, stops heartbeating or never starts within
+- failure: a share that exits non-zero, whose lease expired (its host stopped renewing it for
+  ``HEADWAY_LEASE_SECONDS`` plus ``HEADWAY_LEASE_MARGIN_SECONDS``: its ranks are gone), whose
+  host is lost before it started, or that never starts within
   ``HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS`` makes the chief's worker stop its own ranks (its
   torchrun may otherwise wait in a collective); a run that ended (or is killed) makes every
-  share's worker stop its ranks. No rank outlives its run on any host.
+  share's worker stop its ranks. No rank outlives its run on any host. A lost host makes the
+  run lost (re-queued, not counted as a restart), also when the chief's ranks failed first
+  because their peers vanished.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from registry.models import RunShare, RunState, TrialRun
+from registry.scheduling import lease_expiry
 
 # Why the chief stops its ranks because of another host; "lost" re-queues without a restart.
 FAILED = "failed"
@@ -154,33 +159,51 @@ def shares_problem(run: TrialRun, started: float) -> tuple[str, str] | None:
     """For the chief's worker: ``(FAILED|LOST, message)`` when another host's share failed, went
     silent or never started; None while they are fine (or the run has no shares)."""
     now = timezone.now()
-    silent = now - timedelta(seconds=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
+    lapsed = now - lease_expiry()  # a lease older than this: that host's ranks are gone
+    unrenewed = now - timedelta(seconds=settings.HEADWAY_LEASE_SECONDS)
     waited = time.monotonic() - started
-    for node, host, state, code, beat in RunShare.objects.filter(run=run).values_list(
-        "node_rank", "host__name", "state", "exit_code", "heartbeat_at"
+    for node, host, state, code, beat, host_beat in RunShare.objects.filter(run=run).values_list(
+        "node_rank", "host__name", "state", "exit_code", "heartbeat_at", "host__heartbeat_at"
     ):
         where = f"node {node} (host {host})"
         if state == RunState.EXITED and code != 0:
             if code is None:
-                return LOST, f"{where} stopped without an exit code"
+                return LOST, f"host {host} lost: {where} stopped without an exit code"
             return FAILED, f"{where} exited with code {code}"
+        if state == RunState.QUEUED and (host_beat is None or host_beat < unrenewed):
+            # Its host stopped, or has renewed nothing for a lease: the share cannot start.
+            return LOST, f"host {host} lost: {where} cannot start"
         if state == RunState.QUEUED and waited > settings.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS:
-            return LOST, f"{where} did not start within the rendezvous timeout"
-        if state in (RunState.STARTING, RunState.RUNNING) and beat is not None and beat < silent:
-            return LOST, f"{where} stopped heartbeating"
+            return LOST, f"host {host} lost: {where} did not start within the rendezvous timeout"
+        if state in (RunState.STARTING, RunState.RUNNING) and beat is not None and beat < lapsed:
+            return LOST, f"host {host} lost: {where} stopped heartbeating (its lease lapsed)"
     return None
 
 
 def wait_shares_ended(run: TrialRun, timeout: float) -> list[int | None]:
-    """Wait up to ``timeout`` s for the run's shares to exit; return their exit codes (a share
-    still running counts as ``None``)."""
+    """Wait up to ``timeout`` s for the run's shares to exit or their leases to lapse; return
+    their exit codes (a share whose lease lapsed, or still running at the deadline, counts as
+    ``None``: lost)."""
     deadline = time.monotonic() + timeout
     while True:
-        rows = list(RunShare.objects.filter(run=run).values_list("state", "exit_code"))
-        if all(state in (RunState.EXITED, RunState.QUEUED) for state, _ in rows):
-            return [code if state == RunState.EXITED else 0 for state, code in rows]
-        if time.monotonic() >= deadline:
-            return [code if state == RunState.EXITED else None for state, code in rows]
+        lapsed = timezone.now() - lease_expiry()
+        rows = list(
+            RunShare.objects.filter(run=run).values_list("state", "exit_code", "heartbeat_at")
+        )
+        codes: list[int | None] = []
+        waiting = False
+        for state, code, beat in rows:
+            if state == RunState.EXITED:
+                codes.append(code)
+            elif state == RunState.QUEUED:
+                codes.append(0)  # never started: nothing of it runs
+            elif beat is not None and beat < lapsed:
+                codes.append(None)
+            else:
+                codes.append(None)
+                waiting = True
+        if not waiting or time.monotonic() >= deadline:
+            return codes
         time.sleep(0.25)
 
 
@@ -211,8 +234,17 @@ class ShareWatch:
         run's failure; a lost host makes the run lost (re-queued, not a restart)."""
         if not self.has_shares:
             return exit_code
-        codes = wait_shares_ended(self.run, settings.HEADWAY_KILL_GRACE_SECONDS)
+        # The other hosts stop their ranks within twice the kill grace of the run's end (after
+        # the grace, then SIGKILL); a host that is gone is decided by its lease.
+        grace = settings.HEADWAY_KILL_GRACE_SECONDS
+        codes = wait_shares_ended(self.run, max(2 * grace + 5, lease_expiry().total_seconds()))
         if self.problem is not None and self.problem[0] == LOST:
+            return None
+        if exit_code != 0 and None in codes:
+            # These ranks failed while another host vanished (its peers' connections broke):
+            # the host's loss, not the trial's failure.
+            note("[headway] another host of the run was lost: re-queued, not a restart")
+            self.problem = (LOST, "host lost: another host of the run stopped without an exit")
             return None
         if exit_code == 0:
             failed = [code for code in codes if code != 0]

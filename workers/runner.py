@@ -40,7 +40,7 @@ from headway.archive import check_model_definition_isolated, extract_model_defin
 from headway.expconf import EnvironmentConfig, parse_experiment_config
 from registry import lifecycle
 from registry.models import Checkpoint, Experiment, RunShare, TrialLog, TrialRun
-from workers import db_outage, distributed, isolation, supervision
+from workers import db_outage, distributed, isolation, leases, supervision
 from workers.distributed import NodePlan
 from workers.loglines import clean_line, read_lines
 
@@ -180,27 +180,38 @@ def _pump(stream, lines: queue.Queue) -> None:
 
 
 class _LogWriter:
-    """Batches a run's output lines into ``TrialLog`` rows (few inserts, bounded delay)."""
+    """Batches a run's output lines into ``TrialLog`` rows (few inserts, bounded delay).
+
+    Thread-safe: the lease watchdog adds lines too (workers/leases.py). A failed flush keeps its
+    lines for the next one."""
 
     def __init__(self, trial_id: int, run_id: int) -> None:
         self.trial_id = trial_id
         self.run_id = run_id
         self.pending: list[TrialLog] = []
+        self._lock = threading.Lock()
 
     def add(self, message: str) -> None:
-        self.pending.append(
-            TrialLog(
-                trial_id=self.trial_id,
-                run_id=self.run_id,
-                message=clean_line(message, settings.HEADWAY_MAX_LOG_LINE_CHARS),
-                timestamp=timezone.now(),
-            )
+        line = TrialLog(
+            trial_id=self.trial_id,
+            run_id=self.run_id,
+            message=clean_line(message, settings.HEADWAY_MAX_LOG_LINE_CHARS),
+            timestamp=timezone.now(),
         )
+        with self._lock:
+            self.pending.append(line)
 
     def flush(self) -> None:
-        if self.pending:
-            TrialLog.objects.bulk_create(self.pending, batch_size=_LOG_INSERT_BATCH)
-            self.pending = []
+        with self._lock:
+            batch, self.pending = self.pending, []
+        if not batch:
+            return
+        try:
+            TrialLog.objects.bulk_create(batch, batch_size=_LOG_INSERT_BATCH)
+        except BaseException:
+            with self._lock:
+                self.pending[:0] = batch  # in order, before what came meanwhile
+            raise
 
 
 def _stop_requested(run: TrialRun) -> str:
@@ -219,17 +230,27 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
         # up by a trial that would start only to be preempted.
         logger.info("trial %s run %s not claimed: this worker is shutting down", trial_id, run_id)
         return None
+    claimed = time.monotonic()  # the claim starts this host's lease (workers/leases.py)
     run = lifecycle.trial_run_claim(trial_id=trial_id, run_id=run_id, worker=worker_name())
     if run is None:
         logger.info("trial %s run %s already claimed or no longer runnable", trial_id, run_id)
         return None
+    lease = leases.hold(leases.RUN, run.id, trial_id, run_id, claimed)
+    try:
+        return _run_claimed(run, lease)
+    finally:
+        leases.release(lease)
+
+
+def _run_claimed(run: TrialRun, lease: leases.Lease) -> int | None:
+    trial_id, run_id = run.trial_id, run.run_id
     logs = _LogWriter(trial_id, run_id)
     run_dir = settings.HEADWAY_WORK_DIR / f"trial-{trial_id}-run-{run_id}"
     exit_code: int | None
     watch = distributed.ShareWatch(run)
     try:
         node = distributed.chief_plan(run)
-        exit_code = _launch_and_wait(run, run_dir, logs, node, watch=watch)
+        exit_code = _launch_and_wait(run, run_dir, logs, node, watch=watch, lease=lease)
     except Exception as exc:  # a failure to launch is the trial's failure, not the worker's
         logger.exception("trial %s run %s could not be launched", trial_id, run_id)
         logs.add(f"[headway] could not launch the trial: {exc}")
@@ -238,7 +259,12 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
         # Stopped because this worker is going away: the trial's fault is not in it.
         logs.add(f"[headway] run {run_id} stopped by the worker's shutdown (code {exit_code})")
         exit_code = None
-    exit_code = watch.final_exit_code(exit_code, logs.add)
+    if lease.expired:
+        # Stopped by this host for want of a lease: an infrastructure failure, not the trial's.
+        logs.add(f"[headway] run {run_id} stopped: {lease.expired} (code {exit_code})")
+        exit_code = None
+    else:
+        exit_code = watch.final_exit_code(exit_code, logs.add)
     logs.add(f"[headway] run {run_id} exited with code {exit_code}")
     # The exit must be recorded even across a database restart (workers/db_outage.py).
     budget = settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS
@@ -264,10 +290,20 @@ def run_trial_share(trial_id: int, run_id: int, node_rank: int) -> int | None:
             "trial %s run %s node %s not claimed: shutting down", trial_id, run_id, node_rank
         )
         return None
+    claimed = time.monotonic()
     share = distributed.claim_share(trial_id, run_id, node_rank, worker_name())
     if share is None:
         logger.info("trial %s run %s node %s: already claimed or over", trial_id, run_id, node_rank)
         return None
+    lease = leases.hold(leases.SHARE, share.id, trial_id, run_id, claimed)
+    try:
+        return _run_claimed_share(share, lease)
+    finally:
+        leases.release(lease)
+
+
+def _run_claimed_share(share: RunShare, lease: leases.Lease) -> int | None:
+    trial_id, run_id, node_rank = share_ids(share)
     logs = _LogWriter(trial_id, run_id)
     node = distributed.wait_for_rendezvous(share)
     if node is None:
@@ -279,16 +315,24 @@ def run_trial_share(trial_id: int, run_id: int, node_rank: int) -> int | None:
     run_dir = settings.HEADWAY_WORK_DIR / f"trial-{trial_id}-run-{run_id}-node-{node_rank}"
     exit_code: int | None
     try:
-        exit_code = _launch_and_wait(run, run_dir, logs, node, share=share)
+        exit_code = _launch_and_wait(run, run_dir, logs, node, share=share, lease=lease)
     except Exception as exc:
         logger.exception("trial %s run %s node %s could not be launched", *share_ids(share))
         logs.add(f"[headway] node {node_rank} could not launch: {exc}")
         exit_code = 1
     if exit_code != 0 and supervision.shutting_down.is_set():
         exit_code = None
+    if lease.expired:
+        logs.add(f"[headway] node {node_rank} stopped: {lease.expired} (code {exit_code})")
+        exit_code = None
     logs.add(f"[headway] run {run_id} node {node_rank} exited with code {exit_code}")
-    logs.flush()
-    distributed.share_exited(share, exit_code)
+    budget = settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS
+    db_outage.retry_database(logs.flush, budget=budget, what="trial logs")
+    db_outage.retry_database(
+        lambda: distributed.share_exited(share, exit_code),
+        budget=budget,
+        what=f"trial {trial_id} run {run_id} node {node_rank} exit",
+    )
     if exit_code == 0 and not os.environ.get("HEADWAY_KEEP_WORKDIRS"):
         shutil.rmtree(run_dir, ignore_errors=True)
     return exit_code
@@ -307,6 +351,7 @@ def _launch_and_wait(
     *,
     share: RunShare | None = None,
     watch: distributed.ShareWatch | None = None,
+    lease: leases.Lease | None = None,
 ) -> int:
     node = node or NodePlan(total_slots=max(run.slots, 1))
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -366,11 +411,13 @@ def _launch_and_wait(
     threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
     killer = supervision.ProcessGroupKiller(process, settings.HEADWAY_KILL_GRACE_SECONDS)
     supervision.register(run.trial_id, run.run_id, killer)
+    if lease is not None:
+        leases.attach(lease, killer, logs.add)
     try:
         if share is None:
-            _supervise(run, killer, lines, logs, watch=watch)
+            _supervise(run, killer, lines, logs, watch=watch, lease=lease)
         else:
-            _supervise_share(share, killer, lines, logs)
+            _supervise_share(share, killer, lines, logs, lease=lease)
     finally:
         supervision.unregister(run.trial_id, run.run_id)
     return process.wait()
@@ -383,6 +430,7 @@ def _pump_output(
     *,
     on_flush: Callable[[], None],
     on_beat: Callable[[], object],
+    lease: leases.Lease | None = None,
 ) -> None:
     """Copy output to the logs until the process ends: flush them every
     ``HEADWAY_LOG_FLUSH_SECONDS`` (then ``on_flush()``: is a kill due?), ``on_beat()`` every
@@ -393,6 +441,14 @@ def _pump_output(
     since the reaper may then give its trial to another host."""
     flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
     last_flush = last_beat = time.monotonic()
+
+    def beat() -> None:
+        # A heartbeat renews the run's lease (workers/leases.py) from the moment it started.
+        started = time.monotonic()
+        on_beat()
+        if lease is not None:
+            lease.renewed_at(started)
+
     outage = db_outage.DatabaseOutage(settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
     while True:
         try:
@@ -409,7 +465,7 @@ def _pump_output(
             if not logs.pending or outage.attempt(logs.flush):
                 outage.attempt(on_flush)
             last_flush = now
-        if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS and outage.attempt(on_beat):
+        if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS and outage.attempt(beat):
             last_beat = now
         if outage.exceeded and not killer.scheduled:
             logs.add(
@@ -428,6 +484,7 @@ def _supervise(
     lines: queue.Queue,
     logs: _LogWriter,
     watch: distributed.ShareWatch | None = None,
+    lease: leases.Lease | None = None,
 ) -> None:
     """Copy output to the logs, heartbeat, and signal the process when a kill is due (a kill
     request, or another host of the run failing)."""
@@ -447,6 +504,7 @@ def _supervise(
         logs,
         on_flush=check_kill,
         on_beat=lambda: lifecycle.trial_run_heartbeat(trial_id=run.trial_id, run_id=run.run_id),
+        lease=lease,
     )
 
 
@@ -455,6 +513,7 @@ def _supervise_share(
     killer: supervision.ProcessGroupKiller,
     lines: queue.Queue,
     logs: _LogWriter,
+    lease: leases.Lease | None = None,
 ) -> None:
     """A share's loop: logs and heartbeat as the chief's; its ranks are stopped when the run is
     killed at once, and when the run ended (the chief's ranks are gone) after the grace time."""
@@ -474,4 +533,5 @@ def _supervise_share(
         logs,
         on_flush=check_run,
         on_beat=lambda: distributed.share_heartbeat(share),
+        lease=lease,
     )

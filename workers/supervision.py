@@ -39,6 +39,8 @@ class ProcessGroupKiller:
         self.kill_at: float | None = None
         self.killed = False
 
+        # The runner's loop and the lease watchdog (workers/leases.py) both escalate.
+        self._lock = threading.Lock()
     @property
     def scheduled(self) -> bool:
         return self.term_at is not None
@@ -46,8 +48,9 @@ class ProcessGroupKiller:
     def schedule(self, delay: float = 0.0) -> None:
         """Send SIGTERM ``delay`` seconds from now (an earlier schedule wins)."""
         term_at = time.monotonic() + delay
-        if self.term_at is None or term_at < self.term_at:
-            self.term_at = term_at
+        with self._lock:
+            if self.term_at is None or term_at < self.term_at:
+                self.term_at = term_at
 
     def _signal(self, sig: int) -> None:
         try:
@@ -56,17 +59,20 @@ class ProcessGroupKiller:
             pass
 
     def escalate(self) -> str | None:
-        """Send whatever signal is due; return a line for the trial's log when one was sent."""
-        now = time.monotonic()
-        if self.term_at is not None and self.kill_at is None and now >= self.term_at:
-            self.kill_at = now + self.grace
-            self._signal(signal.SIGTERM)
-            return "[headway] SIGTERM to the trial's process group"
-        if self.kill_at is not None and not self.killed and now >= self.kill_at:
-            self.killed = True
-            self._signal(signal.SIGKILL)
-            return f"[headway] still running {self.grace:g} s after SIGTERM: SIGKILL"
-        return None
+        """Send whatever signal is due; return a line for the trial's log when one was sent.
+
+        Thread-safe: each signal is sent once whoever calls first."""
+        with self._lock:
+            now = time.monotonic()
+            if self.term_at is not None and self.kill_at is None and now >= self.term_at:
+                self.kill_at = now + self.grace
+                self._signal(signal.SIGTERM)
+                return "[headway] SIGTERM to the trial's process group"
+            if self.kill_at is not None and not self.killed and now >= self.kill_at:
+                self.killed = True
+                self._signal(signal.SIGKILL)
+                return f"[headway] still running {self.grace:g} s after SIGTERM: SIGKILL"
+            return None
 
 
 def guarded(command: list[str]) -> list[str]:

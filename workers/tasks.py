@@ -33,7 +33,7 @@ def run_trial_share(trial_id: int, run_id: int, node_rank: int) -> None:
 
 @shared_task(name="headway.reap_lost_runs", ignore_result=True, expires=60)
 def reap_lost_runs() -> None:
-    """Re-queue trials whose worker stopped heartbeating, place queued runs, and send again the
+    """Re-queue trials whose lease expired (not counted as restarts), place queued runs, and send again the
     tasks of placed runs no worker claimed (sent every ``HEADWAY_REAPER_INTERVAL_SECONDS`` by
     Celery beat)."""
     from datetime import timedelta
@@ -43,7 +43,7 @@ def reap_lost_runs() -> None:
     from registry import lifecycle
     from registry.scheduling import place_queued_runs, redispatch_unclaimed_runs
 
-    lifecycle.reap_lost_runs(timeout=timedelta(seconds=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS))
+    lifecycle.reap_lost_runs()  # runs and shares whose lease expired plus its margin
     place_queued_runs()  # also a periodic safety net for passes that failed
     # Placed runs whose task message was lost (no worker claimed them).
     redispatch_unclaimed_runs(timeout=timedelta(seconds=settings.HEADWAY_DISPATCH_TIMEOUT_SECONDS))

@@ -19,8 +19,9 @@ from registry.lifecycle._common import (
 )
 from registry.lifecycle._log_policies import retries_cancelled
 from registry.lifecycle._search import deliver_event, has_pending_operation
-from registry.models import Experiment, RunState, State, Trial, TrialRun
+from registry.models import Experiment, RunShare, RunState, State, Trial, TrialLog, TrialRun
 from registry.scheduler import request_placement, schedule_run
+from registry.scheduling._hosts import lease_expiry, lost_message
 
 logger = logging.getLogger("headway.lifecycle")
 
@@ -96,15 +97,20 @@ def trial_preempt_acknowledge(*, trial_id: int, run_id: int) -> bool:
     )
 
 
-def trial_run_exited(*, trial_id: int, run_id: int, exit_code: int | None) -> Trial:
-    """Record a run's exit (``exit_code=None``: its worker was lost) and decide what is next.
+def trial_run_exited(
+    *, trial_id: int, run_id: int, exit_code: int | None, reason: str = ""
+) -> Trial:
+    """Record a run's exit (``exit_code=None``: lost to an infrastructure failure, ``reason``
+    saying which, e.g. ``host gpu-b lost``) and decide what is next.
 
     By the trial's state: STOPPING_CANCELED/KILLED → CANCELED; PAUSED stays PAUSED (activate
     resumes it); ACTIVE: exit 0 after acknowledging a stop → re-queued (resume), exit 0 →
     COMPLETED, lost worker → re-queued (not counted as a restart), failure → re-queued from the
     latest checkpoint while ``restarts < max_restarts`` and no ``cancel_retries`` log policy
     matched its output (``_log_policies``), else ERROR. A report for a run that
-    already exited (a retried task) changes nothing.
+    already exited (a retried task) changes nothing. Shares of the run never claimed end with
+    it (no QUEUED row stays behind). A lost run's trial says so in its scheduling message and
+    log (``host gpu-b lost: re-queued, not counted as a restart; waiting for 4 slots``).
     """
     with transaction.atomic():
         trial = lock_trial(trial_id)
@@ -115,18 +121,21 @@ def trial_run_exited(*, trial_id: int, run_id: int, exit_code: int | None) -> Tr
         run.exit_code = exit_code
         run.ended_at = timezone.now()
         run.save(update_fields=["state", "exit_code", "ended_at"])
+        RunShare.objects.filter(run=run, state=RunState.QUEUED).update(
+            state=RunState.EXITED, ended_at=run.ended_at
+        )
         request_placement()  # its slots are free for a queued run once this commits
         if trial.run_id != run_id:
             return trial  # a superseded run; the trial moved on already
         if trial.state in (State.STOPPING_CANCELED, State.STOPPING_KILLED):
             trial_end(trial, State.CANCELED)
         elif trial.state == State.ACTIVE:
-            _after_active_run(trial, run, exit_code)
+            _after_active_run(trial, run, exit_code, reason)
         refresh_experiment(trial.experiment_id)
     return trial
 
 
-def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None) -> None:
+def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None, reason: str) -> None:
     if exit_code == 0 and run.stop_requested == "close":
         trial_end(trial, State.COMPLETED)  # the searcher closed it: not resumed
     elif exit_code == 0 and run.preempt_acknowledged:
@@ -136,8 +145,18 @@ def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None) -> Non
     elif exit_code == 0:
         trial_end(trial, State.COMPLETED)
     elif exit_code is None:
-        logger.warning("trial %s lost its worker during run %s; re-queued", trial.id, run.run_id)
+        # An infrastructure failure (host lost, partitioned, worker killed or shut down):
+        # Determined does not count it against max_restarts, nor does Headway.
+        why = reason or f"the worker of run {run.run_id} was lost"
+        logger.warning("trial %s run %s: %s; re-queued", trial.id, run.run_id, why)
         schedule_run(trial)
+        resources = (trial.experiment.config or {}).get("resources") or {}
+        slots = resources.get("slots_per_trial", 1)
+        message = lost_message(why, slots if isinstance(slots, int) else 1)
+        Trial.objects.filter(id=trial.id).update(scheduling_message=message)
+        TrialLog.objects.create(
+            trial_id=trial.id, run_id=run.run_id, message=f"[headway] run {run.run_id}: {message}"
+        )
     elif _may_restart(trial, run):
         trial.restarts += 1
         trial.save(update_fields=["restarts"])
@@ -170,27 +189,57 @@ def _operation_issued_after_start(trial: Trial, run: TrialRun) -> bool:
     )
 
 
-def reap_lost_runs(*, timeout: timedelta) -> list[tuple[int, int]]:
-    """Treat runs whose worker stopped heartbeating for ``timeout`` as lost; re-queue their trials.
-    Also applies searcher operations left deferred (``apply_deferred_operations``).
+def reap_lost_runs(*, timeout: timedelta | None = None) -> list[tuple[int, int]]:
+    """Treat runs whose lease was not renewed for ``timeout`` (default: the lease plus its
+    margin, ``registry.scheduling.lease_expiry``) as lost and re-queue their trials (not counted
+    as restarts); end the shares whose lease lapsed as lost (their run's chief then stops and
+    re-queues the run). Also applies searcher operations left deferred
+    (``apply_deferred_operations``).
 
-    Returns the ``(trial_id, run_id)`` pairs reaped. Safe to run from several places at once:
-    ``trial_run_exited`` ignores runs that already exited.
+    Returns the ``(trial_id, run_id)`` pairs of the runs reaped. Safe to run from several places
+    at once: ``trial_run_exited`` ignores runs that already exited, shares end conditionally.
     """
+    timeout = lease_expiry() if timeout is None else timeout
     cutoff = timezone.now() - timeout
+    live = [RunState.STARTING, RunState.RUNNING]
     stale = list(
-        TrialRun.objects.filter(
-            state__in=[RunState.STARTING, RunState.RUNNING], heartbeat_at__lt=cutoff
-        ).values_list("trial_id", "run_id")
+        TrialRun.objects.filter(state__in=live, heartbeat_at__lt=cutoff).values_list(
+            "trial_id", "run_id", "host__name"
+        )
     )
-    for trial_id, run_id in stale:
-        trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=None)
+    for trial_id, run_id, host in stale:
+        reason = f"host {host or '?'} lost (no lease renewal for {timeout.total_seconds():g} s)"
+        trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=None, reason=reason)
+    _reap_lost_shares(cutoff, timeout)
     # Searcher operations deferred by a process that died before applying them after commit.
     for experiment_id in Experiment.objects.filter(searcher_state__has_key="deferred").values_list(
         "id", flat=True
     ):
         apply_deferred_operations(experiment_id)
-    return stale
+    return [(trial_id, run_id) for trial_id, run_id, _ in stale]
+
+
+def _reap_lost_shares(cutoff, timeout: timedelta) -> None:
+    """End as lost (exit code None) the started shares whose lease lapsed before ``cutoff``."""
+    lapsed = RunShare.objects.filter(
+        state__in=[RunState.STARTING, RunState.RUNNING], heartbeat_at__lt=cutoff
+    )
+    for pk, trial_id, run_id, node, host in lapsed.values_list(
+        "id", "run__trial_id", "run__run_id", "node_rank", "host__name"
+    ):
+        ended = (
+            RunShare.objects.filter(id=pk, state__in=[RunState.STARTING, RunState.RUNNING])
+            .filter(heartbeat_at__lt=cutoff)
+            .update(state=RunState.EXITED, exit_code=None, ended_at=timezone.now())
+        )
+        if ended:
+            logger.warning("trial %s run %s node %s: host %s lost", trial_id, run_id, node, host)
+            TrialLog.objects.create(
+                trial_id=trial_id,
+                run_id=run_id,
+                message=f"[headway] host {host} lost: node {node} renewed no lease for "
+                f"{timeout.total_seconds():g} s",
+            )
 
 
 def trial_report_progress(*, trial_id: int, progress: float) -> None:

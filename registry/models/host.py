@@ -110,10 +110,13 @@ def shares_holding_slots(now: datetime | None = None) -> models.Q:
     """``RunShare`` filter: shares that hold their host's slots now.
 
     While their run is not EXITED; after that while their own processes still run, i.e. the
-    share is STARTING/RUNNING and its worker heartbeated within
-    ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS`` (a worker that died mid-run does not hold them forever).
+    share is STARTING/RUNNING and its lease is not lost yet (renewed within
+    ``HEADWAY_LEASE_SECONDS`` plus ``HEADWAY_LEASE_MARGIN_SECONDS``: until then its ranks may
+    still run; a worker that died mid-run does not hold them forever).
     """
-    timeout = timedelta(seconds=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
+    timeout = timedelta(
+        seconds=settings.HEADWAY_LEASE_SECONDS + settings.HEADWAY_LEASE_MARGIN_SECONDS
+    )
     fresh = (now or timezone.now()) - timeout
     running = models.Q(state__in=[RunState.STARTING, RunState.RUNNING], heartbeat_at__gte=fresh)
     return ~models.Q(run__state=RunState.EXITED) | running

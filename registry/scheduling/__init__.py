@@ -6,7 +6,14 @@ and sends the run's Celery task to that host's queue. ``registry.scheduler.sched
 queues runs and requests a pass on commit.
 """
 
-from registry.scheduling._hosts import host_heartbeat, host_redispatch, host_stopped
+from registry.scheduling._hosts import (
+    host_heartbeat,
+    host_redispatch,
+    host_stopped,
+    lease_expiry,
+    lost_message,
+    waiting_message,
+)
 from registry.scheduling._overview import experiment_scheduling_message, host_list
 from registry.scheduling._placement import NO_HOSTS, place_queued_runs, unplaceable_message
 from registry.scheduling._redispatch import redispatch_unclaimed_runs
@@ -18,7 +25,10 @@ __all__ = [
     "host_list",
     "host_redispatch",
     "host_stopped",
+    "lease_expiry",
+    "lost_message",
     "place_queued_runs",
     "redispatch_unclaimed_runs",
     "unplaceable_message",
+    "waiting_message",
 ]

@@ -7,7 +7,7 @@ never waits behind a placement pass or a lifecycle transition.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
@@ -16,6 +16,33 @@ from django.utils import timezone
 
 from registry.models import RunShare, RunState, TrialRun, WorkerHost
 from registry.scheduler import send_run_task, send_share_task
+
+
+def lease_expiry() -> timedelta:
+    """How long after its last renewal the registry treats a run's (or share's) lease as lost:
+    ``HEADWAY_LEASE_SECONDS`` plus ``HEADWAY_LEASE_MARGIN_SECONDS``. The host stops the run's
+    processes itself by the lease plus ``HEADWAY_KILL_GRACE_SECONDS`` (``workers.leases``), and
+    the margin is larger than that grace, so by then none of them runs."""
+    return timedelta(seconds=settings.HEADWAY_LEASE_SECONDS + settings.HEADWAY_LEASE_MARGIN_SECONDS)
+
+
+_REQUEUED = ": re-queued, not counted as a restart"
+
+
+def lost_message(reason: str, slots: int) -> str:
+    """A trial's scheduling message after an infrastructure loss re-queued its run, e.g.
+    ``host gpu-b lost: re-queued, not counted as a restart; waiting for 4 slots``."""
+    return f"{reason}{_REQUEUED}; waiting for {slots} slot{'s' if slots != 1 else ''}"
+
+
+def waiting_message(previous: str, message: str, slots: int) -> str:
+    """The scheduling message of a run still waiting: ``message`` (why it waits; empty: its
+    turn), after the note of the loss that re-queued it when ``previous`` had one (so the
+    trial says what happened until the run is placed)."""
+    head, found, _ = previous.partition(_REQUEUED)
+    if not found:
+        return message
+    return f"{head}{_REQUEUED}; {message or lost_message('', slots).split('; ', 1)[1]}"
 
 
 def host_heartbeat(

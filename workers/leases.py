@@ -1,0 +1,189 @@
+"""The host side of leases: which runs this worker holds, their renewal, and the self-stop.
+
+A run placed on this host (and each share of a run over several hosts) holds a lease on the
+host's slots from its claim on. The registry sees a lease as the row's ``heartbeat_at``; the
+host's heartbeat thread (``workers.hosts``) renews every lease this process holds in one
+statement per table, and each run's own loop renews its own (``workers.runner``). Here, on the
+host, a lease is valid until ``HEADWAY_LEASE_SECONDS`` after the *start* of its last renewal
+that succeeded: the row's ``heartbeat_at`` was written at or after that moment, so the host's
+view of a lease never ends later than the registry's.
+
+A lease that expires (the database or the network was unreachable for the lease period) makes
+the watchdog thread stop that run's process group itself: SIGTERM now, SIGKILL
+``HEADWAY_KILL_GRACE_SECONDS`` later, without touching the database (which may hang). It logs
+why in the worker's log at once and in the trial's log once the database answers again; the
+run's exit is then reported as lost (re-queued, not counted as a restart). The registry treats
+the run as lost only ``HEADWAY_LEASE_MARGIN_SECONDS`` after the lease, a margin above the kill
+grace: by then no rank of it runs here, so its slots are never booked twice. Kubernetes' node
+leases and Determined's agent heartbeats follow the same rule (the node that cannot renew stops
+its work before the control plane reschedules it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django.utils import timezone
+
+from registry.models import RunShare, RunState, TrialRun
+from workers.supervision import ProcessGroupKiller
+
+logger = logging.getLogger("headway.worker")
+
+RUN = "run"
+SHARE = "share"
+
+
+@dataclasses.dataclass(eq=False)
+class Lease:
+    """One run's (``kind`` RUN, ``pk`` a TrialRun id) or share's (SHARE, a RunShare id) lease.
+
+    Attributes:
+        renewed (float): ``time.monotonic()`` at the start of the last renewal that succeeded
+            (the claim counts as one).
+        expired (str): why the lease expired (empty while valid); set once, never cleared.
+        killer: the process group to stop, once the process started.
+        note: appends a line to the trial's log (buffered until the database answers).
+    """
+
+    kind: str
+    pk: int
+    trial_id: int
+    run_id: int
+    renewed: float
+    expired: str = ""
+    killer: ProcessGroupKiller | None = None
+    note: Callable[[str], None] | None = None
+
+    def renewed_at(self, started: float) -> None:
+        """A renewal that started at ``started`` (monotonic) succeeded."""
+        with _lock:
+            if not self.expired and started > self.renewed:
+                self.renewed = started
+
+    def remaining(self, now: float | None = None) -> float:
+        """Seconds left before this host must stop the run (negative: overdue)."""
+        now = time.monotonic() if now is None else now
+        return self.renewed + settings.HEADWAY_LEASE_SECONDS - now
+
+
+_held: dict[tuple[str, int], Lease] = {}
+_lock = threading.Lock()
+
+
+def hold(kind: str, pk: int, trial_id: int, run_id: int, claimed: float) -> Lease:
+    """Start holding the lease of a run or share claimed by a call that started at ``claimed``
+    (monotonic)."""
+    lease = Lease(kind, pk, trial_id, run_id, renewed=claimed)
+    with _lock:
+        _held[(kind, pk)] = lease
+    return lease
+
+
+def release(lease: Lease) -> None:
+    """The run's process ended and its exit is being reported: nothing to renew or stop."""
+    with _lock:
+        if _held.get((lease.kind, lease.pk)) is lease:
+            del _held[(lease.kind, lease.pk)]
+
+
+def held() -> list[Lease]:
+    """The leases this process holds now."""
+    with _lock:
+        return list(_held.values())
+
+
+def renew() -> int:
+    """Renew every valid lease this process holds (one UPDATE per table); return how many rows
+    were renewed. Raises the database's error when it is unreachable (the leases then age)."""
+    started = time.monotonic()
+    leases = [lease for lease in held() if not lease.expired]
+    runs = [lease.pk for lease in leases if lease.kind == RUN]
+    shares = [lease.pk for lease in leases if lease.kind == SHARE]
+    now = timezone.now()
+    count = 0
+    if runs:
+        count += (
+            TrialRun.objects.filter(id__in=runs)
+            .exclude(state=RunState.EXITED)
+            .update(heartbeat_at=now)
+        )
+    if shares:
+        count += (
+            RunShare.objects.filter(id__in=shares)
+            .exclude(state=RunState.EXITED)
+            .update(heartbeat_at=now)
+        )
+    for lease in leases:
+        lease.renewed_at(started)
+    return count
+
+
+def check(now: float | None = None) -> list[Lease]:
+    """Expire the leases whose time is up (stopping their processes) and escalate the kills of
+    expired ones; return the leases that expired in this call. Never touches the database."""
+    now = time.monotonic() if now is None else now
+    newly: list[Lease] = []
+    for lease in held():
+        with _lock:
+            due = not lease.expired and lease.remaining(now) <= 0
+            if due:
+                overdue = now - lease.renewed
+                lease.expired = (
+                    f"this host could not renew the lease of trial {lease.trial_id} run "
+                    f"{lease.run_id} for {overdue:.0f} s (HEADWAY_LEASE_SECONDS="
+                    f"{settings.HEADWAY_LEASE_SECONDS:g}): the database or the master is "
+                    "unreachable"
+                )
+        if due:
+            newly.append(lease)
+            logger.error("%s: stopping its processes (SIGTERM now, SIGKILL after %g s)",
+                         lease.expired, settings.HEADWAY_KILL_GRACE_SECONDS)  # fmt: skip
+            if lease.note is not None:
+                lease.note(f"[headway] {lease.expired}: stopping the trial's processes")
+        if lease.expired and lease.killer is not None:
+            lease.killer.schedule()
+            message = lease.killer.escalate()
+            if message and lease.note is not None:
+                lease.note(message)
+    return newly
+
+
+def attach(lease: Lease, killer: ProcessGroupKiller, note: Callable[[str], None]) -> None:
+    """The run's process started: the watchdog may stop it from now on (at once when the lease
+    expired meanwhile)."""
+    lease.killer = killer
+    lease.note = note
+
+
+class Watchdog:
+    """A daemon thread calling ``check()`` several times per lease (it sleeps in between)."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.tick = max(0.05, min(0.5, settings.HEADWAY_LEASE_SECONDS / 10))
+
+    def start(self) -> None:
+        """Start the thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="headway-lease", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick):
+            try:
+                check()
+            except Exception:  # the watchdog must outlive any one bad lease
+                logger.exception("lease watchdog")
+
+    def stop(self) -> None:
+        """End the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
