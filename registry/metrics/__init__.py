@@ -11,10 +11,10 @@ aggregates, so list pages never scan raw reports.
 from registry.metrics._aggregate import BASE_WIDTH, FANOUT, LEVELS, level_width
 from registry.metrics._axes import XAxis
 from registry.metrics._export import stream_rows
-from registry.metrics._ingest import (
+from registry.metrics._ingest import metrics_report
+from registry.metrics._parse import (
     MAX_REPORTS_PER_BATCH,
     ReportIn,
-    metrics_report,
     parse_reports,
     report_batch_json_schema,
 )

@@ -1,150 +1,31 @@
-"""Metric storage: validated batch ingestion, per-trial summaries, and chart-ready series.
+"""Metric storage: a validated batch's writes, the per-trial summaries, in one transaction.
 
 Reports are upserted on ``(trial, group, steps_completed)`` so retries never duplicate and a
 resumed or restarted run supersedes what a failed run reported after its last checkpoint.
 Each trial keeps ``summary_metrics`` (last/min/max/count per metric) and ``best_validation``
-so list pages never scan raw reports.
+so list pages never scan raw reports. Request bodies are validated in ``_parse``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from datetime import UTC
-from typing import Annotated, Any, NotRequired
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, TypeAdapter, with_config
-from pydantic import ValidationError as PydanticValidationError
-from typing_extensions import TypedDict
 
 from headway.expconf import ConfigError, Length
-from headway.metric_values import encode_and_chart, value_problem
+from headway.metric_values import encode_and_chart
 from registry.errors import InvalidInput
 from registry.lifecycle._common import refresh_experiment
 from registry.lifecycle._time_search import deliver_validation_reports
 from registry.metrics import _store as store
 from registry.metrics._aggregate import COUNT, LAST_STEP, LAST_VALUE, MAX_VALUE, MIN_VALUE, Agg
+from registry.metrics._parse import ReportIn
 from registry.metrics._raw import COPY_MIN_ROWS, datetime_adapter, raw_upsert, store_raw
-from registry.metrics._trial_row import lock_trial, save_trial
+from registry.metrics._trial_row import lock_trial, save_trial, update_statement
 from registry.models import Experiment, MetricReport, Trial
-
-MAX_REPORTS_PER_BATCH = 10_000
-
-GroupName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
-MetricName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-
-
-@with_config(ConfigDict(extra="forbid"))
-class ReportIn(TypedDict):
-    """One report as posted by the SDK (see docs/rest-api.md); validated as a plain dict.
-
-    A ``TypedDict`` rather than a model: validating 10,000 reports into dicts (straight from
-    the request's JSON) costs a fifth of building model instances.
-    """
-
-    group: GroupName
-    # 64-bit and 32-bit columns: larger numbers are a 400, not an overflow (500). Strict: JSON
-    # numbers only, so `true` or "5" is a 400 as the schema says (pydantic's lax mode takes them).
-    steps_completed: Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]
-    metrics: dict[MetricName, Any]
-    run_id: NotRequired[Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] | None]
-    # A double-precision column: finite, so the stored value reads back as JSON.
-    epoch: NotRequired[Annotated[float, Field(strict=True, allow_inf_nan=False)] | None]
-    timestamp: NotRequired[AwareDatetime | None]
-
-
-@with_config(ConfigDict(extra="forbid"))
-class _Batch(TypedDict):
-    reports: Annotated[list[ReportIn], Field(max_length=MAX_REPORTS_PER_BATCH)]
-
-
-_batch_adapter = TypeAdapter(_Batch)
-
-
-def _loc_to_field(loc: Iterable[Any]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
-    return out
-
-
-def _message(err: Any) -> str:
-    if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
-        return "Unknown field; allowed: reports."
-    if err["type"] == "too_long" and tuple(err["loc"]) == ("reports",):
-        return f"At most {MAX_REPORTS_PER_BATCH} reports per batch."
-    if err["type"] == "missing" and tuple(err["loc"]) == ("reports",):
-        return "This field is required (a list of reports)."
-    return err["msg"]
-
-
-def parse_reports(payload: Any) -> list[ReportIn]:
-    """Validate a POSTed ``{"reports": [...]}`` body (decoded JSON, or the raw JSON bytes).
-
-    Raw bytes are validated without building Python objects first (pydantic's JSON parser,
-    which also takes the bare ``NaN``/``Infinity`` literals). Metric values are any JSON
-    value; non-finite floats are encoded as strings on storage, and the strings
-    ``"NaN"``/``"Infinity"``/``"-Infinity"`` are kept as they are, so both spellings store
-    and read back (as gaps) the same way.
-
-    Raises:
-        InvalidInput: naming ``reports[i].field`` (or ``reports[i].metrics.KEY``), also for more
-            than ``HEADWAY_MAX_METRIC_NAMES_PER_REPORT`` metrics, a NUL character, a text value
-            over ``MAX_TEXT_CHARS`` characters or a timestamp out of range in UTC.
-    """
-    try:
-        if isinstance(payload, bytes | str):
-            batch = _batch_adapter.validate_json(payload)
-        else:
-            batch = _batch_adapter.validate_python(payload)
-    except PydanticValidationError as exc:
-        errors: dict[str, list[str]] = {}
-        for err in exc.errors():
-            errors.setdefault(_loc_to_field(err["loc"]) or "reports", []).append(_message(err))
-        raise InvalidInput(errors) from None
-    _check_names_and_values(batch["reports"])
-    return batch["reports"]
-
-
-def _check_names_and_values(reports: list[ReportIn]) -> None:
-    """At most ``HEADWAY_MAX_METRIC_NAMES_PER_REPORT`` metrics a report, no NUL character in
-    names, every value storable (``headway.metric_values.value_problem``: no NUL, text of at
-    most ``MAX_TEXT_CHARS`` characters, integers a float can hold), and every timestamp
-    expressible in UTC (``9999-12-31T23:59:59-23:00`` is not; PostgreSQL refuses offsets past
-    15:59). A timestamp is converted to UTC here, once. One bad value would fail the whole
-    batch's insert, so the batch is refused naming it.
-
-    Raises:
-        InvalidInput: naming ``reports[i].metrics``, ``reports[i].metrics.KEY`` or
-            ``reports[i].timestamp``.
-    """
-    limit = settings.HEADWAY_MAX_METRIC_NAMES_PER_REPORT
-    for i, report in enumerate(reports):
-        metrics = report["metrics"]
-        if len(metrics) > limit:
-            raise InvalidInput(
-                {f"reports[{i}].metrics": [f"{len(metrics)} metrics; at most {limit} a report."]}
-            )
-        for name, value in metrics.items():
-            if "\x00" in name:
-                problem: str | None = "NUL characters are not allowed in metrics."
-            elif type(value) is float:  # the usual value: nothing to check
-                continue
-            else:
-                problem = value_problem(value)
-            if problem is not None:
-                shown = name.replace("\x00", "\\x00")
-                raise InvalidInput({f"reports[{i}].metrics.{shown}": [problem]})
-        stamp = report.get("timestamp")
-        if stamp is not None:
-            try:
-                report["timestamp"] = stamp.astimezone(UTC)
-            except OverflowError:
-                raise InvalidInput(
-                    {f"reports[{i}].timestamp": ["Out of range once converted to UTC."]}
-                ) from None
 
 
 def _check_series_budget(summary: dict, reports: list[ReportIn]) -> None:
@@ -199,6 +80,55 @@ def _latest_per_step(reports: list[ReportIn]) -> list[ReportIn]:
     return list(latest.values()) if len(latest) < len(reports) else reports
 
 
+def _merged_entry(old: dict[str, Any] | None, batch: Agg) -> dict[str, Any]:
+    """The summary entry of a series after appending points whose aggregate is ``batch`` to
+    points summarised by ``old`` (what the series upsert computes in SQL, for the fields a
+    summary keeps). An entry without some field predicts ``batch`` alone."""
+    new = _summary_entry(batch)
+    try:
+        if old is None:
+            return new
+        new["count"] = old["count"] + batch[COUNT]
+        if old["last_step"] >= batch[LAST_STEP]:
+            new["last"], new["last_step"] = old["last"], old["last_step"]
+        if old["min"] is not None and (batch[MIN_VALUE] is None or batch[MIN_VALUE] >= old["min"]):
+            new["min"] = old["min"]
+        if old["max"] is not None and (batch[MAX_VALUE] is None or batch[MAX_VALUE] <= old["max"]):
+            new["max"] = old["max"]
+    except (KeyError, TypeError):
+        return _summary_entry(batch)
+    return new
+
+
+def _encoded_rows(
+    trial: Trial, reports: list[ReportIn], run_id: int | None
+) -> tuple[list[tuple], dict[tuple[str, str], list[tuple[int, float | None]]]]:
+    """The raw rows of ``reports`` (values encoded once) and their chartable points per series."""
+    adapt_dt = datetime_adapter()
+    now = adapt_dt(timezone.now())
+    default_run = run_id or trial.run_id
+    rows: list[tuple] = []
+    points: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
+    for r in reports:
+        stored = {}
+        group, step = r["group"], r["steps_completed"]
+        for name, value in r["metrics"].items():
+            stored[name], number = encode_and_chart(value)
+            points.setdefault((group, name), []).append((step, number))
+        rows.append(
+            (
+                trial.id,
+                group,
+                step,
+                default_run if r.get("run_id") is None else r["run_id"],
+                r.get("epoch"),
+                now if (stamp := r.get("timestamp")) is None else adapt_dt(stamp),
+                stored,
+            )
+        )
+    return rows, points
+
+
 def metrics_report(
     *,
     trial_id: int,
@@ -216,6 +146,12 @@ def metrics_report(
     the later wins. ``authorize(trial)`` is called on the locked trial (its experiment loaded)
     before anything is written, so an access check costs no query of its own.
 
+    A small PostgreSQL batch of new steps (the one-point report) is one statement after the
+    trial's lock: raw rows, series, buckets and the trial's update, its summary predicted from
+    the stored summary and the batch (``_merged_entry``); the series' aggregates that statement
+    returns are the truth, and a summary they contradict (series loaded without a summary,
+    ``registry.metrics._bulk``) is written again with them, so the outcome is the same.
+
     Raises:
         Trial.DoesNotExist: when the trial is gone.
         Exception: whatever ``authorize`` raises (nothing is written then).
@@ -223,8 +159,6 @@ def metrics_report(
     """
     received = len(reports)
     reports = _latest_per_step(reports)
-    adapt_dt = datetime_adapter()
-    now = adapt_dt(timezone.now())
     with transaction.atomic():
         # Lock the trial so concurrent batches of one trial merge one after the other; only
         # the trial (of=self): the lifecycle's lock order is trials before their experiment.
@@ -232,30 +166,9 @@ def metrics_report(
         if authorize is not None:
             authorize(trial)
         experiment = trial.experiment
-        _check_series_budget(trial.summary_metrics or {}, reports)
-        default_run = run_id or trial.run_id
-        encoded: list[dict[str, Any]] = []
-        points: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
-        for r in reports:
-            stored = {}
-            group, step = r["group"], r["steps_completed"]
-            for name, value in r["metrics"].items():
-                stored[name], number = encode_and_chart(value)
-                points.setdefault((group, name), []).append((step, number))
-            encoded.append(stored)
-        rows = [
-            (
-                trial.id,
-                r["group"],
-                r["steps_completed"],
-                default_run if r.get("run_id") is None else r["run_id"],
-                r.get("epoch"),
-                now if (stamp := r.get("timestamp")) is None else adapt_dt(stamp),
-                metrics,
-            )
-            for r, metrics in zip(reports, encoded, strict=True)
-        ]
         summary = trial.summary_metrics or {}
+        _check_series_budget(summary, reports)
+        rows, points = _encoded_rows(trial, reports, run_id)
         by_group: dict[str, list[int]] = {}
         for r in reports:
             by_group.setdefault(r["group"], []).append(r["steps_completed"])
@@ -267,14 +180,28 @@ def metrics_report(
                 trial_id=trial.id, group=group, steps_completed__in=steps
             ).exists()
         }
-        appended = {key: pts for key, pts in points.items() if key[0] not in replaced}
+        plan = store.plan_append({k: pts for k, pts in points.items() if k[0] not in replaced})
+        # The step and the fallback progress do not depend on what is stored: known before.
+        # A list, not varargs: an empty batch ({"reports": []}) leaves the step as it is.
+        trial.steps_completed = max(
+            [trial.steps_completed, *(r["steps_completed"] for r in reports)]
+        )
+        fields = ["steps_completed"]
+        if _fallback_progress(trial, experiment):
+            fields.append("progress")
+        written: dict | None = None  # the summary the one statement wrote, if it ran
         if not replaced and len(rows) < COPY_MIN_ROWS and connection.vendor == "postgresql":
-            # One round trip for the raw rows, series and buckets (store.append's CTE).
-            raw = raw_upsert(rows)
-            added = store.append(trial.id, appended, with_statement=raw)
+            written = {group: dict(names) for group, names in summary.items()}
+            for (group, name), root in plan.roots.items():
+                old = summary.get(group, {}).get(name)
+                written.setdefault(group, {})[name] = _merged_entry(old, root)
+            trial.summary_metrics = written
+            trial_update = update_statement(trial, [*fields, "summary_metrics"])
+            added = store.append(trial.id, plan, with_statements=[raw_upsert(rows), trial_update])
+            fields = []
         else:
             store_raw(rows, append_only=not replaced)
-            added = store.append(trial.id, appended)
+            added = store.append(trial.id, plan)
         changed: dict[tuple[str, str], Agg | None] = dict(added)
         for group in replaced:
             summary[group] = {}
@@ -285,12 +212,8 @@ def metrics_report(
             else:
                 summary.setdefault(group, {})[name] = _summary_entry(agg)
         trial.summary_metrics = summary
-        # A list, not varargs: an empty batch ({"reports": []}) leaves the step as it is.
-        steps = [trial.steps_completed, *(r["steps_completed"] for r in reports)]
-        trial.steps_completed = max(steps)
-        fields = ["summary_metrics", "steps_completed"]
-        if _fallback_progress(trial, experiment):
-            fields.append("progress")
+        if summary != written:
+            fields.append("summary_metrics")
         searcher_series = ("validation", experiment.searcher_metric)
         if searcher_series in changed:
             fields.append("best_validation")
@@ -301,7 +224,8 @@ def metrics_report(
                 Experiment.objects.filter(id=experiment.id).update(
                     best_validation=trial.best_validation
                 )
-        save_trial(trial, fields)
+        if fields:
+            save_trial(trial, fields)
         # adaptive_asha with time_metric ranks trials by their validations as they arrive.
         deliver_validation_reports(trial, experiment, reports)
     return received
@@ -345,12 +269,3 @@ def _fallback_progress(trial: Trial, experiment: Experiment) -> bool:
         trial.save(update_fields=["progress"])
         refresh_experiment(experiment.id)
     return True
-
-
-def report_batch_json_schema() -> dict[str, Any]:
-    """The JSON Schema of a ``{"reports": [...]}`` body, self-contained (no ``$ref``), for the
-    OpenAPI schema: generated from the validator itself, so the two cannot drift."""
-    schema = _batch_adapter.json_schema()
-    report = schema.pop("$defs")["ReportIn"]
-    schema["properties"]["reports"]["items"] = report
-    return schema

@@ -68,10 +68,10 @@ def datetime_adapter() -> Callable[[datetime], Any]:
     return connection.ops.adapt_datetimefield_value
 
 
-def raw_upsert(rows: list[tuple]) -> tuple[str, str]:
-    """PostgreSQL: ``(upsert SQL, its one parameter)`` of ``rows``, to run inside another
-    statement (``registry.metrics._store.append``'s ``with_statement``)."""
-    return _raw_upsert_sql(), recordset_payload(RAW_COLUMNS, rows)
+def raw_upsert(rows: list[tuple]) -> tuple[str, list[str]]:
+    """PostgreSQL: ``(upsert SQL, [its one parameter])`` of ``rows``, to run inside another
+    statement (``registry.metrics._store.append``'s ``with_statements``)."""
+    return _raw_upsert_sql(), [recordset_payload(RAW_COLUMNS, rows)]
 
 
 def store_raw(rows: list[tuple], *, append_only: bool) -> None:

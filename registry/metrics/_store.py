@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.db.models import Q
@@ -101,27 +101,52 @@ def _merge_updates(table: str) -> list[str]:
     ]
 
 
-def append(
-    trial_id: int,
-    points: Mapping[SeriesKey, list[tuple[int, float | None]]],
-    *,
-    with_statement: tuple[str, Any] | None = None,
-) -> dict[SeriesKey, Agg]:
-    """Merge never-stored points into their series and buckets; return the series' new aggregates.
+class AppendPlan(NamedTuple):
+    """A batch's never-stored points as rows for ``append`` (``plan_append``).
+
+    Attributes:
+        buckets: ``{(group, name): {(level, bucket): aggregate}}`` of the batch's points alone.
+        roots: ``{(group, name): aggregate}`` of the batch's points alone (each series'
+            contribution, which ``append`` merges into the stored aggregate).
+    """
+
+    buckets: dict[SeriesKey, dict[tuple[int, int], Agg]]
+    roots: dict[SeriesKey, Agg]
+
+
+def plan_append(points: Mapping[SeriesKey, list[tuple[int, float | None]]]) -> AppendPlan:
+    """The bucket and series aggregates of never-stored ``points`` (computed once, in numpy).
 
     Arguments:
         points: ``{(group, name): [(step, value), ...]}``, steps distinct within a series and
-            absent from the store; value None is a gap.
-        with_statement: PostgreSQL only: ``(data-modifying SQL, its one parameter)`` run in the
-            same statement (a CTE), e.g. the batch's raw rows: one round trip for all three.
+            absent from the store; value None is a gap. Empty lists are skipped.
     """
     per_series = many_bucket_aggregates({key: pts for key, pts in points.items() if pts})
-    series_rows = [
-        (trial_id, group, name, *merged(buckets[k] for k in buckets if k[0] == LEVELS - 1))
-        for (group, name), buckets in per_series.items()
-    ]
-    if with_statement is not None:
-        return _append_in_one_statement(per_series, series_rows, with_statement)
+    roots = {
+        key: merged(buckets[k] for k in buckets if k[0] == LEVELS - 1)
+        for key, buckets in per_series.items()
+    }
+    return AppendPlan(per_series, roots)
+
+
+def append(
+    trial_id: int,
+    plan: AppendPlan,
+    *,
+    with_statements: Sequence[tuple[str, list[Any]]] = (),
+) -> dict[SeriesKey, Agg]:
+    """Merge a plan's never-stored points into their series and buckets; return the series' new
+    aggregates (stored and batch merged, as the database holds them now).
+
+    Arguments:
+        plan: ``plan_append`` of the points.
+        with_statements: PostgreSQL only: ``(data-modifying SQL, its parameters)`` run in the
+            same statement (CTEs), e.g. the batch's raw rows and the trial's update: one round
+            trip for all of them. They must not touch the series or bucket tables.
+    """
+    series_rows = [(trial_id, group, name, *root) for (group, name), root in plan.roots.items()]
+    if with_statements:
+        return _append_in_one_statement(plan.buckets, series_rows, with_statements)
     returned = insert_rows(
         SERIES_TABLE,
         SERIES_COLUMNS,
@@ -137,7 +162,7 @@ def append(
         out[(group, name)] = tuple(agg)
     bucket_rows = [
         (ids[key], level, bucket, *agg)
-        for key, buckets in per_series.items()
+        for key, buckets in plan.buckets.items()
         for (level, bucket), agg in buckets.items()
     ]
     insert_rows(
@@ -153,52 +178,59 @@ def append(
 _BUCKET_SOURCE = [("sgroup", "varchar"), ("sname", "varchar"), *BUCKET_COLUMNS[1:]]
 
 
+@functools.cache
+def _series_and_buckets_ctes() -> str:
+    """``s AS (series upsert RETURNING ..), b AS (bucket upsert from s)``: two parameters, the
+    series' and the buckets' ``recordset_payload`` (built once: quoting every name of these
+    statements was a tenth of a one-point report's server time)."""
+    s_head, s_tail = insert_clauses(
+        SERIES_TABLE,
+        [c for c, _ in SERIES_COLUMNS],
+        conflict=("trial_id", "group", "name"),
+        updates=_merge_updates(SERIES_TABLE),
+        returning=("id", "group", "name", *AGG_FIELDS),
+    )
+    b_head, b_tail = insert_clauses(
+        BUCKET_TABLE,
+        [c for c, _ in BUCKET_COLUMNS],
+        conflict=("series_id", "level", "bucket"),
+        updates=_merge_updates(BUCKET_TABLE),
+    )
+    picked = ", ".join(f"r.{quote(c)}" for c, _ in BUCKET_COLUMNS[1:])
+    bucket_source = recordset(_BUCKET_SOURCE).replace("SELECT *", f"SELECT s.id, {picked}")
+    bucket_source += f" JOIN s ON s.{quote('group')} = r.sgroup AND s.name = r.sname"
+    return f"s AS ({s_head}{recordset(SERIES_COLUMNS)}{s_tail}), b AS ({b_head}{bucket_source}{b_tail})"
+
+
 def _append_in_one_statement(
     per_series: Mapping[SeriesKey, Mapping[tuple[int, int], Agg]],
     series_rows: list[tuple],
-    with_statement: tuple[str, Any],
+    with_statements: Sequence[tuple[str, list[Any]]],
 ) -> dict[SeriesKey, Agg]:
-    """``append``'s two upserts and ``with_statement`` as one PostgreSQL statement.
+    """``append``'s two upserts and ``with_statements`` as one PostgreSQL statement.
 
     The buckets find their series' ids by joining the series upsert's ``RETURNING`` rows (a
     data-modifying CTE), so nothing waits for a first answer; every part sees the same
     snapshot, and they touch different tables.
     """
-    other_sql, other_param = with_statement
+    others = [f"o{i} AS ({sql})" for i, (sql, _) in enumerate(with_statements)]
+    params: list[Any] = [p for _, ps in with_statements for p in ps]
+    if not series_rows:  # reports without metrics: only the other statements
+        with connection.cursor() as cursor:
+            cursor.execute(f"WITH {', '.join(others)} SELECT 1", params)
+        return {}
+    bucket_rows = [
+        (group, name, level, bucket, *agg)
+        for (group, name), buckets in per_series.items()
+        for (level, bucket), agg in buckets.items()
+    ]
     with connection.cursor() as cursor:
-        if not series_rows:  # reports without metrics: only the other statement
-            cursor.execute(other_sql, [other_param])
-            return {}
-        s_head, s_tail = insert_clauses(
-            SERIES_TABLE,
-            [c for c, _ in SERIES_COLUMNS],
-            conflict=("trial_id", "group", "name"),
-            updates=_merge_updates(SERIES_TABLE),
-            returning=("id", "group", "name", *AGG_FIELDS),
-        )
-        b_head, b_tail = insert_clauses(
-            BUCKET_TABLE,
-            [c for c, _ in BUCKET_COLUMNS],
-            conflict=("series_id", "level", "bucket"),
-            updates=_merge_updates(BUCKET_TABLE),
-        )
-        picked = ", ".join(f"r.{quote(c)}" for c, _ in BUCKET_COLUMNS[1:])
-        bucket_source = recordset(_BUCKET_SOURCE).replace("SELECT *", f"SELECT s.id, {picked}")
-        bucket_source += f" JOIN s ON s.{quote('group')} = r.sgroup AND s.name = r.sname"
-        bucket_rows = [
-            (group, name, level, bucket, *agg)
-            for (group, name), buckets in per_series.items()
-            for (level, bucket), agg in buckets.items()
-        ]
         cursor.execute(
-            f"WITH s AS ({s_head}{recordset(SERIES_COLUMNS)}{s_tail}),"
-            f" b AS ({b_head}{bucket_source}{b_tail}),"
-            f" other AS ({other_sql})"
-            " SELECT * FROM s",
+            f"WITH {_series_and_buckets_ctes()}, {', '.join(others)} SELECT * FROM s",
             [
                 recordset_payload(SERIES_COLUMNS, series_rows),
                 recordset_payload(_BUCKET_SOURCE, bucket_rows),
-                other_param,
+                *params,
             ],
         )
         returned = cursor.fetchall()

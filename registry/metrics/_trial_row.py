@@ -99,8 +99,9 @@ def _chain(steps: Sequence[Any]) -> Any:
     return convert
 
 
-def save_trial(trial: Trial, fields: Sequence[str]) -> None:
-    """``UPDATE`` the trial's ``fields`` (attribute names) with its current values, in one statement."""
+def update_statement(trial: Trial, fields: Sequence[str]) -> tuple[str, list[Any]]:
+    """``(UPDATE SQL, its parameters)`` writing the trial's ``fields`` (attribute names) with
+    its current values: run alone (``save_trial``) or inside another statement."""
     q = connection.ops.quote_name
     sets, params = [], []
     for name in fields:
@@ -108,7 +109,12 @@ def save_trial(trial: Trial, fields: Sequence[str]) -> None:
         sets.append(f"{q(field.column)} = %s")
         params.append(field.get_db_prep_save(getattr(trial, field.attname), connection))
     params.append(trial.pk)
+    table = q(Trial._meta.db_table)
+    return f"UPDATE {table} SET {', '.join(sets)} WHERE {q('id')} = %s", params
+
+
+def save_trial(trial: Trial, fields: Sequence[str]) -> None:
+    """``UPDATE`` the trial's ``fields`` (attribute names) with its current values, in one statement."""
+    sql, params = update_statement(trial, fields)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {q(Trial._meta.db_table)} SET {', '.join(sets)} WHERE {q('id')} = %s", params
-        )
+        cursor.execute(sql, params)
