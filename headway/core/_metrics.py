@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any, Protocol
 
+import orjson
 import requests
 
 from headway.client import APIError, MasterUnreachableError, Session
@@ -67,6 +68,12 @@ def _convert(value: Any, key: str, what: str, limits: bool) -> Any:
     kind = type(value)
     if kind is float:
         return encode_float(value)
+    if kind is _tensor_type[0] and not value.dim():
+        # A 0-d torch tensor (a training loop's loss): its number, without the general path.
+        value = value.item()
+        kind = type(value)
+        if kind is float:
+            return encode_float(value)
     if kind is str or isinstance(value, str):
         if "\x00" in value:  # PostgreSQL cannot store it: the registry refuses the batch
             raise ValueError(f"{what} {key!r} has a string value with a NUL character")
@@ -82,8 +89,8 @@ def _convert(value: Any, key: str, what: str, limits: bool) -> Any:
         if limits and not -MAX_INT <= value <= MAX_INT:
             raise ValueError(f"{what} {key!r} has an integer beyond a 64-bit float's range")
         return value
-    if isinstance(value, float):
-        return encode_float(value)
+    if isinstance(value, float):  # a subclass (numpy.float64): sent as a plain float
+        return encode_float(float(value))
     if isinstance(value, (list, tuple)):
         return [_convert(item, key, what, limits) for item in value]
     if isinstance(value, dict):
@@ -104,6 +111,8 @@ def _convert(value: Any, key: str, what: str, limits: bool) -> Any:
 
 
 _UNCONVERTIBLE = object()
+# [torch.Tensor] once a tensor was converted (torch is never imported by this module).
+_tensor_type: list[Any] = [None]
 
 
 def _tensor_like_to_python(value: Any) -> Any:
@@ -114,6 +123,7 @@ def _tensor_like_to_python(value: Any) -> Any:
         return value.item() if value.ndim == 0 else value.tolist()
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
+        _tensor_type[0] = torch.Tensor
         # .item() needs no detach (it copies the value out); a detach costs a new tensor.
         return value.item() if value.dim() == 0 else value.detach().cpu().tolist()
     return _UNCONVERTIBLE
@@ -187,8 +197,17 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def _encode(report: dict[str, Any]) -> bytes:
-    """A report as compact JSON bytes (values are already JSON-safe: no NaN literals)."""
-    return _ENCODER.encode(report).encode()
+    """A report as compact JSON bytes (values are already JSON-safe: no NaN literals).
+
+    orjson takes ~0.1 us for a one-metric report where ``json`` takes ~3 us (it builds a new C
+    encoder per call), and this runs once per report in the training loop's thread. What orjson
+    refuses (integers beyond 64 bits, subclasses of float such as ``numpy.float64``, strings with
+    lone surrogates) goes through ``json``, which writes them as it always did.
+    """
+    try:
+        return orjson.dumps(report)
+    except TypeError:  # orjson.JSONEncodeError
+        return _ENCODER.encode(report).encode()
 
 
 class RegistryMetricReporter:

@@ -181,7 +181,8 @@ class TrainContext:
     ) -> None:
         if not (isinstance(group, str) and (group in _VALID_GROUPS or _GROUP_RE.fullmatch(group))):
             raise ValueError(f"metric group must match [a-z][a-z0-9_]{{0,31}}, got {group!r}")
-        steps_completed = check_steps_completed(steps_completed)
+        if type(steps_completed) is not int or steps_completed < 0:  # the usual int skips it
+            steps_completed = check_steps_completed(steps_completed)
         safe = json_safe_metrics(metrics)
         if self._dist.rank != 0:
             if not self._warned_non_chief:
