@@ -1,0 +1,488 @@
+"""Real hosts on one machine: network namespaces joined by a bridge (the multi-host harness).
+
+``NetnsCluster`` builds a master and worker hosts that reach each other only over a network:
+
+- a Linux bridge ``hwb<N>`` holding the master's address ``10.213.<N>.1/24`` (``N`` picked so
+  that no interface of the machine already uses ``10.213.<N>.0/24``), in the root namespace;
+- per worker host a namespace ``hw<N>-<host>`` with a veth pair (``hw<N>v<i>`` on the bridge,
+  ``eth0`` inside at ``10.213.<N>.<10+i>``) and its own loopback. Inside, the host name is
+  the host's (``unshare --uts``) and ``/etc/hosts`` (``/etc/netns/<ns>/hosts``, which
+  ``ip netns exec`` mounts) resolves it to ``127.0.1.1``, as Debian and Ubuntu do: the
+  default that made gloo advertise loopback to the other hosts (issue #21);
+- the master side, all bound to the bridge address: its own PostgreSQL (``initdb`` and
+  ``pg_ctl`` from ``/usr/lib/postgresql/*/bin``, run as ``postgres`` in a temporary folder),
+  its own Redis (``redis-server --bind``), a moto S3 server and the web server (gunicorn,
+  ``workers.services.web_command``), with migrations applied and an admin user's token;
+- per worker host ``manage.py worker`` inside ``ip netns exec <ns>`` with its own
+  ``HEADWAY_HOST_NAME``, ``HEADWAY_SLOTS`` CPU slots and work folder, and no
+  ``HEADWAY_HOST_ADDRESS`` (the worker derives it from its route to the master).
+
+Only what it creates is touched, and ``stop()`` removes all of it (also after a failed start).
+Needs root, ``ip``, ``unshare``, ``redis-server`` and PostgreSQL's binaries: ``require_netns()``
+skips the test without them, and fails it under ``CI=true``.
+
+API (for tests of several hosts, partitions, host loss)::
+
+    with NetnsCluster(tmp_path, hosts=("a", "b"), slots=2) as cluster:
+        cluster.url, cluster.token, cluster.api        # master URL, admin token, ClusterAPI
+        cluster.s3_storage(bucket)                     # a checkpoint_storage on its moto S3
+        cluster.hosts["a"].address                     # "10.213.N.10"
+        cluster.wait_hosts_alive()                     # every worker host heartbeats
+        cluster.link_down("b"); cluster.link_up("b")   # cut / restore host b's network
+        cluster.kill_worker("b", signal.SIGKILL)       # its worker's whole process group
+        cluster.start_worker("b")                      # start it again (after a kill)
+        cluster.pids("b")                              # every process in b's namespace
+        cluster.slots_in_use("b")                      # the master's count (REST workers/)
+        cluster.run_in("b", ["ip", "addr"])            # a command inside b's namespace
+        cluster.psql("SELECT 1")                       # a query on the master's database
+
+``worker_env`` (per host, or for all) adds or overrides worker variables; ``private_dirs``
+gives a host a mount namespace with an empty tmpfs over each listed folder (a file system
+that is not shared with the master or the other hosts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import random
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, free_port, wait_for
+
+PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+SECOND_OCTET = 213  # 10.213.N.0/24: private, and unlikely to be a real network of the machine
+
+
+def require_netns() -> None:
+    """Skip (fail under ``CI=true``) unless this process can build namespaced hosts."""
+    missing = [
+        what
+        for what, ok in (
+            ("root", os.geteuid() == 0),
+            ("ip", shutil.which("ip") is not None),
+            ("unshare", shutil.which("unshare") is not None),
+            ("redis-server", shutil.which("redis-server") is not None),
+            ("PostgreSQL binaries", bool(PG_BIN)),
+        )
+        if not ok
+    ]
+    if missing:
+        why = f"namespaced hosts need {', '.join(missing)}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def _run(cmd: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run(list(cmd), capture_output=True, text=True, **kwargs)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return done
+
+
+@dataclass
+class Host:
+    """One worker host: its name, namespace, addresses and worker process."""
+
+    name: str
+    namespace: str
+    address: str
+    veth: str  # the bridge-side end; link_down/link_up switch it
+    base: Path
+    worker: subprocess.Popen | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def log(self) -> Path:
+        """The worker's output (appended across restarts)."""
+        return self.base / "worker.log"
+
+
+class NetnsCluster:
+    """A master and worker hosts in network namespaces (see the module docstring).
+
+    Args:
+        base: a folder of its own (PostgreSQL's data, logs, work folders).
+        hosts: worker host names (letters, digits, ``-``), each gets a namespace.
+        slots: CPU slots per worker host (``HEADWAY_SLOTS``).
+        worker_env: variables for every worker, and ``{host: {...}}`` per host under the key
+            of the host's name.
+        private_dirs: ``{host: [folders]}`` hidden behind an empty tmpfs on that host.
+        shared_fs: more ``shared_fs`` storage locations, ``{name: folder}`` (the location
+            ``shared`` is ``base/shared``).
+    """
+
+    def __init__(
+        self,
+        base: Path,
+        hosts: Iterable[str] = ("a", "b"),
+        slots: int = 2,
+        worker_env: Mapping[str, str] | None = None,
+        host_env: Mapping[str, Mapping[str, str]] | None = None,
+        private_dirs: Mapping[str, Sequence[str]] | None = None,
+        shared_fs: Mapping[str, str] | None = None,
+    ) -> None:
+        self.base = Path(base)
+        self.names = list(hosts)
+        self.slots = slots
+        self.worker_env = dict(worker_env or {})
+        self.host_env = {k: dict(v) for k, v in (host_env or {}).items()}
+        self.private_dirs = {k: list(v) for k, v in (private_dirs or {}).items()}
+        self.shared_fs = {"shared": str(self.base / "shared"), **(shared_fs or {})}
+        self.hosts: dict[str, Host] = {}
+        self.subnet = 0
+        self.bridge = ""
+        self.master = ""
+        self.url = ""
+        self.token = ""
+        self.database_url = ""
+        self.redis_url = ""
+        self.s3_url = ""
+        self._pg_data: Path | None = None
+        self._procs: list[subprocess.Popen] = []
+        self._moto = None
+        self._made_links: list[str] = []
+        self._made_namespaces: list[str] = []
+        self._secret = secrets.token_urlsafe(32)
+
+    # -- building -----------------------------------------------------------------------------
+
+    def __enter__(self) -> NetnsCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Build the network, start the master side and every worker (``stop()`` on failure)."""
+        require_netns()
+        try:
+            self._network()
+            self._postgres()
+            self._redis()
+            self._s3()
+            self._web()
+            for name in self.names:
+                self.start_worker(name)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _free_subnet(self) -> int:
+        used = _run(["ip", "-o", "-4", "addr", "show"]).stdout
+        candidates = [n for n in range(1, 255) if f" 10.{SECOND_OCTET}.{n}." not in used]
+        return random.choice(candidates)
+
+    def _network(self) -> None:
+        self.subnet = self._free_subnet()
+        prefix = f"10.{SECOND_OCTET}.{self.subnet}"
+        self.bridge = f"hwb{self.subnet}"
+        self.master = f"{prefix}.1"
+        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        self._made_links.append(self.bridge)
+        _run(["ip", "addr", "add", f"{self.master}/24", "dev", self.bridge])
+        _run(["ip", "link", "set", self.bridge, "up"])
+        for index, name in enumerate(self.names):
+            namespace = f"hw{self.subnet}-{name}"
+            veth = f"hw{self.subnet}v{index}"
+            host = Host(
+                name=name,
+                namespace=namespace,
+                address=f"{prefix}.{10 + index}",
+                veth=veth,
+                base=self.base / name,
+            )
+            host.base.mkdir(parents=True, exist_ok=True)
+            _run(["ip", "netns", "add", namespace])
+            self._made_namespaces.append(namespace)
+            etc = Path("/etc/netns") / namespace
+            etc.mkdir(parents=True, exist_ok=True)
+            # Debian's default: the host name resolves to loopback (the bug to catch).
+            (etc / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {self._hostname(name)}\n")
+            _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", f"{veth}p"])
+            self._made_links.append(veth)
+            _run(["ip", "link", "set", veth, "master", self.bridge])
+            _run(["ip", "link", "set", veth, "up"])
+            _run(["ip", "link", "set", f"{veth}p", "netns", namespace])
+            inside = ["ip", "netns", "exec", namespace, "ip"]
+            _run([*inside, "link", "set", f"{veth}p", "name", "eth0"])
+            _run([*inside, "addr", "add", f"{host.address}/24", "dev", "eth0"])
+            _run([*inside, "link", "set", "eth0", "up"])
+            _run([*inside, "link", "set", "lo", "up"])
+            self.hosts[name] = host
+
+    def _hostname(self, name: str) -> str:
+        return f"hw{self.subnet}-{name}"
+
+    def _postgres(self) -> None:
+        bin_dir = PG_BIN[-1]
+        # Not under `base`: the postgres user may not be able to enter pytest's folders.
+        data = Path(tempfile.mkdtemp(prefix="headway-netns-pg-"))
+        shutil.chown(data, "postgres", "postgres")
+        self._pg_data = data
+        as_pg = ["runuser", "-u", "postgres", "--"]
+        _run([*as_pg, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"])
+        with open(data / "pg_hba.conf", "a") as hba:
+            hba.write(f"host all all 10.{SECOND_OCTET}.{self.subnet}.0/24 trust\n")
+        port = free_port()
+        options = f"-c listen_addresses={self.master} -p {port} -k {data} -c fsync=off"
+        _run(
+            [*as_pg, str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "-l", str(data / "log")]
+            + ["-o", options, "start"]
+        )
+        _run([*as_pg, str(bin_dir / "createdb"), "-h", self.master, "-p", str(port), "headway"])
+        self.database_url = f"postgres://postgres@{self.master}:{port}/headway"
+
+    def _redis(self) -> None:
+        port = free_port()
+        self._spawn(
+            ["redis-server", "--bind", self.master, "--port", str(port), "--save", ""]
+            + ["--protected-mode", "no"]
+            + ["--appendonly", "no", "--dir", str(self.base)],
+            self.base / "redis.log",
+        )
+        self.redis_url = f"redis://{self.master}:{port}/0"
+        wait_for(lambda: _connects(self.master, port), 30, "redis to listen")
+
+    def _s3(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._moto = ThreadedMotoServer(ip_address=self.master, port=0, verbose=False)
+        self._moto.start()
+        host, port = self._moto.get_host_and_port()
+        self.s3_url = f"http://{host}:{port}"
+
+    def storage_locations(self) -> str:
+        """The admin's storage locations file: the ``shared_fs`` folders (``shared`` and those
+        given) and the moto server's bucket ``checkpoints`` (location ``s3``)."""
+        path = self.base / "storage-locations.yaml"
+        lines = ["default: shared", "locations:"]
+        for name, folder in self.shared_fs.items():
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            lines.append(f"  {name}: {{type: shared_fs, host_path: '{folder}'}}")
+        lines.append(f"  s3: {{type: s3, bucket: checkpoints, endpoint_url: '{self.s3_url}'}}")
+        path.write_text("\n".join(lines) + "\n")
+        return str(path)
+
+    def s3_storage(self, prefix: str = "") -> dict:
+        """A ``checkpoint_storage`` in the cluster's S3 bucket ``checkpoints`` (created on
+        first use), under ``prefix``."""
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=self.s3_url, **_S3_KEYS)
+        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+            client.create_bucket(Bucket="checkpoints")
+        storage = {"type": "s3", "bucket": "checkpoints", "endpoint_url": self.s3_url}
+        return {**storage, "prefix": prefix} if prefix else storage
+
+    def shared_storage(self, name: str = "shared") -> dict:
+        """A ``checkpoint_storage`` on the ``shared_fs`` location ``name``."""
+        return {"type": "shared_fs", "host_path": self.shared_fs[name]}
+
+    def common_env(self) -> dict[str, str]:
+        """What the master and every worker share: services, storage, fast timings."""
+        keep = ("PATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV", "TMPDIR", "PYTHONPATH")
+        env = {k: v for k, v in os.environ.items() if k in keep}
+        env.update(
+            DATABASE_URL=self.database_url,
+            REDIS_URL=self.redis_url,
+            HEADWAY_MASTER_URL=self.url or f"http://{self.master}",
+            HEADWAY_STORAGE_ENDPOINTS=self.s3_url,
+            HEADWAY_STORAGE_LOCATIONS=self.storage_locations(),
+            HEADWAY_CHECKPOINT_DIR=self.shared_fs["shared"],
+            HEADWAY_LOG_FLUSH_SECONDS="0.2",
+            HEADWAY_KILL_GRACE_SECONDS="3",
+            HEADWAY_HOST_HEARTBEAT_SECONDS="1",
+            ALLOWED_HOSTS=f"{self.master},127.0.0.1,localhost",
+            SECRET_KEY=self._secret,
+            **_S3_KEYS_ENV,
+        )
+        return env
+
+    def _web(self) -> None:
+        from workers.services import web_command
+
+        env = self.common_env()
+        env["HEADWAY_VAR_DIR"] = str(self.base / "master")
+        _run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=REPO, env=env)
+        self.token = _run(
+            [sys.executable, "manage.py", "headway_token", "admin", "--create", "--superuser"],
+            cwd=REPO,
+            env=env,
+        ).stdout.strip()
+        port = free_port()
+        self.url = f"http://{self.master}:{port}"
+        env.update(HEADWAY_MASTER_URL=self.url, HEADWAY_WEB_WORKERS="1", HEADWAY_WEB_THREADS="64")
+        self._spawn(web_command(port, bind=self.master), self.base / "web.log", env=env)
+        wait_for(lambda: _connects(self.master, port), 120, f"the web server ({self.base})")
+
+    def _spawn(
+        self, cmd: Sequence[str], log: Path, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                list(cmd),
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._procs.append(proc)
+        return proc
+
+    # -- worker hosts -------------------------------------------------------------------------
+
+    def start_worker(self, name: str) -> subprocess.Popen:
+        """Start (again) host ``name``'s worker inside its namespace."""
+        host = self.hosts[name]
+        env = self.common_env()
+        env.update(
+            HEADWAY_HOST_NAME=name,
+            HEADWAY_SLOTS=str(self.slots),
+            HEADWAY_VAR_DIR=str(host.base / "var"),
+            HEADWAY_WORK_DIR=str(host.base / "work"),
+        )
+        env.update(self.worker_env)
+        env.update(self.host_env.get(name, {}))
+        host.env = env
+        # Own host name (UTS namespace) and, if asked, folders this host does not share.
+        setup = 'hostname "$1"; shift; '
+        mounts = self.private_dirs.get(name, [])
+        for folder in mounts:
+            setup += f"mkdir -p '{folder}' && mount -t tmpfs headway-private '{folder}' && "
+        script = setup + 'exec "$@"'
+        unshare = ["unshare", "--uts"] + (["--mount", "--propagation", "private"] if mounts else [])
+        cmd = ["ip", "netns", "exec", host.namespace, *unshare, "sh", "-c", script, "sh"]
+        cmd += [self._hostname(name), sys.executable, "manage.py", "worker"]
+        host.worker = self._spawn(cmd, host.log, env=env)
+        return host.worker
+
+    def wait_hosts_alive(self, timeout: float = 180) -> None:
+        """Wait until the master lists every worker host as alive."""
+
+        def alive() -> bool:
+            rows = self.api.get("workers/").get("results", [])
+            return {r["name"] for r in rows if r.get("alive")} >= set(self.names)
+
+        wait_for(alive, timeout, f"every host to register (logs under {self.base})")
+
+    def kill_worker(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to host ``name``'s worker process group (its celery and trials)."""
+        worker = self.hosts[name].worker
+        if worker is not None and worker.poll() is None:
+            os.killpg(worker.pid, sig)
+
+    def link_down(self, name: str) -> None:
+        """Cut host ``name`` off the network (its bridge-side veth goes down)."""
+        _run(["ip", "link", "set", self.hosts[name].veth, "down"])
+
+    def link_up(self, name: str) -> None:
+        """Reconnect host ``name``."""
+        _run(["ip", "link", "set", self.hosts[name].veth, "up"])
+
+    def pids(self, name: str) -> list[int]:
+        """Every process running in host ``name``'s network namespace."""
+        out = _run(["ip", "netns", "pids", self.hosts[name].namespace]).stdout
+        return [int(p) for p in out.split()]
+
+    def run_in(self, name: str, cmd: Sequence[str]) -> subprocess.CompletedProcess:
+        """Run ``cmd`` in host ``name``'s network namespace (not its worker's other ones)."""
+        return _run(["ip", "netns", "exec", self.hosts[name].namespace, *cmd])
+
+    def slots_in_use(self, name: str) -> int:
+        """Slots the master counts in use on host ``name`` (REST ``workers/{name}/``)."""
+        return int(self.api.get(f"workers/{name}/")["slots_in_use"])
+
+    def psql(self, sql: str) -> str:
+        """Run ``sql`` on the master's database; its unaligned output."""
+        return _run(["psql", self.database_url, "-At", "-c", sql]).stdout
+
+    @property
+    def api(self):
+        """The admin's ``ClusterAPI`` on the master (``tests.conftest``)."""
+        from tests.conftest import ClusterAPI
+
+        return ClusterAPI(self.url, self.token)
+
+    # -- teardown -----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop every process it started and remove its namespaces, links and database."""
+        for host in self.hosts.values():
+            self.kill_worker(host.name, signal.SIGTERM)
+        for proc in reversed(self._procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for namespace in self._made_namespaces:  # trials that left their group
+            out = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True)
+            for pid in out.stdout.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+        if self._pg_data is not None:
+            subprocess.run(
+                ["runuser", "-u", "postgres", "--", str(PG_BIN[-1] / "pg_ctl")]
+                + ["-D", str(self._pg_data), "-m", "immediate", "stop"],
+                capture_output=True,
+            )
+            shutil.rmtree(self._pg_data, ignore_errors=True)
+            self._pg_data = None
+        for link in self._made_links:
+            subprocess.run(["ip", "link", "del", link], capture_output=True)
+        for namespace in self._made_namespaces:
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+            shutil.rmtree(Path("/etc/netns") / namespace, ignore_errors=True)
+        self._made_links, self._made_namespaces, self._procs = [], [], []
+
+
+_S3_KEYS = {
+    "aws_access_key_id": "testing",
+    "aws_secret_access_key": "testing",
+    "region_name": "us-east-1",
+}
+_S3_KEYS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def _connects(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def in_subnet(address: str, cluster: NetnsCluster) -> bool:
+    """Whether ``address`` is one of the cluster's (``10.213.<N>.0/24``)."""
+    network = ipaddress.ip_network(f"10.{SECOND_OCTET}.{cluster.subnet}.0/24")
+    return ipaddress.ip_address(address) in network
