@@ -57,13 +57,13 @@ from _server import (  # noqa: E402
     single_file_model_definition,
 )
 from _tiny import pick, tiny  # noqa: E402
+from sdk_reporting import bench_sdk  # noqa: E402  (its one-pair row; sdk_reporting.py has more)
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench"
 )
 METRICS, STEPS, REPORTS_PER_POST = 10, pick(10_000, 1_000), 100
 SINGLE_N, WARMUP_N = pick(300, 30), pick(30, 5)
-SDK_STEPS = pick(200_000, 5_000)
 TARGET_POINTS_PER_S = {"sqlite": 200_000, "postgres": 100_000}
 TARGET_SINGLE_P50_MS, TARGET_SDK_STEPS_PER_S = 3.0, 50_000
 # The last commit before the #27 fast path (token cache, fewer statements per report).
@@ -188,57 +188,6 @@ def bench_healthz(session: requests.Session, url: str) -> float:
         if i >= WARMUP_N:
             times.append(time.perf_counter() - t0)
     return _percentile_ms(times, 50)
-
-
-def _training_loop(steps: int, report) -> float:
-    """A stand-in training step (a 64x64 matmul, ~10-20 us) per step; wall seconds.
-
-    ``report(step, loss)`` is called each step (a no-op for the baseline).
-    """
-    import torch
-
-    # One thread: the server shares this machine's cores, and a 2-thread OpenMP matmul whose
-    # second core is busy with the server spin-waits (8x slower), which is not the SDK's cost.
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    w = torch.randn(64, 64) * 0.1
-    x = torch.randn(8, 64)
-    t0 = time.perf_counter()
-    for step in range(1, steps + 1):
-        x = torch.tanh(x @ w)
-        report(step, x[0, 0])
-    return time.perf_counter() - t0
-
-
-def bench_sdk(url: str, token: str, trial_id: int) -> dict[str, float]:
-    """A Core API loop reporting one metric per step through the SDK's reporter.
-
-    Times the same loop with reporting off, then with ``TrainContext.report_training_metrics``
-    on a ``RegistryMetricReporter`` (what ``core.init()`` builds on a cluster) until every
-    report is delivered (``flush``). Steps/s into the registry = steps / that whole time.
-    """
-    from headway.client import Session
-    from headway.core._distributed import DistributedContext
-    from headway.core._metrics import RegistryMetricReporter
-    from headway.core._train import TrainContext
-
-    baseline_s = _training_loop(SDK_STEPS, lambda step, loss: None)
-    reporter = RegistryMetricReporter(Session(url, token=token), trial_id)
-    train = TrainContext(sink=reporter, distributed=DistributedContext.single())
-    t0 = time.perf_counter()
-    loop_s = _training_loop(
-        SDK_STEPS, lambda step, loss: train.report_training_metrics(step, {"loss": loss})
-    )
-    train.flush()
-    delivered_s = time.perf_counter() - t0
-    error = reporter.close(timeout=10)
-    if error is not None:
-        raise error
-    return {
-        "sdk_steps_per_s": SDK_STEPS / delivered_s,
-        "sdk_loop_slowdown": loop_s / baseline_s,
-        "sdk_baseline_loop_steps_per_s": SDK_STEPS / baseline_s,
-    }
 
 
 def verify(session: requests.Session, url: str, trial_id: int) -> bool:
