@@ -42,7 +42,7 @@ def s3_hosts(cluster, cluster_api, s3_endpoint, settings, tmp_path):
     )
     try:
         wait_for(
-            lambda: WorkerHost.objects.filter(pool=pool).alive().count() == 2, 60, "S3 workers"
+            lambda: WorkerHost.objects.filter(namespace=pool).alive().count() == 2, 60, "S3 workers"
         )
         yield storage
     finally:

@@ -216,7 +216,7 @@ def two_hosts(cluster_api, _two_hosts, settings):
     pool, base = _two_hosts
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
     wait_for(
-        lambda: WorkerHost.objects.filter(pool=pool).alive().count() == 2,
+        lambda: WorkerHost.objects.filter(namespace=pool).alive().count() == 2,
         120,
         f"both hosts to register (logs in {base})",
     )

@@ -70,7 +70,7 @@ def hosts(cluster_api, _hosts, settings):
     pool, base = _hosts
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
     wait_for(
-        lambda: WorkerHost.objects.filter(pool=pool).alive().count() == 2,
+        lambda: WorkerHost.objects.filter(namespace=pool).alive().count() == 2,
         120,
         f"both hosts to register (logs in {base})",
     )
