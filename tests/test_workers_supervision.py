@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from headway.core._preempt import LISTENING_FILE
 from registry import lifecycle
 from registry.models import Trial, TrialRun
 from tests.helpers import make_tar_gz, process_alive, wait_for
@@ -146,12 +147,21 @@ def _stop_request(trial_id: int, run_id: int) -> str:
     return TrialRun.objects.get(trial_id=trial_id, run_id=run_id).stop_requested
 
 
-def test_a_worker_shutdown_preempts_its_running_trials(spawn, running_trial):
+def _listening(work_dir, trial_id: int, run_id: int, folder: str = "") -> None:
+    """Create the file the SDK's preemption watcher creates in the run's directory."""
+    run_dir = work_dir / f"trial-{trial_id}-run-{run_id}{folder}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / LISTENING_FILE).touch()
+
+
+def test_a_worker_shutdown_preempts_its_running_trials(spawn, running_trial, settings, tmp_path):
+    settings.HEADWAY_WORK_DIR = tmp_path
     assert not supervision.shutting_down.is_set()
     first, second, killed, elsewhere = (running_trial() for _ in range(4))
     lifecycle.trial_kill(trial_id=killed[0])  # a stop request already made wins
     killers = {}
     for trial_run in (first, second, killed):
+        _listening(tmp_path, *trial_run)
         process, _ = spawn(SLEEPER)
         killers[trial_run] = supervision.ProcessGroupKiller(process, grace=600)
         supervision.register(*trial_run, killers[trial_run])
@@ -168,6 +178,29 @@ def test_a_worker_shutdown_preempts_its_running_trials(spawn, running_trial):
         # The process has the grace period to checkpoint and exit before any signal.
         assert killer.scheduled and killer.escalate() is None
         assert killer.process.poll() is None
+
+
+def test_a_worker_shutdown_stops_at_once_a_run_that_does_not_watch_for_preemption(
+    spawn, running_trial, settings, tmp_path
+):
+    # Still starting (importing, loading data) or not using the SDK: it could not checkpoint
+    # in the grace period, which would only delay the shutdown (issue #27). A share of a
+    # multi-host run keeps its grace: the chief's checkpoint may need its ranks.
+    settings.HEADWAY_WORK_DIR = tmp_path
+    starting, share = running_trial(), running_trial()
+    (tmp_path / f"trial-{share[0]}-run-{share[1]}-node-1").mkdir()
+    killers = {}
+    for trial_run in (starting, share):
+        process, _ = spawn(SLEEPER)
+        killers[trial_run] = supervision.ProcessGroupKiller(process, grace=600)
+        supervision.register(*trial_run, killers[trial_run])
+
+    assert supervision.preempt_all_runs(grace=600) == 2
+    assert _stop_request(*starting) == _stop_request(*share) == "preempt"
+    assert killers[starting].escalate() == SIGTERM_MESSAGE
+    assert killers[starting].process.wait(timeout=60) == -signal.SIGTERM
+    assert killers[share].scheduled and killers[share].escalate() is None
+    assert killers[share].process.poll() is None
 
 
 def test_a_worker_shutdown_with_no_running_trials_only_sets_the_flag():

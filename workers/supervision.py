@@ -19,6 +19,7 @@ import time
 
 from django.conf import settings
 
+from headway.core._preempt import LISTENING_FILE
 from registry import lifecycle
 
 logger = logging.getLogger("headway.worker")
@@ -38,9 +39,9 @@ class ProcessGroupKiller:
         self.term_at: float | None = None
         self.kill_at: float | None = None
         self.killed = False
-
         # The runner's loop and the lease watchdog (workers/leases.py) both escalate.
         self._lock = threading.Lock()
+
     @property
     def scheduled(self) -> bool:
         return self.term_at is not None
@@ -103,11 +104,24 @@ def unregister(trial_id: int, run_id: int) -> None:
         _active.pop((trial_id, run_id), None)
 
 
+def _listening(trial_id: int, run_id: int) -> bool:
+    """Whether the run's process can checkpoint when preempted: its SDK watches for preemption
+    (it created ``LISTENING_FILE`` in the run's directory, ``runner``'s ``trial-T-run-R``), or
+    this host runs a share of a multi-host run (``trial-T-run-R-node-N``), whose ranks may be
+    needed by the chief's checkpoint."""
+    work = settings.HEADWAY_WORK_DIR
+    if any(work.glob(f"trial-{trial_id}-run-{run_id}-node-*")):
+        return True
+    return (work / f"trial-{trial_id}-run-{run_id}" / LISTENING_FILE).exists()
+
+
 def preempt_all_runs(grace: float) -> int:
     """Worker shutdown: ask every running trial to checkpoint and stop; return how many.
 
-    Each process gets ``grace`` seconds to stop by itself before SIGTERM (and SIGKILL after
-    another ``grace``), so the worker's warm shutdown always ends.
+    A process that watches for preemption gets ``grace`` seconds to stop by itself before
+    SIGTERM (and SIGKILL after another ``grace``), so the worker's warm shutdown always ends.
+    One that does not (still starting: importing, loading data; or not using the SDK) could not
+    checkpoint anyway: it gets SIGTERM at once, so ``manage.py serve`` stops within seconds.
     """
     shutting_down.set()
     with _lock:
@@ -115,5 +129,5 @@ def preempt_all_runs(grace: float) -> int:
     for (trial_id, run_id), killer in running:
         logger.warning("worker shutting down: preempting trial %s run %s", trial_id, run_id)
         lifecycle.trial_run_preempt(trial_id=trial_id, run_id=run_id)
-        killer.schedule(delay=grace)
+        killer.schedule(delay=grace if _listening(trial_id, run_id) else 0.0)
     return len(running)

@@ -7,8 +7,11 @@ call in the training loop is an attribute read (ARCHITECTURE.md, performance not
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
+import os
+import pathlib
 import threading
 import time
 
@@ -18,6 +21,19 @@ from headway.client import APIError, NotFoundError, Session
 from headway.core._distributed import DistributedContext
 
 logger = logging.getLogger("headway.core")
+
+LISTENING_FILE = "preempt-listening"
+"""Created by the watcher thread in the run's directory (next to ``$HEADWAY_CLUSTER_INFO``) as
+it starts: the worker, shutting down, gives a run with this file its grace period to checkpoint,
+and stops at once one without it (a process still starting can see no preemption; issue #27)."""
+
+
+def _announce_listening() -> None:
+    """Create ``LISTENING_FILE`` in the run's directory; nothing outside the cluster."""
+    info = os.environ.get("HEADWAY_CLUSTER_INFO")
+    if info:
+        with contextlib.suppress(OSError):  # then the worker stops the run without a grace
+            (pathlib.Path(info).parent / LISTENING_FILE).touch()
 
 
 class PreemptMode(enum.Enum):
@@ -88,6 +104,7 @@ class PreemptionWatcher:
             self._thread.join(timeout=0.1)
 
     def _run(self) -> None:
+        _announce_listening()
         failures = 0
         while not self._stop.is_set():
             began = time.monotonic()
