@@ -31,9 +31,11 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from tests.authz_expectations import (
+    ADMIN,
     API,
     CREATE,
     DASHBOARD,
+    HOST_AGENT,
     OWNER,
     PRINCIPALS,
     PUBLIC,
@@ -178,6 +180,11 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         kwargs = {"model_name": m.name}
     elif name == "model-version-detail":
         kwargs = {"model_name": m.name, "version": 1}
+    elif name.startswith(("host-run-", "host-share-")):
+        kwargs = {"trial_id": t.id, "run_id": t.run_id}
+        kwargs |= {"node_rank": 1} if name.startswith("host-share-") else {}
+    elif name == "host-token-detail":
+        kwargs = {"name": "mx-host"}
     bodies: dict[tuple[str, str], dict] = {
         ("login", "post"): {"username": "mx-owner", "password": "pw-owner"},
         ("experiment-list", "post"): {"config": TINY_CONFIG, "model_definition": b64(TINY_MODEL)},
@@ -201,6 +208,7 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         ("model-version-detail", "patch"): {"comment": "changed"},
         ("experiment-detail", "patch"): {"notes": "changed"},
         ("trial-detail", "patch"): {"notes": "changed"},
+        ("host-token-list", "post"): {"name": "mx-host"},
     }
     return reverse(f"registry-api:{name}", kwargs=kwargs), bodies.get((name, method))
 
@@ -254,6 +262,10 @@ def _api_expected(kind: str, principal: str, name: str) -> int | str:
         return "allowed"
     if principal in ("anonymous", "ended_run"):
         return 401
+    if kind == HOST_AGENT:  # host tokens only (tests/test_host_api_access.py has them)
+        return 403
+    if kind == ADMIN:
+        return "allowed" if principal == "admin" else 403
     run_ok = {
         READ_OWN_RUN: ("this_run",),
         READ_ANY_RUN: ("this_run", "other_run"),

@@ -23,6 +23,7 @@ from rest_framework.authtoken.models import Token
 
 from headway.cli.main import main as cli_main
 from headway.client import (
+    BadRequestError,
     ConflictError,
     NotFoundError,
     RegistryAPI,
@@ -34,7 +35,7 @@ from registry import lifecycle
 from registry.models import HostToken
 from registry.models.host_token import hash_host_key
 from tests.helpers import TINY_CONFIG, TINY_MODEL, start_run
-from tests.host_api_helpers import beat, host_api, issue_key
+from tests.host_api_helpers import beat, host_api, host_queue, issue_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -141,12 +142,17 @@ def test_a_host_cannot_touch_another_hosts_runs(live_server, users) -> None:
     with pytest.raises(NotFoundError):
         mine.share_claim(*ids, 1, worker="x")
     # A host registers only its own queue (runs placed on it are sent there).
-    with pytest.raises(Exception) as wrong:
+    with pytest.raises(BadRequestError) as wrong:
         other.host_heartbeat(
             pool="default", queue="q.host.hx-own", slots=0, devices=[], gpu=False,
             started_at=trial.created_at,
         )  # fmt: skip
     assert getattr(wrong.value, "status", None) == 400 and "queue" in str(wrong.value)
+    with pytest.raises(BadRequestError, match="unknown resource pool"):
+        other.host_heartbeat(
+            pool="no-such-pool", queue=host_queue("hx-other"), slots=0, devices=[], gpu=False,
+            started_at=trial.created_at,
+        )  # fmt: skip
 
 
 def _api_routes() -> list[tuple[str, Any]]:

@@ -38,6 +38,7 @@ from registry.models import (
     TrialRun,
     WorkerHost,
 )
+from registry.pools import check_resource_pool
 from registry.scheduler import request_placement
 from workers.loglines import clean_line
 
@@ -69,7 +70,11 @@ def host_beat(
     (``scheduling.host_redispatch``); then request a placement pass, as the worker's beat did.
 
     Returns the host row and how many runs were sent again.
+
+    Raises:
+        InvalidInput: (400, ``pool``) a pool the admin's pools file does not list.
     """
+    check_resource_pool(pool, field="pool")
     row = scheduling.host_heartbeat(
         name=host,
         pool=pool,
