@@ -247,7 +247,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "reap-lost-runs": {
         "task": "headway.reap_lost_runs",
-        "schedule": float(envstr("HEADWAY_REAPER_INTERVAL_SECONDS", "30")),
+        "schedule": float(envstr("HEADWAY_REAPER_INTERVAL_SECONDS", "10")),
         "options": {"queue": CELERY_TASK_DEFAULT_QUEUE, "expires": 60},
     },
 }
@@ -308,8 +308,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = (
 )
 # Kill: seconds between SIGTERM and SIGKILL of a trial's process group.
 HEADWAY_KILL_GRACE_SECONDS = float(envstr("HEADWAY_KILL_GRACE_SECONDS", "10"))
-# Workers heartbeat each run this often; a run whose worker has not heartbeated for the timeout
-# is lost and its trial re-queued (the reaper runs every HEADWAY_REAPER_INTERVAL_SECONDS).
+# Workers heartbeat each run this often (renewing its lease, below); the timeout bounds how long
+# a worker retries its database calls through an outage (logs, a run's exit).
 HEADWAY_HEARTBEAT_SECONDS = float(envstr("HEADWAY_HEARTBEAT_SECONDS", "10"))
 HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = envint("HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60)
 # A placed run no worker claimed this long after its task was sent gets the task again (a lost

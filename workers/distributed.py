@@ -243,8 +243,16 @@ class ShareWatch:
         if exit_code != 0 and None in codes:
             # These ranks failed while another host vanished (its peers' connections broke):
             # the host's loss, not the trial's failure.
-            note("[headway] another host of the run was lost: re-queued, not a restart")
-            self.problem = (LOST, "host lost: another host of the run stopped without an exit")
+            gone = (
+                RunShare.objects.filter(run=self.run)
+                .exclude(state=RunState.EXITED, exit_code__isnull=False)
+                .exclude(state=RunState.QUEUED)
+            )
+            names = ", ".join(
+                sorted(name or "?" for name in gone.values_list("host__name", flat=True))
+            )
+            self.problem = (LOST, f"host {names} lost: its ranks stopped without an exit code")
+            note(f"[headway] {self.problem[1]}; this host's ranks failed with it")
             return None
         if exit_code == 0:
             failed = [code for code in codes if code != 0]

@@ -255,22 +255,28 @@ def _run_claimed(run: TrialRun, lease: leases.Lease) -> int | None:
         logger.exception("trial %s run %s could not be launched", trial_id, run_id)
         logs.add(f"[headway] could not launch the trial: {exc}")
         exit_code = 1
+    reason = ""  # what lost the run, for its trial's message (registry.lifecycle)
+    host = settings.HEADWAY_HOST_NAME
     if exit_code != 0 and supervision.shutting_down.is_set():
         # Stopped because this worker is going away: the trial's fault is not in it.
         logs.add(f"[headway] run {run_id} stopped by the worker's shutdown (code {exit_code})")
-        exit_code = None
+        exit_code, reason = None, f"host {host} shut down"
     if lease.expired:
         # Stopped by this host for want of a lease: an infrastructure failure, not the trial's.
         logs.add(f"[headway] run {run_id} stopped: {lease.expired} (code {exit_code})")
-        exit_code = None
+        exit_code, reason = None, f"host {host} lost its lease"
     else:
         exit_code = watch.final_exit_code(exit_code, logs.add)
+        if exit_code is None and watch.problem is not None:
+            reason = reason or watch.problem[1]
     logs.add(f"[headway] run {run_id} exited with code {exit_code}")
     # The exit must be recorded even across a database restart (workers/db_outage.py).
     budget = settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS
     db_outage.retry_database(logs.flush, budget=budget, what="trial logs")
     db_outage.retry_database(
-        lambda: lifecycle.trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code),
+        lambda: lifecycle.trial_run_exited(
+            trial_id=trial_id, run_id=run_id, exit_code=exit_code, reason=reason
+        ),
         budget=budget,
         what=f"trial {trial_id} run {run_id} exit",
     )
