@@ -10,16 +10,26 @@ from headway.cli._output import fmt_time, print_json, print_table
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """One row per host (slots in use / slots, devices, alive, last heartbeat), then one row
-    per trial run holding slots (host, trial, experiment, run, devices, state); ``--json``
-    prints the REST answer."""
+    """One row per host (slots in use / slots, devices, alive, last heartbeat, start, resource
+    pool), then one row per trial run holding slots (host, trial, experiment, run, devices,
+    state); ``--json`` prints the REST answer."""
     session = make_session(args)
     hosts = fetch_all(session, "workers/")
     if args.json:
         print_json(hosts)
         return 0
     print_table(
-        ["host", "alive", "slots", "in use", "devices", "kind", "last heartbeat", "started"],
+        [
+            "host",
+            "alive",
+            "slots",
+            "in use",
+            "devices",
+            "kind",
+            "last heartbeat",
+            "started",
+            "pool",
+        ],
         [
             [
                 host.get("name"),
@@ -30,6 +40,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "gpu" if host.get("gpu") else "cpu",
                 fmt_time(host.get("heartbeat_at")),
                 fmt_time(host.get("started_at")),
+                host.get("pool") or "-",
             ]
             for host in hosts
         ],

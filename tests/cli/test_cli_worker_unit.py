@@ -12,6 +12,7 @@ from tests.cli.fakes import FakeSession
 HOSTS = [
     {
         "name": "gpu-a",
+        "pool": "big",
         "slots": 2,
         "slots_in_use": 1,
         "devices": ["0", "1"],
@@ -33,6 +34,7 @@ HOSTS = [
     },
     {
         "name": "cpu-b",
+        "pool": "default",
         "slots": 1,
         "slots_in_use": 0,
         "devices": ["cpu0"],
@@ -62,6 +64,7 @@ def test_worker_list_prints_hosts_then_runs(
     assert header.split()[:4] == ["host", "alive", "slots", "in"]
     assert a.split()[:7] == ["gpu-a", "yes", "2", "1", "0,1", "gpu", "2026-01-02"]
     assert b.split()[:6] == ["cpu-b", "NO", "1", "0", "cpu0", "cpu"]
+    assert (header.split()[-1], a.split()[-1], b.split()[-1]) == ("pool", "big", "default")
     (run,) = runs.strip().splitlines()[2:]
     assert run.split()[:6] == ["gpu-a", "7", "3", "2", "RUNNING", "1"]
 
