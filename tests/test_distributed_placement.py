@@ -139,9 +139,12 @@ def test_without_enough_hosts_a_gang_gets_a_message_and_blocks_nobody(submit):
 def test_each_host_s_process_is_told_its_node_and_the_chief_s_rendezvous(
     submit, settings, tmp_path
 ):
+    from headway.launch._network import local_addresses
     from workers import distributed, runner
 
-    settings.HEADWAY_HOST_ADDRESS = "10.1.2.3"
+    # An address of this host: a HEADWAY_HOST_ADDRESS that is not is refused (workers/address.py).
+    address = next((a for a in local_addresses() if "." in a and not a.startswith("127.")), "")
+    settings.HEADWAY_HOST_ADDRESS = address or "127.0.0.1"
     settings.HEADWAY_THREADS_PER_SLOT = 2
     register_host("a", 2)
     register_host("b", 2)
@@ -153,12 +156,12 @@ def test_each_host_s_process_is_told_its_node_and_the_chief_s_rendezvous(
     share = distributed.claim_share(trial.id, 1, 1, "worker-b")
     assert share is not None and distributed.claim_share(trial.id, 1, 1, "again") is None
     node = distributed.wait_for_rendezvous(share)
-    assert node == distributed.NodePlan(2, 1, 4, "10.1.2.3", chief.port)
+    assert node == distributed.NodePlan(2, 1, 4, settings.HEADWAY_HOST_ADDRESS, chief.port)
     chief_env = runner._environment(run, tmp_path / "info.json", chief)
     share_env = runner._environment(run, tmp_path / "info.json", node, share)
     for env, rank in ((chief_env, "0"), (share_env, "1")):
         assert env["HEADWAY_NUM_NODES"] == "2" and env["HEADWAY_NODE_RANK"] == rank
-        assert env["HEADWAY_CHIEF_IP"] == "10.1.2.3"
+        assert env["HEADWAY_CHIEF_IP"] == settings.HEADWAY_HOST_ADDRESS
         assert env["HEADWAY_RDZV_PORT"] == str(chief.port)
         assert env["HEADWAY_SLOT_IDS"] == "cpu0,cpu1" and env["HEADWAY_THREADS_PER_SLOT"] == "2"
     # A trial class over 4 slots runs under the launcher; a shell command as given.

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from registry.models import RunShare, RunState, TrialRun
 from registry.scheduling import lease_expiry
+from workers.address import host_address
 
 # Why the chief stops its ranks because of another host; "lost" re-queues without a restart.
 FAILED = "failed"
@@ -62,14 +63,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def chief_plan(run: TrialRun) -> NodePlan:
+def chief_plan(run: TrialRun, prepare: Callable[[str], None] | None = None) -> NodePlan:
     """The chief's ``NodePlan``; for a run over several hosts, publish the rendezvous address
-    (this host's ``HEADWAY_HOST_ADDRESS`` and a free port) to its shares."""
+    (this host's advertised address, ``workers.address``, and a free port) to its shares,
+    after ``prepare(rendezvous)`` (the shared-storage marker, ``workers.runner``)."""
     shares = list(RunShare.objects.filter(run=run).values_list("slots", flat=True))
     total = (run.slots or 1) + sum(shares)
     if not shares:
         return NodePlan(total_slots=total)
-    address, port = settings.HEADWAY_HOST_ADDRESS, free_port()
+    address, port = host_address(), free_port()
+    if prepare is not None:
+        prepare(f"{address}:{port}")
     RunShare.objects.filter(run=run).update(rendezvous=f"{address}:{port}")
     return NodePlan(
         nnodes=1 + len(shares), node_rank=0, total_slots=total, chief_addr=address, port=port

@@ -38,9 +38,11 @@ from django.utils import timezone
 
 from headway.archive import check_model_definition_isolated, extract_model_definition
 from headway.expconf import EnvironmentConfig, parse_experiment_config
+from headway.launch._network import HostAddressError, socket_ifname_environment
 from registry import lifecycle
 from registry.models import Checkpoint, Experiment, RunShare, TrialLog, TrialRun
-from workers import db_outage, distributed, isolation, leases, supervision
+from workers import db_outage, distributed, isolation, leases, shared_storage, supervision
+from workers.address import host_address
 from workers.distributed import NodePlan
 from workers.loglines import clean_line, read_lines
 
@@ -168,9 +170,33 @@ def _environment(
     env["HEADWAY_CHIEF_IP"] = node.chief_addr
     if node.port is not None:
         env["HEADWAY_RDZV_PORT"] = str(node.port)
+    env.update(_network_environment(node, env))
     if user is not None:
         env.update({"HOME": user.home, "USER": user.name, "LOGNAME": user.name})
     return env
+
+
+def _network_environment(node: NodePlan, env: dict[str, str]) -> dict[str, str]:
+    """Where this host's ranks meet the others: ``HEADWAY_HOST_ADDRESS`` (torchrun's
+    ``--local-addr``) and ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` for the interface
+    that owns it, unless the user set them (``env``: the worker's allowed variables and the
+    experiment's ``environment_variables``; or the worker's own environment).
+
+    A run on one host does not need an address: when none can be found it runs without these
+    (and without the host name resolving). Over several hosts the error is the launch's.
+
+    Raises:
+        HostAddressError: over several hosts, when this host's address is wrong or unknown.
+    """
+    try:
+        address = host_address()
+    except HostAddressError:
+        if node.nnodes > 1:
+            raise
+        return {}
+    found = {"HEADWAY_HOST_ADDRESS": address}
+    found.update(socket_ifname_environment(address, env, os.environ))
+    return found
 
 
 def _pump(stream, lines: queue.Queue) -> None:
@@ -249,7 +275,7 @@ def _run_claimed(run: TrialRun, lease: leases.Lease) -> int | None:
     exit_code: int | None
     watch = distributed.ShareWatch(run)
     try:
-        node = distributed.chief_plan(run)
+        node = distributed.chief_plan(run, shared_storage.marker_writer(run))
         exit_code = _launch_and_wait(run, run_dir, logs, node, watch=watch, lease=lease)
     except Exception as exc:  # a failure to launch is the trial's failure, not the worker's
         logger.exception("trial %s run %s could not be launched", trial_id, run_id)
@@ -321,7 +347,11 @@ def _run_claimed_share(share: RunShare, lease: leases.Lease) -> int | None:
     run_dir = settings.HEADWAY_WORK_DIR / f"trial-{trial_id}-run-{run_id}-node-{node_rank}"
     exit_code: int | None
     try:
+        shared_storage.check_share(run, share, node)
         exit_code = _launch_and_wait(run, run_dir, logs, node, share=share, lease=lease)
+    except shared_storage.SharedStorageRefused as exc:
+        logs.add(f"[headway] {exc}")
+        exit_code = 1
     except Exception as exc:
         logger.exception("trial %s run %s node %s could not be launched", *share_ids(share))
         logs.add(f"[headway] node {node_rank} could not launch: {exc}")

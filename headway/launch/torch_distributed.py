@@ -16,6 +16,9 @@ The worker tells this launcher what the run holds on this host through its envir
   port). Several: static rendezvous with ``--nnodes``, ``--node-rank``, ``--master-addr
   $HEADWAY_CHIEF_IP --master-port $HEADWAY_RDZV_PORT``: the TCP store lives on the chief host
   (node 0), which holds global rank 0.
+- ``HEADWAY_HOST_ADDRESS``: this host's advertised address, torchrun's ``--local-addr`` over
+  several hosts; one host uses ``127.0.0.1``. Either way torchrun never falls back to the host
+  name, which Debian resolves to ``127.0.1.1`` (or which may not resolve at all).
 - ``HEADWAY_THREADS_PER_SLOT``: ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` of each rank.
 
 ``--max-restarts 0``: a rank that fails stops every rank of this host (torchrun terminates
@@ -58,6 +61,8 @@ class LaunchPlan:
         port (int | None): rendezvous port on the chief host; None with one host (torchrun
             picks a free one).
         threads_per_slot (int | None): ``OMP_NUM_THREADS`` for each rank; None leaves it.
+        local_addr (str): this host's address as the other hosts reach it (torchrun's
+            ``--local-addr``: ``MASTER_ADDR`` of the ranks when this host is the chief).
     """
 
     nproc_per_node: int
@@ -66,6 +71,7 @@ class LaunchPlan:
     chief_addr: str = "127.0.0.1"
     port: int | None = None
     threads_per_slot: int | None = None
+    local_addr: str = "127.0.0.1"
 
 
 def _int_env(name: str, raw: str | None, default: int | None, minimum: int) -> int:
@@ -106,6 +112,7 @@ def plan_from_env(environ: Mapping[str, str] | None = None) -> LaunchPlan:
         chief_addr=env.get("HEADWAY_CHIEF_IP") or "127.0.0.1",
         port=port,
         threads_per_slot=threads or None,
+        local_addr=(env.get("HEADWAY_HOST_ADDRESS") if nnodes > 1 else None) or "127.0.0.1",
     )
 
 
@@ -136,6 +143,8 @@ def torchrun_command(
         "--tee",
         "3",
     ]
+    # Not the host name's resolution (torchrun's default): see the module docstring.
+    cmd += ["--local-addr", plan.local_addr]
     if plan.nnodes == 1:
         cmd.append("--standalone")
     else:

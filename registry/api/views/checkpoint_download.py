@@ -13,7 +13,7 @@ import mimetypes
 import pathlib
 
 from django.conf import settings
-from django.http import HttpResponseRedirect, StreamingHttpResponse
+from django.http import FileResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -24,11 +24,13 @@ from werkzeug.http import parse_range_header
 from headway.archive import UnsafeArchivePath, check_member_path
 from headway.storage import (
     StorageManager,
-    iter_file_chunks,
     iter_tar_chunks,
     iter_tgz_chunks,
+    open_file_range,
     zip_stream,
 )
+from headway.storage._archive_stream import CHUNK_SIZE
+from headway.storage._shared_fs_check import unreadable_message
 from registry.api.schema import ErrorSerializer
 from registry.errors import InvalidInput, RegistryError
 from registry.storage_endpoints import registry_storage_manager
@@ -47,6 +49,12 @@ class CheckpointGone(RegistryError):
     """410: the checkpoint is registered but none of its files is in storage any more."""
 
     status = 410
+
+
+class CheckpointStorageUnreadable(RegistryError):
+    """502: a shared_fs checkpoint whose folder this server cannot list (not mounted here)."""
+
+    status = 502
 
 
 class CheckpointFileMissing(RegistryError):
@@ -105,6 +113,7 @@ class CheckpointDownloadMixin:
             (206, "application/octet-stream"): OpenApiTypes.BINARY,
             302: OpenApiResponse(description="presigned S3 URL in Location"),
             410: OpenApiResponse(ErrorSerializer, description="files no longer in storage"),
+            502: OpenApiResponse(ErrorSerializer, description="storage this server cannot read"),
             416: OpenApiResponse(description="unsatisfiable Range"),
         },
     )
@@ -113,6 +122,9 @@ class CheckpointDownloadMixin:
         checkpoint = self.get_object()
         params = _check_params(request.query_params)
         manager = registry_storage_manager(checkpoint.storage)
+        unreadable = unreadable_message(checkpoint.storage, str(checkpoint.uuid))
+        if unreadable is not None:
+            raise CheckpointStorageUnreadable(unreadable)
         if "path" in params:
             rel = _registered_path(params["path"], checkpoint.resources)
             if "redirect" in params:
@@ -217,11 +229,18 @@ def _one_file(request, manager: StorageManager, storage_id: str, rel: pathlib.Pu
             headers={"Content-Range": f"bytes */{size}"},
         )
     start, end = wanted if isinstance(wanted, tuple) else (0, size)
-    response = StreamingHttpResponse(
-        iter_file_chunks(manager, storage_id, relpath, start, end),
+    try:
+        body = open_file_range(manager, storage_id, relpath, start, end)
+    except FileNotFoundError:
+        raise _file_missing(manager, storage_id, [relpath]) from None
+    # A file object, not a generator: the WSGI server's file wrapper sends a shared_fs file
+    # with sendfile (no Python copy loop); S3 bodies are read in CHUNK_SIZE pieces.
+    response = FileResponse(
+        body,
         status=206 if isinstance(wanted, tuple) else 200,
         content_type=mimetypes.guess_type(rel.name)[0] or "application/octet-stream",
     )
+    response.block_size = CHUNK_SIZE
     response["Content-Length"] = str(end - start)
     if isinstance(wanted, tuple):
         response["Content-Range"] = f"bytes {start}-{end - 1}/{size}"

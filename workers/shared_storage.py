@@ -1,0 +1,57 @@
+"""A run's ``shared_fs`` storage seen by all of its hosts: the chief writes a marker into it,
+every other host reads it before starting its ranks (``headway.storage._shared_fs_check``).
+
+Once per run start, before any rank trains: a host that does not see the chief's folder
+refuses its share with a message naming the storage and both hosts, so checkpoints never land
+on one host's local disk while the others resume from nothing (issue #21, section 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+
+from headway.storage import _shared_fs_check as shared_fs_check
+from registry.models import RunShare, TrialRun
+from workers.distributed import NodePlan
+
+
+class SharedStorageRefused(Exception):
+    """A ``shared_fs`` storage this host does not share with the run's chief host."""
+
+
+def _storage(run: TrialRun) -> dict:
+    return (run.trial.experiment.config or {}).get("checkpoint_storage") or {}
+
+
+def marker_writer(run: TrialRun) -> Callable[[str], None] | None:
+    """What the chief does before publishing its rendezvous ``address:port`` to the other
+    hosts: write it as the run's marker into its ``shared_fs`` storage; None for other
+    storage types (S3 is one store for every host by construction)."""
+    base = shared_fs_check.shared_fs_base(_storage(run))
+    if base is None:
+        return None
+    trial_id, run_id = run.trial_id, run.run_id
+
+    def write(value: str) -> None:
+        shared_fs_check.write_marker(base, trial_id, run_id, value)
+
+    return write
+
+
+def check_share(run: TrialRun, share: RunShare, node: NodePlan) -> None:
+    """Refuse this host's share before any rank starts when it does not see the marker the
+    chief wrote into the run's ``shared_fs`` storage (one file read).
+
+    Raises:
+        SharedStorageRefused: naming the storage and both hosts.
+    """
+    storage = _storage(run)
+    base = shared_fs_check.shared_fs_base(storage)
+    value = f"{node.chief_addr}:{node.port}"
+    if base is None or shared_fs_check.marker_matches(base, run.trial_id, run.run_id, value):
+        return
+    chief = run.host.name if run.host is not None else node.chief_addr
+    this = share.host.name if share.host is not None else settings.HEADWAY_HOST_NAME
+    raise SharedStorageRefused(shared_fs_check.refusal(storage, chief, [this]))
