@@ -17,14 +17,12 @@ Each checkpoint directory holds:
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import logging
 import os
 import pathlib
 import pickle
 import random
-import shutil
 import sys
 import tempfile
 from typing import Any
@@ -32,15 +30,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from headway.archive import (
-    MAX_MEMBERS,
-    MAX_MODEL_DEF_BYTES,
-    SKIP_NAMES,
-    SKIP_SUFFIXES,
-    UNPACKED_FACTOR,
-)
 from headway.pytorch import _tensorboard
 from headway.pytorch._callback import PyTorchCallback
+from headway.pytorch._code_snapshot import CodeSnapshot, model_code_root, snapshot_model_code
 from headway.pytorch._context import PyTorchTrialContext
 
 logger = logging.getLogger("headway.pytorch")
@@ -48,9 +40,6 @@ logger = logging.getLogger("headway.pytorch")
 STATE_FILE = "state-dict.pth"
 LOAD_DATA_FILE = "load_data.json"
 CODE_DIR = "code"
-MAX_CODE_BYTES = MAX_MODEL_DEF_BYTES * UNPACKED_FACTOR
-"""Largest model code copied into ``code/`` (what a model definition may unpack to)."""
-
 
 TRUST_PICKLES_ENV = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
 """PyTorch's own switch (>= 2.6) back to ``weights_only=False``; Headway honours it too."""
@@ -265,69 +254,6 @@ def load_data(context: PyTorchTrialContext, trial_cls: type) -> dict[str, Any]:
     }
 
 
-def model_code_root(trial_cls: type) -> pathlib.Path | None:
-    """The folder from which ``trial_cls``'s module imports (the module file's folder, one level
-    up per dot in a dotted module name); None for classes without a source file."""
-    module = trial_cls.__module__
-    try:
-        file = pathlib.Path(
-            inspect.getfile(sys.modules[module] if module == "__main__" else trial_cls)
-        )
-    except (TypeError, KeyError):
-        return None
-    root = file.resolve().parent
-    if module != "__main__":
-        for _ in range(module.count(".")):
-            root = root.parent
-    return root
-
-
-def snapshot_model_code(
-    root: pathlib.Path, exclude: list[pathlib.Path], max_bytes: int = MAX_CODE_BYTES
-) -> pathlib.Path | None:
-    """Copy the model code under ``root`` into a new temporary folder and return it.
-
-    Taken once when ``fit()`` starts, so files the trial writes into its working directory later
-    do not end up in ``code/``. Leaves out what a model definition leaves out (``.git``,
-    ``__pycache__``, ``*.pyc``), symbolic links, and the folders in ``exclude`` (checkpoint and
-    TensorBoard folders that may sit inside ``root``). Returns None, with a warning, when the
-    code is over ``max_bytes`` or ``MAX_MEMBERS`` files (checkpoints are then saved without
-    ``code/``).
-    """
-    skip = {os.path.realpath(p) for p in exclude}
-    files: list[pathlib.Path] = []
-    total = 0
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if d not in SKIP_NAMES
-            and not os.path.islink(os.path.join(folder, d))
-            and os.path.realpath(os.path.join(folder, d)) not in skip
-        )
-        for name in sorted(names):
-            path = pathlib.Path(folder, name)
-            if name.endswith(SKIP_SUFFIXES) or path.is_symlink() or not path.is_file():
-                continue
-            total += path.stat().st_size
-            files.append(path)
-            if total > max_bytes or len(files) > MAX_MEMBERS:
-                logger.warning(
-                    "model code under %s is over %d bytes or %d files: checkpoints will have "
-                    "no code/ folder (move data out of the model directory)",
-                    root,
-                    max_bytes,
-                    MAX_MEMBERS,
-                )
-                return None
-    target = pathlib.Path(tempfile.mkdtemp(prefix="headway-code-"))
-    for file in files:
-        dest = target / file.relative_to(root)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(file, dest)
-    return target
-
-
 class CheckpointFiles:
     """Writes ``load_data.json``, ``code/`` and ``tensorboard/`` into each checkpoint of a fit.
 
@@ -343,7 +269,7 @@ class CheckpointFiles:
     def __init__(self, context: PyTorchTrialContext, trial_cls: type) -> None:
         self._context = context
         self._load_data = load_data(context, trial_cls)
-        self._code: pathlib.Path | None = None
+        self._code: CodeSnapshot | None = None
         self._remove: Any = None
         if context.distributed.rank != 0:
             return  # only the chief writes checkpoints
@@ -371,7 +297,7 @@ class CheckpointFiles:
         with open(path / LOAD_DATA_FILE, "w", encoding="utf-8") as fh:
             json.dump(self._load_data, fh, default=str)
         if self._code is not None:
-            shutil.copytree(self._code, path / CODE_DIR, dirs_exist_ok=True)
+            self._code.write_into(path / CODE_DIR)
 
     def close(self) -> None:
         """Stop adding files and delete the code snapshot."""
@@ -379,7 +305,7 @@ class CheckpointFiles:
             self._remove()
             self._remove = None
         if self._code is not None:
-            shutil.rmtree(self._code, ignore_errors=True)
+            self._code.remove()
             self._code = None
 
 
