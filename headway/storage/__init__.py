@@ -4,13 +4,20 @@ Never imports Django. ``build_storage_manager(config)`` picks the backend from a
 ``checkpoint_storage``; ``iter_tar_chunks`` streams a checkpoint as a tar.
 """
 
-from headway.storage._archive_stream import iter_file_chunks, iter_tgz_chunks, zip_stream
+from headway.storage._archive_stream import (
+    FileRange,
+    iter_file_chunks,
+    iter_tgz_chunks,
+    open_file_range,
+    zip_stream,
+)
 from headway.storage._base import StorageManager
 from headway.storage._build import build, build_storage_manager
 from headway.storage._shared_fs import SharedFSStorageManager
 from headway.storage._tar import iter_tar_chunks, stream_tar
 
 __all__ = [
+    "FileRange",
     "S3StorageManager",
     "SharedFSStorageManager",
     "StorageManager",
@@ -19,6 +26,7 @@ __all__ = [
     "iter_file_chunks",
     "iter_tar_chunks",
     "iter_tgz_chunks",
+    "open_file_range",
     "stream_tar",
     "zip_stream",
 ]
