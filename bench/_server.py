@@ -187,15 +187,17 @@ class Backend:
             "PYTHONUNBUFFERED": "1",
         }
 
-    def manage(self, *args: str) -> str:
+    def manage(self, *args: str, repo: Path = REPO) -> str:
         """Run ``manage.py ARGS`` with this backend's environment; return its stdout.
+
+        ``repo``: the source tree whose ``manage.py`` runs (another commit's worktree).
 
         Raises:
             RuntimeError: with the command's stderr when it exits non-zero.
         """
         proc = subprocess.run(
-            [sys.executable, MANAGE, *args],
-            cwd=REPO,
+            [sys.executable, str(repo / "manage.py"), *args],
+            cwd=repo,
             env=self.env,
             capture_output=True,
             text=True,
@@ -244,13 +246,17 @@ class Server:
             ``gunicorn`` (``workers`` sync processes; only when gunicorn is importable) or
             ``serve`` (gunicorn with config/gunicorn.py, as ``manage.py serve`` runs it).
         workers: gunicorn worker processes (ignored for runserver).
+        repo: the source tree served (default this one; another commit's worktree for a
+            side-by-side baseline, bench/_report_pairs.py).
 
     Raises:
         RuntimeError: when the server does not answer ``/healthz`` within ``START_TIMEOUT_S``.
     """
 
-    def __init__(self, backend: Backend, kind: str = "runserver", workers: int = 2) -> None:
-        self.backend, self.kind, self.workers = backend, kind, workers
+    def __init__(
+        self, backend: Backend, kind: str = "runserver", workers: int = 2, repo: Path = REPO
+    ) -> None:
+        self.backend, self.kind, self.workers, self.repo = backend, kind, workers, repo
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -258,7 +264,8 @@ class Server:
 
     def _command(self) -> list[str]:
         if self.kind == "runserver":
-            return [sys.executable, MANAGE, "runserver", "--noreload", f"127.0.0.1:{self.port}"]
+            manage = str(self.repo / "manage.py")
+            return [sys.executable, manage, "runserver", "--noreload", f"127.0.0.1:{self.port}"]
         if self.kind == "runserver_nodelay":
             return [sys.executable, "-c", _NODELAY_RUNSERVER, f"127.0.0.1:{self.port}"]
         if self.kind == "gunicorn":
@@ -270,7 +277,7 @@ class Server:
         if self.kind == "serve":  # what `manage.py serve` runs: config/gunicorn.py (gthread)
             return [
                 sys.executable, "-m", "gunicorn", "config.wsgi:application",
-                "--config", str(REPO / "config" / "gunicorn.py"),
+                "--config", str(self.repo / "config" / "gunicorn.py"),
                 "--bind", f"127.0.0.1:{self.port}",
             ]  # fmt: skip
         raise ValueError(f"unknown server kind {self.kind!r}")
@@ -280,7 +287,7 @@ class Server:
             # A new session so stop() can signal the server and any children it forked.
             self.proc = subprocess.Popen(
                 self._command(),
-                cwd=REPO,
+                cwd=self.repo,
                 env=self.backend.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -24,6 +24,13 @@ The same run first measures the baseline commit (``BASELINE_REF``, the last comm
 tiny mode) in a temporary git worktree (``bench/_baseline.py``: the old code measured by this
 script), and prints each figure's ratio to it.
 
+Then (``--no-pairs`` skips it) both this tree and ``PAIRS_REF`` (the commit before the one-statement
+report; ``HEADWAY_BENCH_PAIRS_BASELINE=<ref>``) run at once behind gunicorn as deployed, each on
+its own database, and rounds of one-point reports and 1,000-point batches alternate between them
+(``bench/_report_pairs.py``): the ratio of each round and its range, which the machine's load
+moves far less than two halves measured one after the other. In tiny mode both sides are this
+tree.
+
 Targets (issue #27): >= 200,000 points/s batched on SQLite and >= 100,000 on PostgreSQL,
 <= 3 ms p50 single on both, >= 50,000 SDK steps/s. ``--profile`` runs the same POSTs
 in-process through Django's test Client under cProfile and prints where the time goes, grouped
@@ -47,6 +54,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _baseline import compare, run_baseline, wanted  # noqa: E402
+from _report_pairs import measure_pairs  # noqa: E402
 from _request_profile import print_by_package  # noqa: E402
 from _server import (  # noqa: E402
     REPO,
@@ -68,6 +76,8 @@ TARGET_POINTS_PER_S = {"sqlite": 200_000, "postgres": 100_000}
 TARGET_SINGLE_P50_MS, TARGET_SDK_STEPS_PER_S = 3.0, 50_000
 # The last commit before the #27 fast path (token cache, fewer statements per report).
 BASELINE_REF = "a3fb5fb^"
+# The commit before the one-statement report on PostgreSQL (the interleaved pairs' baseline).
+PAIRS_REF = "6a8a8e4^"
 # The figures compared with the baseline's (per backend prefix).
 COMPARED = (
     "batched_points_per_s",
@@ -311,6 +321,10 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="always profile the request path")
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
     parser.add_argument("--no-baseline", action="store_true", help="skip the baseline commit")
+    parser.add_argument("--no-pairs", action="store_true", help="skip the interleaved pairs")
+    parser.add_argument(
+        "--pairs-only", action="store_true", help="only the interleaved pairs (no full run)"
+    )
     parser.add_argument("--profile-child", metavar="TOKEN", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.profile_child:
@@ -319,13 +333,18 @@ def main() -> None:
     kinds = ["runserver"] + (["gunicorn"] if gunicorn_available() else [])
     if "gunicorn" not in kinds:
         print("note: gunicorn is not installed (not a dependency); measuring runserver only.")
-    baseline_ref = None if (args.no_baseline or tiny()) else wanted(BASELINE_REF)
+    skip_baseline = args.no_baseline or args.pairs_only or tiny()
+    baseline_ref = None if skip_baseline else wanted(BASELINE_REF)
     baseline: dict[str, float | bool] = {}
     if baseline_ref is not None:
         baseline = run_baseline(
-            baseline_ref, Path(__file__).name, ["--no-postgres"] if args.no_postgres else []
+            baseline_ref,
+            Path(__file__).name,
+            ["--no-pairs", *(["--no-postgres"] if args.no_postgres else [])],
         )
-    backends = backend_factories(POSTGRES_URL, postgres=not args.no_postgres)
+    backends = (
+        [] if args.pairs_only else backend_factories(POSTGRES_URL, postgres=not args.no_postgres)
+    )
 
     results: dict[str, dict[str, float | bool]] = {}
     figures: dict[str, float | bool] = {}
@@ -361,6 +380,14 @@ def main() -> None:
                 run_profile(backend, token)
         finally:
             backend.cleanup()
+
+    if not args.no_pairs:
+        only = os.environ.get("HEADWAY_BENCH_BACKENDS", "")
+        labels = [b for b in ("sqlite", "postgres") if only in ("", b)]
+        if args.no_postgres:
+            labels = [b for b in labels if b != "postgres"]
+        ref = None if tiny() else os.environ.get("HEADWAY_BENCH_PAIRS_BASELINE", PAIRS_REF)
+        figures.update(measure_pairs(ref, labels, POSTGRES_URL))
 
     print()
     print_table(results)
