@@ -170,33 +170,35 @@ def _environment(
     env["HEADWAY_CHIEF_IP"] = node.chief_addr
     if node.port is not None:
         env["HEADWAY_RDZV_PORT"] = str(node.port)
-    env.update(_network_environment(node, env))
+    address = _host_address(node)
+    if address:
+        # Where this host's ranks meet the others' (torchrun's --local-addr, gloo, NCCL).
+        env["HEADWAY_HOST_ADDRESS"] = address
+        interfaces = socket_ifname_environment(address, env, os.environ)
+        for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+            if var in interfaces:
+                env[var] = interfaces[var]
     if user is not None:
         env.update({"HOME": user.home, "USER": user.name, "LOGNAME": user.name})
     return env
 
 
-def _network_environment(node: NodePlan, env: dict[str, str]) -> dict[str, str]:
-    """Where this host's ranks meet the others: ``HEADWAY_HOST_ADDRESS`` (torchrun's
-    ``--local-addr``) and ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` for the interface
-    that owns it, unless the user set them (``env``: the worker's allowed variables and the
-    experiment's ``environment_variables``; or the worker's own environment).
-
-    A run on one host does not need an address: when none can be found it runs without these
-    (and without the host name resolving). Over several hosts the error is the launch's.
+def _host_address(node: NodePlan) -> str:
+    """This host's advertised address for the run's ranks (``workers.address``); "" when
+    none is found and the run is on one host, which needs none (nor the host name to
+    resolve). The ranks' ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` name the interface
+    owning it unless the user set them (the worker's allowed variables, the experiment's
+    ``environment_variables``, or the worker's own environment).
 
     Raises:
         HostAddressError: over several hosts, when this host's address is wrong or unknown.
     """
     try:
-        address = host_address()
+        return host_address()
     except HostAddressError:
         if node.nnodes > 1:
             raise
-        return {}
-    found = {"HEADWAY_HOST_ADDRESS": address}
-    found.update(socket_ifname_environment(address, env, os.environ))
-    return found
+        return ""
 
 
 def _pump(stream, lines: queue.Queue) -> None:
