@@ -26,7 +26,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from dashboard.forms import ContinueTrialForm, stash_continue_form
-from headway.cli import merge_hparam_overrides
+from headway.expconf import merge_hparam_overrides
 from registry import authz, lifecycle
 from registry.errors import RegistryError
 from registry.models import Experiment, Trial

@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 from django.http import HttpRequest
 
-from headway.cli import OverrideError, parse_hparam_overrides
+from headway.expconf import OverrideError, parse_hparam_overrides
 
 
 class ContinueTrialForm(forms.Form):

@@ -63,6 +63,19 @@ def _run(config: Path, cwd: Path, pythonpath: Path) -> subprocess.CompletedProce
     )
 
 
+def _fake_packages(root: Path, config: dict) -> None:
+    """Empty packages for every root package of the contract and every forbidden sub-package
+    of one (``headway.cli``): lint-imports refuses a contract naming a module that is absent."""
+    roots = set(config["root_packages"])
+    names = set(roots)
+    for contract in config["contracts"]:
+        names |= {m for m in contract.get("forbidden_modules", []) if m.split(".")[0] in roots}
+    for name in names:
+        folder = root.joinpath(*name.split("."))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "__init__.py").write_text("")
+
+
 @pytest.mark.parametrize(
     ("statement", "shown"),
     [
@@ -74,9 +87,7 @@ def test_contract_rejects_sdk_importing_the_server(tmp_path: Path, statement: st
     config = _real_config()
     # A fake tree with every root package of the real contract; the fake ``headway`` comes first
     # on PYTHONPATH, so it shadows the installed SDK.
-    for package in config["root_packages"]:
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
+    _fake_packages(tmp_path, config)
     (tmp_path / "registry" / "lifecycle.py").write_text("def pause():\n    pass\n")
     (tmp_path / "headway" / "core").mkdir()
     (tmp_path / "headway" / "core" / "__init__.py").write_text("")
@@ -99,3 +110,20 @@ def test_contract_holds_on_the_real_tree(tmp_path: Path):
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout, result.stdout
+
+
+def test_contract_rejects_the_dashboard_importing_the_cli(tmp_path: Path):
+    # #26: the dashboard reads hparam overrides with headway.expconf's parsers, not the CLI's.
+    config = _real_config()
+    _fake_packages(tmp_path, config)
+    (tmp_path / "headway" / "cli" / "__init__.py").write_text("def parse():\n    pass\n")
+    (tmp_path / "dashboard" / "forms.py").write_text(
+        '"""Leaks."""\n\nfrom headway.cli import parse\n'
+    )
+    ini = tmp_path / "contract.ini"
+    _write_ini(config, ini)
+
+    result = _run(ini, cwd=tmp_path, pythonpath=tmp_path)
+
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "dashboard.forms -> headway.cli" in result.stdout, result.stdout

@@ -2,7 +2,7 @@
 read logs and checkpoints over the registry's REST API. Entry point: ``headway.cli.main:main``."""
 
 from headway.archive import MAX_MODEL_DEF_BYTES, ModelDefinitionError, pack_model_definition
-from headway.cli._overrides import (
+from headway.expconf import (  # re-exported: the CLI's public names before #26
     OverrideError,
     merge_hparam_overrides,
     parse_hparam_overrides,

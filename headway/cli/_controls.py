@@ -13,7 +13,7 @@ from typing import Any
 
 from headway.cli._common import CLIError, make_session
 from headway.cli._experiment import follow_experiment
-from headway.cli._overrides import (
+from headway.expconf import (
     OverrideError,
     merge_hparam_overrides,
     parse_hparam_overrides,

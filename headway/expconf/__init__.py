@@ -39,6 +39,12 @@ from headway.expconf._hparams import (
     sample_hparams,
 )
 from headway.expconf._length import UNITS, Length, Unit, length_to_batches
+from headway.expconf._overrides import (
+    OverrideError,
+    merge_hparam_overrides,
+    parse_hparam_overrides,
+    parse_max_length,
+)
 from headway.expconf._sections import ProfilingConfig
 from headway.expconf._storage import (
     CheckpointStorageConfig,
@@ -67,6 +73,7 @@ __all__ = [
     "Hyperparameter",
     "IntHyperparameter",
     "Length",
+    "OverrideError",
     "LocationStorageConfig",
     "LogHyperparameter",
     "ProfilingConfig",
@@ -84,6 +91,9 @@ __all__ = [
     "length_to_batches",
     "MAX_YAML_VALUES",
     "load_yaml",
+    "merge_hparam_overrides",
+    "parse_hparam_overrides",
+    "parse_max_length",
     "parse_experiment_config",
     "parse_hyperparameters",
     "sample_hparams",

@@ -1,7 +1,9 @@
 """Parse "continue trial" overrides: ``NAME=VALUE`` hyperparameters and ``max_length`` values.
 
-Shared by ``headway trial continue`` and the dashboard's "Continue trial" form, so both read the
-same text the same way.
+The one definition, shared by ``headway trial continue`` (``headway.cli`` re-exports these names)
+and the dashboard's "Continue trial" form, so both read the same text the same way. It lives with
+the config schema because it reads values with the config loader (``load_yaml``, ``Length``) and so
+that the dashboard need not import the CLI.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from headway.expconf import ConfigError, Length, load_yaml
+from headway.expconf._errors import ConfigError
+from headway.expconf._experiment import load_yaml
+from headway.expconf._length import Length
 
 
 class OverrideError(ValueError):
