@@ -45,6 +45,7 @@ BENCHMARKS = (
     "dashboard",
     "preempt_latency",
     "scheduling",
+    "scheduling_scale",
     "ddp_overhead",
     "serving",
     "checkpoint_io",

@@ -30,6 +30,7 @@ EXPECTED_KEYS = {
     "dashboard": {"sqlite_overview_total_ms", "sqlite_trial_total_ms"},
     "preempt_latency": {"signal_p50_s", "paused_p50_s", "healthz_p50_s", "serve_exit_s"},
     "scheduling": {"trials_started_per_s", "queued_to_claimed_p50_s", "wall_vs_bare_processes"},
+    "scheduling_scale": {"placements_per_s_1000_hosts", "heartbeats_per_s", "pass_ratio_8x_hosts"},
     "ddp_overhead": {"backend", "ranks"},
     "serving": {"polls", "gunicorn_gthread_polls_wall_s"},
     "checkpoint_io": {"sizes", "server_rss_resting_mb", "server_rss_growth_tar_mb", "worst_ratio"},

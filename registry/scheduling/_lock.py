@@ -31,6 +31,11 @@ ADVISORY_LOCK_ID = 0x48575953  # "HWYS"
 # Requests for a pass (PostgreSQL; created by migration 0012).
 REQUESTS_SEQUENCE = "headway_placement_requests"
 MAX_PASSES = 3
+# A heartbeat's request in one round trip: the announcement first (the subquery's row exists
+# before the outer select's lock attempt runs on it; OFFSET 0 keeps it from being flattened).
+_ANNOUNCE_THEN_TRY = (
+    f"SELECT pg_try_advisory_lock(%s) FROM (SELECT nextval('{REQUESTS_SEQUENCE}') OFFSET 0) AS r"
+)
 _local = threading.local()
 
 
@@ -75,20 +80,16 @@ def _in_transaction(wait: bool) -> Iterator[None]:
     # could not unlock), so there is no "after the unlock" to re-check: one pass at most.
     if wait:
         _query("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_ID])
-    else:
-        _query(f"SELECT nextval('{REQUESTS_SEQUENCE}')")
-        if not _query("SELECT pg_try_advisory_xact_lock(%s)", [ADVISORY_LOCK_ID]):
-            return
+    elif not _query(_ANNOUNCE_THEN_TRY.replace("_lock(", "_xact_lock("), [ADVISORY_LOCK_ID]):
+        return
     yield
 
 
 def _autocommit(wait: bool) -> Iterator[None]:
     if wait:
         _query("SELECT pg_advisory_lock(%s)", [ADVISORY_LOCK_ID])
-    else:
-        _query(f"SELECT nextval('{REQUESTS_SEQUENCE}')")
-        if not _query("SELECT pg_try_advisory_lock(%s)", [ADVISORY_LOCK_ID]):
-            return  # the holder re-runs for this request
+    elif not _query(_ANNOUNCE_THEN_TRY, [ADVISORY_LOCK_ID]):
+        return  # the holder re-runs for this request
     for attempt in range(MAX_PASSES):
         if attempt and not _query("SELECT pg_try_advisory_lock(%s)", [ADVISORY_LOCK_ID]):
             return  # the new holder serves them: its pass starts after them, or its check sees them

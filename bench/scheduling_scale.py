@@ -1,0 +1,402 @@
+"""Placement at scale: the real scheduler with 1,000 hosts x 8 slots and 11,000 queued runs.
+
+Runs the registry's own code in this process (``registry.scheduling``, ``schedule_run``,
+``host_heartbeat``) on a database of its own: PostgreSQL when ``DATABASE_URL`` names a server (a
+fresh database, dropped at the end), else a fresh SQLite file. No worker runs: every Celery
+send is a no-op (below), so placed runs stay placed until the bench ends them.
+
+1. Backfill (a small cluster of its own, 4 hosts x 8): every slot busy with 1-slot runs; then an
+   8-slot run queued ahead of 40 1-slot runs, and 2 slots freed on each host: the 8-slot head
+   reserves one host (its 2 free slots stay free), the 1-slot runs behind it take the 6 others;
+   when its host's last runs end, the head starts there at once.
+2. The queue: ``ONE_SLOT`` (10,000) 1-slot and ``EIGHT_SLOT`` (1,000) 8-slot runs (every 11th),
+   created through ``schedule_run`` (its on-commit pass request switched off while they are
+   created, so the queue is built first).
+3. For 125, 250, 500 and 1,000 hosts (registered through ``host_heartbeat``): passes until one
+   places nothing (the hosts are full: fill rate), then ``PASS_REPEATS`` passes that place
+   nothing, timed (median: the pass cost; linear in hosts + queued runs is the goal).
+4. Sustained placement at 1,000 hosts: ``CHURN_ROUNDS`` times, ``CHURN_EXITS`` random placed runs
+   end and a pass places the queue's next runs in their slots: placements / time in passes.
+5. Heartbeats while passes run: a child process runs passes back to back (with the same
+   no-op send) while ``HEARTBEAT_THREADS`` threads send heartbeats (the upsert, then a pass
+   request, as ``workers.hosts`` does) for ``HEARTBEAT_S`` seconds: heartbeats handled per
+   second (goal >= 200) and their latency.
+
+Baseline in the same run (not in tiny mode): the same script on the commit before this
+placement code (``HEADWAY_BENCH_BASELINE``, default ``8e8a68d``; ``none`` skips it), with time
+budgets, since it places about 5 runs/s there. Ends with one JSON line holding
+``placements_per_s_1000_hosts`` and ``heartbeats_per_s`` (and the rest). ``--tiny`` (or
+``HEADWAY_BENCH_TINY=1``): 16 hosts and 110 runs, in seconds; its numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+if "--tiny" in sys.argv:  # the same as HEADWAY_BENCH_TINY=1
+    os.environ["HEADWAY_BENCH_TINY"] = "1"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _baseline import compare, run_baseline, wanted  # noqa: E402
+from _server import REPO, Backend, percentile  # noqa: E402
+from _tiny import pick, tiny  # noqa: E402
+
+STAGES = (125, 250, 500, 1000) if not tiny() else (2, 4, 8, 16)
+SLOTS = 8
+ONE_SLOT, EIGHT_SLOT = pick(10_000, 100), pick(1_000, 10)
+PASS_REPEATS = pick(5, 2)
+CHURN_ROUNDS, CHURN_EXITS = pick(20, 3), pick(400, 4)
+HEARTBEAT_THREADS, HEARTBEAT_S = 4, pick(15, 2)
+# Time budgets: the baseline's passes are slow; a phase stops when its budget is spent.
+FILL_BUDGET_S = pick(240, 30)
+CHURN_BUDGET_S = pick(120, 30)
+BASELINE_REF = "8e8a68d"
+
+
+# The simulated hosts beat only when the bench says so: timeouts long enough that none is lost
+# in the middle of a phase (kept valid for the lease settings' checks).
+HOST_TIMEOUTS = {
+    "HEADWAY_HOST_HEARTBEAT_SECONDS": "1200",
+    "HEADWAY_HOST_TIMEOUT_SECONDS": "1800",
+    "HEADWAY_LEASE_SECONDS": "3600",
+}
+
+
+def setup_django(store: Backend) -> None:
+    """Migrate ``store``'s database and load Django in this process bound to it."""
+    store.env.update(HOST_TIMEOUTS)
+    os.environ.update(HOST_TIMEOUTS)
+    store.manage("migrate", "--noinput", "-v", "0")
+    for name in ("DATABASE_URL", "SECRET_KEY", "HEADWAY_VAR_DIR", "DJANGO_SETTINGS_MODULE"):
+        os.environ[name] = store.env[name]
+    os.environ["HEADWAY_QUEUE"] = store.env["HEADWAY_QUEUE"]
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    # BENCH ONLY: no worker consumes the host queues, so every task send (run and share tasks,
+    # re-dispatches) is a no-op here; tests never do this.
+    from config.celery import app
+
+    app.send_task = lambda *args, **kwargs: None  # type: ignore[method-assign,assignment]
+
+
+def host_pool() -> str:
+    """The pool value a host registers with: the resource pool ``default`` (HEADWAY_QUEUE
+    before resource pools, as in the baseline commit)."""
+    from django.conf import settings
+
+    from registry.models import WorkerHost
+
+    fields = {f.name for f in WorkerHost._meta.get_fields()}
+    return "default" if "namespace" in fields else settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def heartbeat(name: str) -> None:
+    """One host heartbeat as ``workers.hosts.HostHeartbeat.beat`` makes it: the upsert, then a
+    pass request (one that never waits for a running pass where the code has it)."""
+    from registry import scheduling
+
+    register(name)
+    if "wait" in inspect.signature(scheduling.place_queued_runs).parameters:
+        scheduling.place_queued_runs(wait=False)
+    else:
+        scheduling.place_queued_runs()
+
+
+def register(name: str) -> None:
+    """The upsert of a heartbeat (``host_heartbeat``) alone: hosts join without a pass, so the
+    passes that fill them are the ones measured."""
+    from django.conf import settings
+
+    from registry import scheduling
+
+    scheduling.host_heartbeat(
+        name=name,
+        pool=host_pool(),
+        queue=f"{settings.CELERY_TASK_DEFAULT_QUEUE}.host.{name}",
+        slots=SLOTS,
+        devices=[str(i) for i in range(SLOTS)],
+        gpu=True,
+        started_at=STARTED,
+    )
+
+
+def queue_runs(owner: Any, count_one: int, count_eight: int, name: str) -> None:
+    """Queue ``count_one`` 1-slot and ``count_eight`` 8-slot runs (every 11th) through
+    ``schedule_run``, without the on-commit pass each would request."""
+    from django.db import transaction
+
+    from registry import scheduler
+    from registry.models import Experiment, Trial
+
+    def experiment(slots: int) -> Any:
+        config = {
+            "entrypoint": "python train.py",
+            "searcher": {"name": "single", "metric": "loss", "max_length": 1},
+            "resources": {"slots_per_trial": slots},
+        }
+        return Experiment.objects.create(
+            owner=owner, name=f"{name}-{slots}", config=config, model_definition=b""
+        )
+
+    one, eight = experiment(1), experiment(SLOTS)
+    total = count_one + count_eight
+    # The 8-slot runs spread evenly through the queue (every 11th of 10,000 + 1,000).
+    kinds = [
+        eight if (i + 1) * count_eight // total > i * count_eight // total else one
+        for i in range(total)
+    ]
+    trials = Trial.objects.bulk_create([Trial(experiment=e) for e in kinds], batch_size=1000)
+    request = scheduler.request_placement
+    scheduler.request_placement = lambda: None  # the queue first; passes are measured later
+    try:
+        for start in range(0, len(trials), 500):
+            with transaction.atomic():
+                for trial in trials[start : start + 500]:
+                    scheduler.schedule_run(trial)
+    finally:
+        scheduler.request_placement = request
+
+
+def place() -> tuple[int, float]:
+    """One blocking pass: (runs placed, seconds)."""
+    from registry import scheduling
+
+    began = time.perf_counter()
+    placed = scheduling.place_queued_runs()
+    return len(placed), time.perf_counter() - began
+
+
+STARTED: Any = None
+
+
+def backfill_scenario() -> dict[str, Any]:
+    """Phase 1 in a namespace of its own: does a wide head block the 1-slot runs behind it?"""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    from registry.models import RunState, TrialRun
+
+    User = get_user_model()  # noqa: N806
+    main = settings.CELERY_TASK_DEFAULT_QUEUE
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"{main}-mixed"
+    try:
+        owner = User.objects.create_user("bench-mixed")
+        hosts = [f"mixed-{i}" for i in range(1, 5)]
+        for name in hosts:
+            register(name)
+        queue_runs(owner, 4 * SLOTS, 0, "fill")
+        place()
+        queue_runs(owner, 0, 1, "head")  # the 8-slot head...
+        queue_runs(owner, 40, 0, "behind")  # ...then 40 1-slot runs
+        placed_runs = TrialRun.objects.filter(host__name__in=hosts).exclude(state=RunState.EXITED)
+        for name in hosts:  # 2 slots free on every host
+            ids = list(placed_runs.filter(host__name=name).values_list("id", flat=True)[:2])
+            TrialRun.objects.filter(id__in=ids).update(state=RunState.EXITED)
+        head = TrialRun.objects.get(trial__experiment__name=f"head-{SLOTS}")
+        placed, _ = place()
+        head.refresh_from_db()  # still waiting: it fits no host now
+        free = {
+            name: SLOTS - sum(placed_runs.filter(host__name=name).values_list("slots", flat=True))
+            for name in hosts
+        }
+        kept = max(free.values())
+        reserved = [name for name, count in free.items() if count == kept][0]
+        # The reserved host's other runs end: the head starts in the next pass.
+        placed_runs.filter(host__name=reserved).update(state=RunState.EXITED)
+        after, _ = place()
+        return {
+            "hosts": len(hosts),
+            "backfilled_while_head_waits": placed,
+            "head_waited": head.host_id is None,
+            "idle_slots_while_head_waits": sum(free.values()),
+            "free_slots_kept_for_head": kept,
+            "head_started_when_its_host_drained": bool(after)
+            and TrialRun.objects.filter(id=head.id, host__name=reserved).exists(),
+        }
+    finally:
+        settings.CELERY_TASK_DEFAULT_QUEUE = main
+
+
+def pass_loop(seconds: float) -> None:
+    """(child process) Run passes back to back for ``seconds``; print their count and median."""
+    costs: list[float] = []
+    print("ready", flush=True)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        costs.append(place()[1])
+    print(json.dumps({"passes": len(costs), "pass_p50_ms": 1000 * statistics.median(costs)}))
+
+
+def heartbeat_phase(names: list[str]) -> dict[str, Any]:
+    """Phase 5: heartbeats from ``HEARTBEAT_THREADS`` threads while another process (the
+    registry's side) runs passes back to back, as a master's passes and its hosts' heartbeats
+    run in different processes."""
+    from django.db import connection
+
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--pass-loop", str(HEARTBEAT_S + 5)],
+        cwd=REPO,
+        env={**os.environ},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    if child.stdout.readline().strip() != "ready":
+        raise RuntimeError("the pass loop did not start")
+    stop = threading.Event()
+    latencies: list[list[float]] = [[] for _ in range(HEARTBEAT_THREADS)]
+    errors: list[str] = []
+
+    def beats(k: int) -> None:
+        mine = names[k::HEARTBEAT_THREADS]
+        i = 0
+        try:
+            while not stop.is_set():
+                began = time.perf_counter()
+                try:
+                    heartbeat(mine[i % len(mine)])
+                except Exception as exc:  # noqa: BLE001 - counted and reported
+                    errors.append(repr(exc)[:200])
+                latencies[k].append(time.perf_counter() - began)
+                i += 1
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=beats, args=(k,)) for k in range(HEARTBEAT_THREADS)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    time.sleep(HEARTBEAT_S)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    out, _ = child.communicate(timeout=600)
+    passes = json.loads(out.strip().splitlines()[-1])
+    done = [x for per in latencies for x in per]
+    return {
+        "heartbeats_per_s": round(len(done) / wall, 1),
+        "heartbeat_p50_ms": round(1000 * statistics.median(done), 2) if done else None,
+        "heartbeat_p95_ms": round(1000 * percentile(done, 0.95), 2) if done else None,
+        "heartbeat_errors": len(errors),
+        "passes_during_heartbeats": passes["passes"],
+        "pass_p50_ms_during_heartbeats": round(passes["pass_p50_ms"], 1),
+    }
+
+
+def measure() -> dict[str, Any]:
+    """Phases 1-5 on the database Django is bound to; return the figures."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.utils import timezone
+
+    from registry.models import RunState, TrialRun
+
+    User = get_user_model()  # noqa: N806
+    global STARTED
+    STARTED = timezone.now()
+    figures: dict[str, Any] = {"backend": connection.vendor}
+    figures["backfill"] = backfill_scenario()
+    print(f"backfill: {figures['backfill']}", flush=True)
+
+    began = time.perf_counter()
+    queue_runs(User.objects.create_user("bench-scale"), ONE_SLOT, EIGHT_SLOT, "scale")
+    figures["queue_runs_per_s"] = round((ONE_SLOT + EIGHT_SLOT) / (time.perf_counter() - began))
+    names: list[str] = []
+    pass_ms: dict[int, float] = {}
+    for hosts in STAGES:
+        began = time.perf_counter()
+        new = [f"host-{i:04d}" for i in range(len(names), hosts)]
+        for name in new:
+            register(name)
+        names += new
+        register_s = time.perf_counter() - began
+        placed = spent = 0.0
+        deadline = time.perf_counter() + FILL_BUDGET_S
+        while time.perf_counter() < deadline:
+            count, seconds = place()
+            placed, spent = placed + count, spent + seconds
+            if not count:
+                break
+        costs = [place()[1] for _ in range(PASS_REPEATS)]
+        pass_ms[hosts] = 1000 * statistics.median(costs)
+        print(
+            f"{hosts} hosts: registered {len(new)} in {register_s:.1f} s; filled with "
+            f"{placed:.0f} placements in {spent:.1f} s of passes; a pass placing nothing "
+            f"{pass_ms[hosts]:.1f} ms",
+            flush=True,
+        )
+        figures[f"fill_placements_per_s_{hosts}_hosts"] = round(placed / spent, 1) if spent else 0
+        figures[f"pass_ms_{hosts}_hosts"] = round(pass_ms[hosts], 2)
+    figures["pass_ratio_8x_hosts"] = round(pass_ms[STAGES[-1]] / pass_ms[STAGES[0]], 2)
+
+    rng = random.Random(21)
+    placed_runs = TrialRun.objects.filter(host__isnull=False, state=RunState.QUEUED)
+    total = spent = 0.0
+    deadline = time.perf_counter() + CHURN_BUDGET_S
+    rounds = 0
+    while rounds < CHURN_ROUNDS and time.perf_counter() < deadline:
+        ids = list(placed_runs.values_list("id", flat=True))
+        TrialRun.objects.filter(id__in=rng.sample(ids, min(CHURN_EXITS, len(ids)))).update(
+            state=RunState.EXITED
+        )
+        count, seconds = place()
+        total, spent, rounds = total + count, spent + seconds, rounds + 1
+    figures["placements_per_s_1000_hosts"] = round(total / spent, 1) if spent else 0
+    figures["churn_rounds"], figures["churn_placements"] = rounds, int(total)
+    print(
+        f"sustained: {total:.0f} placements in {spent:.2f} s of passes "
+        f"({figures['placements_per_s_1000_hosts']}/s; goal >= 100)",
+        flush=True,
+    )
+    figures.update(heartbeat_phase(names))
+    print(
+        f"heartbeats while passes run: {figures['heartbeats_per_s']}/s (goal >= 200), p50 "
+        f"{figures['heartbeat_p50_ms']} ms, {figures['heartbeat_errors']} errors",
+        flush=True,
+    )
+    figures["hosts"], figures["queued_runs"] = STAGES[-1], ONE_SLOT + EIGHT_SLOT
+    return figures
+
+
+def main() -> None:
+    if "--pass-loop" in sys.argv:  # the heartbeat phase's child, on the parent's database
+        import django
+
+        sys.path.insert(0, str(REPO))
+        django.setup()
+        from config.celery import app
+
+        app.send_task = lambda *args, **kwargs: None  # type: ignore[method-assign,assignment]
+        pass_loop(float(sys.argv[sys.argv.index("--pass-loop") + 1]))
+        return
+    store = Backend.from_environment("headway_bench_sched_scale")
+    try:
+        setup_django(store)
+        figures = measure()
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        store.cleanup()
+    ref = None if tiny() else wanted(BASELINE_REF)
+    if ref:
+        baseline = run_baseline(ref, "scheduling_scale.py", [])
+        keys = ["placements_per_s_1000_hosts", "heartbeats_per_s", "pass_ms_1000_hosts"]
+        figures.update(compare(figures, baseline, ref, keys))
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
