@@ -8,6 +8,7 @@ Times are set on the rows (or on the lease's clock), never slept through.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -315,3 +316,63 @@ def test_renewing_moves_only_held_leases_and_times_them_from_their_start(lease_s
     renewed_ago(TrialRun, run.id, 5)
     assert leases.renew() == 0  # released: no longer renewed by this host
     assert timezone.now() - reload(run).heartbeat_at >= timedelta(seconds=5)
+
+
+def test_the_guard_stops_a_run_whose_lease_ended_when_its_worker_did_not(tmp_path):
+    from tests.test_faults_worker_death import _group_members
+
+    lease_file = tmp_path / "lease"
+    lease_file.write_text(f"{time.monotonic() + 3600:.3f}\n")
+    ignores_sigterm = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(600)"
+    )
+    guard = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "headway.exec.guard",
+            "--parent",
+            str(os.getpid()),
+            "--grace",
+            "0.5",
+            "--interval",
+            "0.1",
+            "--lease-file",
+            str(lease_file),
+            "--",
+            sys.executable,
+            "-c",
+            ignores_sigterm,
+        ],  # fmt: skip
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert guard.stdout.readline().strip() == "ready"
+        assert len(_group_members(guard.pid)) == 2  # its worker (this process) lives, lease too
+        # The worker froze: no renewal moves the lease's end any more, and it passes.
+        lease_file.write_text(f"{time.monotonic() - 1:.3f}\n")
+        wait_for(lambda: not _group_members(guard.pid), 30, "the group to be stopped")
+        assert "the run's lease expired" in guard.stderr.read()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(guard.pid, signal.SIGKILL)
+        guard.wait()
+
+
+def test_a_published_lease_moves_with_each_renewal(lease_settings, tmp_path):
+    from headway.exec.guard import lease_end
+
+    lease = leases.hold(leases.RUN, 10**9 + 1, 7, 4, claimed=time.monotonic() - 2)
+    try:
+        lease.publish(tmp_path / "lease")
+        first = lease_end(str(tmp_path / "lease"))
+        assert first == pytest.approx(lease.renewed + LEASE, abs=0.01)
+        lease.renewed_at(time.monotonic())
+        assert lease_end(str(tmp_path / "lease")) > first
+    finally:
+        leases.release(lease)

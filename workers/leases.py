@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
@@ -59,12 +61,33 @@ class Lease:
     expired: str = ""
     killer: ProcessGroupKiller | None = None
     note: Callable[[str], None] | None = None
+    file: Path | None = None
 
     def renewed_at(self, started: float) -> None:
         """A renewal that started at ``started`` (monotonic) succeeded."""
         with _lock:
-            if not self.expired and started > self.renewed:
+            moved = not self.expired and started > self.renewed
+            if moved:
                 self.renewed = started
+        if moved:
+            self._write()
+
+    def publish(self, path: Path) -> None:
+        """Keep the lease's end (a ``time.monotonic()`` value) in ``path`` from now on, for the
+        trial's guard (``headway.exec.guard --lease-file``): the backstop if this worker freezes."""
+        self.file = path
+        self._write()
+
+    def _write(self) -> None:
+        if self.file is None:
+            return
+        end = self.renewed + settings.HEADWAY_LEASE_SECONDS
+        partial = self.file.with_name(self.file.name + ".new")
+        try:
+            partial.write_text(f"{end:.3f}\n")
+            os.replace(partial, self.file)  # the guard never reads half a number
+        except OSError:
+            logger.exception("could not write the lease file %s", self.file)
 
     def remaining(self, now: float | None = None) -> float:
         """Seconds left before this host must stop the run (negative: overdue)."""

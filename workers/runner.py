@@ -421,8 +421,13 @@ def _launch_and_wait(
         f"[headway] run {run.run_id} of trial {run.trial_id} starting {where}on {worker_name()}:"
         f" {config.entrypoint_text}"
     )
+    if lease is not None:
+        lease.publish(run_dir / "lease")  # the guard's backstop (headway.exec.guard)
     process = subprocess.Popen(
-        supervision.guarded(_command(entrypoint, is_trial_class, node.total_slots, code_dir)),
+        supervision.guarded(
+            _command(entrypoint, is_trial_class, node.total_slots, code_dir),
+            lease_file=str(run_dir / "lease") if lease is not None else None,
+        ),
         cwd=code_dir,
         env=_environment(run, info_path, node, share, user),
         user=user.uid if user is not None else None,

@@ -76,14 +76,17 @@ class ProcessGroupKiller:
             return None
 
 
-def guarded(command: list[str]) -> list[str]:
+def guarded(command: list[str], lease_file: str | None = None) -> list[str]:
     """``command`` under ``headway.exec.guard``: the trial's process group is stopped (SIGTERM,
     then SIGKILL after ``HEADWAY_KILL_GRACE_SECONDS``) within about a second of this worker
-    process dying, instead of running on unsupervised until the reaper notices."""
+    process dying, instead of running on unsupervised until the reaper notices; with
+    ``lease_file`` (``workers.leases.Lease.publish``), also once the run's lease ended."""
+    lease = ["--lease-file", lease_file] if lease_file else []
     return [
         sys.executable, "-m", "headway.exec.guard",
         "--parent", str(os.getpid()),
         "--grace", f"{settings.HEADWAY_KILL_GRACE_SECONDS:g}",
+        *lease,
         "--", *command,
     ]  # fmt: skip
 

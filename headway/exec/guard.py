@@ -8,6 +8,13 @@ SIGTERM to the whole group, and SIGKILL ``--grace`` seconds later if the trial s
 checks once per ``--interval`` seconds from a sleeping thread (no busy loop), so a trial stops
 within about ``interval`` seconds of its worker's death; the lost-run reaper re-queues it.
 
+With ``--lease-file PATH`` it also enforces the run's lease (issue #21): the worker writes there
+the ``time.monotonic()`` at which the lease ends, again at each renewal; once that time passed
+the guard stops the group the same way. The worker's own watchdog does that first
+(``workers/leases.py``); the guard is the backstop for a worker that is alive but frozen
+(stopped, or stuck), so no rank outlives its lease by more than ``--grace`` either way. A missing
+or unreadable file changes nothing (a run started before its lease was published).
+
 Signals the worker sends to the group (kill, preemption escalation) reach the trial directly;
 the guard ignores SIGTERM and SIGINT itself and ends with the trial's exit status (a trial
 killed by signal N ends the guard by signal N too), so the worker sees what it saw before.
@@ -29,6 +36,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parent", type=int, required=True, help="the worker's pid")
     parser.add_argument("--grace", type=float, default=10.0, help="seconds SIGTERM -> SIGKILL")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between checks")
+    parser.add_argument(
+        "--lease-file", default=None, help="where the worker writes the lease's end"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the trial command")
     args = parser.parse_args(argv)
     if args.command[:1] == ["--"]:
@@ -45,13 +55,41 @@ def _say(message: str) -> None:
         pass  # nobody reads the pipe any more: the worker is gone
 
 
-def _watch(child: subprocess.Popen[bytes], parent: int, grace: float, interval: float) -> None:
-    """Thread body: when the worker is gone, stop the run's process group."""
+def lease_end(path: str | None) -> float | None:
+    """The ``time.monotonic()`` at which the run's lease ends, from the worker's file; None when
+    there is no file (yet) or it cannot be read."""
+    if not path:
+        return None
+    try:
+        with open(path) as file:
+            return float(file.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _why_stop(parent: int, lease_file: str | None) -> str | None:
+    if os.getppid() != parent:
+        return f"the worker (pid {parent}) is gone"
+    end = lease_end(lease_file)
+    if end is not None and time.monotonic() > end:
+        return "the run's lease expired and its worker did not stop it"
+    return None
+
+
+def _watch(
+    child: subprocess.Popen[bytes],
+    parent: int,
+    grace: float,
+    interval: float,
+    lease_file: str | None = None,
+) -> None:
+    """Thread body: when the worker is gone (or the lease ended), stop the run's process group."""
     while child.returncode is None:
         time.sleep(interval)
-        if os.getppid() == parent:
+        why = _why_stop(parent, lease_file)
+        if why is None:
             continue
-        _say(f"the worker (pid {parent}) is gone: stopping the trial (SIGTERM)")
+        _say(f"{why}: stopping the trial (SIGTERM)")
         os.killpg(os.getpgrp(), signal.SIGTERM)  # the guard ignores it; the trial's tree not
         deadline = time.monotonic() + grace
         while child.returncode is None and time.monotonic() < deadline:
@@ -71,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(
         target=_watch,
-        args=(child, args.parent, args.grace, args.interval),
+        args=(child, args.parent, args.grace, args.interval, args.lease_file),
         name="headway-guard",
         daemon=True,
     ).start()
