@@ -25,8 +25,6 @@ def beat(api: RegistryAPI, name: str, slots: int = 1, **extra) -> wire.HostInfo:
     """Register or heartbeat host ``name`` with ``slots`` CPU slots through the host routes."""
     return api.host_heartbeat(
         pool=_default_pool(),
-        queue=host_queue(name),
-        slots=slots,
         devices=[f"cpu{i}" for i in range(slots)],
         gpu=False,
         started_at=timezone.now(),

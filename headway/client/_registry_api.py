@@ -12,8 +12,8 @@ It starts with the worker host's routes (host token) and the host-token admin ro
 .. code::
 
     api = RegistryAPI("http://master:8000", os.environ["HEADWAY_HOST_TOKEN"])
-    host = api.host_heartbeat(pool="headway", queue="headway.host.gpu-a", slots=2,
-                              devices=["0", "1"], gpu=True, started_at=started)
+    host = api.host_heartbeat(pool="default", devices=["0", "1"], gpu=True,
+                              started_at=started)
     if api.run_claim(trial_id, run_id, worker="gpu-a:1234").claimed:
         spec = api.run_spec(trial_id, run_id)
 """
@@ -109,19 +109,17 @@ class RegistryAPI:
         self,
         *,
         pool: str,
-        queue: str,
-        slots: int,
         devices: Sequence[str],
         gpu: bool,
         started_at: datetime,
         redispatch: bool = False,
     ) -> wire.HostInfo:
-        """Register or heartbeat the token's host (``redispatch``: send again its placed,
-        unclaimed runs; a worker's first beat). ``queue`` must end with ``.host.<name>``."""
+        """Register or heartbeat the token's host: its resource ``pool``, one device id per
+        slot (lowest first), whether they are GPUs, when its worker started; ``redispatch``
+        (a worker's first beat) sends again its placed, unclaimed runs. The answer's ``queue``
+        is the host's Celery queue (the registry names it from the token)."""
         body = {
             "pool": pool,
-            "queue": queue,
-            "slots": slots,
             "devices": list(devices),
             "gpu": gpu,
             "started_at": started_at.isoformat(),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 
@@ -17,28 +15,19 @@ MAX_LOG_LINES = 5000  # lines per batch (the worker sends at most 500 a flush)
 
 
 class HostHeartbeatRequestSerializer(StrictSerializer):
-    """A host's registration and heartbeat (``registry.scheduling.host_heartbeat``)."""
+    """A host's registration and heartbeat (``registry.scheduling.host_heartbeat``): its pool,
+    its slots (one device id each, lowest first), whether they are GPUs, when it started.
+
+    The host's queue is not taken from the host: it is ``<HEADWAY_QUEUE>.host.<name>`` of the
+    token's name (a host cannot divert another host's runs to itself)."""
 
     pool = StrictCharField(max_length=200)
-    queue = StrictCharField(max_length=255)
-    slots = serializers.IntegerField(min_value=0, max_value=MAX_SLOTS)
     devices = serializers.ListField(
         child=StrictCharField(max_length=64), max_length=MAX_SLOTS, allow_empty=True
     )
     gpu = StrictBooleanField()
     started_at = serializers.DateTimeField()
     redispatch = StrictBooleanField(required=False, default=False)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if len(attrs["devices"]) != attrs["slots"]:
-            raise serializers.ValidationError(
-                {"devices": [f"Must list one device per slot ({attrs['slots']})."]}
-            )
-        host = self.context["host"]
-        # A host registers its own queue only: placed runs are sent there.
-        if not attrs["queue"].endswith(f".host.{host}"):
-            raise serializers.ValidationError({"queue": [f"Must end with '.host.{host}'."]})
-        return attrs
 
 
 class HostTokenCreateRequestSerializer(StrictSerializer):

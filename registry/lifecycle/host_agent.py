@@ -54,12 +54,15 @@ class NotFound(RegistryError):
 # -- the host itself ----------------------------------------------------------------------------
 
 
+def host_queue(host: str) -> str:
+    """Host ``host``'s Celery queue, ``<HEADWAY_QUEUE>.host.<name>`` (as ``workers.hosts``)."""
+    return f"{settings.CELERY_TASK_DEFAULT_QUEUE}.host.{host}"
+
+
 def host_beat(
     host: str,
     *,
     pool: str,
-    queue: str,
-    slots: int,
     devices: Sequence[str],
     gpu: bool,
     started_at: datetime,
@@ -78,8 +81,8 @@ def host_beat(
     row = scheduling.host_heartbeat(
         name=host,
         pool=pool,
-        queue=queue,
-        slots=slots,
+        queue=host_queue(host),
+        slots=len(devices),
         devices=devices,
         gpu=gpu,
         started_at=started_at,
