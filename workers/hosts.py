@@ -170,7 +170,7 @@ class HostHeartbeat:
             due += self.interval
             if self._stop.wait(max(0.0, due - time.monotonic())):
                 return
-            due = max(due, time.monotonic() - self.interval)  # no burst after a long stall
+            due = max(due, time.monotonic())  # after a stall: one renewal now, then on the beat
             if self.renew():
                 self._place_due.set()
 
