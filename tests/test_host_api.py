@@ -9,8 +9,11 @@ writes commit, so placement runs on commit as in production (tasks go to an unco
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.conf import settings
+from django.utils import timezone
 
 from headway.client import RegistryAPI, UnauthenticatedError
 from registry import lifecycle
@@ -115,6 +118,19 @@ def test_first_beat_redispatches_and_stopped_takes_the_host_out(live_server, own
     assert (info.name, info.slots, info.devices, info.redispatched) == ("hx-c", 1, ["cpu0"], 1)
     api.host_stopped()
     assert not reload(_run(trial).host).alive
+
+
+def test_a_heartbeat_renews_the_leases_of_its_own_runs_only(live_server, owner) -> None:
+    api = host_api(live_server, "hx-l")
+    _, trial = _submit(owner)
+    api.run_claim(trial.id, 1, worker="w")
+    stale = timezone.now() - timedelta(hours=1)
+    TrialRun.objects.filter(trial=trial).update(heartbeat_at=stale)
+    intruder = host_api(live_server, "hx-m")
+    assert beat(intruder, "hx-m", runs=[(trial.id, 1)]).renewed == 0  # not placed there
+    assert _run(trial).heartbeat_at == stale
+    assert beat(api, "hx-l", runs=[(trial.id, 1), (trial.id, 7)]).renewed == 1
+    assert _run(trial).heartbeat_at > stale
 
 
 def test_a_run_over_two_hosts_meets_through_the_chief(live_server, owner) -> None:

@@ -113,17 +113,23 @@ class RegistryAPI:
         gpu: bool,
         started_at: datetime,
         redispatch: bool = False,
+        runs: Iterable[tuple[int, int]] = (),
+        shares: Iterable[tuple[int, int, int]] = (),
     ) -> wire.HostInfo:
         """Register or heartbeat the token's host: its resource ``pool``, one device id per
         slot (lowest first), whether they are GPUs, when its worker started; ``redispatch``
-        (a worker's first beat) sends again its placed, unclaimed runs. The answer's ``queue``
-        is the host's Celery queue (the registry names it from the token)."""
+        (a worker's first beat) sends again its placed, unclaimed runs. ``runs``
+        (``(trial_id, run_id)``) and ``shares`` (``(trial_id, run_id, node_rank)``) are the
+        leases it holds, renewed first (``renewed`` counts them). The answer's ``queue`` is the
+        host's Celery queue (the registry names it from the token)."""
         body = {
             "pool": pool,
             "devices": list(devices),
             "gpu": gpu,
             "started_at": started_at.isoformat(),
             "redispatch": redispatch,
+            "runs": [{"trial_id": t, "run_id": r} for t, r in runs],
+            "shares": [{"trial_id": t, "run_id": r, "node_rank": n} for t, r, n in shares],
         }
         return self._call("host_heartbeat", wire.HostInfo, body)
 

@@ -66,6 +66,7 @@ class HostInfo(WireModel):
         started_at (datetime): when the worker started.
         heartbeat_at (datetime | None): the heartbeat just recorded (None once stopped).
         redispatched (int): runs placed on it whose tasks were sent again (``redispatch``).
+        renewed (int): leases renewed (runs and shares listed, placed here, not EXITED).
     """
 
     name: str
@@ -77,6 +78,7 @@ class HostInfo(WireModel):
     started_at: datetime
     heartbeat_at: datetime | None
     redispatched: int = 0
+    renewed: int = 0
 
 
 class Claim(WireModel):

@@ -14,9 +14,25 @@ MAX_SLOTS = 4096  # more devices than any host has; bounds the body and the JSON
 MAX_LOG_LINES = 5000  # lines per batch (the worker sends at most 500 a flush)
 
 
+class RunRefSerializer(StrictSerializer):
+    """A run by its ids."""
+
+    trial_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
+    run_id = serializers.IntegerField(min_value=1, max_value=_INT32)
+
+
+class ShareRefSerializer(RunRefSerializer):
+    """A share of a run over several hosts by its ids."""
+
+    node_rank = serializers.IntegerField(min_value=1, max_value=_INT32)
+
+
 class HostHeartbeatRequestSerializer(StrictSerializer):
     """A host's registration and heartbeat (``registry.scheduling.host_heartbeat``): its pool,
     its slots (one device id each, lowest first), whether they are GPUs, when it started.
+
+    ``runs`` and ``shares`` list the leases the host holds: each is renewed (its heartbeat
+    set) when it is placed on this host and not EXITED; others are ignored.
 
     The host's queue is not taken from the host: it is ``<HEADWAY_QUEUE>.host.<name>`` of the
     token's name (a host cannot divert another host's runs to itself)."""
@@ -28,6 +44,13 @@ class HostHeartbeatRequestSerializer(StrictSerializer):
     gpu = StrictBooleanField()
     started_at = serializers.DateTimeField()
     redispatch = StrictBooleanField(required=False, default=False)
+    # The leases this host holds (docs/scheduling.md): renewed first, with the host row.
+    runs = serializers.ListField(
+        child=RunRefSerializer(), max_length=MAX_SLOTS, required=False, default=list
+    )
+    shares = serializers.ListField(
+        child=ShareRefSerializer(), max_length=MAX_SLOTS, required=False, default=list
+    )
 
 
 class HostTokenCreateRequestSerializer(StrictSerializer):

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
 from django.db.models.functions import Length
 from django.utils import timezone
 
@@ -39,7 +42,6 @@ from registry.models import (
     WorkerHost,
 )
 from registry.pools import check_resource_pool
-from registry.scheduler import request_placement
 from workers.loglines import clean_line
 
 _LOG_INSERT_BATCH = 500  # rows an INSERT, as the worker's log writer
@@ -67,17 +69,25 @@ def host_beat(
     gpu: bool,
     started_at: datetime,
     redispatch: bool = False,
-) -> tuple[WorkerHost, int]:
+    runs: Sequence[dict] = (),
+    shares: Sequence[dict] = (),
+) -> tuple[WorkerHost, int, int]:
     """Register or heartbeat ``host`` (``scheduling.host_heartbeat``'s upsert); with
     ``redispatch`` (a worker's first beat) send again the runs placed on it and not claimed
     (``scheduling.host_redispatch``); then request a placement pass, as the worker's beat did.
 
-    Returns the host row and how many runs were sent again.
+    First the leases the host holds are renewed (``runs``: ``{"trial_id", "run_id"}``,
+    ``shares``: with ``"node_rank"``; one UPDATE per table, as ``workers.leases.renew``): only
+    those placed on ``host`` and not EXITED. The placement pass never waits for a running one
+    (``place_queued_runs(wait=False)``), as the worker's heartbeat.
+
+    Returns the host row, how many runs were sent again and how many leases were renewed.
 
     Raises:
         InvalidInput: (400, ``pool``) a pool the admin's pools file does not list.
     """
     check_resource_pool(pool, field="pool")
+    renewed = _renew_leases(host, runs, shares)
     row = scheduling.host_heartbeat(
         name=host,
         pool=pool,
@@ -88,8 +98,34 @@ def host_beat(
         started_at=started_at,
     )
     resent = scheduling.host_redispatch(name=host) if redispatch else 0
-    request_placement()
-    return row, resent
+    transaction.on_commit(partial(scheduling.place_queued_runs, wait=False), robust=True)
+    return row, resent, renewed
+
+
+def _renew_leases(host: str, runs: Sequence[dict], shares: Sequence[dict]) -> int:
+    now = timezone.now()
+    count = 0
+    if runs:
+        ids = Q()
+        for ref in runs:
+            ids |= Q(trial_id=ref["trial_id"], run_id=ref["run_id"])
+        count += (
+            TrialRun.objects.filter(ids, host__name=host)
+            .exclude(state=RunState.EXITED)
+            .update(heartbeat_at=now)
+        )
+    if shares:
+        ids = Q()
+        for ref in shares:
+            ids |= Q(
+                run__trial_id=ref["trial_id"], run__run_id=ref["run_id"], node_rank=ref["node_rank"]
+            )
+        count += (
+            RunShare.objects.filter(ids, host__name=host)
+            .exclude(state=RunState.EXITED)
+            .update(heartbeat_at=now)
+        )
+    return count
 
 
 def host_stop(host: str) -> None:

@@ -72,12 +72,13 @@ class HostHeartbeatView(HostAgentView):
         responses={200: wire.HostInfo},
     )
     def post(self, request):
-        """Upsert the token's host (slots, devices, pool, queue); ``redispatch`` (a worker's first
-        beat) sends again the runs placed on it and not yet claimed; then a placement pass."""
+        """Renew the leases it lists, upsert the token's host (pool, devices); ``redispatch`` (a
+        worker's first beat) sends again the runs placed on it and not yet claimed; then a
+        placement pass that never waits for a running one."""
         data = self.body(bodies.HostHeartbeatRequestSerializer)
-        row, resent = agent.host_beat(self.host, **data)
+        row, resent, renewed = agent.host_beat(self.host, **data)
         fields = {f: getattr(row, f) for f in wire.HostInfo.model_fields if hasattr(row, f)}
-        return _answer(wire.HostInfo, fields | {"redispatched": resent})
+        return _answer(wire.HostInfo, fields | {"redispatched": resent, "renewed": renewed})
 
 
 class HostStoppedView(HostAgentView):
