@@ -29,7 +29,7 @@ def send_run_task(trial_id: int, run_id: int, queue: str) -> None:
     By task name, so the registry does not import the workers app. Sending twice is harmless:
     the worker's claim (a conditional UPDATE) lets one delivery in.
     """
-    from config.celery import app
+    from celery import current_app as app
 
     app.send_task(RUN_TRIAL_TASK, args=[trial_id, run_id], queue=queue)
 
@@ -38,7 +38,7 @@ def send_share_task(trial_id: int, run_id: int, node_rank: int, queue: str) -> N
     """Send ``headway.run_trial_share(trial_id, run_id, node_rank)`` to a host's ``queue``: that
     host's part of a run ganged over several hosts (``registry.models.RunShare``). Sending twice
     is harmless (the share's claim lets one delivery in)."""
-    from config.celery import app
+    from celery import current_app as app
 
     app.send_task(RUN_SHARE_TASK, args=[trial_id, run_id, node_rank], queue=queue)
 

@@ -17,6 +17,7 @@ import logging
 import uuid as uuid_lib
 from collections.abc import Iterable
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import ProtectedError
@@ -145,9 +146,7 @@ def checkpoint_delete(*, uuid: uuid_lib.UUID) -> Checkpoint:
 
 
 def _send_delete_task(experiment_id: int) -> None:
-    from config.celery import app
-
-    app.send_task(
+    current_app.send_task(
         EXPERIMENT_DELETE_TASK, args=[experiment_id], queue=settings.CELERY_TASK_DEFAULT_QUEUE
     )
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -169,9 +170,7 @@ def checkpoint_gc(
 
 
 def _send_gc_task(experiment_id: int, orphans: bool) -> None:
-    from config.celery import app
-
-    app.send_task(
+    current_app.send_task(
         CHECKPOINT_GC_TASK,
         args=[experiment_id],
         kwargs={"orphans": orphans},
