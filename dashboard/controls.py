@@ -15,17 +15,15 @@ never turn a control into an open redirect.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, resolve_url
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from dashboard.forms import ContinueTrialForm, stash_continue_form
+from dashboard.views._common import back, control_service, ensure
 from headway.expconf import merge_hparam_overrides
 from registry import authz, lifecycle
 from registry.errors import RegistryError
@@ -45,60 +43,14 @@ TRIAL_CONTROLS: dict[str, Callable[..., Trial]] = {
     "cancel": lifecycle.trial_cancel,
     "kill": lifecycle.trial_kill,
 }
-
-
-def _service(table: dict[str, Callable[..., Any]], action: str) -> Callable[..., Any]:
-    try:
-        return table[action]
-    except KeyError:
-        raise Http404(f"Unknown control {action!r}.") from None
-
-
-def _ensure(check: Callable[[Any, int], None], request: HttpRequest, object_id: int) -> None:
-    """Run an ``authz`` check for the request's user; its refusal becomes Django's 403."""
-    try:
-        check(request.user, object_id)
-    except authz.NotPermitted as exc:
-        raise PermissionDenied(exc.detail) from None
-
-
-def _back(request: HttpRequest, fallback: str, *args: Any) -> HttpResponse:
-    """Redirect to the form's ``next`` when it is a path on this host, else to ``fallback``.
-
-    ``fallback`` is a URL name, resolved with ``args``. Absolute URLs, ``//host`` and other
-    schemes are refused (``url_has_allowed_host_and_scheme`` with no allowed host but ours).
-    """
-    target = request.POST.get("next", "")
-    safe = (
-        target.startswith("/")
-        and not target.startswith("//")
-        and url_has_allowed_host_and_scheme(
-            target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-        )
-    )
-    return redirect(target if safe else resolve_url(fallback, *args))
-
-
-@require_POST
-@login_required
-def experiment_control(request: HttpRequest, experiment_id: int, action: str) -> HttpResponse:
-    """``POST /experiments/<id>/control/<action>``: one of ``EXPERIMENT_CONTROLS``.
-
-    Redirects to ``next`` (see ``_back``; default: the experiment page) with
-    ``Experiment <id>: <STATE>`` or the refusal's reason. Raises ``Http404`` for an unknown
-    action or experiment.
-    """
-    service = _service(EXPERIMENT_CONTROLS, action)
-    get_object_or_404(Experiment.objects.only("id"), id=experiment_id)
-    _ensure(authz.ensure_can_change_experiment, request, experiment_id)
-    try:
-        experiment = service(experiment_id=experiment_id)
-    except RegistryError as exc:
-        messages.error(request, exc.detail)
-    else:
-        archived = " (archived)" if experiment.archived else ""
-        messages.success(request, f"Experiment {experiment.id}: {experiment.state}{archived}")
-    return _back(request, "dashboard:experiment", experiment_id)
+# The bulk controls of the experiment list (a subset of EXPERIMENT_CONTROLS), action -> past
+# participle for the notes; order is button order on the list page.
+BULK_ACTIONS: dict[str, str] = {
+    "pause": "paused",
+    "activate": "activated",
+    "cancel": "canceled",
+    "archive": "archived",
+}
 
 
 @require_POST
@@ -110,16 +62,16 @@ def trial_control(request: HttpRequest, trial_id: int, action: str) -> HttpRespo
     the trial's experiment page) with ``Trial <id>: <STATE>`` or the refusal's reason. Raises
     ``Http404`` for an unknown action or trial.
     """
-    service = _service(TRIAL_CONTROLS, action)
+    service = control_service(TRIAL_CONTROLS, action)
     trial = get_object_or_404(Trial.objects.only("id", "experiment_id"), id=trial_id)
-    _ensure(authz.ensure_can_change_trial, request, trial.id)
+    ensure(authz.ensure_can_change_trial, request, trial.id)
     try:
         trial = service(trial_id=trial.id)
     except RegistryError as exc:
         messages.error(request, exc.detail)
     else:
         messages.success(request, f"Trial {trial.id}: {trial.state}")
-    return _back(request, "dashboard:experiment", trial.experiment_id)
+    return back(request, "dashboard:experiment", trial.experiment_id)
 
 
 @require_POST
@@ -136,12 +88,12 @@ def trial_continue(request: HttpRequest, trial_id: int) -> HttpResponse:
     form with them (``dashboard.forms.stash_continue_form``).
     """
     trial = get_object_or_404(Trial.objects.only("id", "experiment_id", "hparams"), id=trial_id)
-    _ensure(authz.ensure_can_change_trial, request, trial.id)
+    ensure(authz.ensure_can_change_trial, request, trial.id)
     form = ContinueTrialForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Trial {trial.id} not continued: {form.error_text()}")
         stash_continue_form(request, trial.id, form.errors)
-        return _back(request, "dashboard:experiment", trial.experiment_id)
+        return back(request, "dashboard:experiment", trial.experiment_id)
     overrides = form.cleaned_data["hparams"]
     try:
         experiment = lifecycle.trial_continue(
@@ -155,7 +107,7 @@ def trial_continue(request: HttpRequest, trial_id: int) -> HttpResponse:
         messages.error(request, f"Trial {trial.id} not continued: {exc.detail}")
         if exc.errors:  # bad input (e.g. a checkpoint); a refused state needs only the note
             stash_continue_form(request, trial.id, exc.errors)
-        return _back(request, "dashboard:experiment", trial.experiment_id)
+        return back(request, "dashboard:experiment", trial.experiment_id)
     # A "single" searcher: the new experiment's one trial exists once experiment_create returns.
     new_trial = experiment.trials.order_by("id").only("id").first()
     if new_trial is None:  # defensive: a searcher that creates trials later

@@ -18,8 +18,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.controls import _back
 from dashboard.selectors import CHECKPOINT_DOWNLOAD_URL
+from dashboard.views._common import back
 from registry import authz
 from registry import model_registry as svc
 from registry.errors import InvalidInput, RegistryError
@@ -162,13 +162,13 @@ def register_version(request: HttpRequest) -> HttpResponse:
     """``POST /models/register``: the trial page's "Register as model" form.
 
     Fields: ``checkpoint`` (uuid), ``model`` (a model name; created, owned by the user, when
-    no model has it), ``next`` (the page to return to; see ``dashboard.controls._back``).
+    no model has it), ``next`` (the page to return to; see ``dashboard.views._common.back``).
     Returns there with ``Registered checkpoint … as <model> version <n>`` or the refusal.
     """
     form = RegisterVersionForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Checkpoint not registered: {form.error_text()}")
-        return _back(request, "dashboard:models")
+        return back(request, "dashboard:models")
     name = form.cleaned_data["model"]
     uuid = form.cleaned_data["checkpoint"]
     try:
@@ -181,9 +181,9 @@ def register_version(request: HttpRequest) -> HttpResponse:
             version = svc.version_register(model=target, user=request.user, checkpoint_uuid=uuid)
     except RegistryError as exc:
         messages.error(request, f"Checkpoint not registered: {_first_error(exc)}")
-        return _back(request, "dashboard:models")
+        return back(request, "dashboard:models")
     messages.success(request, f"Registered checkpoint {uuid} as {name} version {version.version}")
-    return _back(request, "dashboard:model", name)
+    return back(request, "dashboard:model", name)
 
 
 def _first_error(exc: RegistryError) -> str:

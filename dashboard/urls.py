@@ -3,7 +3,6 @@
 from django.urls import path
 
 from dashboard import (
-    bulk,
     compare,
     controls,
     editing,
@@ -11,17 +10,23 @@ from dashboard import (
     model_views,
     trial_menu,
     trial_page,
-    views,
 )
+from dashboard.views import experiment, experiments, workers
 
 app_name = "dashboard"
 urlpatterns = [
-    path("", views.experiments, name="experiments"),
-    path("experiments/bulk", bulk.experiments_bulk, name="experiments-bulk"),
-    path("experiments/live", views.experiments_live, name="experiments-live"),
-    path("experiments/<int:experiment_id>/", views.experiment, name="experiment"),
-    path("experiments/<int:experiment_id>/live", views.experiment_live, name="experiment-live"),
-    path("experiments/<int:experiment_id>/files/", views.experiment_files, name="experiment-files"),
+    path("", experiments.experiment_list, name="experiments"),
+    path("experiments/bulk", experiments.experiment_bulk_control, name="experiments-bulk"),
+    path("experiments/live", experiments.experiment_list_live, name="experiments-live"),
+    path("experiments/<int:experiment_id>/", experiment.experiment_detail, name="experiment"),
+    path(
+        "experiments/<int:experiment_id>/live", experiment.experiment_live, name="experiment-live"
+    ),
+    path(
+        "experiments/<int:experiment_id>/files/",
+        experiment.experiment_files,
+        name="experiment-files",
+    ),
     path("trials/<int:trial_id>/", trial_page.trial, name="trial"),
     path("trials/<int:trial_id>/logs/", log_views.trial_logs, name="trial-logs"),
     path(
@@ -29,7 +34,7 @@ urlpatterns = [
         log_views.trial_logs_download,
         name="trial-logs-download",
     ),
-    path("workers/", views.workers, name="workers"),
+    path("workers/", workers.worker_list, name="workers"),
     path("models/", model_views.models, name="models"),
     path("models/create", model_views.model_create, name="model-create"),
     path("models/register", model_views.register_version, name="model-register"),
@@ -43,7 +48,7 @@ urlpatterns = [
     path("compare/", compare.compare, name="compare"),
     path(
         "experiments/<int:experiment_id>/control/<str:action>",
-        controls.experiment_control,
+        experiment.experiment_control,
         name="experiment-control",
     ),
     path(
@@ -51,9 +56,13 @@ urlpatterns = [
     ),
     path("trials/<int:trial_id>/continue", controls.trial_continue, name="trial-continue"),
     path("trials/<int:trial_id>/menu", trial_menu.trial_menu, name="trial-menu"),
-    path("experiments/<int:experiment_id>/edit", editing.experiment_edit, name="experiment-edit"),
     path(
-        "experiments/<int:experiment_id>/notes", editing.experiment_notes, name="experiment-notes"
+        "experiments/<int:experiment_id>/edit", experiment.experiment_edit, name="experiment-edit"
+    ),
+    path(
+        "experiments/<int:experiment_id>/notes",
+        experiment.experiment_notes,
+        name="experiment-notes",
     ),
     path("trials/<int:trial_id>/notes", editing.trial_notes, name="trial-notes"),
     path("models/<str:name>/edit", editing.model_edit, name="model-edit"),

@@ -12,8 +12,7 @@ from typing import Any
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from dashboard.bulk import BULK_ACTIONS
-from dashboard.controls import EXPERIMENT_CONTROLS, TRIAL_CONTROLS
+from dashboard.controls import BULK_ACTIONS, EXPERIMENT_CONTROLS, TRIAL_CONTROLS
 
 PRINCIPALS = ("anonymous", "other", "owner", "admin", "this_run", "other_run", "ended_run")
 

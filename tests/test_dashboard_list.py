@@ -16,8 +16,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.bulk import MAX_BULK_EXPERIMENTS
 from dashboard.filters import SORT_FIELDS
+from dashboard.views.experiments import MAX_BULK_EXPERIMENTS
 from registry.lifecycle import experiment_create
 from registry.models import Experiment, State, Trial
 from tests.helpers import DASHBOARD_CONFIG, make_tar_gz
@@ -217,7 +217,7 @@ def test_sort_headers_toggle_and_keep_filters(client_alice, fleet):
 
 
 def test_pagination_links_keep_filters_and_sort(client_alice, alice, monkeypatch):
-    monkeypatch.setattr("dashboard.views.EXPERIMENTS_PER_PAGE", 2)
+    monkeypatch.setattr("dashboard.views.experiments.EXPERIMENTS_PER_PAGE", 2)
     made = [_experiment(alice, f"exp-{i}", progress=i / 10) for i in range(5)]
     _experiment(alice, "other")
     params = {"name": "exp-", "sort": "-progress"}

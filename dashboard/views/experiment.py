@@ -1,30 +1,32 @@
-"""Dashboard pages: plain function views behind ``@login_required`` (STYLE.md §1, §9)."""
+"""The experiment page (``/experiments/<id>/``): header, controls, metric charts, hyperparameter
+views, trials, config; its live poll, the model definition's files, and its owner's controls and
+edit forms (name / description / labels, notes).
+
+A control or edit only validates the request and calls one ``registry.lifecycle`` function, the
+single place that changes states (STYLE.md §3); the outcome is shown with a ``messages`` note on
+the page it redirects to (``_common.back``). An illegal transition (a stale page, a double
+click) becomes an error note, never a 500.
+"""
 
 from __future__ import annotations
 
-from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.db.models import Q
-from django.http import (
-    Http404,
-    HttpRequest,
-    HttpResponse,
-    HttpResponseBadRequest,
-    JsonResponse,
-)
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import get_object_or_404, render, resolve_url
 from django.template.loader import render_to_string
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dashboard import experiment_config, overview, selectors
-from dashboard.bulk import BULK_ACTIONS
-from dashboard.filters import ExperimentFilter, sort_columns
+from dashboard.controls import EXPERIMENT_CONTROLS
+from dashboard.edit_forms import ExperimentEditForm, NotesForm
+from dashboard.templatetags.edit_tags import label_line
+from dashboard.views._common import back, control_service, edit_page, ensure, ensure_owner
+from registry import authz, lifecycle
+from registry.errors import RegistryError
 from registry.models import Experiment
-from registry.pools import hosts_by_pool
-
-EXPERIMENTS_PER_PAGE = 50
 
 
 def _get_experiment(experiment_id: int) -> Experiment:
@@ -36,30 +38,7 @@ def _get_experiment(experiment_id: int) -> Experiment:
 
 @require_GET
 @login_required
-def experiments(request: HttpRequest) -> HttpResponse:
-    """Experiment list: filtered and sorted by the query string, 50 a page, archived hidden.
-
-    Filters and sort are ``dashboard.filters.ExperimentFilter`` over
-    ``selectors.experiment_list()``; a bounded number of queries whatever the number of
-    experiments or trials (one for the page's rows, one count, the owner select's users).
-    The page links (sort headers, pager) keep every other query parameter.
-    """
-    filterset = ExperimentFilter(data=request.GET, queryset=selectors.experiment_list())
-    page = Paginator(filterset.qs, EXPERIMENTS_PER_PAGE).get_page(request.GET.get("page"))
-    context = {
-        "page": page,
-        "filter": filterset,
-        "columns": sort_columns(request.GET),
-        "bulk_actions": BULK_ACTIONS,
-        "query": request.GET.urlencode(),
-        "filtered": any(k != "page" and v for k, v in request.GET.items()),
-    }
-    return render(request, "dashboard/experiments.html", context)
-
-
-@require_GET
-@login_required
-def experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
+def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     """One experiment: header, controls, metric charts, hyperparameter views, trials, config.
 
     The charts are drawn by ``static/js/charts.js`` from the metrics endpoint; the page embeds
@@ -142,15 +121,6 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
 
 @require_GET
 @login_required
-def workers(request: HttpRequest) -> HttpResponse:
-    """Worker hosts grouped by resource pool (each with a summary line: alive hosts, slots in
-    use, queued runs): slots, devices, heartbeat, and the trial runs placed on each."""
-    context = {"pools": hosts_by_pool(), "timeout": settings.HEADWAY_HOST_TIMEOUT_SECONDS}
-    return render(request, "dashboard/workers.html", context)
-
-
-@require_GET
-@login_required
 def experiment_files(request: HttpRequest, experiment_id: int) -> HttpResponse:
     """The model definition's file list and, with ``?path=``, one file shown as text.
 
@@ -171,40 +141,68 @@ def experiment_files(request: HttpRequest, experiment_id: int) -> HttpResponse:
     return render(request, "dashboard/experiment_files.html", context)
 
 
-LIVE_LIST_MAX_IDS = 100
-
-
-@never_cache
-@require_GET
+@require_POST
 @login_required
-def experiments_live(request: HttpRequest) -> JsonResponse:
-    """Polled by ``static/js/experiments.js``: the live columns of the listed experiments.
+def experiment_control(request: HttpRequest, experiment_id: int, action: str) -> HttpResponse:
+    """``POST /experiments/<id>/control/<action>``: one of ``EXPERIMENT_CONTROLS``.
 
-    ``?id=3&id=5`` (at most ``LIVE_LIST_MAX_IDS``) answers ``{"experiments": [{"id", "state",
-    "terminal", "progress", "best_validation", "active_trials", "num_trials"}]}`` for those that
-    exist, in one query. A non-integer id or too many ids answer 400 naming ``id``.
+    Redirects to ``next`` (see ``_common.back``; default: the experiment page) with
+    ``Experiment <id>: <STATE>`` or the refusal's reason. Raises ``Http404`` for an unknown
+    action or experiment.
     """
-    raw = request.GET.getlist("id")
-    if len(raw) > LIVE_LIST_MAX_IDS:
-        return JsonResponse({"id": [f"At most {LIVE_LIST_MAX_IDS} ids."]}, status=400)
+    service = control_service(EXPERIMENT_CONTROLS, action)
+    get_object_or_404(Experiment.objects.only("id"), id=experiment_id)
+    ensure(authz.ensure_can_change_experiment, request, experiment_id)
     try:
-        ids = [int(value) for value in raw]
-    except ValueError:
-        return JsonResponse({"id": ["Must be integers."]}, status=400)
-    rows = selectors.experiment_list().filter(id__in=ids).order_by("id")
-    return JsonResponse(
-        {
-            "experiments": [
-                {
-                    "id": exp.id,
-                    "state": exp.state,
-                    "terminal": exp.is_terminal,
-                    "progress": exp.progress,
-                    "best_validation": exp.best_validation,
-                    "active_trials": exp.active_trials,  # type: ignore[attr-defined]
-                    "num_trials": exp.num_trials,  # type: ignore[attr-defined]
-                }
-                for exp in rows
-            ]
-        }
+        experiment = service(experiment_id=experiment_id)
+    except RegistryError as exc:
+        messages.error(request, exc.detail)
+    else:
+        archived = " (archived)" if experiment.archived else ""
+        messages.success(request, f"Experiment {experiment.id}: {experiment.state}{archived}")
+    return back(request, "dashboard:experiment", experiment_id)
+
+
+def _owned_experiment(request: HttpRequest, experiment_id: int) -> Experiment:
+    experiment = get_object_or_404(
+        Experiment.objects.defer("model_definition", "config", "searcher_state"), id=experiment_id
+    )
+    ensure_owner(request.user, experiment.owner_id, f"experiment {experiment.id}")
+    return experiment
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def experiment_edit(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """``/experiments/<id>/edit``: name, description, labels (comma-separated), through
+    ``registry.lifecycle.experiment_patch`` (the REST API's PATCH); see ``_common.edit_page``."""
+    experiment = _owned_experiment(request, experiment_id)
+    return edit_page(
+        request,
+        form_class=ExperimentEditForm,
+        initial={
+            "name": experiment.name,
+            "description": experiment.description,
+            "labels": label_line(experiment.labels),
+        },
+        save=lambda values: lifecycle.experiment_patch(experiment_id=experiment.id, **values),
+        title=f"Edit experiment {experiment.id}",
+        done=f"Experiment {experiment.id} saved",
+        back_to=resolve_url("dashboard:experiment", experiment.id),
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def experiment_notes(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """``/experiments/<id>/notes``: the experiment's Markdown notes (``_common.edit_page``)."""
+    experiment = _owned_experiment(request, experiment_id)
+    return edit_page(
+        request,
+        form_class=NotesForm,
+        initial={"notes": experiment.notes},
+        save=lambda values: lifecycle.experiment_patch(experiment_id=experiment.id, **values),
+        title=f"Notes of experiment {experiment.id}",
+        done=f"Notes of experiment {experiment.id} saved",
+        back_to=resolve_url("dashboard:experiment", experiment.id) + "#notes",
     )
