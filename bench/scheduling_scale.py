@@ -386,9 +386,12 @@ def main() -> None:
         setup_django(store)
         figures = measure()
     finally:
-        from django.db import connections
+        from django.conf import settings
 
-        connections.close_all()
+        if settings.configured:  # not when the migration failed
+            from django.db import connections
+
+            connections.close_all()
         store.cleanup()
     ref = None if tiny() else wanted(BASELINE_REF)
     if ref:

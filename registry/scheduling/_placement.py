@@ -4,8 +4,8 @@
 heartbeat and in the periodic reaper task. One pass places the queue of every resource pool of
 this registry's namespace (``HEADWAY_QUEUE``) and costs O(hosts + runs holding slots + queued
 runs): a fixed number of queries (the hosts, the runs holding slots, the shares holding slots,
-the queue in order, the trials with a stale message), then one small write per run placed or
-per message that changes. Its steps:
+the queue in order, the trials with a stale message), then one short transaction writing every
+placement, and one statement per trial message that changes. Its steps:
 
 1. Serialize with every other pass (``_lock.py``: a PostgreSQL advisory lock that heartbeats
    only try, never wait for), so two passes never hand out the same free slot.
@@ -33,14 +33,14 @@ per message that changes. Its steps:
    none is alive), a run whose experiment holds its ``resources.max_slots``, and a run whose
    stored config did not validate are skipped with a message on its trial: they block nobody.
 
-Writes outside step 2 are single-row statements (no transaction spans them on PostgreSQL), so a
-pass never holds two row locks at once and cannot deadlock with lifecycle transitions.
+The placements are written together at the end (``_assign``), skipping runs a lifecycle
+transition holds locked (``SKIP LOCKED``); other writes outside step 2 are single-row
+statements. So a pass never waits for a row lock and cannot deadlock with lifecycle transitions.
 """
 
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from datetime import datetime
 from functools import partial
 from typing import NamedTuple
@@ -235,7 +235,7 @@ def _place(namespace: str, now: datetime) -> list[tuple[int, int]]:
         registered.setdefault(host.pool, []).append(host)
     never: dict[tuple[str, int], str | None] = {}  # (pool, slots) -> why it can never fit
     stopped: set[str] = set()  # pools where nothing more may start in this pass
-    placed: list[tuple[int, int]] = []
+    plans: list[_Plan] = []
     queued = state.queued()
     _clear_stale_messages()
     for run in queued:
@@ -265,10 +265,11 @@ def _place(namespace: str, now: datetime) -> list[tuple[int, int]]:
         if choice is None:
             if view.reserve(share, nodes) is None:
                 stopped.add(run.pool)  # it could not even reserve: nothing behind it starts
-        elif _assign(run, view, choice, share):
-            placed.append((run.trial_id, run.run_id))
+        else:
+            hosts = [host.host for host in choice]
+            plans.append(_Plan(run, hosts, view.take(choice, share), share))
             held[run.experiment_id] = held.get(run.experiment_id, 0) + run.slots
-    return placed
+    return _assign(plans)
 
 
 def _requeue(trial_id: int, run_id: int, alive_ids: set[int]) -> None:
@@ -295,29 +296,63 @@ def _requeue(trial_id: int, run_id: int, alive_ids: set[int]) -> None:
             schedule_run(trial)
 
 
-def _assign(run: _Queued, view: PoolView, choice: list[HostSlots], share: int) -> bool:
-    chief, others = choice[0], choice[1:]
-    devices = [host.free[:share] for host in choice]
-    # One statement for a run on one host (one round trip); a gang's shares commit with it.
-    with transaction.atomic() if others else nullcontext():
-        # Conditional: a run paused, killed or placed since it was read is left alone.
+class _Plan(NamedTuple):
+    """A run and the hosts (chief first) and devices the pass gives it."""
+
+    run: _Queued
+    hosts: list[WorkerHost]
+    devices: list[list[str]]
+    share: int
+
+
+def _assign(plans: list[_Plan]) -> list[tuple[int, int]]:
+    """Write the pass's placements in one short transaction; return the (trial, run) ids placed.
+
+    A run locked by a lifecycle transition right now (being paused, killed...) is skipped, not
+    waited for (``SKIP LOCKED``), and so is one no longer queued without a host: its planned
+    slots stay free until the next pass (which its transition requests). So the pass never
+    waits for a row lock and never updates a run that changed since it was read, and its
+    writes cost a few round trips, not one per run.
+    """
+    if not plans:
+        return []
+    now = timezone.now()
+    with transaction.atomic():
+        ids = set(
+            TrialRun.objects.select_for_update(skip_locked=True)
+            .filter(id__in=[plan.run.pk for plan in plans], state=RunState.QUEUED)
+            .filter(host__isnull=True)
+            .values_list("id", flat=True)
+        )
+        kept = [plan for plan in plans if plan.run.pk in ids]
         # heartbeat_at of a QUEUED run: when its task was sent (scheduling/_redispatch.py).
-        updated = TrialRun.objects.filter(
-            id=run.pk, state=RunState.QUEUED, host__isnull=True
-        ).update(host=chief.host, slots=share, devices=devices[0], heartbeat_at=timezone.now())
-        if not updated:
-            return False
+        TrialRun.objects.bulk_update(
+            [
+                TrialRun(
+                    id=plan.run.pk,
+                    host=plan.hosts[0],
+                    slots=plan.share,
+                    devices=plan.devices[0],
+                    heartbeat_at=now,
+                )
+                for plan in kept
+            ],
+            ["host", "slots", "devices", "heartbeat_at"],
+            batch_size=200,
+        )
         RunShare.objects.bulk_create(
-            RunShare(run_id=run.pk, node_rank=node, host=host.host, slots=share, devices=ids)
-            for node, (host, ids) in enumerate(zip(others, devices[1:], strict=True), start=1)
+            RunShare(run_id=plan.run.pk, node_rank=node, host=host, slots=plan.share, devices=got)
+            for plan in kept
+            for node, (host, got) in enumerate(
+                zip(plan.hosts[1:], plan.devices[1:], strict=True), start=1
+            )
         )
-    view.take(choice, share)
-    transaction.on_commit(partial(send_run_task, run.trial_id, run.run_id, chief.host.queue))
-    for node, host in enumerate(others, start=1):
-        transaction.on_commit(
-            partial(send_share_task, run.trial_id, run.run_id, node, host.host.queue)
-        )
-    return True
+        for plan in kept:
+            trial_id, run_id = plan.run.trial_id, plan.run.run_id
+            transaction.on_commit(partial(send_run_task, trial_id, run_id, plan.hosts[0].queue))
+            for node, host in enumerate(plan.hosts[1:], start=1):
+                transaction.on_commit(partial(send_share_task, trial_id, run_id, node, host.queue))
+    return [(plan.run.trial_id, plan.run.run_id) for plan in kept]
 
 
 def _set_message(run: _Queued, message: str) -> None:
