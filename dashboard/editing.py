@@ -1,11 +1,9 @@
-"""Edit views: experiment name / description / labels, experiment and trial notes, model
-description / labels, model version comment / labels.
+"""Edit views: model description / labels, model version comment / labels.
 
 Each is ``GET`` (a page with the form, for a direct link or a browser without ``<details>``) and
 ``POST`` (CSRF-protected). Only the owner or an admin may use them (``registry.authz``, the rule
 of the REST API): anyone else gets 403, and the pages do not show them the edit controls. A POST
-calls the same service as the REST API's PATCH (``registry.lifecycle.experiment_patch``,
-``trial_patch``, ``registry.model_registry.model_update`` / ``version_update``). On success it
+calls the same service as the REST API's PATCH (``registry.model_registry.model_update`` / ``version_update``). On success it
 redirects to the form's ``next`` (see ``dashboard.views._common.back``) with a note; on bad input it
 answers 400 with the form again, the typed values kept and each error on the field it names,
 nothing saved. No script is needed: the forms sit in ``<details>`` boxes on the pages.
@@ -15,39 +13,17 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, resolve_url
+from django.shortcuts import resolve_url
 from django.views.decorators.http import require_http_methods
 
 from dashboard.edit_forms import (
     ModelEditForm,
-    NotesForm,
     VersionEditForm,
 )
 from dashboard.templatetags.edit_tags import label_line
 from dashboard.views._common import edit_page, ensure_owner
-from registry import lifecycle
 from registry import model_registry as svc
-from registry.models import RegisteredModel, Trial
-
-
-@require_http_methods(["GET", "POST"])
-@login_required
-def trial_notes(request: HttpRequest, trial_id: int) -> HttpResponse:
-    """``/trials/<id>/notes``: the trial's Markdown notes (its experiment's owner or an admin)."""
-    trial = get_object_or_404(
-        Trial.objects.only("id", "notes", "experiment__owner_id").select_related("experiment"),
-        id=trial_id,
-    )
-    ensure_owner(request.user, trial.experiment.owner_id, f"trial {trial.id}")
-    return edit_page(
-        request,
-        form_class=NotesForm,
-        initial={"notes": trial.notes},
-        save=lambda values: lifecycle.trial_patch(trial_id=trial.id, **values),
-        title=f"Notes of trial {trial.id}",
-        done=f"Notes of trial {trial.id} saved",
-        back_to=resolve_url("dashboard:trial", trial.id) + "#notes",
-    )
+from registry.models import RegisteredModel
 
 
 def _model(request: HttpRequest, name: str) -> RegisteredModel:

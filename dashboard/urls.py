@@ -4,14 +4,10 @@ from django.urls import path
 
 from dashboard import (
     compare,
-    controls,
     editing,
-    log_views,
     model_views,
-    trial_menu,
-    trial_page,
 )
-from dashboard.views import experiment, experiments, workers
+from dashboard.views import experiment, experiments, trial, trial_logs, workers
 
 app_name = "dashboard"
 urlpatterns = [
@@ -27,11 +23,11 @@ urlpatterns = [
         experiment.experiment_files,
         name="experiment-files",
     ),
-    path("trials/<int:trial_id>/", trial_page.trial, name="trial"),
-    path("trials/<int:trial_id>/logs/", log_views.trial_logs, name="trial-logs"),
+    path("trials/<int:trial_id>/", trial.trial_detail, name="trial"),
+    path("trials/<int:trial_id>/logs/", trial_logs.trial_log_list, name="trial-logs"),
     path(
         "trials/<int:trial_id>/logs/download",
-        log_views.trial_logs_download,
+        trial_logs.trial_log_download,
         name="trial-logs-download",
     ),
     path("workers/", workers.worker_list, name="workers"),
@@ -51,11 +47,9 @@ urlpatterns = [
         experiment.experiment_control,
         name="experiment-control",
     ),
-    path(
-        "trials/<int:trial_id>/control/<str:action>", controls.trial_control, name="trial-control"
-    ),
-    path("trials/<int:trial_id>/continue", controls.trial_continue, name="trial-continue"),
-    path("trials/<int:trial_id>/menu", trial_menu.trial_menu, name="trial-menu"),
+    path("trials/<int:trial_id>/control/<str:action>", trial.trial_control, name="trial-control"),
+    path("trials/<int:trial_id>/continue", trial.trial_continue, name="trial-continue"),
+    path("trials/<int:trial_id>/menu", trial.trial_menu, name="trial-menu"),
     path(
         "experiments/<int:experiment_id>/edit", experiment.experiment_edit, name="experiment-edit"
     ),
@@ -64,7 +58,7 @@ urlpatterns = [
         experiment.experiment_notes,
         name="experiment-notes",
     ),
-    path("trials/<int:trial_id>/notes", editing.trial_notes, name="trial-notes"),
+    path("trials/<int:trial_id>/notes", trial.trial_notes, name="trial-notes"),
     path("models/<str:name>/edit", editing.model_edit, name="model-edit"),
     path(
         "models/<str:name>/versions/<int:version>/edit",

@@ -64,11 +64,11 @@ def test_new_lines_appear_while_the_trial_runs(live_server, chromium):
 
 @pytest.mark.django_db
 def test_download_streams_the_whole_log_to_logged_in_users_only(client, settings):
-    from dashboard import log_views
+    from dashboard.views import trial_logs
 
     trial = _trial("nina")
     # More lines than one chunk and than the page shows: the download has them all, in order.
-    count = log_views.DOWNLOAD_CHUNK_LINES + 5
+    count = trial_logs.DOWNLOAD_CHUNK_LINES + 5
     TrialLog.objects.bulk_create(
         TrialLog(trial=trial, run_id=1 + i // 1000, message=f"line {i} <b>x</b>")
         for i in range(count)

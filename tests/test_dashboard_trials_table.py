@@ -1,6 +1,6 @@
 """The experiment page's trials table as rendered by the server (``_trials.html``): one cell of
 hyperparameters, the legend's data on each row, the best trial marked, numbers through ``sig4``,
-and no control form: a row's menu is fetched when opened (``dashboard/trial_menu.py``)."""
+and no control form: a row's menu is fetched when opened (``dashboard.views.trial.trial_menu``)."""
 
 from __future__ import annotations
 

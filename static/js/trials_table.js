@@ -2,7 +2,7 @@
 // keeps them out of the document and shows one page of PAGE_SIZE rows at a time (a 1,000-trial
 // search puts 50 rows in the page, not 1,000), in the chosen sort with the best trial pinned
 // first, filtered by the legend (static/js/trials_legend.js). A row's controls are fetched
-// (dashboard/trial_menu.py) when its "Actions" button is pressed. Sort, page, ticks and open menus survive a
+// (dashboard/views/trial.py, trial_menu) when its "Actions" button is pressed. Sort, page, ticks and open menus survive a
 // live swap of the table; hovering a row emits hw:trial-hover and a chart's hover lights a row.
 window.TrialsTable = (function () {
   "use strict";
@@ -110,7 +110,7 @@ window.TrialsTable = (function () {
     });
   }
 
-  // Fetch a row's menu (dashboard/trial_menu.py) into `menu`; a logged-out session (the login
+  // Fetch a row's menu (dashboard/views/trial.py, trial_menu) into `menu`; a logged-out session (the login
   // page answers instead) or an error says so in the menu.
   function load(menu, url) {
     fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } })

@@ -23,7 +23,7 @@ DOWNLOAD_CHUNK_LINES = 2000  # rows fetched per database round trip while stream
 
 @require_GET
 @login_required
-def trial_logs(request: HttpRequest, trial_id: int) -> HttpResponse:
+def trial_log_list(request: HttpRequest, trial_id: int) -> HttpResponse:
     """The last lines a trial printed (all runs), oldest first; ``?q=`` keeps matching lines.
 
     Every logged-in user may read every trial, as in the REST API. Without a search,
@@ -67,7 +67,7 @@ def _log_text(trial_id: int) -> Iterator[bytes]:
 
 @require_GET
 @login_required
-def trial_logs_download(request: HttpRequest, trial_id: int) -> StreamingHttpResponse:
+def trial_log_download(request: HttpRequest, trial_id: int) -> StreamingHttpResponse:
     """The trial's whole log as ``trial-<id>-logs.txt`` (UTF-8 text, streamed).
 
     Readable by every logged-in user, as the logs page; 404 for an unknown trial.
