@@ -40,23 +40,26 @@ statements. So a pass never waits for a row lock and cannot deadlock with lifecy
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
 from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from registry.lifecycle._common import drop_queued_run, lock_trial
 from registry.models import RunShare, RunState, State, Trial, TrialRun, WorkerHost
-from registry.models.host import shares_holding_slots
+from registry.models.host import alive_cutoff, shares_holding_slots
 from registry.scheduler import schedule_run, send_run_task, send_share_task
 from registry.scheduling._hosts import waiting_message
 from registry.scheduling._lock import serialized_passes
-from registry.scheduling._view import HostSlots, PoolView, gang_size
+from registry.scheduling._view import Host, HostSlots, PoolView, gang_size
 
 logger = logging.getLogger("headway.scheduler")
 
@@ -102,7 +105,9 @@ def place_queued_runs(*, wait: bool = True) -> list[tuple[int, int]]:
     return placed
 
 
-def unplaceable_message(slots: int, hosts: list[WorkerHost], alive: list[WorkerHost]) -> str | None:
+def unplaceable_message(
+    slots: int, hosts: Sequence[Host | WorkerHost], alive: Sequence[Host | WorkerHost]
+) -> str | None:
     """Why a run needing ``slots`` cannot be placed however long it waits for others; else None.
 
     ``hosts`` are the pool's registered hosts, ``alive`` those of them heartbeating.
@@ -132,8 +137,18 @@ class _Pass:
     def __init__(self, namespace: str, now: datetime) -> None:
         self.namespace = namespace
         self.now = now
-        self.hosts = list(WorkerHost.objects.filter(namespace=namespace).order_by("name"))
-        self.alive = {h.id: h for h in self.hosts if h.is_alive(now)}
+        rows = (
+            WorkerHost.objects.filter(namespace=namespace)
+            .order_by("name")
+            .values_list(
+                "id", "name", "pool", "queue", "slots", _as_text("devices"), "heartbeat_at"
+            )
+        )
+        self.hosts = [Host(*row) for row in rows]
+        cutoff = alive_cutoff(now)  # WorkerHost.is_alive's rule, for tuples
+        self.alive = {
+            h.id: h for h in self.hosts if h.heartbeat_at is not None and h.heartbeat_at >= cutoff
+        }
         self._read_holders()
         if self._requeue_stranded_runs():
             self._read_holders()  # dropped runs hold nothing now
@@ -150,7 +165,7 @@ class _Pass:
                 "state",
                 "host_id",
                 "slots",
-                "devices",
+                _as_text("devices"),  # decoded only for hosts with a free slot
                 "trial__experiment_id",
                 "slots_needed",
             )
@@ -159,7 +174,12 @@ class _Pass:
             RunShare.objects.filter(
                 shares_holding_slots(self.now), run__namespace=self.namespace
             ).values_list(
-                "host_id", "slots", "devices", "run__state", "run__trial_id", "run__run_id"
+                "host_id",
+                "slots",
+                _as_text("devices"),
+                "run__state",
+                "run__trial_id",
+                "run__run_id",
             )
         )
 
@@ -182,16 +202,18 @@ class _Pass:
     def views(self) -> dict[str, PoolView]:
         """Each pool's free slots on its alive hosts."""
         used_slots: dict[int, int] = {}
-        used_devices: dict[int, set[str]] = {}
+        used_devices: dict[int, list[str]] = {}  # stored device lists, as text
         holders = [(r[3], r[4], r[5]) for r in self.runs] + [s[:3] for s in self.shares]
         for host_id, slots, devices in holders:
             used_slots[host_id] = used_slots.get(host_id, 0) + slots
-            used_devices.setdefault(host_id, set()).update(str(d) for d in devices or [])
+            used_devices.setdefault(host_id, []).append(devices)
         by_pool: dict[str, list[HostSlots]] = {}
         for host in self.alive.values():
             count = max(host.slots - used_slots.get(host.id, 0), 0)
-            held = used_devices.get(host.id, set())
-            ids = [str(d) for d in host.devices if str(d) not in held]
+            ids: list[str] = []
+            if count:  # a full host's device lists are never decoded
+                held = {str(d) for text in used_devices.get(host.id, []) for d in _ids(text)}
+                ids = [str(d) for d in _ids(host.devices_json) if str(d) not in held]
             by_pool.setdefault(host.pool, []).append(HostSlots(host, ids[:count]))
         return {pool: PoolView(hosts) for pool, hosts in by_pool.items()}
 
@@ -226,11 +248,22 @@ class _Pass:
         return [_Queued(*row) for row in rows]
 
 
+def _as_text(field: str) -> Cast:
+    """A JSON column read as its stored text (no decoding by the ORM)."""
+    return Cast(field, output_field=TextField())
+
+
+def _ids(text: str | None) -> list[object]:
+    """A stored device list (JSON text) decoded; [] for NULL or not a list."""
+    found = json.loads(text) if text else []
+    return found if isinstance(found, list) else []
+
+
 def _place(namespace: str, now: datetime) -> list[tuple[int, int]]:
     state = _Pass(namespace, now)
     views = state.views()
     held = state.held_by_experiments()
-    registered: dict[str, list[WorkerHost]] = {}
+    registered: dict[str, list[Host]] = {}
     for host in state.hosts:
         registered.setdefault(host.pool, []).append(host)
     never: dict[tuple[str, int], str | None] = {}  # (pool, slots) -> why it can never fit
@@ -300,7 +333,7 @@ class _Plan(NamedTuple):
     """A run and the hosts (chief first) and devices the pass gives it."""
 
     run: _Queued
-    hosts: list[WorkerHost]
+    hosts: list[Host]
     devices: list[list[str]]
     share: int
 
@@ -330,7 +363,7 @@ def _assign(plans: list[_Plan]) -> list[tuple[int, int]]:
             [
                 TrialRun(
                     id=plan.run.pk,
-                    host=plan.hosts[0],
+                    host_id=plan.hosts[0].id,
                     slots=plan.share,
                     devices=plan.devices[0],
                     heartbeat_at=now,
@@ -341,7 +374,9 @@ def _assign(plans: list[_Plan]) -> list[tuple[int, int]]:
             batch_size=200,
         )
         RunShare.objects.bulk_create(
-            RunShare(run_id=plan.run.pk, node_rank=node, host=host, slots=plan.share, devices=got)
+            RunShare(
+                run_id=plan.run.pk, node_rank=node, host_id=host.id, slots=plan.share, devices=got
+            )
             for plan in kept
             for node, (host, got) in enumerate(
                 zip(plan.hosts[1:], plan.devices[1:], strict=True), start=1

@@ -11,15 +11,28 @@ from __future__ import annotations
 
 from bisect import insort
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import NamedTuple
 
-from registry.models import WorkerHost
+
+class Host(NamedTuple):
+    """A ``WorkerHost`` row as a pass reads it (a tuple: 1,000 model instances cost more than
+    the queries that read them)."""
+
+    id: int
+    name: str
+    pool: str
+    queue: str
+    slots: int
+    devices_json: str  # the ``devices`` list as stored, decoded only for hosts with free slots
+    heartbeat_at: datetime | None
 
 
 @dataclass
 class HostSlots:
     """An alive host and its free device ids (lowest first) in this pass."""
 
-    host: WorkerHost
+    host: Host
     free: list[str]
 
     @property
