@@ -40,6 +40,7 @@ from _tiny import ENV as TINY_ENV  # noqa: E402
 BENCHMARKS = (
     "harness_overhead",
     "metrics_ingest",
+    "sdk_reporting",
     "metrics_read",
     "hparam_importance",
     "dashboard",

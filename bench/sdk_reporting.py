@@ -19,7 +19,8 @@ its range), the loop alone's steps/s, the loop's own speed while reporting, the 
 CPU per step (main and reporter threads) for both and their difference (what reporting costs the
 trial process), the server's CPU per step, and the 1-minute load average before and after. Each
 reporting run writes a fresh trial, read back afterwards: every step once, in order (nothing lost
-or duplicated). Target (issue #27): >= 50,000 steps/s on both databases. ``--profile`` prints a
+or duplicated). Target (issue #27): >= 50,000 steps/s on both databases. ``--baseline REF``
+first runs this script over commit ``REF``'s code (``bench/_baseline.py``) and prints ratios. ``--profile`` prints a
 cProfile of the per-call path in the trial process (all threads' time lands in the main thread's
 calls only, so it is the caller's cost). The last line printed is a JSON object of the figures.
 """
@@ -41,6 +42,7 @@ from typing import Any
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _baseline import compare, run_baseline, wanted  # noqa: E402
 from _server import Backend, Server, backend_factories, single_file_model_definition  # noqa: E402
 from _tiny import pick  # noqa: E402
 
@@ -150,9 +152,10 @@ def bench_sdk(url: str, token: str, trial_id: int, steps: int = STEPS) -> dict[s
 
 def verify(url: str, token: str, trial_id: int, steps: int) -> bool:
     """Whether the trial's ``loss`` series reads back as steps 1..``steps``, each once."""
+    params: dict[str, str | int] = {"max_points": 0, "name": "loss"}
     resp = requests.get(
         f"{url}/api/v1/trials/{trial_id}/metrics/",
-        params={"max_points": 0, "name": "loss"},
+        params=params,
         headers={"Authorization": f"Token {token}"},
         timeout=120,
     )
@@ -232,14 +235,30 @@ def profile_calls(steps: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=STEPS)
-    parser.add_argument("--pairs", type=int, default=pick(5, 1))
+    parser.add_argument("--pairs", type=int, default=pick(5, 1), help="0: only --profile")
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        default="none",
+        help="first measure this commit's code with this script (bench/_baseline.py)",
+    )
     args = parser.parse_args()
     if args.profile:
         profile_calls(args.steps)
+    baseline_ref = wanted(args.baseline)
+    baseline: dict[str, Any] = {}
+    if baseline_ref is not None and args.pairs > 0:
+        forwarded = ["--steps", str(args.steps), "--pairs", str(args.pairs)]
+        baseline = run_baseline(
+            baseline_ref, Path(__file__).name, forwarded + (["--no-postgres"] * args.no_postgres)
+        )
     figures: dict[str, Any] = {"steps": args.steps, "pairs": args.pairs}
-    for make in backend_factories(POSTGRES_URL, postgres=not args.no_postgres):
+    measuring = args.pairs > 0
+    for make in backend_factories(POSTGRES_URL, postgres=measuring and not args.no_postgres):
+        if not measuring:
+            break
         backend = make()
         try:
             token = backend.prepare()
@@ -258,6 +277,13 @@ def main() -> None:
             f"{result['load_before']}-{result['load_after']} (target >= {TARGET_STEPS_PER_S:,})",
             flush=True,
         )
+    if baseline:
+        keys = [
+            f"{label}_{name}"
+            for label in ("sqlite", "postgres")
+            for name in ("steps_per_s", "reporting_cpu_us_per_step", "server_cpu_us_per_step")
+        ]
+        figures.update(compare(figures, baseline, str(baseline_ref), keys))
     print(json.dumps(figures))
 
 

@@ -25,6 +25,7 @@ import run_all  # noqa: E402
 EXPECTED_KEYS = {
     "harness_overhead": {"tiny_ratio", "tiny_ratio_range", "large_ratio", "system_metrics_ratio"},
     "metrics_ingest": {"sqlite_batched_points_per_s", "sqlite_single_p50_ms"},
+    "sdk_reporting": {"sqlite_steps_per_s", "sqlite_reporting_cpu_us_per_step", "sqlite_verified"},
     "metrics_read": {"sqlite_overview_ms", "sqlite_zoom_ms"},
     "hparam_importance": {"sqlite_fit_10_ms", "sqlite_cached_10_ms"},
     "dashboard": {"sqlite_overview_total_ms", "sqlite_trial_total_ms"},
