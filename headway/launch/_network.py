@@ -115,9 +115,9 @@ def advertised_address(explicit: str, servers: Iterable[str]) -> str:
         if host is None:
             continue
         tried.append(host)
-        address = route_source_address(host)
-        if address is not None:
-            return address
+        routed = route_source_address(host)
+        if routed is not None:
+            return routed
     raise HostAddressError(
         f"{HOST_ADDRESS_VAR} is unset and no route to {', '.join(tried) or 'the master'} "
         "was found to derive it: set it to the address other hosts reach this one on"
