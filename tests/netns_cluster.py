@@ -52,7 +52,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,8 +60,16 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO, free_port, wait_for
+from tests.netns_master import (
+    PG_BIN,
+    S3_KEYS,
+    S3_KEYS_ENV,
+    Postgres,
+    connects,
+    redis_command,
+    run_checked,
+)
 
-PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
 SECOND_OCTET = 213  # 10.213.N.0/24: private, and unlikely to be a real network of the machine
 
 
@@ -84,13 +91,6 @@ def require_netns() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(why)
         pytest.skip(why)
-
-
-def _run(cmd: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run(list(cmd), capture_output=True, text=True, **kwargs)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-2000:]}")
-    return done
 
 
 @dataclass
@@ -151,7 +151,7 @@ class NetnsCluster:
         self.database_url = ""
         self.redis_url = ""
         self.s3_url = ""
-        self._pg_data: Path | None = None
+        self._postgres_server: Postgres | None = None
         self._procs: list[subprocess.Popen] = []
         self._moto = None
         self._made_links: list[str] = []
@@ -183,7 +183,7 @@ class NetnsCluster:
             raise
 
     def _free_subnet(self) -> int:
-        used = _run(["ip", "-o", "-4", "addr", "show"]).stdout
+        used = run_checked(["ip", "-o", "-4", "addr", "show"]).stdout
         candidates = [n for n in range(1, 255) if f" 10.{SECOND_OCTET}.{n}." not in used]
         return random.choice(candidates)
 
@@ -192,10 +192,10 @@ class NetnsCluster:
         prefix = f"10.{SECOND_OCTET}.{self.subnet}"
         self.bridge = f"hwb{self.subnet}"
         self.master = f"{prefix}.1"
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        run_checked(["ip", "link", "add", self.bridge, "type", "bridge"])
         self._made_links.append(self.bridge)
-        _run(["ip", "addr", "add", f"{self.master}/24", "dev", self.bridge])
-        _run(["ip", "link", "set", self.bridge, "up"])
+        run_checked(["ip", "addr", "add", f"{self.master}/24", "dev", self.bridge])
+        run_checked(["ip", "link", "set", self.bridge, "up"])
         for index, name in enumerate(self.names):
             namespace = f"hw{self.subnet}-{name}"
             veth = f"hw{self.subnet}v{index}"
@@ -207,56 +207,37 @@ class NetnsCluster:
                 base=self.base / name,
             )
             host.base.mkdir(parents=True, exist_ok=True)
-            _run(["ip", "netns", "add", namespace])
+            run_checked(["ip", "netns", "add", namespace])
             self._made_namespaces.append(namespace)
             etc = Path("/etc/netns") / namespace
             etc.mkdir(parents=True, exist_ok=True)
             # Debian's default: the host name resolves to loopback (the bug to catch).
             (etc / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {self._hostname(name)}\n")
-            _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", f"{veth}p"])
+            run_checked(["ip", "link", "add", veth, "type", "veth", "peer", "name", f"{veth}p"])
             self._made_links.append(veth)
-            _run(["ip", "link", "set", veth, "master", self.bridge])
-            _run(["ip", "link", "set", veth, "up"])
-            _run(["ip", "link", "set", f"{veth}p", "netns", namespace])
+            run_checked(["ip", "link", "set", veth, "master", self.bridge])
+            run_checked(["ip", "link", "set", veth, "up"])
+            run_checked(["ip", "link", "set", f"{veth}p", "netns", namespace])
             inside = ["ip", "netns", "exec", namespace, "ip"]
-            _run([*inside, "link", "set", f"{veth}p", "name", "eth0"])
-            _run([*inside, "addr", "add", f"{host.address}/24", "dev", "eth0"])
-            _run([*inside, "link", "set", "eth0", "up"])
-            _run([*inside, "link", "set", "lo", "up"])
+            run_checked([*inside, "link", "set", f"{veth}p", "name", "eth0"])
+            run_checked([*inside, "addr", "add", f"{host.address}/24", "dev", "eth0"])
+            run_checked([*inside, "link", "set", "eth0", "up"])
+            run_checked([*inside, "link", "set", "lo", "up"])
             self.hosts[name] = host
 
     def _hostname(self, name: str) -> str:
         return f"hw{self.subnet}-{name}"
 
     def _postgres(self) -> None:
-        bin_dir = PG_BIN[-1]
-        # Not under `base`: the postgres user may not be able to enter pytest's folders.
-        data = Path(tempfile.mkdtemp(prefix="headway-netns-pg-"))
-        shutil.chown(data, "postgres", "postgres")
-        self._pg_data = data
-        as_pg = ["runuser", "-u", "postgres", "--"]
-        _run([*as_pg, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"])
-        with open(data / "pg_hba.conf", "a") as hba:
-            hba.write(f"host all all 10.{SECOND_OCTET}.{self.subnet}.0/24 trust\n")
-        port = free_port()
-        options = f"-c listen_addresses={self.master} -p {port} -k {data} -c fsync=off"
-        _run(
-            [*as_pg, str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "-l", str(data / "log")]
-            + ["-o", options, "start"]
-        )
-        _run([*as_pg, str(bin_dir / "createdb"), "-h", self.master, "-p", str(port), "headway"])
-        self.database_url = f"postgres://postgres@{self.master}:{port}/headway"
+        network = f"10.{SECOND_OCTET}.{self.subnet}.0/24"
+        self._postgres_server = Postgres(self.master, network)
+        self.database_url = self._postgres_server.start()
 
     def _redis(self) -> None:
         port = free_port()
-        self._spawn(
-            ["redis-server", "--bind", self.master, "--port", str(port), "--save", ""]
-            + ["--protected-mode", "no"]
-            + ["--appendonly", "no", "--dir", str(self.base)],
-            self.base / "redis.log",
-        )
+        self._spawn(redis_command(self.master, port, self.base), self.base / "redis.log")
         self.redis_url = f"redis://{self.master}:{port}/0"
-        wait_for(lambda: _connects(self.master, port), 30, "redis to listen")
+        wait_for(lambda: connects(self.master, port), 30, "redis to listen")
 
     def _s3(self) -> None:
         from moto.server import ThreadedMotoServer
@@ -283,7 +264,7 @@ class NetnsCluster:
         first use), under ``prefix``."""
         import boto3
 
-        client = boto3.client("s3", endpoint_url=self.s3_url, **_S3_KEYS)
+        client = boto3.client("s3", endpoint_url=self.s3_url, **S3_KEYS)
         with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
             client.create_bucket(Bucket="checkpoints")
         storage = {"type": "s3", "bucket": "checkpoints", "endpoint_url": self.s3_url}
@@ -309,7 +290,7 @@ class NetnsCluster:
             HEADWAY_HOST_HEARTBEAT_SECONDS="1",
             ALLOWED_HOSTS=f"{self.master},127.0.0.1,localhost",
             SECRET_KEY=self._secret,
-            **_S3_KEYS_ENV,
+            **S3_KEYS_ENV,
         )
         return env
 
@@ -318,8 +299,8 @@ class NetnsCluster:
 
         env = self.common_env()
         env["HEADWAY_VAR_DIR"] = str(self.base / "master")
-        _run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=REPO, env=env)
-        self.token = _run(
+        run_checked([sys.executable, "manage.py", "migrate", "--noinput"], cwd=REPO, env=env)
+        self.token = run_checked(
             [sys.executable, "manage.py", "headway_token", "admin", "--create", "--superuser"],
             cwd=REPO,
             env=env,
@@ -328,7 +309,7 @@ class NetnsCluster:
         self.url = f"http://{self.master}:{port}"
         env.update(HEADWAY_MASTER_URL=self.url, HEADWAY_WEB_WORKERS="1", HEADWAY_WEB_THREADS="64")
         self._spawn(web_command(port, bind=self.master), self.base / "web.log", env=env)
-        wait_for(lambda: _connects(self.master, port), 120, f"the web server ({self.base})")
+        wait_for(lambda: connects(self.master, port), 120, f"the web server ({self.base})")
 
     def _spawn(
         self, cmd: Sequence[str], log: Path, env: dict[str, str] | None = None
@@ -389,20 +370,20 @@ class NetnsCluster:
 
     def link_down(self, name: str) -> None:
         """Cut host ``name`` off the network (its bridge-side veth goes down)."""
-        _run(["ip", "link", "set", self.hosts[name].veth, "down"])
+        run_checked(["ip", "link", "set", self.hosts[name].veth, "down"])
 
     def link_up(self, name: str) -> None:
         """Reconnect host ``name``."""
-        _run(["ip", "link", "set", self.hosts[name].veth, "up"])
+        run_checked(["ip", "link", "set", self.hosts[name].veth, "up"])
 
     def pids(self, name: str) -> list[int]:
         """Every process running in host ``name``'s network namespace."""
-        out = _run(["ip", "netns", "pids", self.hosts[name].namespace]).stdout
+        out = run_checked(["ip", "netns", "pids", self.hosts[name].namespace]).stdout
         return [int(p) for p in out.split()]
 
     def run_in(self, name: str, cmd: Sequence[str]) -> subprocess.CompletedProcess:
         """Run ``cmd`` in host ``name``'s network namespace (not its worker's other ones)."""
-        return _run(["ip", "netns", "exec", self.hosts[name].namespace, *cmd])
+        return run_checked(["ip", "netns", "exec", self.hosts[name].namespace, *cmd])
 
     def slots_in_use(self, name: str) -> int:
         """Slots the master counts in use on host ``name`` (REST ``workers/{name}/``)."""
@@ -410,7 +391,7 @@ class NetnsCluster:
 
     def psql(self, sql: str) -> str:
         """Run ``sql`` on the master's database; its unaligned output."""
-        return _run(["psql", self.database_url, "-At", "-c", sql]).stdout
+        return run_checked(["psql", self.database_url, "-At", "-c", sql]).stdout
 
     @property
     def api(self):
@@ -444,42 +425,14 @@ class NetnsCluster:
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
-        if self._pg_data is not None:
-            subprocess.run(
-                ["runuser", "-u", "postgres", "--", str(PG_BIN[-1] / "pg_ctl")]
-                + ["-D", str(self._pg_data), "-m", "immediate", "stop"],
-                capture_output=True,
-            )
-            shutil.rmtree(self._pg_data, ignore_errors=True)
-            self._pg_data = None
+        if self._postgres_server is not None:
+            self._postgres_server.stop()
         for link in self._made_links:
             subprocess.run(["ip", "link", "del", link], capture_output=True)
         for namespace in self._made_namespaces:
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
             shutil.rmtree(Path("/etc/netns") / namespace, ignore_errors=True)
         self._made_links, self._made_namespaces, self._procs = [], [], []
-
-
-_S3_KEYS = {
-    "aws_access_key_id": "testing",
-    "aws_secret_access_key": "testing",
-    "region_name": "us-east-1",
-}
-_S3_KEYS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-
-
-def _connects(host: str, port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def in_subnet(address: str, cluster: NetnsCluster) -> bool:
