@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,6 @@ def test_a_shared_fs_folder_one_host_does_not_share_is_refused_before_training(n
     assert done["steps_completed"] == 0
     assert not [line for line in lines if '"epoch"' in line]
     assert api.get(f"trials/{trial['id']}/checkpoints/")["results"] == []
+    # The chief removed its marker when its part ended (what the master's side sees of it).
+    markers = Path(netns.shared_fs["split"]) / ".headway-hosts"
+    assert not markers.exists() or not list(markers.iterdir())

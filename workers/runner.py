@@ -238,6 +238,7 @@ def _run_claimed(run: TrialRun, lease: leases.Lease) -> int | None:
         logger.exception("trial %s run %s could not be launched", trial_id, run_id)
         logs.add(f"[headway] could not launch the trial: {exc}")
         exit_code = 1
+    shared_storage.forget(run)  # the other hosts read the marker before their ranks started
     reason = ""  # what lost the run, for its trial's message (registry.lifecycle)
     host = settings.HEADWAY_HOST_NAME
     if exit_code != 0 and supervision.shutting_down.is_set():

@@ -55,3 +55,10 @@ def check_share(run: TrialRun, share: RunShare, node: NodePlan) -> None:
     chief = run.host.name if run.host is not None else node.chief_addr
     this = share.host.name if share.host is not None else settings.HEADWAY_HOST_NAME
     raise SharedStorageRefused(shared_fs_check.refusal(storage, chief, [this]))
+
+
+def forget(run: TrialRun) -> None:
+    """Remove the run's marker once its chief's part ended (nothing for other storage)."""
+    base = shared_fs_check.shared_fs_base(_storage(run))
+    if base is not None:
+        shared_fs_check.remove_marker(base, run.trial_id, run.run_id)
