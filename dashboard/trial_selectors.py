@@ -1,4 +1,4 @@
-"""Reads for the trial page (``dashboard.trial_page``): checkpoints, runs, the error of a failed run.
+"""Reads for the trial page (``dashboard.views.trial``): checkpoints, runs, the error of a failed run.
 
 Every function here runs a fixed number of SQL queries whatever the number of checkpoints, runs
 or metric points (the page is tested with ``django_assert_max_num_queries``): series come

@@ -1,13 +1,17 @@
-"""Dashboard routes (mounted at ``/``)."""
+"""Dashboard routes (mounted at ``/``); the views are in ``dashboard.views``, one module per page."""
 
 from django.urls import path
 
-from dashboard import (
+from dashboard.views import (
     compare,
-    editing,
-    model_views,
+    experiment,
+    experiments,
+    model,
+    models,
+    trial,
+    trial_logs,
+    workers,
 )
-from dashboard.views import experiment, experiments, trial, trial_logs, workers
 
 app_name = "dashboard"
 urlpatterns = [
@@ -23,33 +27,11 @@ urlpatterns = [
         experiment.experiment_files,
         name="experiment-files",
     ),
-    path("trials/<int:trial_id>/", trial.trial_detail, name="trial"),
-    path("trials/<int:trial_id>/logs/", trial_logs.trial_log_list, name="trial-logs"),
-    path(
-        "trials/<int:trial_id>/logs/download",
-        trial_logs.trial_log_download,
-        name="trial-logs-download",
-    ),
-    path("workers/", workers.worker_list, name="workers"),
-    path("models/", model_views.models, name="models"),
-    path("models/create", model_views.model_create, name="model-create"),
-    path("models/register", model_views.register_version, name="model-register"),
-    path("models/<str:name>/", model_views.model, name="model"),
-    path("models/<str:name>/archive", model_views.model_archive, name="model-archive"),
-    path(
-        "models/<str:name>/versions/<int:version>/delete",
-        model_views.version_delete,
-        name="model-version-delete",
-    ),
-    path("compare/", compare.compare, name="compare"),
     path(
         "experiments/<int:experiment_id>/control/<str:action>",
         experiment.experiment_control,
         name="experiment-control",
     ),
-    path("trials/<int:trial_id>/control/<str:action>", trial.trial_control, name="trial-control"),
-    path("trials/<int:trial_id>/continue", trial.trial_continue, name="trial-continue"),
-    path("trials/<int:trial_id>/menu", trial.trial_menu, name="trial-menu"),
     path(
         "experiments/<int:experiment_id>/edit", experiment.experiment_edit, name="experiment-edit"
     ),
@@ -58,11 +40,33 @@ urlpatterns = [
         experiment.experiment_notes,
         name="experiment-notes",
     ),
+    path("trials/<int:trial_id>/", trial.trial_detail, name="trial"),
+    path("trials/<int:trial_id>/control/<str:action>", trial.trial_control, name="trial-control"),
+    path("trials/<int:trial_id>/continue", trial.trial_continue, name="trial-continue"),
+    path("trials/<int:trial_id>/menu", trial.trial_menu, name="trial-menu"),
     path("trials/<int:trial_id>/notes", trial.trial_notes, name="trial-notes"),
-    path("models/<str:name>/edit", editing.model_edit, name="model-edit"),
+    path("trials/<int:trial_id>/logs/", trial_logs.trial_log_list, name="trial-logs"),
+    path(
+        "trials/<int:trial_id>/logs/download",
+        trial_logs.trial_log_download,
+        name="trial-logs-download",
+    ),
+    path("compare/", compare.trial_compare, name="compare"),
+    path("workers/", workers.worker_list, name="workers"),
+    path("models/", models.model_list, name="models"),
+    path("models/create", models.model_create, name="model-create"),
+    path("models/register", models.model_version_register, name="model-register"),
+    path("models/<str:name>/", model.model_detail, name="model"),
+    path("models/<str:name>/archive", model.model_archive, name="model-archive"),
+    path("models/<str:name>/edit", model.model_edit, name="model-edit"),
+    path(
+        "models/<str:name>/versions/<int:version>/delete",
+        model.model_version_delete,
+        name="model-version-delete",
+    ),
     path(
         "models/<str:name>/versions/<int:version>/edit",
-        editing.version_edit,
+        model.model_version_edit,
         name="model-version-edit",
     ),
 ]

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.urls import reverse
 
-from dashboard.compare import hparam_diff, parse_trial_ids
+from dashboard.compare_selectors import hparam_diff, parse_trial_ids
 from registry.metrics import metrics_report, parse_reports
 from registry.models import Experiment, Trial, TrialLog
 from tests.helpers import DASHBOARD_CONFIG, make_tar_gz

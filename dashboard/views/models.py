@@ -1,0 +1,101 @@
+"""The model registry's list page (``/models/``): every model, the create form, and the "Register
+as model" action of the trial page's checkpoints (``POST /models/register``).
+
+Every page requires login; every control is a POST with CSRF that calls one
+``registry.model_registry`` service and reports the outcome with a ``messages`` note on the page
+it redirects to. Each page runs a fixed number of queries.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.db.models import Count, Max
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.model_forms import CreateModelForm, RegisterVersionForm
+from dashboard.views._common import back
+from registry import model_registry as svc
+from registry.errors import RegistryError
+from registry.models import RegisteredModel
+
+ROWS_PER_PAGE = 100
+
+
+@require_GET
+@login_required
+def model_list(request: HttpRequest) -> HttpResponse:
+    """Every model by name, with its version count and latest version; archived ones only with
+    ``?archived=on``. Queries: session, user, count, one page."""
+    show_archived = request.GET.get("archived") == "on"
+    qs = RegisteredModel.objects.select_related("owner").annotate(
+        num_versions=Count("versions"), latest_version=Max("versions__version")
+    )
+    if not show_archived:
+        qs = qs.filter(archived=False)
+    page = Paginator(qs.order_by("name"), ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"page": page, "show_archived": show_archived, "form": CreateModelForm()}
+    return render(request, "dashboard/models.html", context)
+
+
+@require_POST
+@login_required
+def model_create(request: HttpRequest) -> HttpResponse:
+    """``POST /models/create``: create a model owned by the user; to its page, or back to the
+    list with the error."""
+    form = CreateModelForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Model not created: {form.error_text()}")
+        return redirect("dashboard:models")
+    try:
+        model = svc.model_create(
+            owner=request.user,
+            name=form.cleaned_data["name"],
+            description=form.cleaned_data["description"],
+        )
+    except RegistryError as exc:
+        messages.error(request, f"Model not created: {exc.detail}")
+        return redirect("dashboard:models")
+    messages.success(request, f"Model {model.name} created")
+    return redirect("dashboard:model", model.name)
+
+
+@require_POST
+@login_required
+def model_version_register(request: HttpRequest) -> HttpResponse:
+    """``POST /models/register``: the trial page's "Register as model" form.
+
+    Fields: ``checkpoint`` (uuid), ``model`` (a model name; created, owned by the user, when
+    no model has it), ``next`` (the page to return to; see ``_common.back``).
+    Returns there with ``Registered checkpoint … as <model> version <n>`` or the refusal.
+    """
+    form = RegisterVersionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Checkpoint not registered: {form.error_text()}")
+        return back(request, "dashboard:models")
+    name = form.cleaned_data["model"]
+    uuid = form.cleaned_data["checkpoint"]
+    try:
+        # A model created here is rolled back when the registration is refused.
+        with transaction.atomic():
+            try:
+                target = svc.get_model(name)
+            except svc.ModelNotFound:
+                target = svc.model_create(owner=request.user, name=name)
+            version = svc.version_register(model=target, user=request.user, checkpoint_uuid=uuid)
+    except RegistryError as exc:
+        messages.error(request, f"Checkpoint not registered: {_first_error(exc)}")
+        return back(request, "dashboard:models")
+    messages.success(request, f"Registered checkpoint {uuid} as {name} version {version.version}")
+    return back(request, "dashboard:model", name)
+
+
+def _first_error(exc: RegistryError) -> str:
+    for messages_ in exc.errors.values():
+        if messages_:
+            return messages_[0]
+    return exc.detail
