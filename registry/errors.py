@@ -32,3 +32,26 @@ class IllegalTransition(RegistryError):
     """409: the requested state change is not allowed from the current state."""
 
     status = 409
+
+
+class StoredConfigInvalid(RegistryError):
+    """409: an experiment's stored ``config`` no longer validates (stored by an older version).
+
+    Raised by ``Experiment.conf``; callers report it (the API answers 409 through its one error
+    mapping, a queued run's trial shows ``first_error`` as its scheduling message), never fall
+    back to the schema's defaults. ``errors`` maps each bad field's dotted path (``config.``
+    prefixed, e.g. ``config.resources.slots_per_trial``) to its messages.
+    """
+
+    status = 409
+
+    def __init__(self, experiment_id: int, errors: dict[str, list[str]]) -> None:
+        self.experiment_id = experiment_id
+        named = {f"config.{path}" if path != "config" else path: m for path, m in errors.items()}
+        path, messages = next(iter(named.items()), ("config", ["invalid"]))
+        super().__init__(
+            f"the stored config of experiment {experiment_id} is invalid: {path}: {messages[0]} "
+            "(it was stored by an older version; kill the experiment and submit it again)",
+            named,
+        )
+        self.first_error = f"{path}: {messages[0]}"

@@ -1,13 +1,13 @@
 """Registry models, one module per resource (re-exported here, as NetBox does)."""
 
 from registry.models.checkpoint import Checkpoint, CheckpointState
-from registry.models.experiment import Experiment
+from registry.models.experiment import Experiment, blob_fields
 from registry.models.host import RunShare, WorkerHost
 from registry.models.host_token import HostToken
 from registry.models.logs import TrialLog
 from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
 from registry.models.model_registry import ModelVersion, RegisteredModel
-from registry.models.states import TERMINAL_STATES, RunState, State
+from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
 from registry.models.trial import Trial, TrialRun
 
 __all__ = [
@@ -24,8 +24,10 @@ __all__ = [
     "RunShare",
     "RunState",
     "State",
+    "StopReason",
     "Trial",
     "TrialLog",
     "TrialRun",
     "WorkerHost",
+    "blob_fields",
 ]

@@ -1,10 +1,43 @@
-"""``Experiment``: one submitted config + model definition, and the trials its searcher made."""
+"""``Experiment``: one submitted config + model definition, and the trials its searcher made.
+
+The stored ``config`` is read through ``Experiment.conf`` (the validated
+``headway.expconf.ExperimentConfig``), never with ``.get()`` chains that repeat the schema's
+defaults; querysets that do not need the large columns use ``Experiment.objects.without_blobs()``
+(or ``blob_fields("trial__experiment__")`` through a relation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cached_property
+from typing import Self
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from headway.expconf import ConfigError, ExperimentConfig, parse_experiment_config
+from registry.errors import StoredConfigInvalid
 from registry.models.states import TERMINAL_STATES, State
+
+# The columns a list, a page or a scheduler pass rarely reads and that may be large: the
+# packed model definition (up to megabytes), the submitted YAML and the searcher's state.
+BLOB_FIELDS = ("model_definition", "original_config", "searcher_state")
+
+
+def blob_fields(prefix: str = "", *, keep: Iterable[str] = ()) -> list[str]:
+    """The lookups of ``BLOB_FIELDS`` (less ``keep``) behind ``prefix``, for ``defer()`` on a
+    queryset of a related model, e.g. ``Trial.objects.defer(*blob_fields("experiment__"))``."""
+    kept = set(keep)
+    return [prefix + name for name in BLOB_FIELDS if name not in kept]
+
+
+class ExperimentQuerySet(models.QuerySet["Experiment"]):
+    """``Experiment.objects``: adds ``without_blobs()``."""
+
+    def without_blobs(self, *, keep: Iterable[str] = ()) -> Self:
+        """Defer ``BLOB_FIELDS`` except those in ``keep`` (reading one later loads it)."""
+        return self.defer(*blob_fields(keep=keep))
 
 
 class Experiment(models.Model):
@@ -34,6 +67,8 @@ class Experiment(models.Model):
     # Why ``DELETE experiments/{id}/`` failed (state DELETE_FAILED); "" otherwise.
     delete_error = models.TextField(blank=True, default="")
 
+    objects = ExperimentQuerySet.as_manager()
+
     class Meta:
         ordering = ["-id"]
         indexes = [models.Index(fields=["state"])]
@@ -45,13 +80,29 @@ class Experiment(models.Model):
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
+    @cached_property
+    def conf(self) -> ExperimentConfig:
+        """The stored ``config`` validated (``headway.expconf.ExperimentConfig``), parsed once
+        per instance (reload the instance after writing ``config``).
+
+        Raises:
+            StoredConfigInvalid: the stored config no longer validates; it names the
+                experiment and each bad field.
+        """
+        try:
+            return parse_experiment_config(self.config)
+        except ConfigError as exc:
+            raise StoredConfigInvalid(self.id, exc.errors) from None
+
     @property
     def searcher_metric(self) -> str:
-        return self.config.get("searcher", {}).get("metric", "")
+        """The searcher's ``metric`` (raises ``StoredConfigInvalid`` as ``conf``)."""
+        return self.conf.searcher.metric
 
     @property
     def smaller_is_better(self) -> bool:
-        return bool(self.config.get("searcher", {}).get("smaller_is_better", True))
+        """The searcher's ``smaller_is_better`` (raises ``StoredConfigInvalid`` as ``conf``)."""
+        return self.conf.searcher.smaller_is_better
 
     def is_better(self, candidate: float, incumbent: float | None) -> bool:
         """True when ``candidate`` beats ``incumbent`` for this experiment's searcher metric."""

@@ -31,3 +31,19 @@ class RunState(models.TextChoices):
     STARTING = "STARTING"
     RUNNING = "RUNNING"
     EXITED = "EXITED"
+
+
+class StopReason(models.TextChoices):
+    """Why a run's process must stop (``TrialRun.stop_requested``); ``NONE``: keep going.
+
+    The SDK's ``should_preempt()`` sees any reason but ``NONE``; the worker enforces ``KILL``
+    at once. ``PREEMPT`` (the host shuts down) and ``PAUSE`` resume the trial after the
+    process's acknowledged exit 0; ``CLOSE`` (the searcher closed the trial) ends it COMPLETED.
+    """
+
+    NONE = "", "none"
+    PAUSE = "pause"
+    CANCEL = "cancel"
+    KILL = "kill"
+    PREEMPT = "preempt"
+    CLOSE = "close"

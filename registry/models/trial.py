@@ -5,7 +5,7 @@ import secrets
 from django.db import models
 from django.utils import timezone
 
-from registry.models.states import TERMINAL_STATES, RunState, State
+from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
 
 
 class TrialQuerySet(models.QuerySet):
@@ -90,9 +90,11 @@ class TrialRun(models.Model):
     token = models.CharField(max_length=40, unique=True, default=_new_token)
     worker = models.CharField(max_length=255, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
-    # Why the process must stop ("" = keep going; "pause", "cancel" or "kill"); the SDK's
-    # should_preempt() reads it, the worker enforces "kill".
-    stop_requested = models.CharField(max_length=16, blank=True, default="")
+    # Why the process must stop (StopReason; NONE = keep going); the SDK's should_preempt()
+    # reads it, the worker enforces KILL.
+    stop_requested = models.CharField(
+        max_length=16, blank=True, choices=StopReason.choices, default=StopReason.NONE
+    )
     # The process checkpointed and acknowledged the stop: its exit 0 means "resume me later".
     preempt_acknowledged = models.BooleanField(default=False)
     # The operation length this run was last told (cluster info at start, or the answer to a
