@@ -161,6 +161,20 @@ def test_pass_queries_do_not_grow_with_the_queue(submit):
     assert pass_queries() == few
 
 
+def test_placements_are_written_together_whatever_their_number(submit):
+    def queries_placing(count: int) -> int:
+        for _ in range(count):
+            submit(1)
+        with CaptureQueriesContext(connection) as queries:
+            assert len(scheduling.place_queued_runs()) == count
+        return len(queries)
+
+    register_host("a", 2)
+    two = queries_placing(2)
+    register_host("b", 12)
+    assert queries_placing(12) == two
+
+
 def test_a_stored_config_that_no_longer_validates_is_reported_not_defaulted(submit):
     register_host("a", 2)
     broken = submit(1)
