@@ -267,6 +267,7 @@ def _place(namespace: str, now: datetime) -> list[tuple[int, int]]:
     for host in state.hosts:
         registered.setdefault(host.pool, []).append(host)
     never: dict[tuple[str, int], str | None] = {}  # (pool, slots) -> why it can never fit
+    spans: dict[tuple[str, int], int] = {}  # (pool, slots) -> hosts a run of them spans
     stopped: set[str] = set()  # pools where nothing more may start in this pass
     plans: list[_Plan] = []
     queued = state.queued()
@@ -291,8 +292,9 @@ def _place(namespace: str, now: datetime) -> list[tuple[int, int]]:
         if message is not None or run.pool in stopped:
             continue
         view = views[run.pool]
-        nodes = gang_size(run.slots, view.capacities)
-        assert nodes is not None  # unplaceable_message said it fits
+        if (run.pool, run.slots) not in spans:
+            spans[run.pool, run.slots] = gang_size(run.slots, view.capacities) or 1
+        nodes = spans[run.pool, run.slots]  # found: unplaceable_message said it can fit
         share = run.slots // nodes
         choice = view.best_fit(share, nodes)
         if choice is None:
