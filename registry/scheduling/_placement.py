@@ -40,8 +40,6 @@ statements. So a pass never waits for a row lock and cannot deadlock with lifecy
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
@@ -49,19 +47,15 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, TextField
-from django.db.models.functions import Cast
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from registry.lifecycle._common import drop_queued_run, lock_trial
-from registry.models import RunShare, RunState, State, Trial, TrialRun, WorkerHost
-from registry.models.host import alive_cutoff, shares_holding_slots
-from registry.scheduler import schedule_run, send_run_task, send_share_task
+from registry.models import RunShare, RunState, Trial, TrialRun, WorkerHost
+from registry.scheduler import send_run_task, send_share_task
 from registry.scheduling._hosts import waiting_message
 from registry.scheduling._lock import serialized_passes
-from registry.scheduling._view import Host, HostSlots, PoolView, gang_size
-
-logger = logging.getLogger("headway.scheduler")
+from registry.scheduling._snapshot import Queued, Snapshot
+from registry.scheduling._view import Host, gang_size
 
 NO_HOSTS = "waiting for a worker host to register"
 # A run queued while its experiment's stored config did not validate says why on its trial
@@ -72,17 +66,6 @@ INVALID_CONFIG = (
 )
 
 __all__ = ["NO_HOSTS", "gang_size", "place_queued_runs", "unplaceable_message"]
-
-
-class _Queued(NamedTuple):  # a tuple: 11,000 of them are built every pass
-    pk: int
-    trial_id: int
-    run_id: int
-    pool: str
-    slots: int | None  # the experiment's slots_per_trial; None: its config did not validate
-    max_slots: int | None  # the experiment's resources.max_slots
-    experiment_id: int
-    message: str  # the trial's scheduling message now
 
 
 def place_queued_runs(*, wait: bool = True) -> list[tuple[int, int]]:
@@ -131,136 +114,8 @@ def unplaceable_message(
     return None
 
 
-class _Pass:
-    """One pass over one namespace: the data it read, and what it has placed and reserved."""
-
-    def __init__(self, namespace: str, now: datetime) -> None:
-        self.namespace = namespace
-        self.now = now
-        rows = (
-            WorkerHost.objects.filter(namespace=namespace)
-            .order_by("name")
-            .values_list(
-                "id", "name", "pool", "queue", "slots", _as_text("devices"), "heartbeat_at"
-            )
-        )
-        self.hosts = [Host(*row) for row in rows]
-        cutoff = alive_cutoff(now)  # WorkerHost.is_alive's rule, for tuples
-        self.alive = {
-            h.id: h for h in self.hosts if h.heartbeat_at is not None and h.heartbeat_at >= cutoff
-        }
-        self._read_holders()
-        if self._requeue_stranded_runs():
-            self._read_holders()  # dropped runs hold nothing now
-
-    def _read_holders(self) -> None:
-        # Runs and shares holding slots: every placed run that has not EXITED, and the shares
-        # that hold their host's slots (registry.models.host.shares_holding_slots).
-        self.runs = list(
-            TrialRun.objects.filter(namespace=self.namespace, host__isnull=False)
-            .exclude(state=RunState.EXITED)
-            .values_list(
-                "trial_id",
-                "run_id",
-                "state",
-                "host_id",
-                "slots",
-                _as_text("devices"),  # decoded only for hosts with a free slot
-                "trial__experiment_id",
-                "slots_needed",
-            )
-        )
-        self.shares = list(
-            RunShare.objects.filter(
-                shares_holding_slots(self.now), run__namespace=self.namespace
-            ).values_list(
-                "host_id",
-                "slots",
-                _as_text("devices"),
-                "run__state",
-                "run__trial_id",
-                "run__run_id",
-            )
-        )
-
-    def _requeue_stranded_runs(self) -> bool:
-        stranded = {
-            (trial_id, run_id)
-            for trial_id, run_id, state, host_id, *_ in self.runs
-            if state == RunState.QUEUED and host_id not in self.alive
-        }
-        # A run ganged over several hosts is stranded when any of them is gone before it started.
-        stranded.update(
-            (trial_id, run_id)
-            for host_id, _, _, state, trial_id, run_id in self.shares
-            if state == RunState.QUEUED and host_id not in self.alive
-        )
-        for trial_id, run_id in sorted(stranded):
-            _requeue(trial_id, run_id, set(self.alive))
-        return bool(stranded)
-
-    def views(self) -> dict[str, PoolView]:
-        """Each pool's free slots on its alive hosts."""
-        used_slots: dict[int, int] = {}
-        used_devices: dict[int, list[str]] = {}  # stored device lists, as text
-        holders = [(r[3], r[4], r[5]) for r in self.runs] + [s[:3] for s in self.shares]
-        for host_id, slots, devices in holders:
-            used_slots[host_id] = used_slots.get(host_id, 0) + slots
-            used_devices.setdefault(host_id, []).append(devices)
-        by_pool: dict[str, list[HostSlots]] = {}
-        for host in self.alive.values():
-            count = max(host.slots - used_slots.get(host.id, 0), 0)
-            ids: list[str] = []
-            if count:  # a full host's device lists are never decoded
-                held = {str(d) for text in used_devices.get(host.id, []) for d in _ids(text)}
-                ids = [str(d) for d in _ids(host.devices_json) if str(d) not in held]
-            by_pool.setdefault(host.pool, []).append(HostSlots(host, ids[:count]))
-        return {pool: PoolView(hosts) for pool, hosts in by_pool.items()}
-
-    def held_by_experiments(self) -> dict[int, int]:
-        """Slots each experiment's placed runs hold now (chief part and shares together)."""
-        held: dict[int, int] = {}
-        for *_, slots, _, experiment_id, needed in self.runs:
-            held[experiment_id] = held.get(experiment_id, 0) + (needed or slots)
-        return held
-
-    def queued(self) -> list[_Queued]:
-        """The queue, in placement order (one indexed query: ``run_queue_order``)."""
-        rows = (
-            TrialRun.objects.filter(
-                namespace=self.namespace,
-                state=RunState.QUEUED,
-                host__isnull=True,
-                trial__state=State.ACTIVE,
-            )
-            .order_by("priority", "created_at", "id")
-            .values_list(
-                "id",
-                "trial_id",
-                "run_id",
-                "pool",
-                "slots_needed",
-                "max_slots",
-                "trial__experiment_id",
-                "trial__scheduling_message",
-            )
-        )
-        return [_Queued(*row) for row in rows]
-
-
-def _as_text(field: str) -> Cast:
-    """A JSON column read as its stored text (no decoding by the ORM)."""
-    return Cast(field, output_field=TextField())
-
-
-def _ids(text: str | None) -> list[object]:
-    """A stored device list (JSON text) decoded; [] for NULL or not a list."""
-    found = json.loads(text) if text else []
-    return found if isinstance(found, list) else []
-
-
 def _place(namespace: str, now: datetime) -> list[tuple[int, int]]:
-    state = _Pass(namespace, now)
+    state = Snapshot(namespace, now)
     views = state.views()
     held = state.held_by_experiments()
     registered: dict[str, list[Host]] = {}
@@ -307,34 +162,10 @@ def _place(namespace: str, now: datetime) -> list[tuple[int, int]]:
     return _assign(plans)
 
 
-def _requeue(trial_id: int, run_id: int, alive_ids: set[int]) -> None:
-    # The lifecycle's lock order: the trial, then its run.
-    with transaction.atomic():
-        trial = lock_trial(trial_id)
-        run = (
-            TrialRun.objects.select_for_update()
-            .filter(trial_id=trial_id, run_id=run_id, state=RunState.QUEUED)
-            .first()
-        )
-        if run is None or run.host_id is None:
-            return
-        share_hosts = set(run.shares.values_list("host_id", flat=True))
-        if run.host_id in alive_ids and share_hosts <= alive_ids:
-            return
-        logger.warning(
-            "trial %s run %s was placed on a host that is gone before it started; re-queued",
-            trial_id,
-            run_id,
-        )
-        drop_queued_run(run)
-        if trial.state == State.ACTIVE and trial.run_id == run_id:
-            schedule_run(trial)
-
-
 class _Plan(NamedTuple):
     """A run and the hosts (chief first) and devices the pass gives it."""
 
-    run: _Queued
+    run: Queued
     hosts: list[Host]
     devices: list[list[str]]
     share: int
@@ -392,7 +223,7 @@ def _assign(plans: list[_Plan]) -> list[tuple[int, int]]:
     return [(plan.run.trial_id, plan.run.run_id) for plan in kept]
 
 
-def _set_message(run: _Queued, message: str) -> None:
+def _set_message(run: Queued, message: str) -> None:
     # A run re-queued by a lost host keeps saying so while it waits (docs/scheduling.md).
     message = waiting_message(run.message, message, run.slots or 0)
     if run.message != message:
