@@ -1,9 +1,12 @@
 """Slot scheduling across worker hosts (registry side; docs/scheduling.md).
 
 Workers register their host and heartbeat (``host_heartbeat``); ``place_queued_runs`` gives
-each queued run ``resources.slots_per_trial`` free slots on one alive host, assigns device ids
-and sends the run's Celery task to that host's queue. ``registry.scheduler.schedule_run``
-queues runs and requests a pass on commit.
+each queued run ``resources.slots_per_trial`` free slots on alive hosts of its resource pool
+(one host, or a gang of hosts), by priority then submission, with backfill around the runs that
+wait (Slurm's reservation rule), assigns device ids and sends the run's Celery task to each
+host's queue. ``registry.scheduler.schedule_run`` queues runs and requests a pass on commit.
+Modules: ``_lock`` (passes serialized; heartbeats never wait), ``_snapshot`` (what a pass
+reads), ``_view`` (free slots, best fit, reservations), ``_placement`` (the pass).
 """
 
 from registry.scheduling._hosts import (

@@ -10,7 +10,7 @@ placement, and one statement per trial message that changes. Its steps:
 1. Serialize with every other pass (``_lock.py``: a PostgreSQL advisory lock that heartbeats
    only try, never wait for), so two passes never hand out the same free slot.
 2. Runs placed on a host that is no longer alive (lost, or shut down) and not claimed yet are
-   dropped and their trials get a new run; the message on the dead host's queue then finds
+   dropped and their trials get a new run (``_snapshot.py``); the message on the dead host's queue then finds
    nothing to claim.
 3. A host's free devices are its devices minus those held by its runs that are not EXITED and
    by its run shares that hold slots: computed every pass, never counted, so slots come back
