@@ -89,7 +89,8 @@ def experiment_list(now: datetime | None = None) -> QuerySet[Experiment]:
     return (
         Experiment.objects.exclude(state__in=(State.DELETING, State.DELETED))
         .select_related("owner")
-        .defer("config", "model_definition", "original_config", "searcher_state")
+        .without_blobs()
+        .defer("config")
         .annotate(
             num_trials=_trial_count(),
             active_trials=_trial_count(state__in=ACTIVE_TRIAL_STATES),

@@ -47,11 +47,12 @@ class StoredConfigInvalid(RegistryError):
 
     def __init__(self, experiment_id: int, errors: dict[str, list[str]]) -> None:
         self.experiment_id = experiment_id
+        path, messages = next(iter(errors.items()), ("config", ["invalid"]))
+        # ``first_error``: the first bad field and its message, one line (a trial's message).
+        self.first_error = f"{path}: {messages[0]}"
         named = {f"config.{path}" if path != "config" else path: m for path, m in errors.items()}
-        path, messages = next(iter(named.items()), ("config", ["invalid"]))
         super().__init__(
-            f"the stored config of experiment {experiment_id} is invalid: {path}: {messages[0]} "
+            f"the stored config of experiment {experiment_id} is invalid: {self.first_error} "
             "(it was stored by an older version; kill the experiment and submit it again)",
             named,
         )
-        self.first_error = f"{path}: {messages[0]}"

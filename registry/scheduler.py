@@ -13,11 +13,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from pydantic import ValidationError
 
-from headway.expconf import ResourcesConfig
-from registry.models import RunState, Trial, TrialRun
-from registry.pools import config_resource_pool
+from registry.errors import StoredConfigInvalid
+from registry.models import Experiment, RunState, Trial, TrialRun
 
 RUN_TRIAL_TASK = "headway.run_trial"
 RUN_SHARE_TASK = "headway.run_trial_share"
@@ -69,12 +67,11 @@ def schedule_run(trial: Trial) -> TrialRun:
     """
     trial.run_id += 1
     trial.save(update_fields=["run_id"])
-    resources, error = run_resources(trial.experiment.config)
+    resources, error = run_resources(trial.experiment)
     run = TrialRun.objects.create(
         trial=trial,
         run_id=trial.run_id,
         state=RunState.QUEUED,
-        pool=config_resource_pool(trial.experiment.config),
         namespace=settings.CELERY_TASK_DEFAULT_QUEUE,
         **resources,
     )
@@ -85,23 +82,22 @@ def schedule_run(trial: Trial) -> TrialRun:
     return run
 
 
-def run_resources(config: Any) -> tuple[dict[str, Any], str]:
-    """The placement fields of a run (``slots_needed``, ``priority``, ``max_slots``) from its
-    experiment's stored config, and ``""``; or ``slots_needed=None`` and why the config's
-    ``resources`` no longer validate (a config stored by an older version), which the run's
-    trial then shows as its ``scheduling_message``.
+def run_resources(experiment: Experiment) -> tuple[dict[str, Any], str]:
+    """The placement fields of a run (``pool``, ``slots_needed``, ``priority``, ``max_slots``)
+    from its experiment's validated config (``Experiment.conf``), and ``""``; or
+    ``slots_needed=None`` and why the stored config no longer validates (a config stored by an
+    older version: ``StoredConfigInvalid``), which the run's trial then shows as its
+    ``scheduling_message``. Such a run is never placed with defaults the user did not ask for.
 
     Read once when the run is queued, so a placement pass never decodes configs.
     """
-    raw = config.get("resources") if isinstance(config, dict) else None
     try:
-        resources = ResourcesConfig.model_validate(raw or {})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in ("resources", *first["loc"]))
-        message = f"not placed: the experiment's stored config is invalid: {where}: {first['msg']}"
+        resources = experiment.conf.resources
+    except StoredConfigInvalid as exc:
+        message = f"not placed: the experiment's stored config is invalid: {exc.first_error}"
         return {"slots_needed": None}, message[:500]
     fields = {
+        "pool": resources.resource_pool,
         "slots_needed": resources.slots_per_trial,
         "priority": resources.priority,
         "max_slots": resources.max_slots,

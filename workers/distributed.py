@@ -28,7 +28,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from registry.models import RunShare, RunState, TrialRun
+from registry.models import RunShare, RunState, StopReason, TrialRun
 from registry.scheduling import lease_expiry
 from workers.address import host_address
 
@@ -156,7 +156,7 @@ def run_gone(run_pk: int) -> str:
     row = TrialRun.objects.filter(id=run_pk).values_list("state", "stop_requested").first()
     if row is None or row[0] == RunState.EXITED:
         return "ended"
-    return "kill" if row[1] == "kill" else ""
+    return "kill" if row[1] == StopReason.KILL else ""
 
 
 def shares_problem(run: TrialRun, started: float) -> tuple[str, str] | None:

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from registry import lifecycle
-from registry.models import RunShare, TrialLog, TrialRun
+from registry.models import RunShare, StopReason, TrialLog, TrialRun
 from workers import db_outage, distributed, leases, supervision
 from workers.loglines import clean_line, read_lines
 
@@ -70,7 +70,8 @@ class LogWriter:
 
 
 def _stop_requested(run: TrialRun) -> str:
-    return TrialRun.objects.filter(id=run.id).values_list("stop_requested", flat=True).first() or ""
+    row = TrialRun.objects.filter(id=run.id).values_list("stop_requested", flat=True).first()
+    return row or StopReason.NONE
 
 
 def _pump_output(
@@ -140,7 +141,7 @@ def supervise(
     request, or another host of the run failing)."""
 
     def check_kill() -> None:
-        if not killer.scheduled and _stop_requested(run) == "kill":
+        if not killer.scheduled and _stop_requested(run) == StopReason.KILL:
             logs.add("[headway] kill requested")
             killer.schedule()
         message = watch.check() if watch is not None and not killer.scheduled else None

@@ -25,14 +25,16 @@ from dashboard.edit_forms import ExperimentEditForm, NotesForm
 from dashboard.templatetags.edit_tags import label_line
 from dashboard.views._common import back, control_service, edit_page, ensure, ensure_owner
 from registry import authz, lifecycle
-from registry.errors import RegistryError
+from registry.errors import RegistryError, StoredConfigInvalid
 from registry.models import Experiment
 
 
 def _get_experiment(experiment_id: int) -> Experiment:
     # Every logged-in user may read every experiment, as in the REST API.
     return get_object_or_404(
-        Experiment.objects.select_related("owner").defer("model_definition"), id=experiment_id
+        # The page shows the submitted YAML (original_config): only the others are deferred.
+        Experiment.objects.select_related("owner").without_blobs(keep=["original_config"]),
+        id=experiment_id,
     )
 
 
@@ -46,8 +48,11 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     trials or points.
     """
     exp = _get_experiment(experiment_id)
+    try:
+        searcher = exp.conf.searcher.model_dump(mode="json")
+    except StoredConfigInvalid as exc:  # reported as the REST API does (409), not defaulted
+        return HttpResponse(exc.detail, status=409, content_type="text/plain; charset=utf-8")
     trials = selectors.experiment_trials(exp, request.user)
-    searcher = exp.config.get("searcher", {}) if isinstance(exp.config, dict) else {}
     chart_options = overview.experiment_chart_options(exp, trials)
     context = {
         "experiment": exp,
@@ -165,7 +170,8 @@ def experiment_control(request: HttpRequest, experiment_id: int, action: str) ->
 
 def _owned_experiment(request: HttpRequest, experiment_id: int) -> Experiment:
     experiment = get_object_or_404(
-        Experiment.objects.defer("model_definition", "config", "searcher_state"), id=experiment_id
+        Experiment.objects.without_blobs(keep=["original_config"]).defer("config"),
+        id=experiment_id,
     )
     ensure_owner(request.user, experiment.owner_id, f"experiment {experiment.id}")
     return experiment

@@ -28,7 +28,7 @@ from dashboard.views._common import back, control_service, edit_page, ensure, en
 from headway.expconf import merge_hparam_overrides
 from registry import authz, lifecycle
 from registry.errors import RegistryError
-from registry.models import Checkpoint, CheckpointState, Trial
+from registry.models import Checkpoint, CheckpointState, Trial, blob_fields
 
 
 @require_GET
@@ -41,11 +41,7 @@ def trial_detail(request: HttpRequest, trial_id: int) -> HttpResponse:
     unknown trial. For an ERROR trial the last run's exit code and log tail come first.
     """
     obj = get_object_or_404(
-        Trial.objects.select_related("experiment").defer(
-            "experiment__model_definition",
-            "experiment__original_config",
-            "experiment__searcher_state",
-        ),
+        Trial.objects.select_related("experiment").defer(*blob_fields("experiment__")),
         id=trial_id,
     )
     lineage = trial_lineage(obj)
@@ -80,7 +76,7 @@ def trial_menu(request: HttpRequest, trial_id: int) -> HttpResponse:
     experiment, its completed checkpoints.
     """
     trial = get_object_or_404(
-        Trial.objects.select_related("experiment").defer("experiment__model_definition"),
+        Trial.objects.select_related("experiment").defer(*blob_fields("experiment__")),
         id=trial_id,
     )
     checkpoints = list(

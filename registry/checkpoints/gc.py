@@ -103,8 +103,7 @@ def delete_orphans(
 def checkpoints_to_collect(experiment: Experiment) -> list[str]:
     """The COMPLETED checkpoints of ``experiment`` its retention policy does not keep and no
     protection spares (none when its config predates retention)."""
-    storage = experiment.config.get("checkpoint_storage") or {}
-    policy = RetentionPolicy.from_storage_config(storage)
+    policy = RetentionPolicy.from_storage_config(experiment.stored_checkpoint_storage())
     if policy is None:
         return []
     live = list(
@@ -131,11 +130,7 @@ def checkpoint_gc(
             request do it.
         now: the time orphans' ages are measured at (default: now).
     """
-    experiment = (
-        Experiment.objects.defer("model_definition", "original_config", "searcher_state")
-        .filter(id=experiment_id)
-        .first()
-    )
+    experiment = Experiment.objects.without_blobs().filter(id=experiment_id).first()
     if experiment is None or experiment.state in (State.DELETING, State.DELETED):
         return GCResult()
     collect = checkpoints_to_collect(experiment)
@@ -153,7 +148,7 @@ def checkpoint_gc(
     if orphans:
         grace = timedelta(seconds=settings.HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS)
         removed = delete_orphans(
-            experiment.config.get("checkpoint_storage") or {},
+            experiment.stored_checkpoint_storage(),
             trial_ids=set(Trial.objects.filter(experiment=experiment).values_list("id", flat=True)),
             grace=grace,
             now=now or timezone.now(),

@@ -23,6 +23,7 @@ from registry.models import (
     MetricReport,
     ModelVersion,
     Trial,
+    blob_fields,
 )
 
 TRAINING = "training"
@@ -47,11 +48,7 @@ def with_metrics(queryset: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
     )
     return (
         queryset.select_related("trial__experiment")
-        .defer(
-            "trial__experiment__model_definition",
-            "trial__experiment__original_config",
-            "trial__experiment__searcher_state",
-        )
+        .defer(*blob_fields("trial__experiment__"))
         .annotate(
             validation_metrics=Subquery(validation, output_field=JSONField()),
             training_metrics=Subquery(training, output_field=JSONField()),

@@ -45,7 +45,7 @@ def checkpoint_register(
             if existing.trial_id != trial_id:
                 raise InvalidInput({"uuid": ["Already registered for another trial."]})
             return existing, False
-        storage = resolve_storage(trial.experiment.config.get("checkpoint_storage"), field=FIELD)
+        storage = resolve_storage(trial.experiment.stored_checkpoint_storage(), field=FIELD)
         checkpoint = Checkpoint.objects.create(
             uuid=uuid,
             trial=trial,

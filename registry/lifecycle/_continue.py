@@ -67,7 +67,9 @@ def trial_continue(
                 {"checkpoint": [f"Checkpoint {chosen} is {state}: its files are (being) deleted."]}
             )
         source = trial.experiment
-        config = dict(source.config)
+        # From the validated stored config: one that no longer validates is refused (409,
+        # StoredConfigInvalid naming the field), not copied on into the new experiment.
+        config = source.conf.to_dict()
         config["name"] = f"{source.name} (continued from trial {trial.id})"
         config["hyperparameters"] = _as_const_space({**trial.hparams, **(hparams or {})})
         # A single searcher: only the fields it shares with the source's searcher are kept

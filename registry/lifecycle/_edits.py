@@ -55,7 +55,7 @@ def experiment_patch(
     if notes is not None:
         checks["notes"] = lambda: validate_text(notes, "notes", NOTES_MAX)
     changes = check_fields(checks)
-    experiment = get_object_or_404(Experiment.objects.defer("model_definition"), id=experiment_id)
+    experiment = get_object_or_404(Experiment.objects.without_blobs(), id=experiment_id)
     _write(
         experiment,
         Experiment.objects.filter(id=experiment_id).exclude(state__in=_GONE),

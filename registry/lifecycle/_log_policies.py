@@ -17,7 +17,7 @@ MAX_LINES_SCANNED = 20_000  # the run's last lines: a failure's message is near 
 def retries_cancelled(trial: Trial, run: TrialRun) -> bool:
     """True when a ``cancel_retries`` policy of the trial's config matches one of the failed
     run's log lines; the trial's log then says which policy stopped the retries."""
-    policies = (trial.experiment.config or {}).get("log_policies") or []
+    policies = [p.model_dump(mode="json") for p in trial.experiment.conf.log_policies]
     if not policies:
         return False
     lines = list(

@@ -19,7 +19,16 @@ from registry.lifecycle._common import (
 )
 from registry.lifecycle._log_policies import retries_cancelled
 from registry.lifecycle._search import deliver_event, has_pending_operation
-from registry.models import Experiment, RunShare, RunState, State, Trial, TrialLog, TrialRun
+from registry.models import (
+    Experiment,
+    RunShare,
+    RunState,
+    State,
+    StopReason,
+    Trial,
+    TrialLog,
+    TrialRun,
+)
 from registry.scheduler import request_placement, schedule_run
 from registry.scheduling._hosts import lease_expiry, lost_message
 
@@ -66,7 +75,7 @@ def trial_run_heartbeat(*, trial_id: int, run_id: int) -> str:
         TrialRun.objects.filter(trial_id=trial_id, run_id=run_id)
         .values_list("stop_requested", flat=True)
         .first()
-        or ""
+        or StopReason.NONE
     )
 
 
@@ -78,9 +87,9 @@ def trial_run_preempt(*, trial_id: int, run_id: int) -> bool:
     exited or already has a stop request (a pause, cancel or kill wins).
     """
     return bool(
-        TrialRun.objects.filter(trial_id=trial_id, run_id=run_id, stop_requested="")
+        TrialRun.objects.filter(trial_id=trial_id, run_id=run_id, stop_requested=StopReason.NONE)
         .exclude(state=RunState.EXITED)
-        .update(stop_requested="preempt")
+        .update(stop_requested=StopReason.PREEMPT)
     )
 
 
@@ -91,7 +100,7 @@ def trial_preempt_acknowledge(*, trial_id: int, run_id: int) -> bool:
     """
     return bool(
         TrialRun.objects.filter(trial_id=trial_id, run_id=run_id)
-        .exclude(stop_requested="")
+        .exclude(stop_requested=StopReason.NONE)
         .exclude(state=RunState.EXITED)
         .update(preempt_acknowledged=True)
     )
@@ -136,7 +145,7 @@ def trial_run_exited(
 
 
 def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None, reason: str) -> None:
-    if exit_code == 0 and run.stop_requested == "close":
+    if exit_code == 0 and run.stop_requested == StopReason.CLOSE:
         trial_end(trial, State.COMPLETED)  # the searcher closed it: not resumed
     elif exit_code == 0 and run.preempt_acknowledged:
         schedule_run(trial)  # preempted, then activated before it exited: resume
@@ -150,9 +159,8 @@ def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None, reason
         why = reason or f"the worker of run {run.run_id} was lost"
         logger.warning("trial %s run %s: %s; re-queued", trial.id, run.run_id, why)
         schedule_run(trial)
-        resources = (trial.experiment.config or {}).get("resources") or {}
-        slots = resources.get("slots_per_trial", 1)
-        message = lost_message(why, slots if isinstance(slots, int) else 1)
+        # The lost run's slots, copied from the validated config when it was queued.
+        message = lost_message(why, run.slots_needed or 1)
         Trial.objects.filter(id=trial.id).update(scheduling_message=message)
         TrialLog.objects.create(
             trial_id=trial.id, run_id=run.run_id, message=f"[headway] run {run.run_id}: {message}"
@@ -173,8 +181,11 @@ def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None, reason
 
 
 def _may_restart(trial: Trial, run: TrialRun) -> bool:
-    """Restarts are left (``max_restarts``) and no ``cancel_retries`` log policy matched."""
-    if trial.restarts >= trial.experiment.config.get("max_restarts", 5):
+    """Restarts are left (``max_restarts``) and no ``cancel_retries`` log policy matched.
+
+    Raises ``StoredConfigInvalid`` (409) when the stored config no longer validates, as the
+    searcher does: ``max_restarts`` is not guessed."""
+    if trial.restarts >= trial.experiment.conf.max_restarts:
         return False
     return not retries_cancelled(trial, run)
 

@@ -22,8 +22,8 @@ from typing import Any
 from django.db import transaction
 
 from headway.early_exit import EarlyExitReason
-from headway.expconf import parse_experiment_config
-from registry.models import Experiment, RunState, State, Trial, TrialRun
+from registry.errors import StoredConfigInvalid
+from registry.models import Experiment, RunState, State, StopReason, Trial, TrialRun
 from registry.scheduler import schedule_run
 from registry.searcher import (
     Close,
@@ -41,8 +41,11 @@ TrialOperation = ValidateAfter | Close | Stop
 
 def searcher_for(experiment: Experiment) -> SearchMethod:
     """The experiment's search method with its saved state loaded."""
-    config = parse_experiment_config(experiment.config)
-    searcher = build_searcher(config, experiment.config["reproducibility"]["experiment_seed"])
+    config = experiment.conf
+    seed = config.reproducibility.experiment_seed
+    if seed is None:  # the registry picks one at create: a stored config always has it
+        raise StoredConfigInvalid(experiment.id, {"reproducibility.experiment_seed": ["missing"]})
+    searcher = build_searcher(config, seed)
     searcher.load_state_dict(experiment.searcher_state)
     return searcher
 
@@ -164,9 +167,11 @@ def apply_trial_operation(experiment: Experiment, trial: Trial, op: TrialOperati
     trial.searcher_closed = True
     trial.save(update_fields=["searcher_closed"])
     if isinstance(op, Stop) or has_pending_operation(trial):
-        TrialRun.objects.filter(trial=trial, run_id=trial.run_id, stop_requested="").exclude(
-            state__in=[RunState.EXITED, RunState.QUEUED]
-        ).update(stop_requested="close")
+        TrialRun.objects.filter(
+            trial=trial, run_id=trial.run_id, stop_requested=StopReason.NONE
+        ).exclude(state__in=[RunState.EXITED, RunState.QUEUED]).update(
+            stop_requested=StopReason.CLOSE
+        )
 
 
 def has_pending_operation(trial: Trial) -> bool:

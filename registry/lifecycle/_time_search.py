@@ -25,9 +25,7 @@ _NON_FINITE = ("NaN", "Infinity", "-Infinity")
 
 def time_metric_of(experiment: Experiment) -> str | None:
     """The experiment's ``searcher.time_metric`` (None for searchers that give operations)."""
-    searcher = (experiment.config or {}).get("searcher") or {}
-    value = searcher.get("time_metric")
-    return value if isinstance(value, str) else None
+    return getattr(experiment.conf.searcher, "time_metric", None)
 
 
 def _number(value: Any) -> float | None:
@@ -84,8 +82,8 @@ def deliver_validation_reports(
 
 def _raise_progress(trial: Trial, experiment: Experiment, time: float) -> None:
     """A trial's progress is at least ``time / max_time`` (the top rung is the end)."""
-    max_time = ((experiment.config or {}).get("searcher") or {}).get("max_time")
-    if not isinstance(max_time, int) or max_time <= 0:
+    max_time = getattr(experiment.conf.searcher, "max_time", None)
+    if max_time is None:
         return
     progress = min(time / max_time, 1.0)
     if progress > trial.progress:

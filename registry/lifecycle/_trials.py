@@ -18,7 +18,7 @@ from registry.lifecycle._common import (
     trial_end,
 )
 from registry.lifecycle._transitions import TRIAL_CONTROLS, check_control
-from registry.models import RunState, State, Trial
+from registry.models import RunState, State, StopReason, Trial
 from registry.scheduler import schedule_run
 
 
@@ -38,7 +38,7 @@ def trial_pause_locked(trial: Trial) -> None:
     if run.state == RunState.QUEUED:
         drop_queued_run(run)
     else:
-        run.stop_requested = "pause"
+        run.stop_requested = StopReason.PAUSE
         run.save(update_fields=["stop_requested"])
 
 
@@ -56,11 +56,11 @@ def trial_activate_locked(trial: Trial) -> None:
     if run is None:
         schedule_run(trial)
     elif not run.preempt_acknowledged:
-        run.stop_requested = ""
+        run.stop_requested = StopReason.NONE
         run.save(update_fields=["stop_requested"])
 
 
-def _stop_locked(trial: Trial, stopping: State, reason: str) -> None:
+def _stop_locked(trial: Trial, stopping: State, reason: StopReason) -> None:
     if not _acts(trial, reason):
         return
     run = live_run(trial)
@@ -77,12 +77,12 @@ def _stop_locked(trial: Trial, stopping: State, reason: str) -> None:
 
 def trial_cancel_locked(trial: Trial) -> None:
     """Stop gracefully with a checkpoint; the trial ends CANCELED and is not resumed."""
-    _stop_locked(trial, State.STOPPING_CANCELED, "cancel")
+    _stop_locked(trial, State.STOPPING_CANCELED, StopReason.CANCEL)
 
 
 def trial_kill_locked(trial: Trial) -> None:
     """Terminate the process now (the worker sends SIGTERM, then SIGKILL); ends CANCELED."""
-    _stop_locked(trial, State.STOPPING_KILLED, "kill")
+    _stop_locked(trial, State.STOPPING_KILLED, StopReason.KILL)
 
 
 def _control(trial_id: int, action: Callable[[Trial], None]) -> Trial:

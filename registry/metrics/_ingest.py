@@ -247,15 +247,17 @@ def _fallback_progress(trial: Trial, experiment: Experiment) -> bool:
     The experiment's progress is refreshed at most once per whole percent, keeping the
     experiment row lock off the per-batch path.
     """
-    raw = experiment.config.get("searcher", {}).get("max_length")
-    if raw is None or trial.progress >= 1.0:  # nothing to raise it to: skip the parsing
+    if trial.progress >= 1.0:  # nothing to raise it to
+        return False
+    conf = experiment.conf
+    length = conf.searcher.max_length
+    if length is None:
         return False
     try:
-        length = Length.parse(raw, field="searcher.max_length")
         if trial.searcher_length:
             length = Length(unit=length.unit, value=trial.searcher_length)
         batches = length.to_batches(
-            records_per_epoch=experiment.config.get("records_per_epoch"),
+            records_per_epoch=conf.records_per_epoch,
             global_batch_size=(trial.hparams or {}).get("global_batch_size"),
         )
     except ConfigError:

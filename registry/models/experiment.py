@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cached_property
-from typing import Self
+from typing import Any, Self
 
 from django.conf import settings
 from django.db import models
@@ -93,6 +93,16 @@ class Experiment(models.Model):
             return parse_experiment_config(self.config)
         except ConfigError as exc:
             raise StoredConfigInvalid(self.id, exc.errors) from None
+
+    def stored_checkpoint_storage(self) -> dict[str, Any]:
+        """The ``checkpoint_storage`` mapping exactly as stored (``{}`` when none).
+
+        Read raw, not through ``conf``, on purpose: which retention fields it holds tells an
+        experiment stored before checkpoint retention existed (its checkpoints are all kept,
+        ``RetentionPolicy.from_storage_config``), which ``conf``'s filled-in defaults would hide.
+        """
+        storage = self.config.get("checkpoint_storage") if isinstance(self.config, dict) else None
+        return dict(storage) if isinstance(storage, dict) else {}
 
     @property
     def searcher_metric(self) -> str:

@@ -68,17 +68,8 @@ __all__ = [
     "ResourcePools",
     "check_resource_pool",
     "check_worker_pool",
-    "config_resource_pool",
     "hosts_by_pool",
     "load_resource_pools",
     "pool_summaries",
     "resource_pools",
 ]
-
-
-def config_resource_pool(config: object) -> str:
-    """The ``resources.resource_pool`` of a stored (validated) experiment config dict;
-    ``default`` when it has none (configs stored before resource pools)."""
-    resources = config.get("resources") if isinstance(config, dict) else None
-    pool = resources.get("resource_pool") if isinstance(resources, dict) else None
-    return pool if isinstance(pool, str) and pool else DEFAULT_POOL

@@ -71,7 +71,7 @@ class ExperimentViewSet(
             return Experiment.objects.only("id", "owner_id", "config")
         qs = (
             Experiment.objects.select_related("owner")
-            .defer("model_definition")
+            .without_blobs()
             .annotate(
                 num_trials=Count("trials"), scheduling_message=experiment_scheduling_message()
             )
