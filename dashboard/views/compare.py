@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard import overview
 from dashboard.compare_selectors import hparam_diff, parse_trial_ids
-from registry.models import Trial
+from registry.models import Trial, blob_fields
 
 
 @require_GET
@@ -30,11 +30,7 @@ def trial_compare(request: HttpRequest) -> HttpResponse:
         t.id: t
         for t in Trial.objects.filter(id__in=ids)
         .select_related("experiment")
-        .defer(
-            "experiment__model_definition",
-            "experiment__original_config",
-            "experiment__searcher_state",
-        )
+        .defer(*blob_fields("experiment__"))
     }
     missing = [i for i in ids if i not in found]
     errors += [f"trial: no trial {i}." for i in missing]

@@ -15,11 +15,12 @@ from typing import Any
 from django.db import connection, models
 
 from registry.models import Experiment, Trial
+from registry.models.experiment import BLOB_FIELDS
 
 # Never read on the report path: the packed model definition (up to megabytes) and the texts.
 _SKIPPED: dict[type[models.Model], set[str]] = {
     Trial: {"notes"},
-    Experiment: {"model_definition", "original_config", "description", "notes", "searcher_state"},
+    Experiment: {*BLOB_FIELDS, "description", "notes"},
 }
 
 
