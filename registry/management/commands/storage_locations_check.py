@@ -34,12 +34,12 @@ class Command(BaseCommand):
         outside: dict[str, tuple[str, set[int]]] = {}
         counts: dict[str, int] = defaultdict(int)
         experiments = Experiment.objects.exclude(state__in=(State.DELETING, State.DELETED))
-        for experiment_id, config in experiments.values_list("id", "config").iterator():
-            storage = (config or {}).get("checkpoint_storage") or {}
+        for experiment in experiments.only("id", "config").iterator():
+            storage = experiment.stored_checkpoint_storage()
             reason = _problem(storage)
             if reason is not None:
                 key = json.dumps(storage, sort_keys=True)
-                outside.setdefault(key, (reason, set()))[1].add(experiment_id)
+                outside.setdefault(key, (reason, set()))[1].add(experiment.id)
         live = Checkpoint.objects.exclude(state=CheckpointState.DELETED)
         for storage, experiment_id in live.values_list("storage", "trial__experiment_id"):
             key = json.dumps(storage or {}, sort_keys=True)
