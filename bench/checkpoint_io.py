@@ -70,12 +70,14 @@ __all__ = ["PAIRS", "measure"]
 INFORMATIVE = ("fs_store_vs_cp",)  # rows left out of ``worst_ratio``
 
 
-def measure_size(paths: Paths, rounds: int) -> dict[str, Any]:
-    """``rounds`` rounds of every pair of ``PAIRS`` (sides alternating); the figures of each."""
+def measure_size(
+    paths: Paths, rounds: int, pairs: tuple[tuple[str, str], ...] = PAIRS
+) -> dict[str, Any]:
+    """``rounds`` rounds of every pair of ``pairs`` (sides alternating); the figures of each."""
     total_mb = sum(paths.sizes.values()) / (1 << 20)
     runs: dict[str, list[tuple[Meter, Meter]]] = {name: [] for name, _ in PAIRS}
     for round_no in range(rounds):
-        for name, base in PAIRS:
+        for name, base in pairs:
             sides = [getattr(paths, name), getattr(paths, base)]
             if round_no % 2:
                 second, first = sides[1](), sides[0]()
@@ -83,7 +85,7 @@ def measure_size(paths: Paths, rounds: int) -> dict[str, Any]:
                 first, second = sides[0](), sides[1]()
             runs[name].append((first, second))
     rows: dict[str, Any] = {}
-    for name, base in PAIRS:
+    for name, base in pairs:
         ratios = [b.wall / h.wall for h, b in runs[name]]
         rows[name] = {
             "baseline": base,
@@ -110,8 +112,11 @@ def server_rss(paths: Paths, server: psutil.Process) -> dict[str, float]:
     return figures
 
 
-def measure(sizes_mb: list[float], rounds: int, work: Path) -> dict[str, Any]:
-    """Start moto and the server, then measure every size; returns the JSON line's object."""
+def measure(
+    sizes_mb: list[float], rounds: int, work: Path, pairs: tuple[tuple[str, str], ...] = PAIRS
+) -> dict[str, Any]:
+    """Start moto and the server, then measure every size (the rows of ``pairs``); returns the
+    JSON line's object."""
     import boto3
 
     os.environ.update(AWS_ENV)
@@ -150,7 +155,7 @@ def measure(sizes_mb: list[float], rounds: int, work: Path) -> dict[str, Any]:
                     paths.rest_tar()  # warm: the server's first S3 client, page cache
                     if size_mb == max(sizes_mb):
                         figures.update(server_rss(paths, env["server"]))
-                    rows = measure_size(paths, rounds)
+                    rows = measure_size(paths, rounds, pairs)
                     figures["sizes"][str(size_mb)] = rows
                     print_rows(size_mb, rows)
                     shutil.rmtree(paths.source)
@@ -163,7 +168,7 @@ def measure(sizes_mb: list[float], rounds: int, work: Path) -> dict[str, Any]:
         for name, row in rows.items()
         if name not in INFORMATIVE
     ]
-    figures["worst_ratio"] = min(ratios)
+    figures["worst_ratio"] = min(ratios) if ratios else None
     return figures
 
 
@@ -188,7 +193,18 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=2 if tiny() else 5, help="interleaved pairs per path"
     )
+    parser.add_argument(
+        "--paths",
+        default="",
+        help="only these rows, comma-separated (default: all): "
+        + ", ".join(name for name, _ in PAIRS),
+    )
     args = parser.parse_args()
+    wanted = [name for name in args.paths.split(",") if name]
+    unknown = sorted(set(wanted) - {name for name, _ in PAIRS})
+    if unknown:
+        parser.error(f"--paths: unknown {', '.join(unknown)}")
+    pairs = tuple(pair for pair in PAIRS if not wanted or pair[0] in wanted)
     try:
         sizes = [float(size) for size in args.sizes_mb.split(",")]
     except ValueError:
@@ -196,7 +212,7 @@ def main() -> None:
     if min(sizes) <= 0 or args.rounds < 1:
         parser.error("--sizes-mb must be positive and --rounds at least 1")
     with tempfile.TemporaryDirectory(prefix="headway-ckpt-bench-") as tmp:
-        figures = measure(sizes, args.rounds, Path(tmp))
+        figures = measure(sizes, args.rounds, Path(tmp), pairs)
     print(
         f"web server RSS {figures['server_rss_resting_mb']} MB at rest; growth streaming "
         f"{max(sizes)} MB: tar {figures['server_rss_growth_tar_mb']} MB, zip "
