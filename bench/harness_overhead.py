@@ -254,6 +254,19 @@ def _alternate(kind: str, batches: int, repeats: int, dataset: Any) -> dict[str,
     out[f"{kind}_cpu_overhead_us_per_batch"], out[f"{kind}_cpu_overhead_us_per_batch_range"] = (
         _median_range([h["cpu_us_per_batch"] - r["cpu_us_per_batch"] for h, r in pairs], 1)
     )
+    # The second run of a pair was seen to cost up to ~15 us a batch more than the first,
+    # whichever it was: the figures above need as many pairs of each order (an even
+    # --repeats), and this shows the effect (even pairs ran raw first).
+    out[f"{kind}_cpu_overhead_us_per_batch_by_order"] = {
+        order: round(
+            statistics.median(
+                h["cpu_us_per_batch"] - r["cpu_us_per_batch"] for h, r in pairs[first::2]
+            ),
+            1,
+        )
+        for order, first in (("raw_first", 0), ("harness_first", 1))
+        if pairs[first::2]
+    }
     # With fit()'s start counted in (the definition before #27's second round).
     out[f"{kind}_ratio_with_start"], _ = _median_range(
         [h["with_start_samples_per_s"] / r["samples_per_s"] for h, r in pairs]
@@ -298,7 +311,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny-batches", type=int, default=pick(2000, 50))
     parser.add_argument("--large-batches", type=int, default=pick(60, 3))
-    parser.add_argument("--repeats", type=int, default=pick(9, 2))
+    # Even: as many pairs run raw first as harness first (see _alternate).
+    parser.add_argument("--repeats", type=int, default=pick(10, 2))
     # One thread for the tiny model: its quantity is per-batch overhead, and on a busy 2-core
     # machine two intra-op threads made tiny pairs range from 0.70x to 30x.
     parser.add_argument("--tiny-threads", type=int, default=1)
