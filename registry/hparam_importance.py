@@ -23,7 +23,7 @@ from registry.errors import InvalidInput, RegistryError
 from registry.models import Experiment, Trial
 
 # Fewer trials than this give importances that are mostly noise (a forest of bootstrap samples
-# of four points); docs/decisions.md.
+# of four points); docs/decisions/dashboard.md.
 MIN_TRIALS = 5
 # Enough trees for stable importances on searches of up to a few thousand trials; fixed seed so
 # that the same trials always give the same answer.

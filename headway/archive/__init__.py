@@ -10,7 +10,7 @@ Two kinds of archive cross a trust boundary:
 * **Checkpoint tars** streamed by ``headway.storage.iter_tar_chunks``: every member name passes
   ``check_member_path``, as every checkpoint file path in storage does.
 
-A model definition (docs/decisions.md, "Model-definition archives"):
+A model definition (docs/decisions/checkpoints.md, "Model-definition archives"):
 
 - member paths are relative, without ``..``, backslashes or NUL characters (``check_member_path``);
 - members are regular files and folders only: no symbolic or hard links, devices or FIFOs. The

@@ -210,7 +210,7 @@ def init(
         context = _managed_init(
             info, distributed, checkpoint_storage, preempt_mode, preempt_poll_interval
         )
-    # TensorBoard files travel inside the chief's checkpoints (docs/decisions.md).
+    # TensorBoard files travel inside the chief's checkpoints (docs/decisions/sdk.md).
     tensorboard = TensorboardFiles(
         mode=tensorboard_mode,
         trial_id=info.trial.trial_id if info is not None else 0,

@@ -15,7 +15,7 @@ endpoint is needed. Sources:
   (``set_counters``); a Core API script gets batches/s from the ``steps_completed`` it reports.
 
 Samples are keyed by ``steps_completed`` (the trial's batches so far) and carry their wall-clock
-timestamp, so the dashboard charts them against batches or wall time (docs/decisions.md).
+timestamp, so the dashboard charts them against batches or wall time (docs/decisions/dashboard.md).
 """
 
 from __future__ import annotations

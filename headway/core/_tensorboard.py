@@ -4,7 +4,7 @@ reach storage (Determined's ``core.TensorboardMode``, ``TrainContext.get_tensorb
 
 Determined syncs the folder to ``<storage>/tensorboard/experiment/<id>/trial/<id>/``. Headway's
 storage addresses checkpoints only, so the folder travels inside every checkpoint the chief
-stores, as ``tensorboard/`` (docs/decisions.md, "TensorBoard files travel inside checkpoints");
+stores, as ``tensorboard/`` (docs/decisions/sdk.md, "TensorBoard files travel inside checkpoints");
 ``headway tensorboard EXPERIMENT_ID`` reads it from each trial's latest checkpoint.
 """
 

@@ -3,7 +3,7 @@
 Determined writes TensorBoard files into a local folder (``get_tensorboard_path()``) and syncs
 them to ``<storage>/tensorboard/experiment/<id>/trial/<id>/``. Headway's storage addresses
 checkpoints only, so the folder is copied into every checkpoint as ``tensorboard/`` instead
-(docs/decisions.md, "TensorBoard files travel inside checkpoints"): the latest checkpoint of a
+(docs/decisions/sdk.md, "TensorBoard files travel inside checkpoints"): the latest checkpoint of a
 trial holds all of its event files and profiler traces, a resumed run copies them back, and
 ``headway tensorboard EXPERIMENT_ID`` downloads them from there.
 

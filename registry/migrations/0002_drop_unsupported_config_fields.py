@@ -1,4 +1,4 @@
-"""Drop config fields that are now refused (docs/decisions.md): stored configs must re-parse.
+"""Drop config fields that are now refused (docs/decisions/sdk.md): stored configs must re-parse.
 
 Experiments stored before the refusal carry the old defaults ``save_experiment_best: 0``,
 ``save_trial_best: 1`` and ``save_trial_latest: 1`` (never applied: every checkpoint was kept)

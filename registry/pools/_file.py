@@ -15,7 +15,7 @@ Headway's file is a list of entries::
 Headway's scheduler. Other types are refused until they exist (``slurm``: issue #22). The pool
 ``default`` (agent) always exists: unset, the file is that one pool; a file that leaves it out
 gets it added (an experiment without ``resources.resource_pool`` and a worker without
-``HEADWAY_RESOURCE_POOL`` both mean ``default``, so it must be there; docs/decisions.md).
+``HEADWAY_RESOURCE_POOL`` both mean ``default``, so it must be there; docs/decisions/scheduling.md).
 
 This module only reads and checks the file; it imports no model, so ``RegistryConfig.ready``
 can check it while Django starts (a bad file stops every process at start-up).

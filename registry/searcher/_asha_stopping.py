@@ -39,7 +39,7 @@ class StoppingBracket:
     A new trial is created (while fewer than ``max_trials`` exist) when one is stopped, as
     Determined does, and also when one ends without being stopped (its script finished before
     the top rung), so that ``max_trials`` trials run in all (Determined would end the search
-    with fewer; docs/decisions.md).
+    with fewer; docs/decisions/sdk.md).
 
     State: each rung's results sorted best first as ``[metric, request_id]`` (normalised:
     smaller is better), each trial's current rung, the stopped, ended and invalid trials, and

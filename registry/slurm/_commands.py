@@ -1,6 +1,6 @@
 """Slurm's own commands, as the master calls them: ``sbatch``, ``squeue --json``, ``scancel``.
 
-Headway drives Slurm through its client commands rather than ``slurmrestd`` (docs/decisions.md,
+Headway drives Slurm through its client commands rather than ``slurmrestd`` (docs/decisions/scheduling.md,
 "Slurm pools"): they are in Debian's ``slurm-wlm`` and on every login node, need no JWT set-up,
 and ``squeue --json`` (Slurm >= 21.08) gives job state in a stable structure. Ended jobs are
 read from ``squeue -t all``, which lists them for ``MinJobAge`` seconds after they end (no

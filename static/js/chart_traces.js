@@ -7,7 +7,7 @@
 // - "merged": one `scatter` per colour and width, its lines joined by `null` separators;
 // - "merged-gl": the same with `scattergl`.
 // Which mode draws many trials fastest was measured in Chromium (bench/dashboard.py,
-// docs/decisions.md): FAST_MODE from FAST_FROM lines (GL_FROM: "gl" never by default). Lines with lo / hi (a downsampled series in the band shape, or
+// docs/decisions/dashboard.md): FAST_MODE from FAST_FROM lines (GL_FROM: "gl" never by default). Lines with lo / hi (a downsampled series in the band shape, or
 // a group's range) get a shaded band under them: one `toself`-filled polygon per line, joined
 // per colour into one trace (all in one grey trace from FAST_FROM lines on).
 window.HeadwayChartTraces = (function () {
