@@ -22,9 +22,15 @@ METRICS = ("m0", "m1", "m2")
 STARTED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def searcher_config(steps: int, metric: str = "m0") -> dict[str, Any]:
-    """The stored config of a bench experiment: a random search on ``metric`` over ``steps``."""
-    return {"searcher": {"name": "random", "metric": metric, "max_length": {"batches": steps}}}
+def searcher_config(steps: int, metric: str = "m0", searcher: str = "random") -> dict[str, Any]:
+    """The stored config of a bench experiment: a ``searcher`` search on ``metric`` over
+    ``steps``, validated and completed as submission stores it (``Experiment.conf`` reads it)."""
+    from headway.expconf import parse_experiment_config
+
+    search: dict[str, Any] = {"name": searcher, "metric": metric, "max_length": {"batches": steps}}
+    if searcher == "random":
+        search["max_trials"] = 1
+    return parse_experiment_config({"entrypoint": "model_def:Trial", "searcher": search}).to_dict()
 
 
 def load_metric_experiment(
@@ -136,8 +142,7 @@ def fill_experiment_list(count: int, *, users: int = 20, seed: int = 1) -> int:
         searcher, metric = rnd.choice(SEARCHERS)
         created = now - timedelta(minutes=rnd.randrange(365 * 24 * 60))
         terminal = state in TERMINAL_STATES
-        config = searcher_config(1000, metric)
-        config["searcher"]["name"] = searcher
+        config = searcher_config(1000, metric, searcher)
         rows.append(
             Experiment(
                 owner=rnd.choice(owners),

@@ -59,7 +59,7 @@ def test_downloading_a_checkpoint_from_a_folder_the_server_cannot_list_says_so(a
     storage_id = store_over_rest(api, trial, {"state-dict.pth": b"w" * 10}, 10)
     shutil.rmtree(tmp_path / "mounted")  # as if the folder were not mounted on the master
     response = api.get(f"/api/v1/checkpoints/{storage_id}/download")
-    assert response.status_code == 502
+    assert response.status_code == 409
     assert response.json()["detail"].startswith(
         f"checkpoint {storage_id} is on shared_fs {tmp_path / 'mounted'} which this server "
         "cannot read"

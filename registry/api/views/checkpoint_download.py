@@ -52,9 +52,13 @@ class CheckpointGone(RegistryError):
 
 
 class CheckpointStorageUnreadable(RegistryError):
-    """502: a shared_fs checkpoint whose folder this server cannot list (not mounted here)."""
+    """409: a shared_fs checkpoint whose folder this server cannot list (not mounted here).
 
-    status = 502
+    Not a 5xx: the SDK retries 502/503/504 as a master outage for up to
+    ``HEADWAY_MASTER_OUTAGE_SECONDS``, and nothing changes by retrying until an admin mounts
+    the folder on the server."""
+
+    status = 409
 
 
 class CheckpointFileMissing(RegistryError):
@@ -113,7 +117,7 @@ class CheckpointDownloadMixin:
             (206, "application/octet-stream"): OpenApiTypes.BINARY,
             302: OpenApiResponse(description="presigned S3 URL in Location"),
             410: OpenApiResponse(ErrorSerializer, description="files no longer in storage"),
-            502: OpenApiResponse(ErrorSerializer, description="storage this server cannot read"),
+            409: OpenApiResponse(ErrorSerializer, description="storage this server cannot read"),
             416: OpenApiResponse(description="unsatisfiable Range"),
         },
     )
