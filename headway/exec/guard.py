@@ -9,11 +9,14 @@ checks once per ``--interval`` seconds from a sleeping thread (no busy loop), so
 within about ``interval`` seconds of its worker's death; the lost-run reaper re-queues it.
 
 With ``--lease-file PATH`` it also enforces the run's lease (issue #21): the worker writes there
-the ``time.monotonic()`` at which the lease ends, again at each renewal; once that time passed
-the guard stops the group the same way. The worker's own watchdog does that first
+the ``time.monotonic()`` at which the lease ends, again at each renewal; ``BACKSTOP_DELAY_S``
+after that time the guard stops the group the same way. The worker's own watchdog does that
+first, at the lease's end, and says why in the worker's and the trial's logs
 (``workers/leases.py``); the guard is the backstop for a worker that is alive but frozen
-(stopped, or stuck), so no rank outlives its lease by more than ``--grace`` either way. A missing
-or unreadable file changes nothing (a run started before its lease was published).
+(stopped, or stuck), so no rank outlives its lease by more than ``BACKSTOP_DELAY_S`` +
+``--grace``, well inside the registry's margin (``HEADWAY_LEASE_MARGIN_SECONDS`` is the grace
+plus 5 s). A missing or unreadable file changes nothing (a run started before its lease was
+published).
 
 Signals the worker sends to the group (kill, preemption escalation) reach the trial directly;
 the guard ignores SIGTERM and SIGINT itself and ends with the trial's exit status (a trial
@@ -55,6 +58,11 @@ def _say(message: str) -> None:
         pass  # nobody reads the pipe any more: the worker is gone
 
 
+# Seconds the guard leaves the worker's watchdog to act (and log why) after the lease's end
+# before it stops the group itself: the two racing at the same instant hid the worker's reason.
+BACKSTOP_DELAY_S = 2.0
+
+
 def lease_end(path: str | None) -> float | None:
     """The ``time.monotonic()`` at which the run's lease ends, from the worker's file; None when
     there is no file (yet) or it cannot be read."""
@@ -71,7 +79,7 @@ def _why_stop(parent: int, lease_file: str | None) -> str | None:
     if os.getppid() != parent:
         return f"the worker (pid {parent}) is gone"
     end = lease_end(lease_file)
-    if end is not None and time.monotonic() > end:
+    if end is not None and time.monotonic() > end + BACKSTOP_DELAY_S:
         return "the run's lease expired and its worker did not stop it"
     return None
 
