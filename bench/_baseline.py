@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +34,11 @@ def wanted(default_ref: str) -> str | None:
     return None if ref in ("", "none") else ref
 
 
-def run_baseline(ref: str, script: str, args: list[str], timeout_s: float = 3600) -> dict[str, Any]:
-    """Run ``bench/<script>`` as of commit ``ref``; return its last line's JSON object.
-
-    Arguments:
-        ref: anything ``git rev-parse`` takes (``HEAD~3``, a hash).
-        script: the benchmark's file name, e.g. ``metrics_ingest.py``.
-        args: its command-line arguments.
+def worktree(ref: str) -> tuple[Path, Callable[[], None]]:
+    """A detached ``git worktree`` of ``ref`` in a temp directory, and the call that removes it.
 
     Raises:
-        RuntimeError: the commit cannot be checked out, or the script fails or prints no JSON.
+        RuntimeError: ``git worktree add`` failed (unknown ref, not a git checkout).
     """
     where = Path(tempfile.mkdtemp(prefix="headway-baseline-"))
     tree = where / "tree"
@@ -55,6 +51,30 @@ def run_baseline(ref: str, script: str, args: list[str], timeout_s: float = 3600
     if add.returncode != 0:
         shutil.rmtree(where, ignore_errors=True)
         raise RuntimeError(f"git worktree add {ref} failed: {add.stderr.strip()}")
+
+    def remove() -> None:
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
+            capture_output=True,
+            check=False,
+        )
+        shutil.rmtree(where, ignore_errors=True)
+
+    return tree, remove
+
+
+def run_baseline(ref: str, script: str, args: list[str], timeout_s: float = 3600) -> dict[str, Any]:
+    """Run ``bench/<script>`` as of commit ``ref``; return its last line's JSON object.
+
+    Arguments:
+        ref: anything ``git rev-parse`` takes (``HEAD~3``, a hash).
+        script: the benchmark's file name, e.g. ``metrics_ingest.py``.
+        args: its command-line arguments.
+
+    Raises:
+        RuntimeError: the commit cannot be checked out, or the script fails or prints no JSON.
+    """
+    tree, remove = worktree(ref)
     try:
         for script_file in (REPO / "bench").glob("*.py"):
             shutil.copy2(script_file, tree / "bench" / script_file.name)
@@ -76,12 +96,7 @@ def run_baseline(ref: str, script: str, args: list[str], timeout_s: float = 3600
             )
         return json.loads(lines[-1])
     finally:
-        subprocess.run(
-            ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
-            capture_output=True,
-            check=False,
-        )
-        shutil.rmtree(where, ignore_errors=True)
+        remove()
 
 
 def ratios(current: dict[str, Any], baseline: dict[str, Any], keys: list[str]) -> dict[str, float]:

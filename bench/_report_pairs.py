@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
-import subprocess
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
+from _baseline import worktree
 from _server import REPO, Backend, Server, postgres_recreate, single_file_model_definition
 from _tiny import pick
 
@@ -158,31 +155,6 @@ class Side:
         }
 
 
-def _worktree(ref: str) -> tuple[Path, Callable[[], None]]:
-    """A detached worktree of ``ref`` in a temp directory, and its removal."""
-    where = Path(tempfile.mkdtemp(prefix="headway-pairs-"))
-    tree = where / "tree"
-    add = subprocess.run(
-        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), ref],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if add.returncode != 0:
-        shutil.rmtree(where, ignore_errors=True)
-        raise RuntimeError(f"git worktree add {ref} failed: {add.stderr.strip()}")
-
-    def remove() -> None:
-        subprocess.run(
-            ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
-            capture_output=True,
-            check=False,
-        )
-        shutil.rmtree(where, ignore_errors=True)
-
-    return tree, remove
-
-
 def _backends(label: str, postgres_url: str) -> tuple[Backend, Backend] | None:
     """Two fresh databases of one kind (baseline, this tree); None when PostgreSQL is down."""
     if label == "sqlite":
@@ -204,7 +176,7 @@ def measure_pairs(ref: str | None, labels: list[str], postgres_url: str) -> dict
     """Interleaved rounds of this tree against ``ref`` (None: this tree on both sides, the tiny
     mode's walk through the code) for each backend label; the JSON figures, keys prefixed
     ``{label}_pairs_``."""
-    tree, remove = _worktree(ref) if ref else (REPO, lambda: None)
+    tree, remove = worktree(ref) if ref else (REPO, lambda: None)
     out: dict[str, Any] = {}
     try:
         for label in labels:
