@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 from _baseline import worktree
 from _server import REPO, Backend, Server, postgres_recreate, single_file_model_definition
 from _tiny import pick
@@ -78,16 +77,7 @@ class Side:
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) used so far by the server and its workers."""
-        assert self.server.proc is not None
-        proc = psutil.Process(self.server.proc.pid)
-        total = 0.0
-        for p in [proc, *proc.children(recursive=True)]:
-            try:
-                t = p.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += t.user + t.system
-        return total
+        return self.server.cpu_seconds()
 
     def _post(self, kind: str, body: bytes) -> float:
         headers = {"Content-Type": "application/json"}

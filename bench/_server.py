@@ -318,6 +318,21 @@ class Server:
             os.killpg(pgid, signal.SIGKILL)
             self.proc.wait()
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) used so far by the server process and its children (its
+        gunicorn workers); this process's own when the server is not running as a subprocess."""
+        import psutil
+
+        proc = psutil.Process(self.proc.pid if self.proc is not None else os.getpid())
+        total = 0.0
+        for p in [proc, *proc.children(recursive=True)]:
+            try:
+                times = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system
+        return total
+
     def __enter__(self) -> Server:
         return self.start()
 

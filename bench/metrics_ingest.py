@@ -161,31 +161,16 @@ def _post(session: requests.Session, url: str, body: dict) -> float:
     return elapsed
 
 
-def server_cpu_s(server: Server) -> float:
-    """CPU seconds (user + system) used so far by the server process and its children."""
-    import psutil
-
-    proc = psutil.Process(server.proc.pid if server.proc else os.getpid())
-    total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            times = p.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
-
-
 def bench_batched(server: Server, session: requests.Session, trial_id: int) -> dict[str, float]:
     """Post 100,000 points in 1,000-point batches; points/s over the summed POST time."""
     endpoint = f"{server.url}/api/v1/trials/{trial_id}/metrics/"
-    cpu0 = server_cpu_s(server)
+    cpu0 = server.cpu_seconds()
     times = [_post(session, endpoint, body) for body in batch_bodies()]
     return {
         "batched_points_per_s": METRICS * STEPS / sum(times),
         "batched_post_p50_ms": _percentile_ms(times, 50),
         "batched_wall_s": sum(times),
-        "batched_server_cpu_us_per_point": (server_cpu_s(server) - cpu0) * 1e6 / (METRICS * STEPS),
+        "batched_server_cpu_us_per_point": (server.cpu_seconds() - cpu0) * 1e6 / (METRICS * STEPS),
     }
 
 
@@ -194,12 +179,12 @@ def bench_single(server: Server, session: requests.Session, trial_id: int) -> di
     endpoint = f"{server.url}/api/v1/trials/{trial_id}/metrics/"
     for step in range(1, WARMUP_N + 1):
         _post(session, endpoint, single_body(step))
-    cpu0 = server_cpu_s(server)
+    cpu0 = server.cpu_seconds()
     times = [_post(session, endpoint, single_body(WARMUP_N + i)) for i in range(1, SINGLE_N + 1)]
     return {
         "single_p50_ms": _percentile_ms(times, 50),
         "single_p90_ms": _percentile_ms(times, 90),
-        "single_server_cpu_ms": (server_cpu_s(server) - cpu0) * 1000 / SINGLE_N,
+        "single_server_cpu_ms": (server.cpu_seconds() - cpu0) * 1000 / SINGLE_N,
     }
 
 

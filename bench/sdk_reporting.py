@@ -96,22 +96,6 @@ def training_loop(steps: int, report: Callable[[int, Any], None]) -> tuple[float
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def server_cpu_s(server: Server) -> float:
-    """CPU seconds (user + system) used so far by the server process and its children."""
-    import psutil
-
-    assert server.proc is not None
-    proc = psutil.Process(server.proc.pid)
-    total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            times = p.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
-
-
 def run_reporting(url: str, token: str, trial_id: int, steps: int) -> dict[str, float]:
     """One reporting run into ``trial_id``: the loop reporting every step, then ``flush()``.
 
@@ -191,9 +175,9 @@ def measure(backend: Backend, token: str, steps: int, pairs: int) -> dict[str, A
                     alone_cpu.append(cpu * 1e6 / steps)
                     continue
                 trial_id = create_trial(server.url, token)
-                cpu0 = server_cpu_s(server)
+                cpu0 = server.cpu_seconds()
                 run = run_reporting(server.url, token, trial_id, steps)
-                server_cpu.append((server_cpu_s(server) - cpu0) * 1e6 / steps)
+                server_cpu.append((server.cpu_seconds() - cpu0) * 1e6 / steps)
                 sdk_sps.append(steps / run["delivered_s"])
                 loop_sps.append(steps / run["loop_s"])
                 sdk_cpu.append(run["delivered_cpu_s"] * 1e6 / steps)
