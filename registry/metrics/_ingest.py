@@ -218,12 +218,8 @@ def metrics_report(
         if searcher_series in changed:
             fields.append("best_validation")
             trial.best_validation = _best_of(experiment, changed[searcher_series])
-            if trial.best_validation is not None and experiment.is_better(
-                trial.best_validation, experiment.best_validation
-            ):
-                Experiment.objects.filter(id=experiment.id).update(
-                    best_validation=trial.best_validation
-                )
+            if trial.best_validation is not None:
+                experiment.offer_best_validation(trial.best_validation)
         if fields:
             save_trial(trial, fields)
         # adaptive_asha with time_metric ranks trials by their validations as they arrive.

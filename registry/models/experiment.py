@@ -119,3 +119,15 @@ class Experiment(models.Model):
         if incumbent is None:
             return True
         return candidate < incumbent if self.smaller_is_better else candidate > incumbent
+
+    def offer_best_validation(self, candidate: float) -> bool:
+        """Store ``candidate`` as the experiment's ``best_validation`` if it beats the stored one;
+        return whether it did.
+
+        One conditional UPDATE, so trials reporting at the same moment never overwrite a better
+        value with a worse one read from a stale row (a read-compare-write lost that race).
+        """
+        worse = "best_validation__gt" if self.smaller_is_better else "best_validation__lt"
+        beaten = models.Q(best_validation__isnull=True) | models.Q(**{worse: candidate})
+        updated = type(self).objects.filter(beaten, id=self.id).update(best_validation=candidate)
+        return bool(updated)
