@@ -10,7 +10,6 @@
 from headway.expconf._environment import EnvironmentConfig
 from headway.expconf._errors import ConfigError
 from headway.expconf._experiment import (
-    MAX_YAML_VALUES,
     RESOURCE_POOL_NAME,
     AdaptiveASHASearcherConfig,
     AsyncHalvingSearcherConfig,
@@ -21,7 +20,6 @@ from headway.expconf._experiment import (
     ResourcesConfig,
     SearcherConfig,
     SingleSearcherConfig,
-    load_yaml,
     parse_experiment_config,
 )
 from headway.expconf._hparams import (
@@ -54,6 +52,7 @@ from headway.expconf._storage import (
     check_sub_path,
 )
 from headway.expconf._system_metrics import SystemMetricsConfig
+from headway.expconf._yaml import MAX_CONFIG_DEPTH, MAX_YAML_VALUES, load_yaml
 
 __all__ = [
     "flatten_hparams",
@@ -89,6 +88,7 @@ __all__ = [
     "grid_points",
     "grid_size",
     "length_to_batches",
+    "MAX_CONFIG_DEPTH",
     "MAX_YAML_VALUES",
     "load_yaml",
     "merge_hparam_overrides",

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from headway.expconf._errors import ConfigError
-from headway.expconf._experiment import load_yaml
 from headway.expconf._length import Length
+from headway.expconf._yaml import load_yaml
 
 
 class OverrideError(ValueError):
