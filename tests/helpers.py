@@ -119,6 +119,22 @@ searcher: {name: single, metric: validation_loss, max_length: {batches: 10}}
 TINY_MODEL = make_tar_gz({"model_def.py": "class TinyTrial:\n    pass\n"})
 
 
+def submit_single_trial(owner, **resources):
+    """A single-trial experiment of ``owner`` with these ``resources`` (``slots_per_trial``,
+    ``priority``, ``resource_pool``...), created through the lifecycle; returns its trial."""
+    from registry import lifecycle
+
+    config = {
+        "entrypoint": "python train.py",
+        "searcher": {"name": "single", "metric": "loss", "max_length": 10},
+        "resources": resources,
+    }
+    experiment = lifecycle.experiment_create(
+        owner=owner, config_source=config, model_definition=TINY_MODEL
+    )
+    return experiment.trials.get()
+
+
 def create_experiment(api, config=TINY_CONFIG, model=TINY_MODEL):
     """POST an experiment with the DRF test client ``api``; return the response."""
     return api.post(

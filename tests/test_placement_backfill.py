@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from registry import lifecycle, scheduling
 from registry.models import Experiment, RunShare, RunState, State, Trial, TrialRun, WorkerHost
 from registry.scheduler import schedule_run
-from tests.helpers import TINY_MODEL, register_host, reload, start_run
+from tests.helpers import register_host, reload, start_run, submit_single_trial
 
 pytestmark = pytest.mark.django_db
 
@@ -29,18 +29,8 @@ def submit(owner):
     """``submit(slots=1, pool=None)``: a single-trial experiment; returns its trial."""
 
     def create(slots: int = 1, pool: str | None = None):
-        resources: dict[str, object] = {"slots_per_trial": slots}
-        if pool is not None:
-            resources["resource_pool"] = pool
-        config = {
-            "entrypoint": "python train.py",
-            "searcher": {"name": "single", "metric": "loss", "max_length": 10},
-            "resources": resources,
-        }
-        experiment = lifecycle.experiment_create(
-            owner=owner, config_source=config, model_definition=TINY_MODEL
-        )
-        return experiment.trials.get()
+        extra = {} if pool is None else {"resource_pool": pool}
+        return submit_single_trial(owner, slots_per_trial=slots, **extra)
 
     return create
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from registry import lifecycle, scheduling
 from registry.models import RunState, State, Trial, TrialRun, WorkerHost
 from registry.scheduling import _placement
-from tests.helpers import TINY_MODEL, register_host, reload, start_run
+from tests.helpers import register_host, reload, start_run, submit_single_trial
 
 pytestmark = pytest.mark.django_db
 
@@ -36,18 +36,8 @@ def submit(owner):
     """``submit(slots=1, priority=None)``: a single-trial experiment; returns its trial."""
 
     def create(slots: int = 1, priority: int | None = None) -> Trial:
-        resources: dict[str, int] = {"slots_per_trial": slots}
-        if priority is not None:
-            resources["priority"] = priority
-        config = {
-            "entrypoint": "python train.py",
-            "searcher": {"name": "single", "metric": "loss", "max_length": 10},
-            "resources": resources,
-        }
-        experiment = lifecycle.experiment_create(
-            owner=owner, config_source=config, model_definition=TINY_MODEL
-        )
-        return experiment.trials.get()
+        extra = {} if priority is None else {"priority": priority}
+        return submit_single_trial(owner, slots_per_trial=slots, **extra)
 
     return create
 
