@@ -30,9 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
-from django.utils import timezone
+from django.db.models import Q
 
-from registry.models import RunShare, RunState, TrialRun
+from registry import scheduling
 from workers.supervision import ProcessGroupKiller
 
 logger = logging.getLogger("headway.worker")
@@ -128,20 +128,9 @@ def renew() -> int:
     leases = [lease for lease in held() if not lease.expired]
     runs = [lease.pk for lease in leases if lease.kind == RUN]
     shares = [lease.pk for lease in leases if lease.kind == SHARE]
-    now = timezone.now()
-    count = 0
-    if runs:
-        count += (
-            TrialRun.objects.filter(id__in=runs)
-            .exclude(state=RunState.EXITED)
-            .update(heartbeat_at=now)
-        )
-    if shares:
-        count += (
-            RunShare.objects.filter(id__in=shares)
-            .exclude(state=RunState.EXITED)
-            .update(heartbeat_at=now)
-        )
+    count = scheduling.renew_leases(
+        runs=Q(id__in=runs) if runs else None, shares=Q(id__in=shares) if shares else None
+    )
     for lease in leases:
         lease.renewed_at(started)
     return count

@@ -103,29 +103,19 @@ def host_beat(
 
 
 def _renew_leases(host: str, runs: Sequence[dict], shares: Sequence[dict]) -> int:
-    now = timezone.now()
-    count = 0
-    if runs:
-        ids = Q()
-        for ref in runs:
-            ids |= Q(trial_id=ref["trial_id"], run_id=ref["run_id"])
-        count += (
-            TrialRun.objects.filter(ids, host__name=host)
-            .exclude(state=RunState.EXITED)
-            .update(heartbeat_at=now)
+    """Renew the listed runs and shares that are placed on ``host`` (never another host's)."""
+    run_ids = Q()
+    for ref in runs:
+        run_ids |= Q(trial_id=ref["trial_id"], run_id=ref["run_id"])
+    share_ids = Q()
+    for ref in shares:
+        share_ids |= Q(
+            run__trial_id=ref["trial_id"], run__run_id=ref["run_id"], node_rank=ref["node_rank"]
         )
-    if shares:
-        ids = Q()
-        for ref in shares:
-            ids |= Q(
-                run__trial_id=ref["trial_id"], run__run_id=ref["run_id"], node_rank=ref["node_rank"]
-            )
-        count += (
-            RunShare.objects.filter(ids, host__name=host)
-            .exclude(state=RunState.EXITED)
-            .update(heartbeat_at=now)
-        )
-    return count
+    return scheduling.renew_leases(
+        runs=run_ids & Q(host__name=host) if runs else None,
+        shares=share_ids & Q(host__name=host) if shares else None,
+    )
 
 
 def host_stop(host: str) -> None:

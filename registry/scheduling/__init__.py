@@ -15,6 +15,7 @@ from registry.scheduling._hosts import (
     host_stopped,
     lease_expiry,
     lost_message,
+    renew_leases,
     waiting_message,
 )
 from registry.scheduling._overview import experiment_scheduling_message, host_list
@@ -32,6 +33,7 @@ __all__ = [
     "lost_message",
     "place_queued_runs",
     "redispatch_unclaimed_runs",
+    "renew_leases",
     "unplaceable_message",
     "waiting_message",
 ]

@@ -12,6 +12,7 @@ from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from registry.models import RunShare, RunState, TrialRun, WorkerHost
@@ -121,3 +122,21 @@ def host_redispatch(*, name: str) -> int:
     for trial_id, run_id, node_rank, queue in shares:
         transaction.on_commit(partial(send_share_task, trial_id, run_id, node_rank, queue))
     return len(runs) + len(shares)
+
+
+def renew_leases(runs: Q | None = None, shares: Q | None = None) -> int:
+    """Renew the leases of the runs and shares these filters select: one UPDATE per table of
+    ``heartbeat_at`` (the lease, issue #21), never of an EXITED row; return how many rows.
+
+    The one renewal both host paths use: the worker's heartbeat (``workers.leases.renew``) and
+    the host agent's REST heartbeat (``registry.lifecycle.host_agent``).
+    """
+    now = timezone.now()
+    count = 0
+    if runs is not None:
+        live_runs = TrialRun.objects.filter(runs).exclude(state=RunState.EXITED)
+        count += live_runs.update(heartbeat_at=now)
+    if shares is not None:
+        live_shares = RunShare.objects.filter(shares).exclude(state=RunState.EXITED)
+        count += live_shares.update(heartbeat_at=now)
+    return count
