@@ -20,6 +20,7 @@ from headway.expconf._experiment import (
     ResourcesConfig,
     SearcherConfig,
     SingleSearcherConfig,
+    check_resource_pool_name,
     parse_experiment_config,
 )
 from headway.expconf._hparams import (
@@ -55,6 +56,7 @@ from headway.expconf._system_metrics import SystemMetricsConfig
 from headway.expconf._yaml import MAX_CONFIG_DEPTH, MAX_YAML_VALUES, load_yaml
 
 __all__ = [
+    "check_resource_pool_name",
     "flatten_hparams",
     "AdaptiveASHASearcherConfig",
     "AsyncHalvingSearcherConfig",

@@ -27,6 +27,22 @@ from headway.expconf._yaml import check_depth, load_yaml
 # Resource pool names appear in configs, the admin's pools file and messages: the same short
 # token as storage location names.
 RESOURCE_POOL_NAME = LOCATION_NAME
+
+
+def check_resource_pool_name(value: str) -> str:
+    """Return ``value`` if it is a well-formed resource pool name (``RESOURCE_POOL_NAME``).
+
+    Raises:
+        ValueError: naming the rule (pydantic validators turn it into a field error).
+    """
+    if not RESOURCE_POOL_NAME.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a pool name (letters, digits, '.', '_' or '-', starting with "
+            "a letter or digit, at most 63 characters)"
+        )
+    return value
+
+
 # ``package.module:ClassName`` -> a PyTorchTrial run by ``headway.exec.harness``.
 _TRIAL_CLASS = re.compile(r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<cls>[A-Za-z_]\w*)$")
 _PositiveInt = Annotated[int, Field(gt=0)]
@@ -208,12 +224,7 @@ class ResourcesConfig(StrictModel):
     @field_validator("resource_pool")
     @classmethod
     def _check_resource_pool(cls, value: str) -> str:
-        if not RESOURCE_POOL_NAME.fullmatch(value):
-            raise ValueError(
-                f"{value!r} is not a pool name (letters, digits, '.', '_' or '-', starting with "
-                "a letter or digit, at most 63 characters)"
-            )
-        return value
+        return check_resource_pool_name(value)
 
     @model_validator(mode="after")
     def _check_max_slots(self) -> ResourcesConfig:

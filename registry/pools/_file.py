@@ -33,7 +33,7 @@ import yaml
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from headway.expconf import RESOURCE_POOL_NAME
+from headway.expconf import check_resource_pool_name
 
 ENV = "HEADWAY_RESOURCE_POOLS"
 DEFAULT_POOL = "default"
@@ -65,12 +65,7 @@ class _Entry(BaseModel):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not RESOURCE_POOL_NAME.fullmatch(value):
-            raise ValueError(
-                f"{value!r}: a pool name is letters, digits, '.', '_' or '-', starting with a "
-                "letter or digit"
-            )
-        return value
+        return check_resource_pool_name(value)
 
     @field_validator("type")
     @classmethod
