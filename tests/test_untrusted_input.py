@@ -139,7 +139,7 @@ def test_finding_archive_header_memory_bomb_the_check_has_a_memory_limit():
 def test_finding_archive_header_memory_bomb_error_text_is_bounded():
     from django.conf import settings
 
-    from workers.loglines import clean_line
+    from headway.exec.loglines import clean_line
 
     limit = settings.HEADWAY_MAX_LOG_LINE_CHARS
     line = clean_line("[headway] could not launch the trial: " + "x" * 10_000_000, limit)
@@ -274,8 +274,8 @@ def test_finding_postgresql_nul_in_a_metric_is_refused_and_loses_nothing_else(ap
 
 
 def test_finding_postgresql_nul_on_trial_stdout_is_stored(trial):
+    from headway.exec.loglines import read_lines
     from registry.models import TrialLog
-    from workers.loglines import read_lines
     from workers.runner import _LogWriter
 
     writer = _LogWriter(trial.id, trial.run_id)
@@ -288,7 +288,7 @@ def test_finding_postgresql_nul_on_trial_stdout_is_stored(trial):
 
 
 def test_finding_unlimited_log_line_length_is_cut():
-    from workers.loglines import read_lines
+    from headway.exec.loglines import read_lines
 
     stream = io.StringIO("a" * 1_000_000 + "\nshort\n" + "b" * 1500 + "\n" + "c" * 1000 + "\nend")
     lines = list(read_lines(stream, 1000))

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from django.conf import settings
 from django.utils import timezone
 
+from headway.exec.loglines import clean_line, read_lines
 from registry import lifecycle
 from registry.models import RunShare, StopReason, TrialLog, TrialRun
 from workers import db_outage, distributed, leases, supervision
-from workers.loglines import clean_line, read_lines
 
 EOF = object()  # put on the lines queue after the process's last line
 _LOG_INSERT_BATCH = 500  # rows an INSERT: bounds one statement's size (lines are cut too)

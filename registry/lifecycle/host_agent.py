@@ -22,6 +22,7 @@ from django.db.models import Q
 from django.db.models.functions import Length
 from django.utils import timezone
 
+from headway.exec.loglines import clean_line
 from registry import scheduling
 from registry.authz import NotPermitted
 from registry.errors import RegistryError
@@ -42,7 +43,6 @@ from registry.models import (
     WorkerHost,
 )
 from registry.pools import check_resource_pool
-from workers.loglines import clean_line
 
 _LOG_INSERT_BATCH = 500  # rows an INSERT, as the worker's log writer
 
@@ -211,7 +211,7 @@ def append_logs(
     node_rank: int = 0,
 ) -> int:
     """Store output lines ``(message, timestamp or None: now)`` of a run (``node_rank`` 0) or of
-    this host's share of it; each line cleaned and cut (``workers.loglines.clean_line``).
+    this host's share of it; each line cleaned and cut (``headway.exec.loglines.clean_line``).
     Returns how many were stored."""
     if node_rank:
         placed_share(host, trial_id, run_id, node_rank)
