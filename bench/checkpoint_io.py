@@ -54,17 +54,17 @@ import psutil
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _checkpoint_meter import Meter, RSSWatch  # noqa: E402
-from _checkpoint_paths import PAIRS, Paths  # noqa: E402
-from _checkpoint_setup import (  # noqa: E402
+from _checkpoint_meter import Meter, RSSWatch
+from _checkpoint_paths import PAIRS, Paths
+from _checkpoint_setup import (
     AWS_ENV,
     BUCKET,
     checkpoint_context,
     create_trial,
     moto_server,
 )
-from _server import Backend, Server  # noqa: E402
-from _tiny import tiny  # noqa: E402
+from _server import Backend, Server
+from _tiny import tiny
 
 __all__ = ["PAIRS", "measure"]
 INFORMATIVE = ("fs_store_vs_cp",)  # rows left out of ``worst_ratio``

@@ -29,9 +29,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _fixtures import timed_get  # noqa: E402
-from _server import REPO, Backend, backend_factories  # noqa: E402
-from _tiny import pick  # noqa: E402
+from _fixtures import timed_get
+from _server import REPO, Backend, backend_factories
+from _tiny import pick
 
 POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/headway_bench_hparams"
 

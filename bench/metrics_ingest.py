@@ -53,10 +53,10 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _baseline import compare, run_baseline, wanted  # noqa: E402
-from _report_pairs import measure_pairs  # noqa: E402
-from _request_profile import print_by_package  # noqa: E402
-from _server import (  # noqa: E402
+from _baseline import compare, run_baseline, wanted
+from _report_pairs import measure_pairs
+from _request_profile import print_by_package
+from _server import (
     REPO,
     Backend,
     Server,
@@ -64,8 +64,8 @@ from _server import (  # noqa: E402
     gunicorn_available,
     single_file_model_definition,
 )
-from _tiny import pick, tiny  # noqa: E402
-from sdk_reporting import bench_sdk  # noqa: E402  (its one-pair row; sdk_reporting.py has more)
+from _tiny import pick, tiny
+from sdk_reporting import bench_sdk  # its one-pair row; sdk_reporting.py has more
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench"

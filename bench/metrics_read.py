@@ -42,15 +42,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _fixtures import (  # noqa: E402
+from _fixtures import (
     METRICS,
     STARTED_AT,
     load_metric_experiment,
     searcher_config,
     timed_get,
 )
-from _server import REPO, Backend, backend_factories  # noqa: E402
-from _tiny import pick  # noqa: E402
+from _server import REPO, Backend, backend_factories
+from _tiny import pick
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_READ_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench_read"

@@ -26,8 +26,8 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import REPO, Backend, free_port, percentile, single_file_model_definition  # noqa: E402
-from _tiny import pick  # noqa: E402
+from _server import REPO, Backend, free_port, percentile, single_file_model_definition
+from _tiny import pick
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", str(pick(8, 2))))
 BATCH_S = 0.005

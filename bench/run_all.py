@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import REPO, _admin_url  # noqa: E402
-from _tiny import ENV as TINY_ENV  # noqa: E402
+from _server import REPO, _admin_url
+from _tiny import ENV as TINY_ENV
 
 # Every benchmark, in the order ``make bench`` runs them.
 BENCHMARKS = (

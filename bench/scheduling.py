@@ -30,7 +30,7 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import (  # noqa: E402
+from _server import (
     MANAGE,
     REPO,
     Backend,
@@ -38,7 +38,7 @@ from _server import (  # noqa: E402
     percentile,
     single_file_model_definition,
 )
-from _tiny import pick  # noqa: E402
+from _tiny import pick
 
 TRIALS = int(os.environ.get("BENCH_TRIALS", str(pick(500, 8))))
 SLOTS_PER_HOST, HOSTS = 2, ("bench-a", "bench-b")

@@ -46,9 +46,9 @@ from typing import Any
 if "--tiny" in sys.argv:  # the same as HEADWAY_BENCH_TINY=1
     os.environ["HEADWAY_BENCH_TINY"] = "1"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _baseline import compare, run_baseline, wanted  # noqa: E402
-from _server import REPO, Backend, percentile  # noqa: E402
-from _tiny import pick, tiny  # noqa: E402
+from _baseline import compare, run_baseline, wanted
+from _server import REPO, Backend, percentile
+from _tiny import pick, tiny
 
 STAGES = (125, 250, 500, 1000) if not tiny() else (2, 4, 8, 16)
 SLOTS = 8
@@ -193,7 +193,7 @@ def backfill_scenario() -> dict[str, Any]:
 
     from registry.models import RunState, TrialRun
 
-    User = get_user_model()  # noqa: N806
+    User = get_user_model()
     main = settings.CELERY_TASK_DEFAULT_QUEUE
     settings.CELERY_TASK_DEFAULT_QUEUE = f"{main}-mixed"
     try:
@@ -272,7 +272,7 @@ def heartbeat_phase(names: list[str]) -> dict[str, Any]:
                 began = time.perf_counter()
                 try:
                     heartbeat(mine[i % len(mine)])
-                except Exception as exc:  # noqa: BLE001 - counted and reported
+                except Exception as exc:  # counted and reported
                     errors.append(repr(exc)[:200])
                 latencies[k].append(time.perf_counter() - began)
                 i += 1
@@ -311,7 +311,7 @@ def measure() -> dict[str, Any]:
 
     from registry.models import RunState, TrialRun
 
-    User = get_user_model()  # noqa: N806
+    User = get_user_model()
     global STARTED
     STARTED = timezone.now()
     figures: dict[str, Any] = {"backend": connection.vendor}

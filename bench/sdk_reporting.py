@@ -42,9 +42,9 @@ from typing import Any
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _baseline import compare, run_baseline, wanted  # noqa: E402
-from _server import Backend, Server, backend_factories, single_file_model_definition  # noqa: E402
-from _tiny import pick  # noqa: E402
+from _baseline import compare, run_baseline, wanted
+from _server import Backend, Server, backend_factories, single_file_model_definition
+from _tiny import pick
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench_sdk"

@@ -22,8 +22,8 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import MANAGE, Backend, Server, percentile, single_file_model_definition  # noqa: E402
-from _tiny import pick, tiny  # noqa: E402
+from _server import MANAGE, Backend, Server, percentile, single_file_model_definition
+from _tiny import pick, tiny
 
 POLLS = int(os.environ.get("BENCH_POLLS", str(pick(200, 10))))
 POLL_TIMEOUT_S = int(os.environ.get("BENCH_POLL_TIMEOUT", str(pick(60, 5))))

@@ -40,4 +40,4 @@ def render_markdown(text: str) -> SafeString:
         url_schemes=URL_SCHEMES,
         link_rel="noopener noreferrer",
     )
-    return mark_safe(clean)  # noqa: S308 - sanitised by nh3 just above
+    return mark_safe(clean)  # sanitised by nh3 just above

@@ -145,7 +145,7 @@ def test_finding_db_connections_error_outside_views_answers_503():
 class _BusyOnceHandler(http.server.BaseHTTPRequestHandler):
     answers: list[int] = []
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):  # http.server's name
         code = self.answers.pop(0) if self.answers else 200
         body = b'{"detail": "busy", "errors": {}}' if code == 503 else b'{"ok": true}'
         self.send_response(code)

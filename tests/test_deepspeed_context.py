@@ -13,13 +13,13 @@ import yaml
 
 pytest.importorskip("deepspeed")
 
-import deepspeed  # noqa: E402
+import deepspeed
 
-from headway.exec import harness  # noqa: E402
-from headway.expconf import ConfigError, sample_hparams  # noqa: E402
-from headway.pytorch import deepspeed as hw_ds  # noqa: E402
-from headway.pytorch.deepspeed import _setup  # noqa: E402
-from tests.helpers import REPO  # noqa: E402
+from headway.exec import harness
+from headway.expconf import ConfigError, sample_hparams
+from headway.pytorch import deepspeed as hw_ds
+from headway.pytorch.deepspeed import _setup
+from tests.helpers import REPO
 
 ADAM = {"type": "Adam", "params": {"lr": 0.01, "torch_adam": True, "adam_w_mode": False}}
 

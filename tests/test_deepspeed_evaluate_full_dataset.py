@@ -15,11 +15,11 @@ from torch import nn
 
 pytest.importorskip("deepspeed")
 
-import deepspeed  # noqa: E402
+import deepspeed
 
-from headway import pytorch  # noqa: E402
-from headway.pytorch import DataLoader  # noqa: E402
-from headway.pytorch import deepspeed as hw_ds  # noqa: E402
+from headway import pytorch
+from headway.pytorch import DataLoader
+from headway.pytorch import deepspeed as hw_ds
 
 pytestmark = pytest.mark.slow  # DeepSpeed engines take seconds to build
 

@@ -19,9 +19,9 @@ import torch
 
 pytest.importorskip("deepspeed")
 
-from headway import pytorch  # noqa: E402
-from headway.pytorch import deepspeed as hw_ds  # noqa: E402
-from tests.helpers import REPO  # noqa: E402
+from headway import pytorch
+from headway.pytorch import deepspeed as hw_ds
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.slow  # DeepSpeed engines take seconds to build
 

@@ -27,7 +27,7 @@ FIXTURE = REPO / "tests" / "fixtures" / "core_api"
 
 
 class _OK(http.server.BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:  # http.server's naming
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = json.dumps({"ok": True}).encode()
         self.send_response(200)

@@ -28,7 +28,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    do_GET = do_HEAD = do_PUT = do_POST = _record  # noqa: N815 (http.server's naming)
+    do_GET = do_HEAD = do_PUT = do_POST = _record  # http.server's naming
 
     def log_message(self, *args: object) -> None:
         pass

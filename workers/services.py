@@ -134,7 +134,7 @@ class Services:
                 stderr=subprocess.STDOUT if out else None,
                 # Own process group: stop() reaches the worker's embedded beat child too.
                 start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads started yet here
+                preexec_fn=_die_with_parent,  # no threads started yet here
             )
         )
 

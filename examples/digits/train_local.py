@@ -15,9 +15,9 @@ import yaml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from model_def import DigitsTrial  # noqa: E402
+from model_def import DigitsTrial
 
-from headway import pytorch  # noqa: E402
+from headway import pytorch
 
 
 class _PrintValidation(pytorch.PyTorchCallback):

@@ -244,7 +244,7 @@ class CheckpointContext:
                 yield path, storage_id
                 if self._dist.rank == 0:
                     self._write_files(path, metadata)
-        except BaseException as exc:  # noqa: BLE001 - every rank must reach the allgather below
+        except BaseException as exc:  # every rank must reach the allgather below
             error = exc
         failed = [r for r, ok in enumerate(self._dist.allgather(error is None)) if not ok]
         if error is not None:

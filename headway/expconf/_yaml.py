@@ -111,7 +111,7 @@ def load_yaml(text: str, max_values: int = MAX_YAML_VALUES) -> Any:
             ``max_values`` (``_expanded_values``).
     """
     try:
-        data = yaml.load(text, Loader=_YAMLLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_YAMLLoader)  # a SafeLoader subclass
         _expanded_values(data, max_values)
     except RecursionError:  # PyYAML composes nested collections recursively
         raise ConfigError.single("config", "the YAML document is nested too deeply") from None
