@@ -321,10 +321,8 @@ def test_the_overview_query_count_does_not_grow_with_trials(
     for entry in large:
         if entry["group"] == "training":
             assert entry["downsampled"] and len(entry["steps"]) <= 200
-            assert (
-                entry["steps"][0] == 0
-                and entry["values"][-1] == entry["steps"][-1] / 1e4
-                or (entry["name"] == "lr")
+            assert (entry["steps"][0] == 0 and entry["values"][-1] == entry["steps"][-1] / 1e4) or (
+                entry["name"] == "lr"
             )
         else:
             assert entry["steps"] == [1000]

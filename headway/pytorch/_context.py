@@ -29,7 +29,7 @@ logger = logging.getLogger("headway.pytorch")
 class _Position:
     """Where the training loop is; shared by the context and the loop."""
 
-    __slots__ = ("batches_trained", "epoch_idx", "batch_in_epoch", "batches_per_epoch")
+    __slots__ = ("batch_in_epoch", "batches_per_epoch", "batches_trained", "epoch_idx")
 
     def __init__(self) -> None:
         self.batches_trained = 0

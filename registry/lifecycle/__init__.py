@@ -48,12 +48,11 @@ from registry.lifecycle._trials import (
 )
 
 __all__ = [
-    "apply_deferred_operations",
     "EXPERIMENT_CONTROLS",
     "TRIAL_CONTROLS",
     "Control",
+    "apply_deferred_operations",
     "check_control",
-    "legal_controls",
     "checkpoint_register",
     "experiment_activate",
     "experiment_archive",
@@ -63,6 +62,7 @@ __all__ = [
     "experiment_patch",
     "experiment_pause",
     "experiment_unarchive",
+    "legal_controls",
     "parse_config_or_400",
     "reap_lost_runs",
     "trial_activate",
