@@ -276,14 +276,27 @@ def start_host_workers(
 
 
 def start_worker(
-    env: dict[str, str], log_path: Path, queue: str, host_name: str, concurrency: int = 2
+    env: dict[str, str],
+    log_path: Path,
+    queue: str,
+    host_name: str,
+    concurrency: int = 2,
+    nodename: str | None = None,
 ) -> subprocess.Popen:
-    """Start one worker process (its own session, output to ``log_path``) with ``env``."""
+    """Start one worker process (its own session, output to ``log_path``) with ``env``.
+
+    ``nodename``: the Celery node name (``-n``), for a test that sends this worker remote
+    control commands: every test worker is ``celery@<hostname>`` otherwise, and a broadcast
+    without a destination reaches them all (the other xdist process's too).
+    """
     from workers.services import worker_command
 
+    command = worker_command(concurrency, queue=queue, host_name=host_name)
+    if nodename:
+        command += ["-n", nodename]
     with open(log_path, "wb") as log:
         return subprocess.Popen(
-            worker_command(concurrency, queue=queue, host_name=host_name),
+            command,
             cwd=REPO,
             env=env,
             stdout=log,

@@ -67,14 +67,17 @@ def test_finding_lost_broker_message_queued_trial_runs_after_redispatch(
         HEADWAY_REAPER_INTERVAL_SECONDS="2",
         HEADWAY_DISPATCH_TIMEOUT_SECONDS="4",
     )
-    worker = start_worker(env, tmp_path / "worker.log", pool, name)
+    # Its own node name: the control commands below must reach this worker alone (a broadcast
+    # add_consumer would make every test worker on the broker take this host's messages).
+    node = f"{name}@localhost"
+    worker = start_worker(env, tmp_path / "worker.log", pool, name, nodename=node)
     try:
         from registry.models import WorkerHost
 
         wait_for(lambda: WorkerHost.objects.filter(name=name).alive().exists(), 60, "the host")
         # The worker stops taking from its host queue: the next message waits there...
         wait_for(
-            lambda: app.control.cancel_consumer(queue, reply=True, timeout=2),
+            lambda: app.control.cancel_consumer(queue, destination=[node], reply=True, timeout=2),
             30,
             "the worker to stop consuming its host queue",
         )
@@ -91,10 +94,18 @@ def test_finding_lost_broker_message_queued_trial_runs_after_redispatch(
                 30,
                 "the run's message to be purged",
             )
-        app.control.add_consumer(queue, reply=True, timeout=5)
-        final = cluster_api.wait_trial(
-            trial["id"], lambda t: t["state"] == "COMPLETED", "the trial to run", timeout=180
+        wait_for(
+            lambda: app.control.add_consumer(queue, destination=[node], reply=True, timeout=2),
+            30,
+            "the worker to consume its host queue again",
         )
+        try:
+            final = cluster_api.wait_trial(
+                trial["id"], lambda t: t["state"] == "COMPLETED", "the trial to run", timeout=180
+            )
+        except pytest.fail.Exception as exc:
+            log = (tmp_path / "worker.log").read_text(errors="replace")[-6000:]
+            pytest.fail(f"{exc}\n--- the host's worker log (end) ---\n{log}")
         assert final["restarts"] == 0
         run = TrialRun.objects.get(trial_id=trial["id"], run_id=1)
         assert run.worker and run.exit_code == 0
