@@ -10,6 +10,7 @@ database on ``dashboard.selectors.experiment_list()``, so paging stays one query
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import django_filters
 from django import forms
@@ -145,7 +146,7 @@ class ExperimentFilter(django_filters.FilterSet):
 
     class Meta:
         model = Experiment
-        fields: list[str] = []
+        fields: ClassVar[list[str]] = []
 
     def filter_label(self, qs: QuerySet[Experiment], name: str, value: str) -> QuerySet[Experiment]:
         """Experiments whose ``labels`` list holds ``value``."""

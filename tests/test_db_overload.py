@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+from typing import ClassVar
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -143,7 +144,7 @@ def test_finding_db_connections_error_outside_views_answers_503():
 
 
 class _BusyOnceHandler(http.server.BaseHTTPRequestHandler):
-    answers: list[int] = []
+    answers: ClassVar[list[int]] = []
 
     def do_GET(self):  # http.server's name
         code = self.answers.pop(0) if self.answers else 200

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+from typing import ClassVar
 
 import pytest
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
-    seen: list[dict[str, str]] = []
+    seen: ClassVar[list[dict[str, str]]] = []
 
     def _record(self) -> None:
         type(self).seen.append(dict(self.headers))

@@ -6,7 +6,7 @@ it, never silently dropped.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.core.validators import RegexValidator
 from django.urls import reverse
@@ -152,7 +152,7 @@ class RegisteredModelSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = RegisteredModel
-        fields = [
+        fields: ClassVar[list[str]] = [
             "id",
             "name",
             "description",
@@ -181,7 +181,7 @@ class VersionCheckpointSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Checkpoint
-        fields = [
+        fields: ClassVar[list[str]] = [
             "uuid",
             "trial_id",
             "experiment_id",
@@ -205,7 +205,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ModelVersion
-        fields = [
+        fields: ClassVar[list[str]] = [
             "model",
             "version",
             "name",

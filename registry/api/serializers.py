@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -38,7 +38,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Experiment
-        fields = [
+        fields: ClassVar[list[str]] = [
             "id",
             "name",
             "description",
@@ -110,7 +110,7 @@ class TrialSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Trial
-        fields = [
+        fields: ClassVar[list[str]] = [
             "id",
             "experiment_id",
             "state",
@@ -159,7 +159,7 @@ class CheckpointSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Checkpoint
-        fields = [
+        fields: ClassVar[list[str]] = [
             "uuid",
             "trial_id",
             "experiment_id",
@@ -242,7 +242,7 @@ class CheckpointRegisterSerializer(StrictSerializer):
 class TrialLogSerializer(serializers.ModelSerializer):
     class Meta:
         model = TrialLog
-        fields = ["id", "run_id", "timestamp", "message"]
+        fields: ClassVar[list[str]] = ["id", "run_id", "timestamp", "message"]
         read_only_fields = fields
 
 
@@ -352,7 +352,7 @@ class WorkerRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TrialRun
-        fields = [
+        fields: ClassVar[list[str]] = [
             "trial_id",
             "experiment_id",
             "run_id",
@@ -378,7 +378,7 @@ class WorkerHostSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = WorkerHost
-        fields = [
+        fields: ClassVar[list[str]] = [
             "name",
             "pool",
             "queue",

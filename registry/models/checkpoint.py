@@ -1,5 +1,7 @@
 """``Checkpoint``: files a trial wrote to checkpoint storage, registered after upload."""
 
+from typing import ClassVar
+
 from django.db import models
 from django.utils import timezone
 
@@ -33,8 +35,8 @@ class Checkpoint(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["-steps_completed", "-created_at"]
-        indexes = [models.Index(fields=["trial", "steps_completed"])]
+        ordering: ClassVar[list[str]] = ["-steps_completed", "-created_at"]
+        indexes: ClassVar[list[models.Index]] = [models.Index(fields=["trial", "steps_completed"])]
 
     def __str__(self) -> str:
         return f"Checkpoint {self.uuid} (trial {self.trial_id}, step {self.steps_completed})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cached_property
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from django.conf import settings
 from django.db import models
@@ -70,8 +70,8 @@ class Experiment(models.Model):
     objects = ExperimentQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-id"]
-        indexes = [models.Index(fields=["state"])]
+        ordering: ClassVar[list[str]] = ["-id"]
+        indexes: ClassVar[list[models.Index]] = [models.Index(fields=["state"])]
 
     def __str__(self) -> str:
         return f"Experiment {self.id} ({self.name})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -54,7 +55,7 @@ class WorkerHost(models.Model):
     objects = WorkerHostQuerySet.as_manager()
 
     class Meta:
-        ordering = ["name"]
+        ordering: ClassVar[list[str]] = ["name"]
 
     def __str__(self) -> str:
         return f"Host {self.name} ({self.slots} slots)"
@@ -97,8 +98,8 @@ class RunShare(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["run_id", "node_rank"]
-        constraints = [
+        ordering: ClassVar[list[str]] = ["run_id", "node_rank"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["run", "node_rank"], name="unique_share_per_node"),
         ]
 

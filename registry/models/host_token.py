@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -67,8 +68,8 @@ class HostToken(models.Model):
     objects = HostTokenQuerySet.as_manager()
 
     class Meta:
-        ordering = ["name", "-created_at"]
-        constraints = [
+        ordering: ClassVar[list[str]] = ["name", "-created_at"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(
                 fields=["name"],
                 condition=models.Q(revoked_at__isnull=True),

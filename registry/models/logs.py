@@ -1,5 +1,7 @@
 """``TrialLog``: lines a trial's process printed, captured by the worker."""
 
+from typing import ClassVar
+
 from django.db import models
 from django.utils import timezone
 
@@ -11,6 +13,6 @@ class TrialLog(models.Model):
     message = models.TextField()
 
     class Meta:
-        ordering = ["id"]
+        ordering: ClassVar[list[str]] = ["id"]
         # `logs/?after=<id>` reads a trial's lines in id order.
-        indexes = [models.Index(fields=["trial", "id"])]
+        indexes: ClassVar[list[models.Index]] = [models.Index(fields=["trial", "id"])]

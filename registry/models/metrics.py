@@ -7,6 +7,8 @@ widths 32, 256, 2048, ... steps) are maintained at ingestion, so a read touches 
 returned) rows whatever the series' length (docs/internals.md "Metric store").
 """
 
+from typing import ClassVar
+
 from django.db import models
 from django.utils import timezone
 
@@ -28,7 +30,7 @@ class MetricReport(models.Model):
     metrics = models.JSONField()
 
     class Meta:
-        constraints = [
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             # Idempotency of reports (retries, restarts): one row per (trial, group, step);
             # also the index that reads one group of a trial in step order.
             models.UniqueConstraint(
@@ -69,7 +71,7 @@ class MetricSeries(SeriesAggregate):
     name = models.CharField(max_length=256)
 
     class Meta:
-        constraints = [
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["trial", "group", "name"], name="unique_metric_series"),
         ]
 

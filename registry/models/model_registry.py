@@ -5,6 +5,8 @@ A checkpoint held by a version is protected (``on_delete=PROTECT``): retention n
 deleting its experiment is refused with a 409 naming the model.
 """
 
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -23,7 +25,7 @@ class RegisteredModel(models.Model):
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["name"]
+        ordering: ClassVar[list[str]] = ["name"]
 
     def __str__(self) -> str:
         return f"Model {self.name}"
@@ -45,8 +47,8 @@ class ModelVersion(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["model", "-version"]
-        constraints = [
+        ordering: ClassVar[list[str]] = ["model", "-version"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["model", "version"], name="unique_model_version")
         ]
 

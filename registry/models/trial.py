@@ -1,6 +1,7 @@
 """``Trial`` (one hparams setting trained over possibly many runs) and ``TrialRun`` (one launch)."""
 
 import secrets
+from typing import ClassVar
 
 from django.db import models
 from django.utils import timezone
@@ -58,8 +59,8 @@ class Trial(models.Model):
     objects = TrialQuerySet.as_manager()
 
     class Meta:
-        ordering = ["id"]
-        indexes = [
+        ordering: ClassVar[list[str]] = ["id"]
+        indexes: ClassVar[list[models.Index]] = [
             # Each placement pass clears the messages of trials no longer waiting: only the few
             # trials with a message are scanned.
             models.Index(
@@ -129,11 +130,11 @@ class TrialRun(models.Model):
     max_slots = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
-        ordering = ["trial_id", "run_id"]
-        constraints = [
+        ordering: ClassVar[list[str]] = ["trial_id", "run_id"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["trial", "run_id"], name="unique_run_per_trial"),
         ]
-        indexes = [
+        indexes: ClassVar[list[models.Index]] = [
             # What a placement pass scans (registry.scheduling): the queue in its order...
             models.Index(
                 fields=["namespace", "priority", "created_at", "id"],

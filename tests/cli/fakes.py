@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 GOOD_CONFIG = """
 name: digits
@@ -30,8 +30,8 @@ class FakeResponse:
 class FakeSession:
     """Answers GET/POST from a route table; records every call."""
 
-    routes: dict[tuple[str, str], Any] = {}
-    calls: list[tuple[str, str, Any]] = []
+    routes: ClassVar[dict[tuple[str, str], Any]] = {}
+    calls: ClassVar[list[tuple[str, str, Any]]] = []
 
     def __init__(self, master_url: str, token: str | None = None, **_: Any) -> None:
         self.master_url = master_url

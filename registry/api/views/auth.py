@@ -13,8 +13,8 @@ from registry.api.serializers import LoginSerializer
 
 
 class LoginView(APIView):
-    authentication_classes: list = []
-    permission_classes = [AllowAny]
+    authentication_classes = ()
+    permission_classes = (AllowAny,)
 
     @extend_schema(
         request=LoginSerializer,

@@ -46,7 +46,7 @@ def _share_status(share: RunShare) -> Response:
 class HostAgentView(APIView):
     """Base of the host routes: host tokens only; ``self.host`` is the token's host name."""
 
-    permission_classes = [IsHostAgent]
+    permission_classes = (IsHostAgent,)
 
     @property
     def host(self) -> str:

@@ -21,7 +21,7 @@ TAG = ["host tokens"]
 
 
 class HostTokenListView(APIView):
-    permission_classes = [IsAdmin]
+    permission_classes = (IsAdmin,)
 
     @extend_schema(tags=TAG, summary="Host tokens", responses={200: wire.HostTokenList})
     def get(self, request):
@@ -49,7 +49,7 @@ class HostTokenListView(APIView):
 
 
 class HostTokenDetailView(APIView):
-    permission_classes = [IsAdmin]
+    permission_classes = (IsAdmin,)
 
     @extend_schema(tags=TAG, summary="Revoke a host token", responses={200: wire.HostTokenInfo})
     def delete(self, request, name: str):

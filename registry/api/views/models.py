@@ -7,6 +7,8 @@ live in ``registry.model_registry``; these views parse input and shape output.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import django_filters
 from django.db.models import Count, Max, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -41,7 +43,7 @@ class RegisteredModelFilter(django_filters.FilterSet):
 
     class Meta:
         model = RegisteredModel
-        fields: list[str] = []
+        fields: ClassVar[list[str]] = []
 
     def filter_label(
         self, qs: QuerySet[RegisteredModel], name: str, value: str
