@@ -180,19 +180,19 @@ def run_harness(
     every so many s.
     """
     hparams = {"global_batch_size": BATCH, "kind": kind, "dataset": dataset}
-    with tempfile.TemporaryDirectory() as storage:
-        with pytorch.init(hparams=hparams, checkpoint_storage=storage) as context:
-            core = context._core
-            if system_interval is not None:  # as core.init() starts it on a cluster's chief
-                core.system_metrics = SystemMetricsSampler(
-                    core.train._report_system, system_interval
-                )
-                core.system_metrics.start()
-            trial = BenchTrial(context)
-            trainer = pytorch.Trainer(trial, context)
-            start = time.perf_counter()
-            trainer.fit(max_length=pytorch.Batch(batches), checkpoint_policy="none")
-            end = time.perf_counter()
+    with (
+        tempfile.TemporaryDirectory() as storage,
+        pytorch.init(hparams=hparams, checkpoint_storage=storage) as context,
+    ):
+        core = context._core
+        if system_interval is not None:  # as core.init() starts it on a cluster's chief
+            core.system_metrics = SystemMetricsSampler(core.train._report_system, system_interval)
+            core.system_metrics.start()
+        trial = BenchTrial(context)
+        trainer = pytorch.Trainer(trial, context)
+        start = time.perf_counter()
+        trainer.fit(max_length=pytorch.Batch(batches), checkpoint_policy="none")
+        end = time.perf_counter()
     clock = trial.clock
     return {
         "samples_per_s": batches * BATCH / (clock.training_done - clock.training_started),

@@ -216,13 +216,16 @@ def test_a_300_mb_checkpoint_round_trips_through_every_path(api, trial, live_ser
         return response
 
     for kind, mode in (("tar", "r|"), ("tgz", "r|gz")):
-        with PeakRSS() as rss, get(format=kind) as response:
-            with tarfile.open(fileobj=response.raw, mode=mode) as archive:
-                got = {
-                    m.name: hash_stream(archive.extractfile(m).read, m.size)
-                    for m in archive
-                    if m.name in SIZES
-                }
+        with (
+            PeakRSS() as rss,
+            get(format=kind) as response,
+            tarfile.open(fileobj=response.raw, mode=mode) as archive,
+        ):
+            got = {
+                m.name: hash_stream(archive.extractfile(m).read, m.size)
+                for m in archive
+                if m.name in SIZES
+            }
         assert got == expected, kind
         assert rss.growth < RSS_BUDGET, (kind, rss.growth)
 
@@ -336,9 +339,8 @@ def test_restore_path_removes_its_directory_when_the_block_raises(api, trial, li
     context = checkpoint_context(trial, live_server, api.token)
     with context.store_path({"steps_completed": 1}) as (path, storage_id):
         (path / "w.bin").write_bytes(b"w" * 10)
-    with pytest.raises(RuntimeError, match="boom"):
-        with context.restore_path(storage_id) as restored:
-            assert (restored / "w.bin").read_bytes() == b"w" * 10
-            kept = restored
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), context.restore_path(storage_id) as restored:
+        assert (restored / "w.bin").read_bytes() == b"w" * 10
+        kept = restored
+        raise RuntimeError("boom")
     assert not kept.exists()

@@ -120,9 +120,11 @@ def test_non_chief_cannot_store_without_shard(tmp_path: pathlib.Path) -> None:
         rank=1, size=2, local_rank=1, local_size=2, cross_rank=0, cross_size=1
     )
     ctx = core.init(distributed=dist, checkpoint_storage=str(tmp_path))
-    with pytest.raises(RuntimeError, match="chief"):
-        with ctx.checkpoint.store_path({"steps_completed": 1}):
-            pass
+    with (
+        pytest.raises(RuntimeError, match="chief"),
+        ctx.checkpoint.store_path({"steps_completed": 1}),
+    ):
+        pass
     ctx.train.report_training_metrics(1, {"loss": 1.0})  # ignored on non-chief ranks
     assert ctx.train.reported_metrics() == []
     ctx.close()

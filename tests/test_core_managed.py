@@ -224,9 +224,8 @@ def test_a_rejected_batch_is_raised_at_exit(managed: Any) -> None:
     fake.scripts[("POST", "/api/v1/trials/3/metrics/")] = [
         (400, {"detail": "bad", "errors": {"reports[0].group": ["no"]}})
     ]
-    with pytest.raises(BadRequestError, match=r"reports\[0\].group"):
-        with core.init() as ctx:
-            ctx.train.report_training_metrics(1, {"loss": 1.0})
+    with pytest.raises(BadRequestError, match=r"reports\[0\].group"), core.init() as ctx:
+        ctx.train.report_training_metrics(1, {"loss": 1.0})
 
 
 def test_a_rejected_batch_is_raised_by_the_next_report(managed: Any) -> None:
@@ -289,13 +288,17 @@ def test_checkpoint_is_registered_with_resources_after_the_files(managed: Any) -
 def test_no_registration_and_no_files_when_the_block_raises(managed: Any) -> None:
     fake, storage = managed
     with core.init() as ctx:
-        with pytest.raises(KeyError):
-            with ctx.checkpoint.store_path({"steps_completed": 1}) as (path, sid):
-                (path / "half.pt").write_bytes(b"x")
-                raise KeyError("boom")
-        with pytest.raises(ValueError, match="steps_completed"):
-            with ctx.checkpoint.store_path({"epoch": 1}):
-                pass
+        with (
+            pytest.raises(KeyError),
+            ctx.checkpoint.store_path({"steps_completed": 1}) as (path, sid),
+        ):
+            (path / "half.pt").write_bytes(b"x")
+            raise KeyError("boom")
+        with (
+            pytest.raises(ValueError, match="steps_completed"),
+            ctx.checkpoint.store_path({"epoch": 1}),
+        ):
+            pass
     assert fake.posts("/api/v1/trials/3/checkpoints/") == []
     assert not (storage / sid).exists()
 
@@ -368,7 +371,6 @@ def test_invalid_hp_is_reported_and_the_process_goes_on(managed: Any) -> None:
 
 
 def test_searcher_requires_report_completed_before_the_next_operation(managed: Any) -> None:
-    with core.init() as ctx:
-        with pytest.raises(RuntimeError, match="report_completed"):
-            for _op in ctx.searcher.operations():
-                pass
+    with core.init() as ctx, pytest.raises(RuntimeError, match="report_completed"):
+        for _op in ctx.searcher.operations():
+            pass

@@ -81,7 +81,9 @@ def test_finding_full_checkpoint_disk_other_errors_are_not_disguised(tmp_path):
     """A failure on a disk with space left is re-raised as it was."""
     from headway import core
 
-    with core.init(checkpoint_storage=str(tmp_path)) as ctx:
-        with pytest.raises(ValueError, match="boom"):
-            with ctx.checkpoint.store_path({"steps_completed": 1}):
-                raise ValueError("boom")
+    with (
+        core.init(checkpoint_storage=str(tmp_path)) as ctx,
+        pytest.raises(ValueError, match="boom"),
+        ctx.checkpoint.store_path({"steps_completed": 1}),
+    ):
+        raise ValueError("boom")

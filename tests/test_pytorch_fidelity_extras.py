@@ -147,9 +147,11 @@ def test_set_profiler_traces_are_stored_with_the_checkpoint(
 
 
 def test_set_profiler_refuses_on_trace_ready(tmp_path: pathlib.Path, model_def: Any) -> None:
-    with pytorch.init(hparams={"global_batch_size": 8}) as ctx:
-        with pytest.raises(ValueError, match="on_trace_ready"):
-            ctx.set_profiler(on_trace_ready=print)
+    with (
+        pytorch.init(hparams={"global_batch_size": 8}) as ctx,
+        pytest.raises(ValueError, match="on_trace_ready"),
+    ):
+        ctx.set_profiler(on_trace_ready=print)
 
 
 def test_profiling_enabled_reports_system_metrics(model_def: Any) -> None:
@@ -292,10 +294,12 @@ def test_import_from_path_imports_two_same_named_modules(tmp_path: pathlib.Path)
     assert (old.VERSION, new.VERSION) == ("old", "new")
     assert "hw_versioned" not in sys.modules
     assert not list(tmp_path.rglob("__pycache__"))
-    with headway.import_from_path(tmp_path / "old"):
-        with pytest.raises(RuntimeError, match="nesting"):
-            with headway.import_from_path(tmp_path / "new"):
-                pass
+    with (
+        headway.import_from_path(tmp_path / "old"),
+        pytest.raises(RuntimeError, match="nesting"),
+        headway.import_from_path(tmp_path / "new"),
+    ):
+        pass
 
 
 def test_log_format_is_determineds() -> None:

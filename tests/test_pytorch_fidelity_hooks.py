@@ -188,9 +188,11 @@ def test_both_evaluate_methods_are_refused(tmp_path: pathlib.Path) -> None:
     class Both(FullTrial):
         evaluate_batch = CallbackTrial.evaluate_batch  # type: ignore[assignment]
 
-    with pytorch.init(hparams={"global_batch_size": 1}, checkpoint_storage=str(tmp_path)) as ctx:
-        with pytest.raises(TypeError, match="exactly one"):
-            pytorch.Trainer(Both(ctx), ctx).fit(max_length=Batch(1))
+    with (
+        pytorch.init(hparams={"global_batch_size": 1}, checkpoint_storage=str(tmp_path)) as ctx,
+        pytest.raises(TypeError, match="exactly one"),
+    ):
+        pytorch.Trainer(Both(ctx), ctx).fit(max_length=Batch(1))
 
 
 # -- 4. wrap_reducer ---------------------------------------------------------------------------

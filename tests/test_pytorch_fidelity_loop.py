@@ -149,9 +149,11 @@ def test_wrap_optimizer_rejects_bad_backward_passes(tmp_path: pathlib.Path) -> N
         model = ctx.wrap_model(nn.Linear(1, 1))
         with pytest.raises(ValueError, match="backward_passes_per_step"):
             ctx.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=1.0), 0)
-    with pytest.raises(ValueError, match="aggregation_frequency"):
-        with pytorch.init(checkpoint_storage=str(tmp_path), aggregation_frequency=0):
-            pass
+    with (
+        pytest.raises(ValueError, match="aggregation_frequency"),
+        pytorch.init(checkpoint_storage=str(tmp_path), aggregation_frequency=0),
+    ):
+        pass
 
 
 class SchedTrial(PyTorchTrial):

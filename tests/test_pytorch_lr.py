@@ -107,9 +107,11 @@ def test_context_config_accessors(tmp_path: pathlib.Path) -> None:
         assert ctx.device == torch.device("cpu") or ctx.device.type == "cuda"
         with pytest.raises(ValueError, match="'momentum'"):
             ctx.get_hparam("momentum")
-    with pytorch.init(hparams={}, checkpoint_storage=str(tmp_path)) as ctx:
-        with pytest.raises(ValueError, match="global_batch_size"):
-            ctx.get_per_slot_batch_size()
+    with (
+        pytorch.init(hparams={}, checkpoint_storage=str(tmp_path)) as ctx,
+        pytest.raises(ValueError, match="global_batch_size"),
+    ):
+        ctx.get_per_slot_batch_size()
 
 
 class AccumulateTrial(PyTorchTrial):

@@ -230,11 +230,13 @@ def test_it_refuses_a_checkpoint_with_other_objects(tmp_path: pathlib.Path) -> N
             super().__init__(context)
             context.wrap_model(nn.Linear(2, 2))
 
-    with pytorch.init(hparams=HPARAMS, checkpoint_storage=str(tmp_path)) as ctx:
-        with pytest.raises(RuntimeError, match="checkpoint has 1 models but the trial wrapped 2"):
-            pytorch.Trainer(TwoModels(ctx), ctx).fit(
-                max_length=Batch(5), latest_checkpoint=trainer.latest_checkpoint
-            )
+    with (
+        pytorch.init(hparams=HPARAMS, checkpoint_storage=str(tmp_path)) as ctx,
+        pytest.raises(RuntimeError, match="checkpoint has 1 models but the trial wrapped 2"),
+    ):
+        pytorch.Trainer(TwoModels(ctx), ctx).fit(
+            max_length=Batch(5), latest_checkpoint=trainer.latest_checkpoint
+        )
 
 
 def test_it_loads_a_trial_from_a_checkpoint_outside_the_harness(tmp_path: pathlib.Path) -> None:

@@ -47,10 +47,9 @@ def test_it_stores_in_the_final_directory_and_lists_files(tmp_path: pathlib.Path
 
 def test_it_deletes_a_partial_checkpoint_when_the_block_raises(tmp_path: pathlib.Path) -> None:
     manager = SharedFSStorageManager(tmp_path)
-    with pytest.raises(RuntimeError, match="boom"):
-        with manager.store_path(SID) as path:
-            (path / "half.bin").write_bytes(b"x")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), manager.store_path(SID) as path:
+        (path / "half.bin").write_bytes(b"x")
+        raise RuntimeError("boom")
     assert not manager.exists(SID)
     assert not (tmp_path / SID).exists()
 
@@ -84,9 +83,8 @@ def test_missing_checkpoint_raises_file_not_found(tmp_path: pathlib.Path) -> Non
     manager = SharedFSStorageManager(tmp_path)
     with pytest.raises(FileNotFoundError, match=SID):
         manager.list_files(SID)
-    with pytest.raises(FileNotFoundError):
-        with manager.restore_path(SID):
-            pass
+    with pytest.raises(FileNotFoundError), manager.restore_path(SID):
+        pass
     manager.delete(SID)  # deleting twice is fine
 
 

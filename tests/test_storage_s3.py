@@ -51,8 +51,7 @@ def test_s3_store_list_open_restore_tar_delete(manager: S3StorageManager) -> Non
 
 
 def test_s3_uploads_nothing_when_the_block_raises(manager: S3StorageManager) -> None:
-    with pytest.raises(RuntimeError):
-        with manager.store_path(SID) as path:
-            (path / "x").write_bytes(b"x")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), manager.store_path(SID) as path:
+        (path / "x").write_bytes(b"x")
+        raise RuntimeError("boom")
     assert not manager.exists(SID)
