@@ -100,16 +100,20 @@ def _resolve(node: ast.AST, parents: dict[ast.AST, ast.AST], tree: ast.Module) -
     while current in parents:
         current = parents[current]
         # `for NAME in ("A", "B"):` around the read.
-        if isinstance(current, ast.For) and isinstance(current.target, ast.Name):
-            if current.target.id == node.id:
-                return _literal_strings(current.iter)
+        if (
+            isinstance(current, ast.For)
+            and isinstance(current.target, ast.Name)
+            and current.target.id == node.id
+        ):
+            return _literal_strings(current.iter)
         if isinstance(current, ast.FunctionDef | ast.AsyncFunctionDef):
             scopes.append(current)
     scopes.append(tree)
     for scope in scopes:
-        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
-            if node.id in {a.arg for a in scope.args.args + scope.args.kwonlyargs}:
-                return None  # a parameter: the caller decides
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef) and node.id in {
+            a.arg for a in scope.args.args + scope.args.kwonlyargs
+        }:
+            return None  # a parameter: the caller decides
         body = scope.body if isinstance(scope, ast.Module | ast.FunctionDef) else []
         for statement in body:
             if (
@@ -162,9 +166,13 @@ def _read_targets(node: ast.AST, helpers: set[str]) -> Iterator[ast.AST]:
     elif isinstance(node, ast.Subscript) and _is_environ(node.value):
         if isinstance(node.ctx, ast.Load):
             yield node.slice
-    elif isinstance(node, ast.Compare) and len(node.ops) == 1:
-        if isinstance(node.ops[0], ast.In | ast.NotIn) and _is_environ(node.comparators[0]):
-            yield node.left
+    elif (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.In | ast.NotIn)
+        and _is_environ(node.comparators[0])
+    ):
+        yield node.left
 
 
 def scan_reads() -> tuple[dict[str, set[str]], set[tuple[str, str]]]:

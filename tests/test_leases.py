@@ -262,10 +262,8 @@ def stubborn():
     words = process.stdout.readline().split()
     assert words[:1] == ["ready"]
     yield process, int(words[1])
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()
     process.stdout.close()
 

@@ -3,6 +3,7 @@ Redis, PostgreSQL, the trial processes the worker launches)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -263,10 +264,8 @@ def dedicated_workers(cluster, settings, tmp_path):
 
     yield start
     for worker in started:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(worker.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         worker.wait()
 
 

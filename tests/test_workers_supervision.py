@@ -6,6 +6,7 @@ once its signal handling is in place, so no signal can arrive before it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -55,10 +56,8 @@ def spawn():
 
     yield start
     for process in started:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait()
         process.stdout.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ipaddress
 import os
@@ -92,10 +93,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _signal_group(child: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 class Services:
@@ -197,8 +196,6 @@ class Services:
             grace = worker_grace if child is self.children[-1] else WEB_STOP_GRACE_S
             if child.poll() is None:
                 _signal_group(child, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
             _signal_group(child, signal.SIGKILL)

@@ -9,6 +9,7 @@ also re-queues the trial without counting a restart.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -54,10 +55,8 @@ class ProcessGroupKiller:
                 self.term_at = term_at
 
     def _signal(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def escalate(self) -> str | None:
         """Send whatever signal is due; return a line for the trial's log when one was sent.

@@ -185,12 +185,14 @@ def _defines_name(source: str, name: str) -> bool:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
             return True
-        if isinstance(node, ast.ImportFrom | ast.Import):
-            if any((alias.asname or alias.name.split(".")[-1]) == name for alias in node.names):
-                return True
-        if isinstance(node, ast.Assign):
-            if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                return True
+        if isinstance(node, ast.ImportFrom | ast.Import) and any(
+            (alias.asname or alias.name.split(".")[-1]) == name for alias in node.names
+        ):
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return True
     return False
 
 

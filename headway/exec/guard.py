@@ -26,6 +26,7 @@ killed by signal N ends the guard by signal N too), so the worker sees what it s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -52,10 +53,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _say(message: str) -> None:
-    try:
+    with contextlib.suppress(OSError):  # nobody reads the pipe any more: the worker is gone
         print(f"[headway] {message}", file=sys.stderr, flush=True)
-    except OSError:
-        pass  # nobody reads the pipe any more: the worker is gone
 
 
 # Seconds the guard leaves the worker's watchdog to act (and log why) after the lease's end

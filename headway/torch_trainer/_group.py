@@ -12,6 +12,7 @@ driver still waits for, so the driver blocks in ``TCPStore.wait`` and never poll
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import multiprocessing
@@ -186,8 +187,6 @@ class WorkerGroup:
     def stop(self, timeout: float = 60.0) -> None:
         """Ask the workers to exit and wait for the launch to end (at most ``timeout`` s)."""
         if self.alive:
-            try:
+            with contextlib.suppress(GroupDied, WorkerError):
                 self.run("shutdown")
-            except (GroupDied, WorkerError):
-                pass
         self._thread.join(timeout)
