@@ -107,7 +107,7 @@ def test_batch_sizes_come_from_the_first_engine(tmp_path) -> None:
         assert context.get_train_micro_batch_size_per_gpu() == 4 and len(context.models) == 2
         with pytest.raises(ValueError, match="already wrapped"):
             context.wrap_model_engine(first)
-        with pytest.raises(TypeError, match="deepspeed.DeepSpeedEngine"):
+        with pytest.raises(TypeError, match=r"deepspeed\.DeepSpeedEngine"):
             context.wrap_model_engine((first, None, None, None))
 
 
@@ -245,9 +245,9 @@ def test_from_config_draws_hparams_and_gives_a_context_a_trial_trains_with(tmp_p
 def test_from_config_names_what_is_wrong() -> None:
     with pytest.raises(TypeError, match="dict"):
         hw_ds.DeepSpeedTrialContext.from_config([("lr", 1)])  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="hyperparameters.lr"):
+    with pytest.raises(ConfigError, match=r"hyperparameters\.lr"):
         hw_ds.DeepSpeedTrialContext.from_config(
             {"hyperparameters": {"lr": {"type": "double", "minval": 1, "maxval": 0}}}
         )
-    with pytest.raises(ConfigError, match="reproducibility.experiment_seed"):
+    with pytest.raises(ConfigError, match=r"reproducibility\.experiment_seed"):
         hw_ds.DeepSpeedTrialContext.from_config({"reproducibility": {"experiment_seed": "x"}})

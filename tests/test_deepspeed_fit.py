@@ -222,7 +222,7 @@ def test_a_plain_torch_loader_needs_the_reproducibility_checks_disabled(tiny, tm
 
     with hw_ds.init(checkpoint_storage=str(tmp_path)) as context:
         trainer = hw_ds.Trainer(Plain(context), context)
-        with pytest.raises(TypeError, match="build_training_data_loader.*disable_dataset_repro"):
+        with pytest.raises(TypeError, match=r"build_training_data_loader.*disable_dataset_repro"):
             trainer.fit(max_length=pytorch.Batch(1))
     with hw_ds.init(checkpoint_storage=str(tmp_path)) as context:
         trial = Plain(context)

@@ -244,11 +244,11 @@ def test_dcgan_config_container_fields_are_refused_by_name() -> None:
     from headway.expconf import ConfigError, parse_experiment_config
 
     config = yaml.safe_load((DCGAN / "mnist.yaml").read_text())
-    with pytest.raises(ConfigError, match="bind_mounts: not supported: .* not in a container"):
+    with pytest.raises(ConfigError, match=r"bind_mounts: not supported: .* not in a container"):
         parse_experiment_config(config)
     del config["bind_mounts"]
     with pytest.raises(
-        ConfigError, match="environment.image: not supported: .* not in a container"
+        ConfigError, match=r"environment\.image: not supported: .* not in a container"
     ):
         parse_experiment_config(config)
     del config["environment"]["image"]

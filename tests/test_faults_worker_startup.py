@@ -62,7 +62,7 @@ def test_finding_trial_user_python_check_refuses_an_unreadable_interpreter(
     settings.HEADWAY_TRIAL_USER = unprivileged_user.pw_name
     user = isolation.trial_user()
     assert user is not None
-    with pytest.raises(ImproperlyConfigured, match="HEADWAY_TRIAL_USER=.*cannot run") as caught:
+    with pytest.raises(ImproperlyConfigured, match=r"HEADWAY_TRIAL_USER=.*cannot run") as caught:
         isolation.check_trial_user_runs_python(user, python=str(hidden_venv))
     assert str(hidden_venv) in str(caught.value)
 

@@ -104,5 +104,7 @@ def test_a_one_host_run_starts_without_an_address_and_a_wrong_one_fails_the_work
     assert env["HEADWAY_HOST_ADDRESS"] == "127.0.0.1"
     assert env["GLOO_SOCKET_IFNAME"] == interface_of("127.0.0.1")
     settings.HEADWAY_HOST_ADDRESS = "203.0.113.9"
-    with pytest.raises(CommandError, match="HEADWAY_HOST_ADDRESS=203.0.113.9 is not an address"):
+    with pytest.raises(
+        CommandError, match=r"HEADWAY_HOST_ADDRESS=203\.0\.113\.9 is not an address"
+    ):
         call_command("worker")

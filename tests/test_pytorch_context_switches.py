@@ -80,7 +80,7 @@ def test_disable_auto_to_device_hands_batches_over_as_loaded(tmp_path: pathlib.P
 
 
 def test_a_plain_torch_loader_needs_the_reproducibility_checks_disabled(tmp_path) -> None:
-    with pytest.raises(TypeError, match="build_training_data_loader.*disable_dataset_repro"):
+    with pytest.raises(TypeError, match=r"build_training_data_loader.*disable_dataset_repro"):
         fit(tmp_path, plain=True)
 
     with pytorch.init(hparams={"global_batch_size": 2}, checkpoint_storage=str(tmp_path)) as ctx:

@@ -221,7 +221,7 @@ def test_reduce_lr_on_plateau_needs_manual_step(tmp_path: pathlib.Path) -> None:
         opt = ctx.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=1.0))
         plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
         for mode in ("STEP_EVERY_EPOCH", "STEP_EVERY_BATCH", "STEP_EVERY_OPTIMIZER_STEP"):
-            with pytest.raises(ValueError, match="ReduceLROnPlateau.*MANUAL_STEP"):
+            with pytest.raises(ValueError, match=r"ReduceLROnPlateau.*MANUAL_STEP"):
                 ctx.wrap_lr_scheduler(plateau, LRScheduler.StepMode[mode])
         assert ctx.wrap_lr_scheduler(plateau, LRScheduler.StepMode.MANUAL_STEP) is plateau
         assert len(ctx.lr_schedulers) == 1

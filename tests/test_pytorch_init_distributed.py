@@ -158,5 +158,5 @@ def test_core_init_refuses_several_slots_without_a_launcher(tmp_path: Path, monk
     monkeypatch.setenv("HEADWAY_CLUSTER_INFO", str(tmp_path / "info.json"))
     monkeypatch.setenv("HEADWAY_SLOT_IDS", "cpu0,cpu1")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    with pytest.raises(ValueError, match="2 slots .* headway.launch.torch_distributed"):
+    with pytest.raises(ValueError, match=r"2 slots .* headway\.launch\.torch_distributed"):
         core.init()

@@ -105,7 +105,7 @@ def test_the_config_carries_the_pool_name_default_default():
     assert parse_experiment_config(base).resources.resource_pool == "default"
     chosen = parse_experiment_config({**base, "resources": {"resource_pool": "big"}})
     assert chosen.resources.resource_pool == "big"
-    with pytest.raises(ConfigError, match="resources.resource_pool"):
+    with pytest.raises(ConfigError, match=r"resources\.resource_pool"):
         parse_experiment_config({**base, "resources": {"resource_pool": "../x"}})
 
 

@@ -92,7 +92,7 @@ def test_a_signal_reaches_the_batch_script_without_ending_the_job(cluster_cpus, 
 
 
 def test_an_impossible_request_is_refused_with_slurms_message(cluster_cpus):
-    with pytest.raises(slurm.SlurmError, match="sbatch failed: .*[Ii]nvalid partition"):
+    with pytest.raises(slurm.SlurmError, match=r"sbatch failed: .*[Ii]nvalid partition"):
         slurm.submit(_script("true", "--partition=headway-no-such-partition"))
 
 

@@ -79,7 +79,7 @@ def test_pack_stores_a_copy_of_files_that_inside_symlinks_point_to(model_dir: Pa
 def test_pack_rejects_symlinks_leaving_the_directory(model_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "secret.txt").write_text("x")
     (model_dir / "pkg" / "leak.txt").symlink_to(tmp_path / "secret.txt")
-    with pytest.raises(ModelDefinitionError, match="pkg/leak.txt.*outside the model directory"):
+    with pytest.raises(ModelDefinitionError, match=r"pkg/leak\.txt.*outside the model directory"):
         pack_model_definition(model_dir, 1 << 20)
 
 
