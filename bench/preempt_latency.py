@@ -76,10 +76,11 @@ def main() -> None:
         [*manage, "headway_token", "bench", "--create"], env=env, check=True, cwd=REPO,
         capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
-    server = subprocess.Popen(
-        [*manage, "serve", "--port", str(port)], env=env, cwd=REPO,
-        stdout=open(var_dir / "serve.log", "wb"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    with open(var_dir / "serve.log", "wb") as serve_log:  # the child keeps its own descriptor
+        server = subprocess.Popen(
+            [*manage, "serve", "--port", str(port)], env=env, cwd=REPO,
+            stdout=serve_log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     http = requests.Session()
     http.headers["Authorization"] = f"Token {token}"
     api = f"http://127.0.0.1:{port}/api/v1"

@@ -342,7 +342,7 @@ def test_the_guard_stops_a_run_whose_lease_ended_when_its_worker_did_not(tmp_pat
             sys.executable,
             "-c",
             ignores_sigterm,
-        ],  # fmt: skip
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

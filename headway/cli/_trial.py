@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import nullcontext
 from typing import Any
 
 from headway.cli import _common
@@ -143,14 +144,10 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         return 0
     response = session.stream(f"trials/{args.id}/metrics.csv", params=params)
     try:
-        out = open(args.output, "wb") if args.output else sys.stdout.buffer
-        try:
+        with open(args.output, "wb") if args.output else nullcontext(sys.stdout.buffer) as out:
             for chunk in response.iter_content(chunk_size=1 << 16):
                 out.write(chunk)
             out.flush()
-        finally:
-            if args.output:
-                out.close()
     finally:
         response.close()
     return 0
