@@ -204,8 +204,15 @@ class Paths:
         target, meter = self.out("boto3-process"), self.meter()
         meter.start()
         subprocess.run(
-            [sys.executable, "-c", _BOTO3_PROCESS, self.env["endpoint"], self.plain, str(target)]
-            + list(self.sizes),
+            [
+                sys.executable,
+                "-c",
+                _BOTO3_PROCESS,
+                self.env["endpoint"],
+                self.plain,
+                str(target),
+                *self.sizes,
+            ],
             check=True,
         )
         return meter.stop()

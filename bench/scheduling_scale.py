@@ -139,11 +139,11 @@ def register(name: str) -> None:
 
 def queue_runs(owner: Any, count_one: int, count_eight: int, name: str) -> None:
     """Queue ``count_one`` 1-slot and ``count_eight`` 8-slot runs (every 11th) through
-    ``schedule_run``, without the on-commit pass each would request."""
+    ``queue_run`` (``schedule_run`` without the on-commit pass each would request)."""
     from django.db import transaction
 
-    from registry import scheduler
     from registry.models import Experiment, Trial
+    from registry.scheduling import queue_run
 
     def experiment(slots: int) -> Any:
         config = {
@@ -163,15 +163,11 @@ def queue_runs(owner: Any, count_one: int, count_eight: int, name: str) -> None:
         for i in range(total)
     ]
     trials = Trial.objects.bulk_create([Trial(experiment=e) for e in kinds], batch_size=1000)
-    request = scheduler.request_placement
-    scheduler.request_placement = lambda: None  # the queue first; passes are measured later
-    try:
-        for start in range(0, len(trials), 500):
-            with transaction.atomic():
-                for trial in trials[start : start + 500]:
-                    scheduler.schedule_run(trial)
-    finally:
-        scheduler.request_placement = request
+    # The queue first; passes are measured later.
+    for start in range(0, len(trials), 500):
+        with transaction.atomic():
+            for trial in trials[start : start + 500]:
+                queue_run(trial)
 
 
 def place() -> tuple[int, float]:
@@ -217,7 +213,7 @@ def backfill_scenario() -> dict[str, Any]:
             for name in hosts
         }
         kept = max(free.values())
-        reserved = [name for name, count in free.items() if count == kept][0]
+        reserved = next(name for name, count in free.items() if count == kept)
         # The reserved host's other runs end: the head starts in the next pass.
         placed_runs.filter(host__name=reserved).update(state=RunState.EXITED)
         after, _ = place()

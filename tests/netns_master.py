@@ -64,20 +64,45 @@ class Postgres:
         self.data = data = Path(tempfile.mkdtemp(prefix="headway-netns-pg-"))
         shutil.chown(data, "postgres", "postgres")
         run_checked(
-            [*_AS_POSTGRES, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres"]
-            + ["-A", "trust"]
+            [
+                *_AS_POSTGRES,
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+            ]
         )
         with open(data / "pg_hba.conf", "a") as hba:
             hba.write(f"host all all {self.network} trust\n")
         port = free_port()
         options = f"-c listen_addresses={self.address} -p {port} -k {data} -c fsync=off"
         run_checked(
-            [*_AS_POSTGRES, str(bin_dir / "pg_ctl"), "-D", str(data), "-w"]
-            + ["-l", str(data / "log"), "-o", options, "start"]
+            [
+                *_AS_POSTGRES,
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-w",
+                "-l",
+                str(data / "log"),
+                "-o",
+                options,
+                "start",
+            ]
         )
         run_checked(
-            [*_AS_POSTGRES, str(bin_dir / "createdb"), "-h", self.address, "-p", str(port)]
-            + ["headway"]
+            [
+                *_AS_POSTGRES,
+                str(bin_dir / "createdb"),
+                "-h",
+                self.address,
+                "-p",
+                str(port),
+                "headway",
+            ]
         )
         self.url = f"postgres://postgres@{self.address}:{port}/headway"
         return self.url
@@ -87,8 +112,15 @@ class Postgres:
         if self.data is None:
             return
         subprocess.run(
-            [*_AS_POSTGRES, str(PG_BIN[-1] / "pg_ctl"), "-D", str(self.data)]
-            + ["-m", "immediate", "stop"],
+            [
+                *_AS_POSTGRES,
+                str(PG_BIN[-1] / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-m",
+                "immediate",
+                "stop",
+            ],
             capture_output=True,
         )
         shutil.rmtree(self.data, ignore_errors=True)

@@ -161,7 +161,7 @@ def test_fit_accumulates_micro_batches_and_resumes_exactly(tiny, tmp_path) -> No
     assert full.engine.global_steps == 12 and full.engine.micro_steps == 24
     assert sorted(full_losses) == list(range(1, 13))
 
-    first, _, checkpoint = tiny.fit(tmp_path / "b", trial_id=2, length=7)
+    _, _, checkpoint = tiny.fit(tmp_path / "b", trial_id=2, length=7)
     folder = tmp_path / "b" / checkpoint
     names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
     assert {

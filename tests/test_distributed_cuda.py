@@ -84,8 +84,18 @@ def test_two_ranks_use_nccl_and_one_gpu_each(tmp_path: Path) -> None:
     env = dict(os.environ, HEADWAY_SLOT_IDS="0,1")
     env.pop("HEADWAY_CLUSTER_INFO", None)
     done = subprocess.run(
-        [sys.executable, "-m", "headway.launch.torch_distributed", "--", "python", "-m"]
-        + ["headway.exec.harness", "model_def:GpuTrial", "--config", "exp.yaml"],
+        [
+            sys.executable,
+            "-m",
+            "headway.launch.torch_distributed",
+            "--",
+            "python",
+            "-m",
+            "headway.exec.harness",
+            "model_def:GpuTrial",
+            "--config",
+            "exp.yaml",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,

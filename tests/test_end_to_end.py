@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import tarfile
+from itertools import pairwise
 
 import pytest
 import requests
@@ -77,7 +78,7 @@ def test_the_digits_example_trains_end_to_end(cluster, cluster_token):
     ]:
         steps = by_key[key]["steps"]
         assert len(steps) >= 2, key
-        assert all(a < b for a, b in zip(steps, steps[1:], strict=False)), key
+        assert all(a < b for a, b in pairwise(steps)), key
     accuracy = by_key[("validation", "validation_accuracy")]
     assert accuracy["values"][-1] >= 0.90
     assert trial["best_validation"] == max(accuracy["values"])

@@ -85,8 +85,8 @@ def test_pause_mid_epoch_then_activate_matches_an_uninterrupted_run_bitwise(clus
         cluster_api.checkpoint_state(uninterrupted["latest_checkpoint"]),
     )
     # The curves: no duplicate steps, nothing missing, the same values where both reported.
-    steps, values = cluster_api.series(paused["id"], "training", "loss")
-    ref_steps, ref_values = cluster_api.series(reference["id"], "training", "loss")
+    steps, _values = cluster_api.series(paused["id"], "training", "loss")
+    ref_steps, _ref_values = cluster_api.series(reference["id"], "training", "loss")
     assert steps == sorted(set(steps)) and set(ref_steps) <= set(steps)
     val_steps, val_values = cluster_api.series(paused["id"], "validation", "accuracy")
     ref_val_steps, ref_val_values = cluster_api.series(reference["id"], "validation", "accuracy")

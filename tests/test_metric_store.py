@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 from datetime import UTC, datetime
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -91,7 +92,7 @@ def test_a_cover_tiles_the_window_exactly(seed):
         ranges += [(first * width, (last + 1) * width - 1) for first, last in level_runs]
     ranges.sort()
     assert ranges[0][0] == lo and ranges[-1][1] == hi
-    assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all(a[1] + 1 == b[0] for a, b in pairwise(ranges))
     assert all(b - a + 1 < BASE_WIDTH for a, b in raw)
     # Only the top level runs long; finer levels appear at the edges only.
     for level, level_runs in runs.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from itertools import chain
 
 import numpy as np
 import pytest
@@ -124,7 +125,7 @@ def test_dataloader_order_depends_on_seed_and_epoch_and_resumes_mid_epoch() -> N
     b = ResumableLoader(spec, seed=1, rank=0, size=1, training=True)
     assert len(a) == 5
     e0 = _epoch(a, 0)
-    assert sorted(sum(e0, [])) == list(range(23))
+    assert sorted(chain.from_iterable(e0)) == list(range(23))
     assert _epoch(b, 0) == e0
     assert _epoch(a, 1) != e0
     assert _epoch(b, 0, skip=3) == e0[3:]
@@ -136,11 +137,11 @@ def test_dataloader_shards_across_slots() -> None:
     dataset = torch.utils.data.TensorDataset(torch.arange(10))
     spec = DataLoader(dataset, batch_size=2, shuffle=True, drop_last=False)
     shards = [ResumableLoader(spec, seed=3, rank=r, size=3, training=True) for r in range(3)]
-    seen = [sum(_epoch(s, 0), []) for s in shards]
+    seen = [list(chain.from_iterable(_epoch(s, 0))) for s in shards]
     assert all(len(s) == 4 for s in seen)  # padded to 12 samples, 4 per slot
-    assert set(sum(seen, [])) == set(range(10))
+    assert set(chain.from_iterable(seen)) == set(range(10))
     val = [ResumableLoader(spec, seed=3, rank=r, size=3, training=False) for r in range(3)]
-    assert sorted(sum((sum(_epoch(v, 0), []) for v in val), [])) == list(range(10))
+    assert sorted(i for v in val for batch in _epoch(v, 0) for i in batch) == list(range(10))
 
 
 def test_dataloader_is_a_drop_in_for_iteration_and_rejects_bad_arguments() -> None:

@@ -54,7 +54,7 @@ def test_the_torch_trainer_example_reports_checkpoints_pauses_and_resumes(cluste
     assert epochs_printed(logs, 1) == list(range(1, paused_epoch + 1))
     assert epochs_printed(logs, 2) == list(range(paused_epoch + 1, EPOCHS + 1))  # resumed
     expected = [STEPS_PER_EPOCH * (epoch + 1) for epoch in range(EPOCHS)]
-    steps, losses = cluster_api.series(trial_id, "training", "train_loss")
+    steps, _losses = cluster_api.series(trial_id, "training", "train_loss")
     assert steps == expected  # each epoch once: run 2 continued after the checkpoint
     val_steps, val_losses = cluster_api.series(trial_id, "validation", "val_loss")
     assert val_steps == expected and val_losses[-1] < val_losses[0]

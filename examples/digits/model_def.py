@@ -22,7 +22,7 @@ def digits_datasets() -> tuple[torch.utils.data.TensorDataset, torch.utils.data.
     digits = load_digits()
     images = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16.0
     labels = torch.tensor(digits.target, dtype=torch.long)
-    n_train = int(round(len(labels) * (1 - VALIDATION_FRACTION)))
+    n_train = round(len(labels) * (1 - VALIDATION_FRACTION))
     train = torch.utils.data.TensorDataset(images[:n_train], labels[:n_train])
     validation = torch.utils.data.TensorDataset(images[n_train:], labels[n_train:])
     return train, validation

@@ -111,10 +111,10 @@ def _translate(error: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[str |
         if not isinstance(value, dict):
             return [(loc, f"must be a mapping with a '{info.key}' key, got {_describe(value)}")]
         if info.key not in value:
-            return [(loc + (info.key,), f"field required; allowed: {allowed}")]
-        return [(loc + (info.key,), f"invalid value {value[info.key]!r}; allowed: {allowed}")]
+            return [((*loc, info.key), f"field required; allowed: {allowed}")]
+        return [((*loc, info.key), f"invalid value {value[info.key]!r}; allowed: {allowed}")]
     if kind == FIELD_ERROR:
-        return [(loc + (ctx["field"],), ctx["message"])]
+        return [((*loc, ctx["field"]), ctx["message"])]
     if kind == "too_short":
         return [(loc, f"must have at least {ctx.get('min_length', 1)} item(s)")]
     if kind == "literal_error":

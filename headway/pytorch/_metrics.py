@@ -174,9 +174,9 @@ def _flatten(metrics: Mapping[str, Any], prefix: _Path, out: dict[_Path, Any]) -
         if not isinstance(key, str):
             raise TypeError(f"metric names must be strings, got {key!r}")
         if isinstance(value, Mapping):
-            _flatten(value, prefix + (key,), out)
+            _flatten(value, (*prefix, key), out)
         else:
-            out[prefix + (key,)] = value
+            out[(*prefix, key)] = value
 
 
 def _unflatten(flat: Mapping[_Path, Any]) -> dict[str, Any]:

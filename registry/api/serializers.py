@@ -331,7 +331,7 @@ class MaxLengthField(serializers.Field):
         try:
             Length.parse(data, self.field_name or "max_length")
         except ConfigError as exc:
-            raise serializers.ValidationError(list(exc.errors.values())[0]) from None
+            raise serializers.ValidationError(next(iter(exc.errors.values()))) from None
         return data
 
     def to_representation(self, value):
