@@ -13,7 +13,7 @@ from registry import lifecycle
 from registry.errors import StoredConfigInvalid
 from registry.models import Experiment, State, StopReason, Trial, TrialRun, blob_fields
 from registry.models.experiment import BLOB_FIELDS
-from registry.scheduler import schedule_run
+from registry.scheduling import schedule_run
 from tests.helpers import create_experiment, reload, start_run
 
 pytestmark = pytest.mark.django_db

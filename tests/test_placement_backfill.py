@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from registry import lifecycle, scheduling
 from registry.models import Experiment, RunShare, RunState, State, Trial, TrialRun, WorkerHost
-from registry.scheduler import schedule_run
+from registry.scheduling import schedule_run
 from tests.helpers import register_host, reload, start_run, submit_single_trial
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from registry.errors import InvalidInput
-from registry.lifecycle._common import lock_trial
-from registry.models import Checkpoint
+from registry.models import Checkpoint, lock_trial
 from registry.storage_locations import resolve_storage
 
 FIELD = "checkpoint_storage"

@@ -15,21 +15,8 @@ from registry.lifecycle._search import (
     with_deferred,
 )
 from registry.models import TERMINAL_STATES, Experiment, RunState, State, Trial, TrialRun
-from registry.scheduler import request_placement
 
 STOPPING_STATES = frozenset({State.STOPPING_CANCELED, State.STOPPING_KILLED, State.STOPPING_ERROR})
-
-
-def lock_trial(trial_id: int) -> Trial:
-    """The trial row, locked until the transaction ends (raises ``Trial.DoesNotExist``).
-
-    Only the trial row (``of=self``): on PostgreSQL a ``FOR UPDATE`` over the join with the
-    experiment would lock the experiment row too, at the same time, against the lock order
-    (trials before their experiment); concurrent pauses and reports deadlocked (issue #23).
-    """
-    return (
-        Trial.objects.select_for_update(of=("self",)).select_related("experiment").get(id=trial_id)
-    )
 
 
 def live_run(trial: Trial) -> TrialRun | None:
@@ -40,16 +27,6 @@ def live_run(trial: Trial) -> TrialRun | None:
         .exclude(state=RunState.EXITED)
         .first()
     )
-
-
-def drop_queued_run(run: TrialRun) -> None:
-    """Close a run no worker claimed yet; its task will find nothing to claim, and the slots
-    it was placed on are free once this commits."""
-    run.state = RunState.EXITED
-    run.ended_at = timezone.now()
-    run.save(update_fields=["state", "ended_at"])
-    if run.host_id is not None:
-        request_placement()
 
 
 def trial_end(trial: Trial, state: State) -> None:

@@ -13,7 +13,6 @@ from django.utils import timezone
 from headway.early_exit import EarlyExitReason
 from registry.lifecycle._common import (
     apply_deferred_operations,
-    lock_trial,
     refresh_experiment,
     trial_end,
 )
@@ -28,9 +27,9 @@ from registry.models import (
     Trial,
     TrialLog,
     TrialRun,
+    lock_trial,
 )
-from registry.scheduler import request_placement, schedule_run
-from registry.scheduling._hosts import lease_expiry, lost_message
+from registry.scheduling import lease_expiry, lost_message, request_placement, schedule_run
 
 logger = logging.getLogger("headway.lifecycle")
 

@@ -24,7 +24,7 @@ from django.db import transaction
 from headway.early_exit import EarlyExitReason
 from registry.errors import StoredConfigInvalid
 from registry.models import Experiment, RunState, State, StopReason, Trial, TrialRun
-from registry.scheduler import schedule_run
+from registry.scheduling import schedule_run
 from registry.searcher import (
     Close,
     Create,

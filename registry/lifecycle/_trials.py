@@ -10,16 +10,10 @@ from collections.abc import Callable
 
 from django.db import transaction
 
-from registry.lifecycle._common import (
-    drop_queued_run,
-    live_run,
-    lock_trial,
-    refresh_experiment,
-    trial_end,
-)
+from registry.lifecycle._common import live_run, refresh_experiment, trial_end
 from registry.lifecycle._transitions import TRIAL_CONTROLS, check_control
-from registry.models import RunState, State, StopReason, Trial
-from registry.scheduler import schedule_run
+from registry.models import RunState, State, StopReason, Trial, lock_trial
+from registry.scheduling import drop_queued_run, schedule_run
 
 
 def _acts(trial: Trial, control: str) -> bool:

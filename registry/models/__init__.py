@@ -8,7 +8,7 @@ from registry.models.logs import TrialLog
 from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
 from registry.models.model_registry import ModelVersion, RegisteredModel
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
-from registry.models.trial import Trial, TrialRun
+from registry.models.trial import Trial, TrialRun, lock_trial
 
 __all__ = [
     "TERMINAL_STATES",
@@ -30,4 +30,5 @@ __all__ = [
     "TrialRun",
     "WorkerHost",
     "blob_fields",
+    "lock_trial",
 ]

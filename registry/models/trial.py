@@ -78,6 +78,18 @@ class Trial(models.Model):
         return self.state in TERMINAL_STATES
 
 
+def lock_trial(trial_id: int) -> Trial:
+    """The trial row, locked until the transaction ends (raises ``Trial.DoesNotExist``).
+
+    Only the trial row (``of=self``): on PostgreSQL a ``FOR UPDATE`` over the join with the
+    experiment would lock the experiment row too, at the same time, against the lock order
+    (trials before their experiment); concurrent pauses and reports deadlocked (issue #23).
+    """
+    return (
+        Trial.objects.select_for_update(of=("self",)).select_related("experiment").get(id=trial_id)
+    )
+
+
 def _new_token() -> str:
     return secrets.token_hex(20)
 
@@ -122,7 +134,7 @@ class TrialRun(models.Model):
     slots = models.PositiveIntegerField(default=0)
     devices = models.JSONField(default=list, blank=True)
     # The experiment's resources as the placement pass reads them, copied from its validated
-    # config when the run is queued (registry.scheduler.schedule_run), so a pass never decodes
+    # config when the run is queued (registry.scheduling.schedule_run), so a pass never decodes
     # configs: slots_per_trial (None: the stored config did not validate; the run is not
     # placed and its trial says why), priority and max_slots.
     slots_needed = models.PositiveIntegerField(null=True, blank=True)

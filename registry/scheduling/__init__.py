@@ -4,9 +4,12 @@ Workers register their host and heartbeat (``host_heartbeat``); ``place_queued_r
 each queued run ``resources.slots_per_trial`` free slots on alive hosts of its resource pool
 (one host, or a gang of hosts), by priority then submission, with backfill around the runs that
 wait (Slurm's reservation rule), assigns device ids and sends the run's Celery task to each
-host's queue. ``registry.scheduler.schedule_run`` queues runs and requests a pass on commit.
-Modules: ``_lock`` (passes serialized; heartbeats never wait), ``_snapshot`` (what a pass
-reads), ``_view`` (free slots, best fit, reservations), ``_placement`` (the pass).
+host's queue. ``schedule_run`` queues a run and requests a pass on commit.
+Modules: ``_queue`` (queued rows), ``_requests`` (queue changes that request a pass),
+``_dispatch`` (Celery tasks by name), ``_lock`` (passes serialized; heartbeats never wait),
+``_snapshot`` (what a pass reads), ``_view`` (free slots, best fit, reservations),
+``_placement`` (the pass), ``_hosts`` (heartbeats, leases), ``_redispatch`` (lost messages).
+This package never imports ``registry.lifecycle`` (an import contract): the lifecycle calls it.
 """
 
 from registry.scheduling._hosts import (
@@ -20,10 +23,13 @@ from registry.scheduling._hosts import (
 )
 from registry.scheduling._overview import experiment_scheduling_message, host_list
 from registry.scheduling._placement import NO_HOSTS, place_queued_runs, unplaceable_message
+from registry.scheduling._queue import queue_run, run_resources
 from registry.scheduling._redispatch import redispatch_unclaimed_runs
+from registry.scheduling._requests import drop_queued_run, request_placement, schedule_run
 
 __all__ = [
     "NO_HOSTS",
+    "drop_queued_run",
     "experiment_scheduling_message",
     "host_heartbeat",
     "host_list",
@@ -32,8 +38,12 @@ __all__ = [
     "lease_expiry",
     "lost_message",
     "place_queued_runs",
+    "queue_run",
     "redispatch_unclaimed_runs",
     "renew_leases",
+    "request_placement",
+    "run_resources",
+    "schedule_run",
     "unplaceable_message",
     "waiting_message",
 ]

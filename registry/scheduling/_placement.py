@@ -51,7 +51,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from registry.models import RunShare, RunState, Trial, TrialRun, WorkerHost
-from registry.scheduler import send_run_task, send_share_task
+from registry.scheduling._dispatch import send_run_task, send_share_task
 from registry.scheduling._hosts import waiting_message
 from registry.scheduling._lock import serialized_passes
 from registry.scheduling._snapshot import Queued, Snapshot

@@ -23,7 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from registry.models import RunShare, RunState, State, TrialRun
-from registry.scheduler import send_run_task, send_share_task
+from registry.scheduling._dispatch import send_run_task, send_share_task
 
 logger = logging.getLogger("headway.scheduler")
 

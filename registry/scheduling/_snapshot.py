@@ -17,10 +17,9 @@ from django.db import transaction
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from registry.lifecycle._common import drop_queued_run, lock_trial
-from registry.models import RunShare, RunState, State, TrialRun, WorkerHost
+from registry.models import RunShare, RunState, State, TrialRun, WorkerHost, lock_trial
 from registry.models.host import alive_cutoff, shares_holding_slots
-from registry.scheduler import schedule_run
+from registry.scheduling._queue import close_queued_run, queue_run
 from registry.scheduling._view import Host, HostSlots, PoolView
 
 logger = logging.getLogger("headway.scheduler")
@@ -186,6 +185,7 @@ def _requeue(trial_id: int, run_id: int, alive_ids: set[int]) -> None:
             trial_id,
             run_id,
         )
-        drop_queued_run(run)
+        # No pass is requested: this one places the new run (it reads the queue after this).
+        close_queued_run(run)
         if trial.state == State.ACTIVE and trial.run_id == run_id:
-            schedule_run(trial)
+            queue_run(trial)

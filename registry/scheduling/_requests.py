@@ -1,0 +1,38 @@
+"""Queue changes that ask for a placement pass once their transaction commits.
+
+Nothing is enqueued inside an open transaction: a worker could look for a row that is not
+there yet, and a test's transaction (which never commits) never dispatches anything.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from registry.models import Trial, TrialRun
+from registry.scheduling._placement import place_queued_runs
+from registry.scheduling._queue import close_queued_run, queue_run
+
+
+def request_placement() -> None:
+    """Run a placement pass once the current transaction commits (at once outside one).
+
+    ``robust``: a failed pass (broker or database down) is logged, not raised into the request
+    or task whose transaction already committed; the next heartbeat or reaper pass retries.
+    """
+    transaction.on_commit(place_queued_runs, robust=True)
+
+
+def schedule_run(trial: Trial) -> TrialRun:
+    """Create the trial's next run (QUEUED, no host; ``_queue.queue_run``: the caller holds the
+    trial row lock) and request a placement pass on commit."""
+    run = queue_run(trial)
+    request_placement()
+    return run
+
+
+def drop_queued_run(run: TrialRun) -> None:
+    """Close a run no worker claimed yet (``_queue.close_queued_run``); when it was placed, its
+    slots are free on commit, so a pass is requested then."""
+    close_queued_run(run)
+    if run.host_id is not None:
+        request_placement()
