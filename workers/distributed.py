@@ -28,6 +28,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from registry import lifecycle
 from registry.models import RunShare, RunState, StopReason, TrialRun
 from registry.scheduling import lease_expiry
 from workers.address import host_address
@@ -74,7 +75,7 @@ def chief_plan(run: TrialRun, prepare: Callable[[str], None] | None = None) -> N
     address, port = host_address(), free_port()
     if prepare is not None:
         prepare(f"{address}:{port}")
-    RunShare.objects.filter(run=run).update(rendezvous=f"{address}:{port}")
+    lifecycle.shares_publish_rendezvous(run.id, f"{address}:{port}")
     return NodePlan(
         nnodes=1 + len(shares), node_rank=0, total_slots=total, chief_addr=address, port=port
     )
@@ -83,22 +84,9 @@ def chief_plan(run: TrialRun, prepare: Callable[[str], None] | None = None) -> N
 def claim_share(trial_id: int, run_id: int, node_rank: int, worker: str) -> RunShare | None:
     """Claim a share for ``worker`` (conditional UPDATE: one delivery gets in); None when it was
     claimed already or its run ended."""
-    claimed = (
-        RunShare.objects.filter(
-            run__trial_id=trial_id,
-            run__run_id=run_id,
-            node_rank=node_rank,
-            state=RunState.QUEUED,
-        )
-        .exclude(run__state=RunState.EXITED)
-        .update(
-            state=RunState.STARTING,
-            worker=worker,
-            started_at=timezone.now(),
-            heartbeat_at=timezone.now(),
-        )
-    )
-    if claimed != 1:
+    if not lifecycle.share_claim(
+        trial_id=trial_id, run_id=run_id, node_rank=node_rank, worker=worker
+    ):
         return None
     return RunShare.objects.select_related("run__trial__experiment", "run__host", "host").get(
         run__trial_id=trial_id, run__run_id=run_id, node_rank=node_rank
@@ -131,23 +119,17 @@ def wait_for_rendezvous(share: RunShare, interval: float = 0.25) -> NodePlan | N
 
 def share_running(share: RunShare) -> None:
     """Mark a claimed share as RUNNING (its processes started)."""
-    RunShare.objects.filter(id=share.id, state=RunState.STARTING).update(
-        state=RunState.RUNNING, heartbeat_at=timezone.now()
-    )
+    lifecycle.share_running(share.id)
 
 
 def share_heartbeat(share: RunShare) -> None:
     """Record that the share's worker is alive."""
-    RunShare.objects.filter(id=share.id).exclude(state=RunState.EXITED).update(
-        heartbeat_at=timezone.now()
-    )
+    lifecycle.share_heartbeat(share.id)
 
 
 def share_exited(share: RunShare, exit_code: int | None) -> None:
     """Record the share's exit (``None``: stopped by its worker's shutdown or never started)."""
-    RunShare.objects.filter(id=share.id).exclude(state=RunState.EXITED).update(
-        state=RunState.EXITED, exit_code=exit_code, ended_at=timezone.now()
-    )
+    lifecycle.share_exited(share.id, exit_code)
 
 
 def run_gone(run_pk: int) -> str:

@@ -33,6 +33,13 @@ from registry.lifecycle._runs import (
     trial_run_running,
     trial_searcher_completed,
 )
+from registry.lifecycle._shares import (
+    share_claim,
+    share_exited,
+    share_heartbeat,
+    share_running,
+    shares_publish_rendezvous,
+)
 from registry.lifecycle._transitions import (
     EXPERIMENT_CONTROLS,
     TRIAL_CONTROLS,
@@ -65,6 +72,11 @@ __all__ = [
     "legal_controls",
     "parse_config_or_400",
     "reap_lost_runs",
+    "share_claim",
+    "share_exited",
+    "share_heartbeat",
+    "share_running",
+    "shares_publish_rendezvous",
     "trial_activate",
     "trial_cancel",
     "trial_continue",

@@ -5,9 +5,8 @@ host may: its own host row, the runs placed on it (``TrialRun.host``) and its sh
 over several hosts (``RunShare.host``); anything else is ``NotPermitted`` (403), a run or share
 that does not exist ``NotFound`` (404). The writes delegate to the functions the worker
 called in-process until now: ``registry.scheduling`` for the host row, ``registry.lifecycle``
-for a run's claim, state, heartbeat and exit. The share writes (claim, state, heartbeat,
-rendezvous) are the ones ``workers.distributed`` does on the database; they live here so that
-the host side can call them over REST.
+for a run's claim, state, heartbeat and exit, and ``registry.lifecycle._shares`` for a share's
+claim, state, heartbeat and the rendezvous (the same functions ``workers.distributed`` calls).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from headway.exec.loglines import clean_line
 from registry import scheduling
 from registry.authz import NotPermitted
 from registry.errors import RegistryError
+from registry.lifecycle import _shares
 from registry.lifecycle._runs import (
     trial_run_claim,
     trial_run_exited,
@@ -346,7 +346,7 @@ def run_publish_rendezvous(
     returns the chief's plan (``headway.client.Rendezvous``)."""
     run = placed_run(host, trial_id, run_id)
     endpoint = f"{address}:{port}"
-    RunShare.objects.filter(run=run).update(rendezvous=endpoint)
+    _shares.shares_publish_rendezvous(run.id, endpoint)
     return _plan(run, 0, endpoint)
 
 
@@ -364,14 +364,8 @@ def run_shares(host: str, trial_id: int, run_id: int) -> list[dict]:
 def share_claim(host: str, trial_id: int, run_id: int, node_rank: int, *, worker: str) -> bool:
     """Claim this host's share for ``worker`` (a conditional UPDATE: one delivery gets in);
     False when it was claimed already or its run ended."""
-    share = placed_share(host, trial_id, run_id, node_rank)
-    now = timezone.now()
-    claimed = (
-        RunShare.objects.filter(id=share.id, state=RunState.QUEUED)
-        .exclude(run__state=RunState.EXITED)
-        .update(state=RunState.STARTING, worker=worker, started_at=now, heartbeat_at=now)
-    )
-    return claimed == 1
+    placed_share(host, trial_id, run_id, node_rank)
+    return _shares.share_claim(trial_id=trial_id, run_id=run_id, node_rank=node_rank, worker=worker)
 
 
 def share_rendezvous(host: str, trial_id: int, run_id: int, node_rank: int) -> dict:
@@ -385,9 +379,7 @@ def share_rendezvous(host: str, trial_id: int, run_id: int, node_rank: int) -> d
 def share_running(host: str, trial_id: int, run_id: int, node_rank: int) -> RunShare:
     """The share's processes started."""
     share = placed_share(host, trial_id, run_id, node_rank)
-    RunShare.objects.filter(id=share.id, state=RunState.STARTING).update(
-        state=RunState.RUNNING, heartbeat_at=timezone.now()
-    )
+    _shares.share_running(share.id)
     return _fresh_share(share)
 
 
@@ -395,9 +387,7 @@ def share_heartbeat(host: str, trial_id: int, run_id: int, node_rank: int) -> Ru
     """The share's host is alive; the answer carries the run's state and stop request (a share
     stops its ranks at once on "kill", after the grace period once the run EXITED)."""
     share = placed_share(host, trial_id, run_id, node_rank)
-    RunShare.objects.filter(id=share.id).exclude(state=RunState.EXITED).update(
-        heartbeat_at=timezone.now()
-    )
+    _shares.share_heartbeat(share.id)
     return _fresh_share(share)
 
 
@@ -407,9 +397,7 @@ def share_exit(
     """Record the share's exit (``None``: stopped by its host's shutdown or never started); a
     repeated report changes nothing."""
     share = placed_share(host, trial_id, run_id, node_rank)
-    RunShare.objects.filter(id=share.id).exclude(state=RunState.EXITED).update(
-        state=RunState.EXITED, exit_code=exit_code, ended_at=timezone.now()
-    )
+    _shares.share_exited(share.id, exit_code)
     return _fresh_share(share)
 
 
