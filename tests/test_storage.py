@@ -13,7 +13,6 @@ from headway.storage import (
     SharedFSStorageManager,
     build_storage_manager,
     iter_tar_chunks,
-    stream_tar,
 )
 
 SID = "0b7e4c1e-9a51-4c52-8d5e-5a1f7a3a2f10"
@@ -102,16 +101,6 @@ def test_tar_stream_contains_exactly_the_files(tmp_path: pathlib.Path, chunk_siz
         for member in members:
             assert member.isfile()
             assert archive.extractfile(member).read() == files[member.name]
-
-
-def test_stream_tar_writes_the_same_bytes_as_the_generator(tmp_path: pathlib.Path) -> None:
-    manager = SharedFSStorageManager(tmp_path)
-    _write_checkpoint(manager)
-    out = io.BytesIO()
-    written = stream_tar(manager, SID, out)
-    assert written == len(out.getvalue())
-    with tarfile.open(fileobj=io.BytesIO(out.getvalue())) as archive:
-        assert archive.extractfile("model.pt").read() == (tmp_path / SID / "model.pt").read_bytes()
 
 
 def test_build_shared_fs_with_storage_path(tmp_path: pathlib.Path) -> None:

@@ -14,7 +14,7 @@ from headway.storage._archive_stream import (
 from headway.storage._base import StorageManager
 from headway.storage._build import build, build_storage_manager
 from headway.storage._shared_fs import SharedFSStorageManager
-from headway.storage._tar import iter_tar_chunks, stream_tar
+from headway.storage._tar import iter_tar_chunks
 
 __all__ = [
     "FileRange",
@@ -27,7 +27,6 @@ __all__ = [
     "iter_tar_chunks",
     "iter_tgz_chunks",
     "open_file_range",
-    "stream_tar",
     "zip_stream",
 ]
 

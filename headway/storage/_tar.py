@@ -108,15 +108,3 @@ def _read_exactly(fh: BinaryIO, size: int, chunk_size: int, relpath: str) -> Ite
             return
         remaining -= len(piece)
         yield piece
-
-
-def stream_tar(manager: StorageManager, storage_id: str, fileobj: BinaryIO) -> int:
-    """Write the tar of checkpoint ``storage_id`` to ``fileobj``; return the bytes written.
-
-    A convenience over ``iter_tar_chunks`` for writers (a local file, a socket).
-    """
-    written = 0
-    for chunk in iter_tar_chunks(manager, storage_id):
-        fileobj.write(chunk)
-        written += len(chunk)
-    return written
