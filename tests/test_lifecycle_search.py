@@ -18,9 +18,9 @@ def test_searcher_hears_the_trial_close_in_the_same_transaction(trial):
     assert searcher_state(trial) == {"created": True, "closed": False, "shutdown": False}
     start(trial)
     lifecycle.trial_searcher_completed(trial_id=trial.id, length=10, metric=0.5)
-    assert reload(trial).searcher_metric_reported == 0.5
+    assert reload(trial).searcher_completed_length == 10
     lifecycle.trial_searcher_completed(trial_id=trial.id, length=10, metric=None)  # NaN
-    assert reload(trial).searcher_metric_reported is None
+    assert reload(trial).searcher_completed_length == 10
     lifecycle.trial_run_exited(trial_id=trial.id, run_id=1, exit_code=0)
     assert searcher_state(trial) == {"created": True, "closed": True, "shutdown": True}
 

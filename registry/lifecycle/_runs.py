@@ -275,9 +275,8 @@ def trial_searcher_completed(
     """
     with transaction.atomic():
         trial = lock_trial(trial_id)
-        trial.searcher_metric_reported = metric
         trial.searcher_completed_length = max(trial.searcher_completed_length, int(length))
-        trial.save(update_fields=["searcher_metric_reported", "searcher_completed_length"])
+        trial.save(update_fields=["searcher_completed_length"])
         value = math.nan if metric is None else metric
         deliver_event(trial, lambda s: s.on_validation_completed(trial.request_id, value, length))
         if not has_pending_operation(trial) or trial.searcher_closed:

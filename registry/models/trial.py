@@ -40,7 +40,6 @@ class Trial(models.Model):
     warm_start_checkpoint = models.UUIDField(null=True, blank=True)
     # {group: {name: {"last", "last_step", "min", "max", "count"}}}; kept by registry.metrics.
     summary_metrics = models.JSONField(default=dict)
-    searcher_metric_reported = models.FloatField(null=True, blank=True)
     # The searcher's latest operation for this trial: train until ``searcher_length`` (in the
     # config's unit); ``searcher_completed_length`` is how far the trial reported completing.
     # An operation is pending while the first exceeds the second.
