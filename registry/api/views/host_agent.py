@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 
 from headway.client import _wire as wire
 from registry.api import host_agent_serializers as bodies
+from registry.api.answers import answer
 from registry.api.host_auth import IsHostAgent, host_token_of
 from registry.lifecycle import host_agent as agent
 from registry.models import RunShare, TrialRun
@@ -26,18 +27,13 @@ from registry.models import RunShare, TrialRun
 TAG = ["host agent"]
 
 
-def _answer(model: type[wire.WireModel], data: Any) -> Response:
-    """Validate ``data`` through the wire model the client parses, then send it."""
-    return Response(model.model_validate(data).model_dump(mode="json"))
-
-
 def _run_status(run: TrialRun) -> Response:
-    return _answer(wire.RunStatus, {"state": run.state, "stop_requested": run.stop_requested})
+    return answer(wire.RunStatus, {"state": run.state, "stop_requested": run.stop_requested})
 
 
 def _share_status(share: RunShare) -> Response:
     run = share.run
-    return _answer(
+    return answer(
         wire.RunStatus,
         {"state": run.state, "stop_requested": run.stop_requested, "share_state": share.state},
     )
@@ -78,7 +74,7 @@ class HostHeartbeatView(HostAgentView):
         data = self.body(bodies.HostHeartbeatRequestSerializer)
         row, resent, renewed = agent.host_beat(self.host, **data)
         fields = {f: getattr(row, f) for f in wire.HostInfo.model_fields if hasattr(row, f)}
-        return _answer(wire.HostInfo, fields | {"redispatched": resent, "renewed": renewed})
+        return answer(wire.HostInfo, fields | {"redispatched": resent, "renewed": renewed})
 
 
 class HostStoppedView(HostAgentView):
@@ -105,14 +101,14 @@ class RunClaimView(HostAgentView):
         """One delivery of a run's task gets ``claimed: true`` (a conditional UPDATE)."""
         worker = self.body(bodies.ClaimRequestSerializer)["worker"]
         claimed = agent.run_claim(self.host, trial_id, run_id, worker=worker)
-        return _answer(wire.Claim, {"claimed": claimed})
+        return answer(wire.Claim, {"claimed": claimed})
 
 
 class RunSpecView(HostAgentView):
     @extend_schema(tags=TAG, summary="A run's launch spec", responses={200: wire.LaunchSpec})
     def get(self, request, trial_id: int, run_id: int):
         """Hparams, config, checkpoint to resume, this host's slots and devices, other hosts."""
-        return _answer(wire.LaunchSpec, agent.launch_spec(self.host, trial_id, run_id))
+        return answer(wire.LaunchSpec, agent.launch_spec(self.host, trial_id, run_id))
 
 
 class RunModelDefinitionView(HostAgentView):
@@ -131,7 +127,7 @@ class RunTokenView(HostAgentView):
     @extend_schema(tags=TAG, summary="A run's token", responses={200: wire.RunToken})
     def get(self, request, trial_id: int, run_id: int):
         """The trial-scoped token its processes use (``HEADWAY_TOKEN``), while not EXITED."""
-        return _answer(wire.RunToken, {"token": agent.run_token(self.host, trial_id, run_id)})
+        return answer(wire.RunToken, {"token": agent.run_token(self.host, trial_id, run_id)})
 
 
 def _run_report(service: Any, summary: str, doc: str) -> type[HostAgentView]:
@@ -191,7 +187,7 @@ class RunLogsView(HostAgentView):
             [(line["message"], line["timestamp"]) for line in lines],
             node_rank=node_rank,
         )
-        return _answer(wire.LogsAccepted, {"accepted": count})
+        return answer(wire.LogsAccepted, {"accepted": count})
 
 
 class RunRendezvousView(HostAgentView):
@@ -204,7 +200,7 @@ class RunRendezvousView(HostAgentView):
     def post(self, request, trial_id: int, run_id: int):
         """The chief's host tells the run's other hosts where to meet."""
         data = self.body(bodies.RendezvousRequestSerializer)
-        return _answer(
+        return answer(
             wire.Rendezvous, agent.run_publish_rendezvous(self.host, trial_id, run_id, **data)
         )
 
@@ -216,7 +212,7 @@ class RunSharesView(HostAgentView):
     def get(self, request, trial_id: int, run_id: int):
         """The other hosts' parts: state, exit code, last heartbeat."""
         shares = agent.run_shares(self.host, trial_id, run_id)
-        return _answer(wire.ShareStatusList, {"shares": shares})
+        return answer(wire.ShareStatusList, {"shares": shares})
 
 
 # -- this host's share of a run over several hosts ----------------------------------------------
@@ -233,7 +229,7 @@ class ShareClaimView(HostAgentView):
         """One delivery of a share's task gets ``claimed: true``."""
         worker = self.body(bodies.ClaimRequestSerializer)["worker"]
         claimed = agent.share_claim(self.host, trial_id, run_id, node_rank, worker=worker)
-        return _answer(wire.Claim, {"claimed": claimed})
+        return answer(wire.Claim, {"claimed": claimed})
 
 
 class ShareSpecView(HostAgentView):
@@ -241,7 +237,7 @@ class ShareSpecView(HostAgentView):
     def get(self, request, trial_id: int, run_id: int, node_rank: int):
         """As a run's, with this share's slots and devices."""
         spec = agent.launch_spec(self.host, trial_id, run_id, node_rank)
-        return _answer(wire.LaunchSpec, spec)
+        return answer(wire.LaunchSpec, spec)
 
 
 class ShareModelDefinitionView(HostAgentView):
@@ -261,7 +257,7 @@ class ShareTokenView(HostAgentView):
     def get(self, request, trial_id: int, run_id: int, node_rank: int):
         """The run's token, for this host's ranks."""
         token = agent.share_token(self.host, trial_id, run_id, node_rank)
-        return _answer(wire.RunToken, {"token": token})
+        return answer(wire.RunToken, {"token": token})
 
 
 class ShareRendezvousView(HostAgentView):
@@ -269,7 +265,7 @@ class ShareRendezvousView(HostAgentView):
     def get(self, request, trial_id: int, run_id: int, node_rank: int):
         """Where to meet once the chief published it (``ready``); heartbeats the share."""
         plan = agent.share_rendezvous(self.host, trial_id, run_id, node_rank)
-        return _answer(wire.Rendezvous, plan)
+        return answer(wire.Rendezvous, plan)
 
 
 def _share_report(service: Any, summary: str, doc: str) -> type[HostAgentView]:

@@ -8,10 +8,10 @@ keeps the row (who, when) and refuses the key from its next request on. The same
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from headway.client import _wire as wire
+from registry.api.answers import answer
 from registry.api.host_agent_serializers import HostTokenCreateRequestSerializer
 from registry.api.host_auth import IsAdmin
 from registry.lifecycle.host_tokens import host_token_info, host_token_issue, host_token_revoke
@@ -28,7 +28,7 @@ class HostTokenListView(APIView):
         """Every host token, live and revoked, by name (never a key)."""
         tokens = HostToken.objects.select_related("created_by")
         data = {"tokens": [host_token_info(token) for token in tokens]}
-        return Response(wire.HostTokenList.model_validate(data).model_dump(mode="json"))
+        return answer(wire.HostTokenList, data)
 
     @extend_schema(
         tags=TAG,
@@ -43,9 +43,7 @@ class HostTokenListView(APIView):
         serializer.is_valid(raise_exception=True)
         token, key = host_token_issue(serializer.validated_data["name"], request.user)
         data = host_token_info(token) | {"key": key}
-        return Response(
-            wire.HostTokenCreated.model_validate(data).model_dump(mode="json"), status=201
-        )
+        return answer(wire.HostTokenCreated, data, status=201)
 
 
 class HostTokenDetailView(APIView):
@@ -55,6 +53,4 @@ class HostTokenDetailView(APIView):
     def delete(self, request, name: str):
         """The host's live token is refused from its next request on (404 when none)."""
         token = host_token_revoke(name)
-        return Response(
-            wire.HostTokenInfo.model_validate(host_token_info(token)).model_dump(mode="json")
-        )
+        return answer(wire.HostTokenInfo, host_token_info(token))
