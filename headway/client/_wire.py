@@ -6,8 +6,12 @@ client's parsing and the server's output cannot drift apart. Shapes follow aim's
 ``response_model``s. Models ignore fields they do not know, so an older client keeps working
 against a newer server that added one.
 
-Only the host agent's routes and the host-token admin routes use these so far (issue #21); other
-routes move here as the one typed client grows (issue #26).
+The host agent's routes and the host-token admin routes (issue #21), and the REST routes that
+answer a plain JSON object rather than a DRF serializer's rows (issue #26): login, a trial's
+SDK calls (metrics, preemption, progress, searcher), metric series, checkpoint metadata and
+checkpoint GC. Routes answering model rows (experiments, trials, checkpoints) are documented by
+their DRF serializers. A test (``tests/test_api_schema_responses.py``) checks that every
+operation documents its answer with a schema.
 """
 
 from __future__ import annotations
@@ -195,3 +199,124 @@ class ShareStatusList(WireModel):
     """The shares of a run, by node rank."""
 
     shares: list[ShareStatus]
+
+
+# -- users and trials (the SDK's, the CLI's and the dashboard's routes) ---------------------------
+
+
+class LoginAnswer(WireModel):
+    """``POST auth/login/``: the user's API token (created on first login) and username."""
+
+    token: str
+    username: str
+
+
+class MetricsAccepted(WireModel):
+    """``POST trials/{id}/metrics/``: how many reports the batch held (all stored, idempotently
+    on ``(trial, group, steps_completed)``)."""
+
+    accepted: int
+
+
+class MetricSeries(WireModel):
+    """One ``(group, name)`` series of a trial, as charts read it (docs/rest-api.md "Metrics").
+
+    The four lists are aligned: one entry per returned point.
+
+    Attributes:
+        group (str), name (str): the series.
+        count (int): stored points in the window (more than ``len(steps)`` when downsampled).
+        downsampled (bool): whether the points are a downsampling of the window's.
+        last_step (int): the series' last stored step (a live poll's next ``after_step``).
+        steps (list[int]): ``steps_completed`` of each point, ascending.
+        values (list[float | None]): each point's value; None for a gap (NaN, inf, not a number).
+        min, max (list[float | None] | None): with ``band=true`` and downsampled only, the
+            smallest and largest finite value of each point's step range; absent otherwise.
+        epochs (list[float | None] | None): with ``x_axis=epochs`` only, the reported epoch.
+        elapsed_seconds (list[float | None] | None): with ``x_axis=time`` only, seconds since
+            the trial's first run started.
+    """
+
+    group: str
+    name: str
+    count: int
+    downsampled: bool
+    last_step: int
+    steps: list[int]
+    values: list[float | None]
+    min: list[float | None] | None = None
+    max: list[float | None] | None = None
+    epochs: list[float | None] | None = None
+    elapsed_seconds: list[float | None] | None = None
+
+
+class TrialMetrics(WireModel):
+    """``GET trials/{id}/metrics/``: the trial's series matching the query, by group, name."""
+
+    trial_id: int
+    series: list[MetricSeries]
+
+
+class ExperimentMetricSeries(MetricSeries):
+    """A ``MetricSeries`` of one trial of an experiment (``trial_id``)."""
+
+    trial_id: int
+
+
+class ExperimentMetrics(WireModel):
+    """``GET experiments/{id}/metrics/``: one series per trial and metric, by trial, group,
+    name (the overview charts)."""
+
+    experiment_id: int
+    series: list[ExperimentMetricSeries]
+
+
+class ShouldPreempt(WireModel):
+    """``GET trials/{id}/preempt/``: True once the run was asked to stop (checkpoint, exit)."""
+
+    should_preempt: bool
+
+
+class PreemptAcknowledged(WireModel):
+    """``POST trials/{id}/preempt/ack/``: whether the acknowledgement was recorded (False: the
+    run has no pending stop request, or has exited)."""
+
+    acknowledged: bool
+
+
+class ProgressRecorded(WireModel):
+    """``POST trials/{id}/progress/``: the progress stored, a fraction in [0, 1]."""
+
+    progress: float
+
+
+class OperationRecorded(WireModel):
+    """``POST trials/{id}/searcher/completed/``: the operation was recorded; ``next_length`` is
+    the length of the trial's next operation, None when it has none (adaptive searchers)."""
+
+    recorded: bool
+    next_length: int | None
+
+
+class EarlyExitRecorded(WireModel):
+    """``POST trials/{id}/searcher/early_exit/``: the reason stored (errored, user_canceled,
+    invalid_hp); the searcher hears it when the trial ends."""
+
+    early_exit: str
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+
+
+class CheckpointMetadataMerged(WireModel):
+    """``POST checkpoints/{uuid}/metadata/``: the checkpoint's whole metadata after the merge."""
+
+    uuid: str
+    metadata: dict[str, Any]
+
+
+class CheckpointGCQueued(WireModel):
+    """``POST experiments/{id}/checkpoints/gc/`` (202): the GC pass was queued; ``detail`` says
+    so in a sentence."""
+
+    detail: str

@@ -8,6 +8,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from headway.client import _wire as wire
+from registry.api.answers import answer
 from registry.api.schema import ErrorSerializer
 from registry.api.serializers import LoginSerializer
 
@@ -19,7 +21,7 @@ class LoginView(APIView):
     @extend_schema(
         request=LoginSerializer,
         responses={
-            200: dict,
+            200: wire.LoginAnswer,
             401: OpenApiResponse(ErrorSerializer, "wrong username or password"),
             429: OpenApiResponse(ErrorSerializer, "too many failed logins"),
         },
@@ -44,4 +46,4 @@ class LoginView(APIView):
                 status=status.HTTP_401_UNAUTHORIZED,
             )
         token, _ = Token.objects.get_or_create(user=user)
-        return Response({"token": token.key, "username": user.username})
+        return answer(wire.LoginAnswer, {"token": token.key, "username": user.username})

@@ -8,8 +8,9 @@ from django.http import Http404
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
-from rest_framework.response import Response
 
+from headway.client import _wire as wire
+from registry.api.answers import answer
 from registry.api.permissions import trial_run_of
 from registry.authz import ensure_can_write_trial_data
 from registry.checkpoints.metadata import MAX_METADATA_BYTES, checkpoint_add_metadata
@@ -45,7 +46,7 @@ class CheckpointMetadataMixin:
 
     @extend_schema(
         request=CheckpointMetadataSerializer,
-        responses={200: dict},
+        responses={200: wire.CheckpointMetadataMerged},
         examples=[
             OpenApiExample(
                 "add two keys",
@@ -69,4 +70,7 @@ class CheckpointMetadataMixin:
             )
         except Checkpoint.DoesNotExist:
             raise Http404("No Checkpoint matches the given query.") from None
-        return Response({"uuid": str(checkpoint.uuid), "metadata": checkpoint.metadata})
+        return answer(
+            wire.CheckpointMetadataMerged,
+            {"uuid": str(checkpoint.uuid), "metadata": checkpoint.metadata},
+        )

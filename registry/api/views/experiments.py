@@ -7,7 +7,9 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from headway.client import _wire as wire
 from registry import lifecycle, metrics
+from registry.api.answers import answer
 from registry.api.params import TEXT_PATTERN, int_list_param, int_query_parameter, text_param
 from registry.api.permissions import ensure_owner_or_staff
 from registry.api.schema import ErrorSerializer
@@ -173,11 +175,15 @@ class ExperimentViewSet(
                 "trial_id", lo=0, hi=2**63 - 1, many=True, description="Only these trials."
             ),
         ],
-        responses={200: dict},
+        responses={200: wire.ExperimentMetrics},
     )
     @action(detail=True, methods=["get"])
     def metrics(self, request, pk=None):
-        """One series per trial and metric, for the experiment's overview charts."""
+        """One series per trial and metric, for the experiment's overview charts.
+
+        Shaped as ``wire.ExperimentMetrics`` but written by orjson straight from the read's
+        dicts, not validated through the model: for 1,000 trials that would triple the
+        encoding's cost (docs/performance.md "chart data"); tests validate it instead."""
         experiment = self.get_object()
         params = series_params(request, default_max_points=EXPERIMENT_MAX_POINTS)
         trial_ids = int_list_param(request, "trial_id", lo=0, hi=2**63 - 1)
@@ -214,7 +220,7 @@ class ExperimentViewSet(
             self, Checkpoint.objects.filter(trial__experiment=experiment)
         )
 
-    @extend_schema(request=None, responses={202: dict})
+    @extend_schema(request=None, responses={202: wire.CheckpointGCQueued})
     @action(detail=True, methods=["post"], url_path="checkpoints/gc")
     def checkpoints_gc(self, request, pk=None):
         """Run checkpoint GC now (retention policy, failed deletions, orphaned files); owner
@@ -224,7 +230,8 @@ class ExperimentViewSet(
         if experiment.state in (State.DELETING, State.DELETED):
             raise IllegalTransition(f"experiment {experiment.id} is {experiment.state}")
         request_checkpoint_gc(experiment.id)
-        return Response(
+        return answer(
+            wire.CheckpointGCQueued,
             {"detail": f"Checkpoint GC of experiment {experiment.id} queued."},
             status=status.HTTP_202_ACCEPTED,
         )

@@ -9,7 +9,9 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
+from headway.client import _wire as wire
 from registry import lifecycle, metrics
+from registry.api.answers import answer
 from registry.api.params import int_param, int_query_parameter
 from registry.api.permissions import trial_run_of
 from registry.api.serializers import (
@@ -84,11 +86,13 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
         )
         return trial
 
-    @extend_schema(methods=["GET"], parameters=SERIES_PARAMETERS, responses={200: dict})
+    @extend_schema(
+        methods=["GET"], parameters=SERIES_PARAMETERS, responses={200: wire.TrialMetrics}
+    )
     @extend_schema(
         methods=["POST"],
         request={"application/json": metrics.report_batch_json_schema()},
-        responses={200: dict},
+        responses={200: wire.MetricsAccepted},
     )
     @action(detail=True, methods=["get", "post"])
     def metrics(self, request, pk=None):
@@ -123,11 +127,14 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
                 )
             except Trial.DoesNotExist:
                 raise Http404("No Trial matches the given query.") from None
-            return Response({"accepted": accepted})
+            return answer(wire.MetricsAccepted, {"accepted": accepted})
         trial = self.get_object()
         params = series_params(request, default_max_points=TRIAL_MAX_POINTS)
         series = metrics.read_series(trial_id=trial.id, **params)
-        return Response({"trial_id": trial.id, "series": series})
+        # exclude_unset: a series' optional lists (min/max, epochs...) stay absent when unread.
+        return answer(
+            wire.TrialMetrics, {"trial_id": trial.id, "series": series}, exclude_unset=True
+        )
 
     @extend_schema(
         methods=["GET"],
@@ -196,7 +203,7 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
             int_query_parameter("run_id", lo=0, hi=RUN_ID_MAX, description="Default: current."),
             int_query_parameter("timeout", lo=0, hi=PREEMPT_WAIT_MAX, description="Seconds."),
         ],
-        responses={200: dict},
+        responses={200: wire.ShouldPreempt},
     )
     @action(detail=True, methods=["get"])
     def preempt(self, request, pk=None):
@@ -206,9 +213,10 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
         default_run = run.run_id if run else trial.run_id
         run_id = int_param(request, "run_id", default_run, lo=0, hi=RUN_ID_MAX)
         timeout = int_param(request, "timeout", 0, lo=0, hi=PREEMPT_WAIT_MAX)
-        return Response({"should_preempt": wait_for_stop_request(trial.id, run_id, timeout)})
+        stop = wait_for_stop_request(trial.id, run_id, timeout)
+        return answer(wire.ShouldPreempt, {"should_preempt": stop})
 
-    @extend_schema(request=PreemptAckSerializer, responses={200: dict})
+    @extend_schema(request=PreemptAckSerializer, responses={200: wire.PreemptAcknowledged})
     @action(detail=True, methods=["post"], url_path="preempt/ack")
     def preempt_ack(self, request, pk=None):
         """The process checkpointed after a stop request; its exit 0 means "resume me later"."""
@@ -218,7 +226,7 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
         acknowledged = lifecycle.trial_preempt_acknowledge(
             trial_id=trial.id, run_id=data.validated_data["run_id"]
         )
-        return Response({"acknowledged": acknowledged})
+        return answer(wire.PreemptAcknowledged, {"acknowledged": acknowledged})
 
     def _control(self, service):
         trial = self.get_object()
@@ -271,16 +279,16 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
         ).data
         return Response(body, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=ProgressSerializer, responses={200: dict})
+    @extend_schema(request=ProgressSerializer, responses={200: wire.ProgressRecorded})
     @action(detail=True, methods=["post"])
     def progress(self, request, pk=None):
         trial = self._writable_trial()
         data = ProgressSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         lifecycle.trial_report_progress(trial_id=trial.id, progress=data.validated_data["progress"])
-        return Response({"progress": data.validated_data["progress"]})
+        return answer(wire.ProgressRecorded, {"progress": data.validated_data["progress"]})
 
-    @extend_schema(request=SearcherCompletedSerializer, responses={200: dict})
+    @extend_schema(request=SearcherCompletedSerializer, responses={200: wire.OperationRecorded})
     @action(detail=True, methods=["post"], url_path="searcher/completed")
     def searcher_completed(self, request, pk=None):
         """Report a completed searcher operation; the answer's ``next_length`` (or null) is the
@@ -292,9 +300,9 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
         next_length = lifecycle.trial_searcher_completed(
             trial_id=trial.id, run_id=run.run_id if run else None, **data.validated_data
         )
-        return Response({"recorded": True, "next_length": next_length})
+        return answer(wire.OperationRecorded, {"recorded": True, "next_length": next_length})
 
-    @extend_schema(request=EarlyExitSerializer, responses={200: dict})
+    @extend_schema(request=EarlyExitSerializer, responses={200: wire.EarlyExitRecorded})
     @action(detail=True, methods=["post"], url_path="searcher/early_exit")
     def searcher_early_exit(self, request, pk=None):
         """Report that the trial leaves its search early (``reason``: errored, user_canceled,
@@ -305,4 +313,4 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
         trial = lifecycle.trial_report_early_exit(
             trial_id=trial.id, reason=data.validated_data["reason"]
         )
-        return Response({"early_exit": trial.early_exit})
+        return answer(wire.EarlyExitRecorded, {"early_exit": trial.early_exit})
