@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import getpass
 
+from pydantic import ValidationError
+
 from headway.cli._common import CLIError, make_session, master_url
 from headway.cli._token import save_token
+from headway.client import wire
 
 
 def cmd_login(args: argparse.Namespace) -> int:
@@ -20,7 +23,10 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise CLIError("a username is required", 2)
     session = make_session(args, authenticated=False)
     answer = session.post("auth/login/", json={"username": username, "password": password})
-    token = answer.get("token") if isinstance(answer, dict) else None
+    try:
+        token = wire.LoginAnswer.model_validate(answer).token
+    except ValidationError:
+        token = ""
     if not token:
         raise CLIError(f"the master answered the login without a token: {answer!r}")
     path = save_token(master_url(args), token, username)

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from headway.client import NotFoundError, Session
+from headway.client import NotFoundError, Session, wire
 from headway.core._disk_full import disk_full_is_reported
 from headway.core._distributed import DistributedContext
 from headway.core._metrics import json_safe_metrics
@@ -143,7 +143,7 @@ class RESTCheckpointRegistry:
         answer = self._session.post(
             f"checkpoints/{storage_id}/metadata/", json={"metadata": metadata}
         )
-        return dict(answer["metadata"])
+        return wire.CheckpointMetadataMerged.model_validate(answer).metadata
 
 
 class CheckpointContext:

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from headway.cli._common import fetch_all
 from headway.cli._token import resolve_token, save_token
-from headway.client import NotFoundError, Session
+from headway.client import NotFoundError, Session, wire
 
 DEFAULT_MASTER = "http://127.0.0.1:8000"
 _session: Session | None = None
@@ -44,9 +44,10 @@ def login(master: str | None = None, user: str | None = None, password: str | No
     """
     global _session
     url = (master or os.environ.get("HEADWAY_MASTER") or DEFAULT_MASTER).rstrip("/")
+    token: str | None
     if user is not None:
         answer = Session(url).post("auth/login/", json={"username": user, "password": password})
-        token = answer["token"]
+        token = wire.LoginAnswer.model_validate(answer).token
         save_token(url, token, user)
     else:
         token = resolve_token(url)
@@ -131,7 +132,7 @@ class Checkpoint:
         answer = self._session.post(
             f"checkpoints/{self.uuid}/metadata/", json={"metadata": metadata}
         )
-        self.metadata = dict(answer["metadata"])
+        self.metadata = wire.CheckpointMetadataMerged.model_validate(answer).metadata
 
     def download_file(self, relpath: str, dest: str | os.PathLike[str]) -> None:
         """Download one file of the checkpoint (a key of ``resources``) to ``dest``."""

@@ -260,7 +260,7 @@ def test_token_file_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_login_saves_the_token_and_later_commands_send_it(
     fake: type[FakeSession], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake.routes[("POST", "auth/login/")] = {"token": "secret"}
+    fake.routes[("POST", "auth/login/")] = {"token": "secret", "username": "alice"}
     assert main(["--master", "http://m:5", "login", "-u", "alice", "-p", "pw"]) == 0
     assert fake.calls[0] == ("POST", "auth/login/", {"username": "alice", "password": "pw"})
     assert read_token("http://m:5") == "secret"
