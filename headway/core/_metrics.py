@@ -75,14 +75,7 @@ def _convert(value: Any, key: str, what: str, limits: bool) -> Any:
         if kind is float:
             return encode_float(value)
     if kind is str or isinstance(value, str):
-        if "\x00" in value:  # PostgreSQL cannot store it: the registry refuses the batch
-            raise ValueError(f"{what} {key!r} has a string value with a NUL character")
-        if limits and len(value) > MAX_TEXT_CHARS:
-            raise ValueError(
-                f"{what} {key!r} has a string value of {len(value)} characters; metric text"
-                f" values may be at most {MAX_TEXT_CHARS} (the registry refuses longer ones)"
-            )
-        return value
+        return _check_text(value, key, what, limits)
     if kind is bool or value is None:
         return value
     if kind is int or isinstance(value, int):
@@ -94,20 +87,35 @@ def _convert(value: Any, key: str, what: str, limits: bool) -> Any:
     if isinstance(value, (list, tuple)):
         return [_convert(item, key, what, limits) for item in value]
     if isinstance(value, dict):
-        converted = {}
-        for sub_key, item in value.items():
-            if not isinstance(sub_key, str):
-                raise TypeError(f"{what} {key!r} has a non-string key {sub_key!r}")
-            if "\x00" in sub_key:
-                raise ValueError(f"{what} {key!r} has a key with a NUL character")
-            converted[sub_key] = _convert(item, key, what, limits)
-        return converted
+        return _convert_dict(value, key, what, limits)
     plain = _tensor_like_to_python(value)
     if plain is not _UNCONVERTIBLE:
         return _convert(plain, key, what, limits)
     raise TypeError(
         f"{what} {key!r} has a value of type {type(value).__name__} that is not JSON-serializable"
     )
+
+
+def _check_text(value: str, key: str, what: str, limits: bool) -> str:
+    if "\x00" in value:  # PostgreSQL cannot store it: the registry refuses the batch
+        raise ValueError(f"{what} {key!r} has a string value with a NUL character")
+    if limits and len(value) > MAX_TEXT_CHARS:
+        raise ValueError(
+            f"{what} {key!r} has a string value of {len(value)} characters; metric text"
+            f" values may be at most {MAX_TEXT_CHARS} (the registry refuses longer ones)"
+        )
+    return value
+
+
+def _convert_dict(value: dict[Any, Any], key: str, what: str, limits: bool) -> dict[str, Any]:
+    converted = {}
+    for sub_key, item in value.items():
+        if not isinstance(sub_key, str):
+            raise TypeError(f"{what} {key!r} has a non-string key {sub_key!r}")
+        if "\x00" in sub_key:
+            raise ValueError(f"{what} {key!r} has a key with a NUL character")
+        converted[sub_key] = _convert(item, key, what, limits)
+    return converted
 
 
 _UNCONVERTIBLE = object()

@@ -28,6 +28,8 @@ from headway.pytorch._validation import LoopValidation
 logger = logging.getLogger("headway.pytorch")
 
 DONE, PREEMPTED, STOPPED = "done", "preempted", "stopped"
+# What ``_Loop._next_batch`` returns at the end of an epoch (a batch may be anything, None too).
+_EPOCH_ENDED = object()
 
 
 class _Loop(LoopValidation):
@@ -113,18 +115,8 @@ class _Loop(LoopValidation):
         # slots all ranks check together at reporting boundaries instead.
         check_every_batch = self.size == 1
         while pos.batches_trained < target:
-            if self._iterator is None:
-                if pos.batch_in_epoch == 0:
-                    for cb in self.callbacks:
-                        cb.on_training_epoch_start(pos.epoch_idx)
-                self.train_loader.set_position(pos.epoch_idx, pos.batch_in_epoch)
-                self._iterator = iter(self.train_loader)
-            try:
-                batch = next(self._iterator)
-            except StopIteration:
-                if pos.batch_in_epoch == 0:
-                    raise RuntimeError("the training data loader yielded no batches") from None
-                self._end_epoch()
+            batch = self._next_batch()
+            if batch is _EPOCH_ENDED:
                 continue
             batch_idx = pos.batches_trained
             if skip_sync and (batch_idx + 1) % agg:
@@ -156,6 +148,24 @@ class _Loop(LoopValidation):
             if check_every_batch and preempt(auto_ack=False):
                 return PREEMPTED
         return DONE
+
+    def _next_batch(self) -> Any:
+        """The next training batch, or ``_EPOCH_ENDED`` once the epoch's loader is exhausted
+        (the epoch is then ended: ``train_to`` asks again, from the next epoch)."""
+        pos = self.pos
+        if self._iterator is None:
+            if pos.batch_in_epoch == 0:
+                for cb in self.callbacks:
+                    cb.on_training_epoch_start(pos.epoch_idx)
+            self.train_loader.set_position(pos.epoch_idx, pos.batch_in_epoch)
+            self._iterator = iter(self.train_loader)
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            if pos.batch_in_epoch == 0:
+                raise RuntimeError("the training data loader yielded no batches") from None
+            self._end_epoch()
+            return _EPOCH_ENDED
 
     def _batch_trainer(self) -> Callable[..., Any]:
         """What ``train_to`` calls per batch as ``fn(batch, epoch_idx, batch_idx)``."""

@@ -91,6 +91,23 @@ def check_options(
         if not callable(initialization_hook):
             raise TypeError("initialization_hook must be callable")
         check_picklable("initialization_hook", initialization_hook)
+    use_gpu, backend = _resolve_device(use_gpu, backend, num_workers)
+    if use_fp16 == "apex":
+        raise ValueError("use_fp16='apex': NVIDIA apex is not supported; use use_fp16=True")
+    if not isinstance(use_fp16, bool):
+        raise ValueError(f"use_fp16 must be True or False, not {use_fp16!r}")
+    if scheduler_step_freq is not None and scheduler_step_freq not in VALID_SCHEDULER_STEP:
+        raise ValueError(
+            f"scheduler_step_freq must be one of {VALID_SCHEDULER_STEP} or None, "
+            f"not {scheduler_step_freq!r}"
+        )
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
+    return use_gpu, backend
+
+
+def _resolve_device(use_gpu: Any, backend: Any, num_workers: int) -> tuple[bool, str]:
+    """``use_gpu`` and ``backend`` checked, with ``"auto"`` resolved: ``(use_gpu, backend)``."""
     if use_gpu == "auto":
         use_gpu = torch.cuda.is_available()
     elif not isinstance(use_gpu, bool):
@@ -106,17 +123,6 @@ def check_options(
         raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', not {backend!r}")
     elif backend == "nccl" and not use_gpu:
         raise ValueError("backend='nccl' needs use_gpu=True (NCCL runs on CUDA devices)")
-    if use_fp16 == "apex":
-        raise ValueError("use_fp16='apex': NVIDIA apex is not supported; use use_fp16=True")
-    if not isinstance(use_fp16, bool):
-        raise ValueError(f"use_fp16 must be True or False, not {use_fp16!r}")
-    if scheduler_step_freq is not None and scheduler_step_freq not in VALID_SCHEDULER_STEP:
-        raise ValueError(
-            f"scheduler_step_freq must be one of {VALID_SCHEDULER_STEP} or None, "
-            f"not {scheduler_step_freq!r}"
-        )
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0:
-        raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
     return use_gpu, backend
 
 
