@@ -116,3 +116,25 @@ def test_metric_series_answers_are_their_models(api, params: dict[str, Any]) -> 
         assert (series.min is not None) == ("band" in params)
         assert (series.epochs is not None) == (params.get("x_axis") == "epochs")
         assert (series.elapsed_seconds is not None) == (params.get("x_axis") == "time")
+
+
+def test_optional_wire_fields_are_openapi_30_nullable(api) -> None:
+    # OpenAPI 3.0 has no "null" type: pydantic's anyOf [X, null] is written as X, nullable.
+    schema = _schema(api)
+
+    def nulls(node: Any) -> int:
+        if isinstance(node, dict):
+            return (node.get("type") == "null") + sum(nulls(v) for v in node.values())
+        if isinstance(node, list):
+            return sum(nulls(v) for v in node)
+        return 0
+
+    components = schema["components"]["schemas"]
+    assert nulls({name: components[name] for name in components if hasattr(wire, name)}) == 0
+    assert components["OperationRecorded"]["properties"]["next_length"] == {
+        "title": "Next Length",
+        "type": "integer",
+        "nullable": True,
+    }
+    values = components["MetricSeries"]["properties"]["values"]
+    assert values["items"] == {"type": "number", "nullable": True}

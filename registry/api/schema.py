@@ -21,6 +21,9 @@ Request fields are documented as strictly as they are validated: a ``CharField``
 refusing NUL characters (and, when it may not be blank, ``minLength: 1`` and a non-whitespace
 character), and a serializer that refuses unknown fields (``refuses_unknown_fields = True``)
 gets ``additionalProperties: false``.
+
+Answers that are ``headway.client.wire`` models are documented by pydantic's JSON Schema, with
+optional fields written as OpenAPI 3.0 ``nullable`` (:class:`OpenAPI30PydanticExtension`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.validators import RegexValidator
+from drf_spectacular.contrib.pydantic import PydanticExtension
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import ResolvedComponent
+from pydantic.json_schema import model_json_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 
@@ -110,3 +116,46 @@ class HeadwayAutoSchema(AutoSchema):
             if str(code) not in responses:
                 responses[str(code)] = self._get_response_for_code(ErrorSerializer, str(code))
         return operation
+
+
+def openapi_30(node: Any) -> Any:
+    """A JSON Schema (pydantic's) in OpenAPI 3.0's dialect: ``anyOf: [X, {"type": "null"}]``
+    becomes ``X`` with ``nullable: true`` (3.0 has no ``null`` type; the schema's validator
+    refuses it). Returns a new object; ``node`` is not changed."""
+    if isinstance(node, list):
+        return [openapi_30(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: openapi_30(value) for key, value in node.items()}
+    options = out.get("anyOf")
+    if isinstance(options, list) and {"type": "null"} in options:
+        rest = [option for option in options if option != {"type": "null"}]
+        del out["anyOf"]
+        if len(rest) == 1:
+            only = rest[0]
+            out.update({"allOf": [only]} if "$ref" in only else only)
+        else:
+            out["anyOf"] = rest
+        out["nullable"] = True
+    return out
+
+
+class OpenAPI30PydanticExtension(PydanticExtension):
+    """drf-spectacular's pydantic support (the ``headway.client.wire`` answers), with optional
+    fields written as OpenAPI 3.0 ``nullable`` (``openapi_30``); its sub-models become
+    components as in drf-spectacular's own extension."""
+
+    priority = 1
+
+    def map_serializer(self, auto_schema, direction):
+        schema = openapi_30(
+            model_json_schema(
+                self.target, ref_template="#/components/schemas/{model}", mode="serialization"
+            )
+        )
+        for name, sub_schema in schema.pop("$defs", {}).items():
+            component = ResolvedComponent(
+                name=name, type=ResolvedComponent.SCHEMA, object=name, schema=sub_schema
+            )
+            auto_schema.registry.register_on_missing(component)
+        return schema
