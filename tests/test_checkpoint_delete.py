@@ -12,7 +12,7 @@ import requests
 
 from headway.cli.main import main
 from headway.storage import build_storage_manager
-from registry.checkpoints import experiment_delete_run
+from registry.lifecycle import experiment_delete_run
 from registry.models import (
     Checkpoint,
     CheckpointState,

@@ -15,13 +15,8 @@ import pytest
 
 from headway.expconf import ConfigError, parse_experiment_config
 from headway.storage import build_storage_manager
-from registry.checkpoints import (
-    CheckpointFacts,
-    RetentionPolicy,
-    checkpoint_gc,
-    checkpoints_to_keep,
-    delete_orphans,
-)
+from registry.checkpoints import CheckpointFacts, RetentionPolicy, checkpoints_to_keep
+from registry.lifecycle import checkpoint_gc, delete_orphans
 from registry.models import (
     Checkpoint,
     CheckpointState,

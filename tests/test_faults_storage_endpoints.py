@@ -98,7 +98,7 @@ def test_finding_ssrf_stored_config_is_checked_again_before_the_registry_calls_i
 def test_finding_ssrf_checkpoint_deletion_does_not_call_a_disallowed_endpoint(
     attacker_host, api, settings
 ):
-    from registry.checkpoints.deletion import delete_checkpoint_files
+    from registry.lifecycle import delete_checkpoint_files
     from registry.models import CheckpointState, Trial
 
     url, seen = attacker_host

@@ -31,7 +31,7 @@ from rest_framework.test import APIClient
 
 from config.storage_locations import load_storage_locations
 from headway.storage import build_storage_manager
-from registry.checkpoints.gc import checkpoint_gc
+from registry.lifecycle import checkpoint_gc
 from registry.models import Checkpoint, Experiment, Trial
 from tests.helpers import TINY_CONFIG, create_experiment, start_run
 

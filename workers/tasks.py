@@ -57,8 +57,8 @@ def reap_lost_runs() -> None:
 )
 def checkpoint_gc(experiment_id: int, orphans: bool = True) -> None:
     """One checkpoint GC pass over an experiment: retention, retries and (with ``orphans``)
-    orphaned files (``registry.checkpoints.gc``)."""
-    from registry.checkpoints import checkpoint_gc as run
+    orphaned files (``registry.lifecycle.checkpoint_gc``)."""
+    from registry.lifecycle import checkpoint_gc as run
 
     run(experiment_id=experiment_id, orphans=orphans)
 
@@ -71,8 +71,8 @@ def checkpoint_gc(experiment_id: int, orphans: bool = True) -> None:
 )
 def experiment_delete(experiment_id: int) -> None:
     """Delete a DELETING experiment's stored checkpoints, then its rows
-    (``registry.checkpoints.deletion``)."""
-    from registry.checkpoints import experiment_delete_run
+    (``registry.lifecycle.experiment_delete_run``)."""
+    from registry.lifecycle import experiment_delete_run
 
     experiment_delete_run(experiment_id=experiment_id)
 

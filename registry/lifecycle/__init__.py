@@ -7,6 +7,20 @@ UPDATE, so a double click, a retried task or a racing worker cannot corrupt stat
 Semantics follow Determined (docs/lifecycle.md).
 """
 
+from registry.lifecycle._checkpoint_deletion import (
+    CheckpointInUse,
+    StorageFailure,
+    checkpoint_delete,
+    delete_checkpoint_files,
+    experiment_delete,
+    experiment_delete_run,
+)
+from registry.lifecycle._checkpoint_gc import (
+    GCResult,
+    checkpoint_gc,
+    delete_orphans,
+    request_checkpoint_gc,
+)
 from registry.lifecycle._checkpoints import checkpoint_register
 from registry.lifecycle._common import apply_deferred_operations
 from registry.lifecycle._continue import trial_continue
@@ -57,14 +71,23 @@ from registry.lifecycle._trials import (
 __all__ = [
     "EXPERIMENT_CONTROLS",
     "TRIAL_CONTROLS",
+    "CheckpointInUse",
     "Control",
+    "GCResult",
+    "StorageFailure",
     "apply_deferred_operations",
     "check_control",
+    "checkpoint_delete",
+    "checkpoint_gc",
     "checkpoint_register",
+    "delete_checkpoint_files",
+    "delete_orphans",
     "experiment_activate",
     "experiment_archive",
     "experiment_cancel",
     "experiment_create",
+    "experiment_delete",
+    "experiment_delete_run",
     "experiment_kill",
     "experiment_patch",
     "experiment_pause",
@@ -72,6 +95,7 @@ __all__ = [
     "legal_controls",
     "parse_config_or_400",
     "reap_lost_runs",
+    "request_checkpoint_gc",
     "share_claim",
     "share_exited",
     "share_heartbeat",

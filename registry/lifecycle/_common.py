@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from registry.checkpoints.gc import request_checkpoint_gc
+from registry.lifecycle._checkpoint_gc import request_checkpoint_gc
 from registry.lifecycle._search import (
     apply_trial_operation,
     decode_operation,

@@ -8,7 +8,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from registry.api.permissions import ensure_owner_or_staff
-from registry.checkpoints import checkpoint_delete
+from registry.lifecycle import checkpoint_delete
 from registry.models import Checkpoint, Experiment
 
 

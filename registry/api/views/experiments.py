@@ -22,7 +22,6 @@ from registry.api.serializers import (
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
 from registry.api.views.edits import ExperimentPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params, series_response
-from registry.checkpoints import experiment_delete, request_checkpoint_gc
 from registry.errors import IllegalTransition, InvalidInput
 from registry.hparam_importance import hparam_importance
 from registry.models import Checkpoint, Experiment, State
@@ -229,7 +228,7 @@ class ExperimentViewSet(
         ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
         if experiment.state in (State.DELETING, State.DELETED):
             raise IllegalTransition(f"experiment {experiment.id} is {experiment.state}")
-        request_checkpoint_gc(experiment.id)
+        lifecycle.request_checkpoint_gc(experiment.id)
         return answer(
             wire.CheckpointGCQueued,
             {"detail": f"Checkpoint GC of experiment {experiment.id} queued."},
@@ -243,7 +242,7 @@ class ExperimentViewSet(
         its checkpoints."""
         experiment = self.get_object()
         ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
-        experiment_delete(experiment_id=experiment.id)
+        lifecycle.experiment_delete(experiment_id=experiment.id)
         return Response(
             ExperimentSerializer(self.get_queryset().get(id=experiment.id)).data,
             status=status.HTTP_202_ACCEPTED,

@@ -5,7 +5,7 @@ on ``POST experiments/{id}/checkpoints/gc/``; step 3 only in the last two):
 
 1. applies the experiment's retention policy (``retention.checkpoints_to_keep``) to its
    COMPLETED checkpoints, sparing protected ones (``selectors.protected_checkpoints``), and
-   deletes the files of the rest (``deletion.delete_checkpoint_files``);
+   deletes the files of the rest (``_checkpoint_deletion.delete_checkpoint_files``);
 2. retries checkpoints left DELETING or DELETE_FAILED by an earlier pass or delete request;
 3. deletes orphans: storage ids under the experiment's ``checkpoint_storage`` that no
    checkpoint row (of any experiment) has, once their newest file is older than
@@ -33,9 +33,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from registry.checkpoints.deletion import delete_checkpoint_files
 from registry.checkpoints.retention import RetentionPolicy, checkpoints_to_keep
 from registry.checkpoints.selectors import facts, protected_checkpoints, with_metrics
+from registry.lifecycle._checkpoint_deletion import delete_checkpoint_files
 from registry.models import Checkpoint, CheckpointState, Experiment, State, Trial
 from registry.storage_endpoints import registry_storage_manager
 
