@@ -16,7 +16,7 @@ COPY config/ config/
 COPY registry/ registry/
 COPY dashboard/ dashboard/
 COPY workers/ workers/
-RUN pip install .
+RUN pip install ".[server]"
 
 FROM python:3.11-slim
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 \

@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	# DS_BUILD_OPS=0: DeepSpeed installs without compiling its CUDA/C++ ops (docs/deepspeed.md).
-	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[dev,deepspeed]'
+	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[server,dev,deepspeed]'
 	touch $(STAMP)
 
 install: $(STAMP)

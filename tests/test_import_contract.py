@@ -64,12 +64,14 @@ def _run(config: Path, cwd: Path, pythonpath: Path) -> subprocess.CompletedProce
 
 
 def _fake_packages(root: Path, config: dict) -> None:
-    """Empty packages for every root package of the contract and every forbidden sub-package
-    of one (``headway.cli``): lint-imports refuses a contract naming a module that is absent."""
+    """Empty packages for every root package of the contract and every source or forbidden
+    sub-package of one (``headway.cli``, ``registry.scheduling``): lint-imports refuses a
+    contract naming a module that is absent."""
     roots = set(config["root_packages"])
     names = set(roots)
     for contract in config["contracts"]:
-        names |= {m for m in contract.get("forbidden_modules", []) if m.split(".")[0] in roots}
+        named = contract.get("source_modules", []) + contract.get("forbidden_modules", [])
+        names |= {m for m in named if m.split(".")[0] in roots}
     for name in names:
         folder = root.joinpath(*name.split("."))
         folder.mkdir(parents=True, exist_ok=True)
@@ -88,7 +90,7 @@ def test_contract_rejects_sdk_importing_the_server(tmp_path: Path, statement: st
     # A fake tree with every root package of the real contract; the fake ``headway`` comes first
     # on PYTHONPATH, so it shadows the installed SDK.
     _fake_packages(tmp_path, config)
-    (tmp_path / "registry" / "lifecycle.py").write_text("def pause():\n    pass\n")
+    (tmp_path / "registry" / "lifecycle" / "__init__.py").write_text("def pause():\n    pass\n")
     (tmp_path / "headway" / "core").mkdir()
     (tmp_path / "headway" / "core" / "__init__.py").write_text("")
     (tmp_path / "headway" / "core" / "_leak.py").write_text(f'"""Leaks."""\n\n{statement}\n')
@@ -127,3 +129,38 @@ def test_contract_rejects_the_dashboard_importing_the_cli(tmp_path: Path):
 
     assert result.returncode != 0, result.stdout + result.stderr
     assert "dashboard.forms -> headway.cli" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("source", ["scheduling", "checkpoints"])
+def test_contract_rejects_placement_or_checkpoint_policy_importing_the_lifecycle(
+    tmp_path: Path, source: str
+):
+    # #26: the lifecycle calls registry.scheduling and registry.checkpoints, never the reverse,
+    # so the import cycle that function-level imports used to hold cannot come back.
+    config = _real_config()
+    _fake_packages(tmp_path, config)
+    (tmp_path / "registry" / "lifecycle" / "__init__.py").write_text("def pause():\n    pass\n")
+    (tmp_path / "registry" / source / "_leak.py").write_text(
+        '"""Leaks."""\n\nfrom registry.lifecycle import pause\n'
+    )
+    ini = tmp_path / "contract.ini"
+    _write_ini(config, ini)
+
+    result = _run(ini, cwd=tmp_path, pythonpath=tmp_path)
+
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert f"registry.{source}._leak -> registry.lifecycle" in result.stdout, result.stdout
+
+
+def test_contract_rejects_the_sdk_importing_a_server_only_package(tmp_path: Path):
+    # #26: `pip install headway` has none of `headway[server]`'s packages (e.g. plotly).
+    config = _real_config()
+    _fake_packages(tmp_path, config)
+    (tmp_path / "headway" / "_leak.py").write_text('"""Leaks."""\n\nimport plotly\n')
+    ini = tmp_path / "contract.ini"
+    _write_ini(config, ini)
+
+    result = _run(ini, cwd=tmp_path, pythonpath=tmp_path)
+
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "headway._leak -> plotly" in result.stdout, result.stdout
