@@ -9,7 +9,6 @@ import pathlib
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +21,7 @@ import torch
 from headway import core
 from headway.client import BadRequestError
 from headway.core import _metrics
+from tests.helpers import wait_for
 
 
 class FakeRegistry:
@@ -136,15 +136,6 @@ def managed(
     monkeypatch.setenv("HEADWAY_CLUSTER_INFO", str(path))
     monkeypatch.setattr(_metrics, "RETRY_BACKOFF_S", 0.01)
     return fake, storage / "sub"
-
-
-def _wait_for(predicate: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_metrics_are_batched_in_order_and_delivered_at_exit(managed: Any) -> None:
@@ -307,9 +298,14 @@ def test_preemption_watcher_turns_true_after_the_registry_flips(managed: Any) ->
     fake, _ = managed
     with core.init(preempt_poll_interval=0.05) as ctx:
         assert ctx.preempt.should_preempt() is False
-        assert _wait_for(lambda: any(r["path"].endswith("/preempt/") for r in fake.requests))
+        wait_for(
+            lambda: any(r["path"].endswith("/preempt/") for r in fake.requests),
+            10,
+            "the first preemption poll",
+            interval=0.02,
+        )
         fake.should_preempt = True
-        assert _wait_for(ctx.preempt.should_preempt)
+        wait_for(ctx.preempt.should_preempt, 10, "the watcher to see the flip", interval=0.02)
         fake.should_preempt = False
         assert ctx.preempt.should_preempt() is True  # stays True
     polls = [r for r in fake.requests if r["path"] == "/api/v1/trials/3/preempt/"]

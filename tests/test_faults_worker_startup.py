@@ -16,14 +16,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import requests
 from django.core.exceptions import ImproperlyConfigured
 
-from tests.helpers import REPO, free_port
+from tests.helpers import REPO, free_port, wait_for
 from workers import isolation
 from workers.services import is_loopback
 
@@ -122,13 +121,17 @@ def test_finding_embedded_default_served_to_network_warns(tmp_path):
         stderr=err,
     )
     try:
-        deadline = time.monotonic() + 120
-        # Up once it says so (it then waits for Ctrl-C / SIGTERM and stops its children).
-        while time.monotonic() < deadline and proc.poll() is None:
-            if "Headway is serving" in (tmp_path / "serve.out").read_text():
-                break
-            time.sleep(0.5)
-        time.sleep(1.0)  # past the print, into the wait that handles SIGTERM
+        # Up once it says so. The message is the command's last statement before its wait for
+        # Ctrl-C / SIGTERM, and the SIGTERM handler was installed before the children started.
+        wait_for(
+            lambda: (
+                proc.poll() is not None
+                or "Headway is serving" in (tmp_path / "serve.out").read_text()
+            ),
+            120,
+            "manage.py serve to say it is serving",
+        )
+        assert proc.poll() is None, "manage.py serve exited at start"
         assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10).ok
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -140,11 +140,13 @@ d.close()
 dist.destroy_process_group()
 """
 
-# Rank 1 dies at once; rank 0 would sleep for a long time (its pid is written first).
+# Rank 1 dies once rank 0 has written its pid; rank 0 would sleep for a long time.
 DIES = """
 import os, sys, time
 if os.environ["RANK"] == "1":
-    time.sleep(1)
+    deadline = time.monotonic() + 60
+    while not os.path.exists("rank0.pid") and time.monotonic() < deadline:
+        time.sleep(0.05)
     sys.exit(7)
 with open("rank0.pid", "w") as fh:
     fh.write(str(os.getpid()))

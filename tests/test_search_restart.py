@@ -162,7 +162,7 @@ def test_a_search_finishes_exactly_after_the_web_server_restarts_mid_search(depl
         lambda: sum(t["state"] == "COMPLETED" for t in trials()) >= 2, 180, "two trials to end"
     )
     deployment.stop("web")  # trials keep running; their reports wait for the server
-    time.sleep(3)
+    time.sleep(3)  # a deliberate outage of 3 s, long enough for reports to meet it
     deployment.start_web()
 
     def ended() -> dict | None:
