@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -n 2
 
-.PHONY: install migrate demo serve test test-fast lint format bench clean
+.PHONY: install migrate demo serve test test-fast test-e2e lint format bench clean
 
 # torch is pinned here: 2.13.0 is the CPU build on this disk; a looser pin pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml Makefile
@@ -31,13 +31,18 @@ demo: migrate
 serve: migrate
 	$(PY) manage.py serve
 
-## make test: the whole suite (unit, integration with real services, browser).
+## make test: the whole suite, tests/ and e2e_tests/ (unit, integration with real services, browser).
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS) $(ARGS)
 
-## make test-fast: the unit tests only (no slow, integration or browser tests).
+## make test-fast: the unit tests only (no slow, integration or browser tests), wherever they live:
+## a few e2e_tests/ modules hold a unit test beside their full-stack ones.
 test-fast: install
 	$(PY) -m pytest $(PYTEST_ARGS) -m "not slow and not integration and not browser" $(ARGS)
+
+## make test-e2e: the full-stack tests only (e2e_tests/: live server, real worker, real training).
+test-e2e: install
+	$(PY) -m pytest $(PYTEST_ARGS) e2e_tests $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

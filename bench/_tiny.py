@@ -1,4 +1,4 @@
-"""Tiny mode: every benchmark runs in seconds, to prove it still works (tests/test_bench_tiny.py).
+"""Tiny mode: every benchmark runs in seconds, to prove it still works (tests/bench/test_bench_tiny.py).
 
 ``HEADWAY_BENCH_TINY=1`` (or ``bench/run_all.py --tiny``) makes each benchmark shrink its sizes,
 rounds and repeats to the least that still walks every code path and prints its JSON line with

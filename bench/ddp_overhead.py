@@ -271,7 +271,7 @@ def main() -> None:
     parser.add_argument(
         "--rows",
         # Tiny mode leaves DeepSpeed out: importing it alone takes a minute on a busy machine
-        # (its own tests, tests/test_deepspeed_*.py, run the same engine).
+        # (its own tests, tests/headway/pytorch/test_deepspeed_*.py, run the same engine).
         default=",".join(row for row in ROWS if not (tiny() and row == "deepspeed")),
         help=f"comma-separated rows to measure, of {', '.join(ROWS)} (default: all)",
     )

@@ -126,7 +126,7 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 # No inline or third-party script anywhere (dashboard controls confirm through
 # static/js/confirm.js); inline styles stay allowed (Plotly and progress bars set style
-# attributes). Chromium checks every dashboard page against it (tests/test_production_settings.py).
+# attributes). Chromium checks every dashboard page against it (tests/config/test_production_settings.py).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
@@ -156,7 +156,7 @@ STATIC_ROOT.mkdir(exist_ok=True)
 # one-year immutable Cache-Control and picks the compressed variant from Accept-Encoding.
 # Under pytest (which sets PYTEST_VERSION) plain names are used: pytest-django's live_server
 # serves /static/ from the finders, which know no hashed names, and a manifest left in var/ by
-# `make demo` could be stale; tests/test_static_and_errors.py checks the manifest storage itself.
+# `make demo` could be stale; tests/config/test_static_and_errors.py checks the manifest storage itself.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The commands Headway's containers run (Dockerfile, docker-compose.yml). tests/test_deployment.py
+# The commands Headway's containers run (Dockerfile, docker-compose.yml). e2e_tests/deploy/test_deployment.py
 # runs this same script on the build machine (PostgreSQL + Redis + an S3 server), so what the
 # containers run is what the test exercises (docs/deployment.md).
 #

@@ -1,6 +1,6 @@
 """The authorization matrix's expectations: who may use each route, and the routes themselves.
 
-``tests/test_authorization_matrix.py`` runs every case; this module holds the table it checks
+``tests/registry/test_authorization_matrix.py`` runs every case; this module holds the table it checks
 against (``API`` / ``DASHBOARD``: route -> kind of access) and the walk of the URL conf that
 lists the routes, so a new route without an expectation fails naming it.
 """

@@ -1,6 +1,6 @@
 """Shared parts of the browser tests: headless Debian Chromium driven by Playwright.
 
-Tests take the ``chromium`` fixture (``tests/conftest.py``), a launched ``Browser``; without
+Tests take the ``chromium`` fixture (``tests/plugin.py``), a launched ``Browser``; without
 ``/usr/bin/chromium`` it skips, except under ``CI=true`` where a missing Chromium fails.
 """
 
@@ -87,7 +87,7 @@ def launch_chromium(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 class _CspBypassingBrowser:
     """A ``Browser`` whose pages skip the Content-Security-Policy unless asked not to
     (``bypass_csp=False``): Playwright's ``wait_for_function`` evaluates its predicate with
-    ``eval``, which the dashboard's policy forbids. tests/test_csp_browser.py keeps the policy."""
+    ``eval``, which the dashboard's policy forbids. tests/dashboard/test_csp_browser.py keeps the policy."""
 
     def __init__(self, browser: Any) -> None:
         self._browser = browser

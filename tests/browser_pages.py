@@ -1,5 +1,5 @@
 """Every dashboard page with data behind it, for the layout and accessibility browser tests
-(tests/test_dashboard_layout_browser.py, tests/test_dashboard_a11y_browser.py)."""
+(tests/dashboard/test_dashboard_layout_browser.py, tests/dashboard/test_dashboard_a11y_browser.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from registry import model_registry
 from registry.lifecycle import experiment_create
 from registry.metrics import metrics_report, parse_reports
 from registry.models import TrialLog
+from tests.dashboard.test_dashboard_lineage import _run_and_continue
 from tests.helpers import TINY_MODEL, register_checkpoint, register_host
-from tests.test_dashboard_lineage import _run_and_continue
 
 USERNAME = "paige"
 PASSWORD = "pw-paige"

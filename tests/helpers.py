@@ -1,7 +1,7 @@
 """Helpers shared by test modules: service checks, polling, archives, experiment configs.
 
-Test modules import from here, never from each other or from ``conftest.py``; what needs
-pytest's set-up and teardown is a fixture in ``conftest.py`` instead.
+Test modules import from here, never from each other or from ``plugin.py``; what needs pytest's
+set-up and teardown is a fixture in ``plugin.py`` (the fixtures of tests/ and e2e_tests/) instead.
 """
 
 from __future__ import annotations
@@ -408,7 +408,7 @@ def store_over_rest(
 
 class TestStorageLocations:
     """The admin's storage locations in tests (``settings.HEADWAY_STORAGE_LOCATIONS``, set by
-    conftest for the session): the embedded default (following ``HEADWAY_CHECKPOINT_DIR``, as
+    tests/plugin.py for the session): the embedded default (following ``HEADWAY_CHECKPOINT_DIR``, as
     tests move it), pytest's temporary root as the shared_fs location ``pytest-tmp`` (tests
     keep writing ``host_path: <tmp_path>``), and the S3 buckets fixtures create (``allow``).
 

@@ -1,4 +1,4 @@
-"""Shared by tests/test_host_api*.py: host keys, a host's client and its heartbeat."""
+"""Shared by tests/registry/api/test_host_api*.py: host keys, a host's client and its heartbeat."""
 
 from __future__ import annotations
 

@@ -395,8 +395,8 @@ class NetnsCluster:
 
     @property
     def api(self):
-        """The admin's ``ClusterAPI`` on the master (``tests.conftest``)."""
-        from tests.conftest import ClusterAPI
+        """The admin's ``ClusterAPI`` on the master (``tests.plugin``)."""
+        from tests.plugin import ClusterAPI
 
         return ClusterAPI(self.url, self.token)
 

@@ -1,4 +1,4 @@
-"""TrainingOperators for tests/test_torch_trainer*.py (module level: workers import them)."""
+"""TrainingOperators for tests/headway/torch_trainer/ and e2e_tests/headway/torch_trainer/ (module level: workers import them)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ The host agent's routes and the host-token admin routes (issue #21), and the RES
 answer a plain JSON object rather than a DRF serializer's rows (issue #26): login, a trial's
 SDK calls (metrics, preemption, progress, searcher), metric series, checkpoint metadata and
 checkpoint GC. Routes answering model rows (experiments, trials, checkpoints) are documented by
-their DRF serializers. A test (``tests/test_api_schema_responses.py``) checks that every
+their DRF serializers. A test (``tests/registry/api/test_api_schema_responses.py``) checks that every
 operation documents its answer with a schema.
 """
 

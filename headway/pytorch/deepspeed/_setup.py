@@ -134,7 +134,7 @@ def distributed_session() -> Iterator[None]:
         deepspeed.init_distributed(auto_mpi_discovery=False)
         yield
     finally:
-        # Literal names: tests/test_docs_env_vars.py checks every variable the code touches.
+        # Literal names: tests/docs/test_docs_env_vars.py checks every variable the code touches.
         for name in (
             "RANK",
             "WORLD_SIZE",

@@ -35,7 +35,7 @@ class _Handler(WSGIRequestHandler):
 
 class _Server(basehttp.WSGIServer):
     # Django's listen backlog is 10: 20 SDKs and 20 chart readers connecting at once got
-    # connection resets (tests/test_load.py). The kernel caps it at net.core.somaxconn.
+    # connection resets (e2e_tests/deploy/test_load.py). The kernel caps it at net.core.somaxconn.
     request_queue_size = 1024
 
 

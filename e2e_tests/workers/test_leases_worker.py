@@ -1,0 +1,221 @@
+"""Leases with a real worker: one cut off from the database stops its trial itself, and a killed
+worker leaves no live rows (issue #21, section 3).
+
+The worker reaches PostgreSQL through a TCP relay in this process; cutting the relay stops every
+byte both ways while the connections stay open (a partition, not a refused connection), and
+restoring it lets the held bytes through. Short lease settings, conditions waited for with a
+deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from tests.helpers import process_alive, start_worker, wait_for
+from tests.workers.test_faults_worker_death import FIXTURE, _children, _group_members
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+HEARTBEAT, LEASE, MARGIN, GRACE = 1.0, 5.0, 4.0, 2.0
+LEASE_ENV = {
+    "HEADWAY_HOST_HEARTBEAT_SECONDS": f"{HEARTBEAT:g}",
+    "HEADWAY_HOST_TIMEOUT_SECONDS": "2",
+    "HEADWAY_LEASE_SECONDS": f"{LEASE:g}",
+    "HEADWAY_LEASE_MARGIN_SECONDS": f"{MARGIN:g}",
+    "HEADWAY_KILL_GRACE_SECONDS": f"{GRACE:g}",
+    "HEADWAY_REAPER_INTERVAL_SECONDS": "1",
+    "HEADWAY_SLOTS": "1",
+}
+
+
+class Relay:
+    """A TCP relay to ``target`` on a free local port; ``cut()`` holds every byte (both ways, and
+    new connections' too) until ``restore()``."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.closed = threading.Event()
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.sockets: list[socket.socket] = [self.server]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        while not self.closed.is_set():
+            self.flowing.wait()  # cut: the bytes wait in the kernel's buffers
+            try:
+                data = source.recv(65536)
+                if not data:
+                    break
+                self.flowing.wait()
+                sink.sendall(data)
+            except OSError:
+                break
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def cut(self) -> None:
+        self.flowing.clear()
+
+    def restore(self) -> None:
+        self.flowing.set()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.flowing.set()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def relayed(url: str, port: int) -> str:
+    """``url`` (a DATABASE_URL) with its host and port replaced by the relay's."""
+    parts = urlsplit(url)
+    credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    return urlunsplit(parts._replace(netloc=f"{credentials}127.0.0.1:{port}"))
+
+
+@pytest.fixture
+def lease_worker(cluster, cluster_token, settings, tmp_path):
+    """Start a one-slot worker of a pool of its own whose database goes through a ``Relay``;
+    yields ``(worker, host name, relay)``; everything is stopped at teardown."""
+    from django.db import connection
+
+    pool = f"headway-lease-{uuid.uuid4().hex[:8]}"
+    name = f"{pool}-host"
+    settings.CELERY_TASK_DEFAULT_QUEUE = pool
+    # This process is the registry: the same lease settings as the worker's.
+    settings.HEADWAY_LEASE_SECONDS = LEASE
+    settings.HEADWAY_LEASE_MARGIN_SECONDS = MARGIN
+    settings.HEADWAY_KILL_GRACE_SECONDS = GRACE
+    settings.HEADWAY_HOST_TIMEOUT_SECONDS = 2.0
+    db = connection.settings_dict
+    relay = Relay((db.get("HOST") or "127.0.0.1", int(db.get("PORT") or 5432)))
+    env = dict(
+        cluster.env,
+        **LEASE_ENV,
+        HEADWAY_QUEUE=pool,
+        HEADWAY_HOST_NAME=name,
+        DATABASE_URL=relayed(cluster.env["DATABASE_URL"], relay.port),
+    )
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log, pool, name)
+    try:
+        yield worker, name, relay, log
+    finally:
+        relay.restore()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+        relay.close()
+
+
+def trial_group(worker) -> int:
+    """The process group of the one trial the worker runs (its guard's pid)."""
+    guards = [pid for pid in _children(worker.pid) if os.getpgid(pid) == pid]
+    assert len(guards) == 1, guards
+    return guards[0]
+
+
+def test_a_worker_cut_off_from_the_database_stops_its_trial_itself(
+    lease_worker, cluster_api, cluster_token
+):
+    from registry import lifecycle
+    from registry.models import TrialLog, TrialRun, WorkerHost
+
+    worker, name, relay, log = lease_worker
+    wait_for(lambda: WorkerHost.objects.filter(name=name).alive().exists(), 120, "the host")
+    trial = cluster_api.submit(
+        FIXTURE / "exp.yaml", FIXTURE, hyperparameters={"lr": 0.5, "sleep": 30.0}
+    )
+    cluster_api.wait_trial(trial["id"], lambda t: t["run_state"] == "RUNNING", "running")
+    group = trial_group(worker)
+    assert _group_members(group)
+
+    relay.cut()
+    cut_at = time.monotonic()
+    # The last renewal started at most a heartbeat before the cut: the trial's processes are
+    # gone by lease + grace after it (plus the watchdog's tick and this machine's slowness).
+    wait_for(lambda: not _group_members(group), LEASE + GRACE + 10, "the trial to be stopped")
+    stopped_after = time.monotonic() - cut_at
+    assert stopped_after <= LEASE + GRACE + 10
+    assert f"could not renew the lease of trial {trial['id']} run 1" in log.read_text()
+    # Meanwhile the registry still counts the run: its lease plus the margin has not passed.
+    run = TrialRun.objects.get(trial_id=trial["id"], run_id=1)
+    assert run.state == "RUNNING"
+
+    # The registry's reaper (this process) ends it once lease + margin passed: lost, re-queued.
+    wait_for(lambda: lifecycle.reap_lost_runs(), LEASE + MARGIN + 30, "the run to be reaped")
+    run.refresh_from_db()
+    assert run.state == "EXITED" and run.exit_code is None
+    after = cluster_api.trial(trial["id"])
+    assert after["state"] == "ACTIVE" and after["restarts"] == 0 and after["run_id"] == 2
+    assert after["scheduling_message"].startswith(f"host {name} lost")
+
+    relay.restore()
+    # Back in touch: the worker writes why it stopped the trial in the trial's log.
+    wait_for(
+        lambda: TrialLog.objects.filter(
+            trial_id=trial["id"], run_id=1, message__contains="could not renew the lease"
+        ).exists(),
+        120,
+        "the worker's line in the trial log",
+    )
+    lifecycle.experiment_kill(experiment_id=trial["experiment_id"])
+
+
+def test_a_killed_worker_leaves_no_running_or_queued_rows(lease_worker, cluster_api, cluster_token):
+    from registry import lifecycle
+    from registry.models import RunShare, TrialRun, WorkerHost
+
+    worker, name, _, _ = lease_worker
+    wait_for(lambda: WorkerHost.objects.filter(name=name).alive().exists(), 120, "the host")
+    trial = cluster_api.submit(
+        FIXTURE / "exp.yaml", FIXTURE, hyperparameters={"lr": 0.5, "sleep": 30.0}
+    )
+    cluster_api.wait_trial(trial["id"], lambda t: t["run_state"] == "RUNNING", "running")
+    group = trial_group(worker)
+    os.killpg(worker.pid, signal.SIGKILL)  # the worker and its beat; the guard notices
+    worker.wait()
+    wait_for(lambda: not _group_members(group), 30, "the trial to stop after its worker")
+    assert not process_alive(worker.pid)
+
+    def settled() -> bool:
+        lifecycle.reap_lost_runs()  # the registry's reaper (the worker's beat died with it)
+        from registry import scheduling
+
+        scheduling.place_queued_runs()
+        live = ["STARTING", "RUNNING"]
+        placed_here = TrialRun.objects.filter(host__name=name).exclude(state="EXITED")
+        return not (
+            placed_here.exists()
+            or RunShare.objects.filter(host__name=name, state__in=["QUEUED", *live]).exists()
+        )
+
+    wait_for(settled, LEASE + MARGIN + 60, "no live row on the killed worker's host")
+    first = TrialRun.objects.get(trial_id=trial["id"], run_id=1)
+    assert first.exit_code is None
+    assert cluster_api.trial(trial["id"])["restarts"] == 0
+    lifecycle.experiment_kill(experiment_id=trial["experiment_id"])

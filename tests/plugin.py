@@ -1,0 +1,381 @@
+"""Shared fixtures of tests/ and e2e_tests/ (registered by the root conftest.py): moto S3, users
+and tokens, a real Celery worker (helpers: helpers.py)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import time
+import types
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, allow_storage, b64, require, wait_for
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _unconsumed_queue(request):
+    """Runs that tests enqueue go to a queue no demo/serve worker reads (the cluster fixture
+    points its own worker at another queue). A no-op for SDK-only runs (``-p no:django``)."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    from django.conf import settings
+
+    settings.CELERY_TASK_DEFAULT_QUEUE = "headway-tests-unconsumed"
+    # Persistent connections would outlive the live server's requests and block dropping the
+    # test database at the end of the session.
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _storage_locations(request, tmp_path_factory):
+    """The admin's storage locations for the session (``helpers.TestStorageLocations``): the
+    embedded default, pytest's temporary root and the buckets fixtures create. A no-op for
+    SDK-only runs."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    from django.conf import settings
+
+    from tests.helpers import TestStorageLocations
+
+    settings.HEADWAY_STORAGE_LOCATIONS = TestStorageLocations(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(autouse=True)
+def _storage_locations_per_test(request, _storage_locations):
+    """Buckets a test allowed (``helpers.allow_storage``) are the admin's for that test only."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    from django.conf import settings
+
+    from tests.helpers import TestStorageLocations
+
+    locations = getattr(settings, "HEADWAY_STORAGE_LOCATIONS", None)
+    before = dict(locations.added) if isinstance(locations, TestStorageLocations) else None
+    yield
+    if before is not None:
+        locations.added.clear()
+        locations.added.update(before)
+
+
+FLUSH_ATTEMPTS = 5
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_survives_deadlocks(request):
+    """A transactional test's flush (one TRUNCATE of every table) can deadlock with a live
+    worker's heartbeat, and PostgreSQL then aborts the flush; the flush is retried, as the
+    cluster's workers outlive each test by design. A no-op for SDK-only runs."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    from django.core.management.base import CommandError
+    from django.core.management.commands import flush
+
+    original = flush.Command.handle
+
+    def handle(self, **options):
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            try:
+                return original(self, **options)
+            except CommandError as exc:
+                if attempt == FLUSH_ATTEMPTS or "deadlock detected" not in str(exc.__cause__):
+                    raise
+                time.sleep(0.1 * attempt)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flush.Command, "handle", handle)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing(request):
+    """Test users' passwords need no brute-force resistance: the default hasher's iterations
+    cost seconds per user on a loaded CI machine. A no-op for SDK-only runs."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    from django.conf import settings
+    from django.contrib.auth import hashers
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    hashers.get_hashers.cache_clear()
+    hashers.get_hashers_by_algorithm.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def _moto_server():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_endpoint(_moto_server, monkeypatch, request) -> str:
+    """A real S3 endpoint over HTTP (moto's server mode) with test credentials in the env, and
+    allowed as a storage endpoint (``HEADWAY_STORAGE_ENDPOINTS``) in this process's settings
+    and environment (workers started from ``os.environ`` inherit it)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("HEADWAY_STORAGE_ENDPOINTS", _moto_server)
+    if request.config.pluginmanager.hasplugin("django"):
+        from django.conf import settings
+
+        monkeypatch.setattr(settings, "HEADWAY_STORAGE_ENDPOINTS", [_moto_server], raising=False)
+    return _moto_server
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+@pytest.fixture
+def api(user):
+    """DRF test client authenticated with alice's token."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.token = token.key
+    return client
+
+
+@pytest.fixture
+def trial(api):
+    """A new single-trial experiment's trial, its first run QUEUED (on no worker's queue)."""
+    from registry.models import Trial
+    from tests.helpers import create_experiment
+
+    return Trial.objects.get(experiment_id=create_experiment(api).json()["id"])
+
+
+def _redis_ok(url: str) -> bool:
+    if not url:
+        return False
+    try:
+        import redis
+
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=2).ping())
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
+    """A real Headway cluster: live web server + a Celery worker process on Redis + Postgres.
+
+    Yields a namespace with ``url`` (master URL), ``checkpoint_dir``, ``worker_log`` and ``env``
+    (the environment the worker runs with, less its own ``HEADWAY_HOST_NAME``).
+    """
+    from django.conf import settings
+
+    from workers.services import worker_command
+
+    db = settings.DATABASES["default"]
+    require(
+        db["ENGINE"].endswith("postgresql"),
+        "integration tests need PostgreSQL: set DATABASE_URL=postgres://...",
+    )
+    require(
+        _redis_ok(settings.REDIS_URL), "integration tests need Redis: set REDIS_URL=redis://..."
+    )
+    base = tmp_path_factory.mktemp("cluster")
+    queue = f"headway-test-{uuid.uuid4().hex[:10]}"
+    checkpoint_dir = base / "checkpoints"
+    work_dir = base / "work"
+    # The live server runs in this process: point its settings where the worker writes (the
+    # queue is set per test by `cluster_token`, so other tests' runs never reach this worker).
+    settings.HEADWAY_CHECKPOINT_DIR = checkpoint_dir
+    settings.HEADWAY_WORK_DIR = work_dir
+    settings.HEADWAY_MASTER_URL = live_server.url
+    user = db.get("USER") or "postgres"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    env = dict(
+        os.environ,
+        DATABASE_URL=f"postgres://{user}{password}@{host}:{port}/{db['NAME']}",
+        REDIS_URL=settings.REDIS_URL,
+        HEADWAY_QUEUE=queue,
+        HEADWAY_MASTER_URL=live_server.url,
+        HEADWAY_CHECKPOINT_DIR=str(checkpoint_dir),
+        HEADWAY_WORK_DIR=str(work_dir),
+        HEADWAY_VAR_DIR=str(base / "var"),
+        HEADWAY_LOG_FLUSH_SECONDS="0.2",
+        HEADWAY_KILL_GRACE_SECONDS="3",
+        # Two trials at once on each worker's host; a transactional test's flush deletes host
+        # rows, so heartbeats come often enough to recreate them at once.
+        HEADWAY_SLOTS="2",
+        HEADWAY_HOST_HEARTBEAT_SECONDS="0.5",
+    )
+    worker_log = base / "worker.log"
+    # A host name of its own: workers other tests start from `env` keep the default name.
+    host_name = f"cluster-{queue}"
+    with open(worker_log, "wb") as log:
+        proc = subprocess.Popen(
+            worker_command(concurrency=3, queue=queue, host_name=host_name),
+            cwd=REPO,
+            env=dict(env, HEADWAY_HOST_NAME=host_name),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield types.SimpleNamespace(
+            url=live_server.url,
+            queue=queue,
+            checkpoint_dir=checkpoint_dir,
+            worker_log=worker_log,
+            env=env,
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def cluster_token(cluster, transactional_db, django_user_model, settings):
+    """A user token valid on the cluster's live server; runs created meanwhile go to its worker."""
+    from rest_framework.authtoken.models import Token
+
+    settings.CELERY_TASK_DEFAULT_QUEUE = cluster.queue
+    user = django_user_model.objects.create_user("researcher", password="researcher-password")
+    return Token.objects.create(user=user).key
+
+
+class ClusterAPI:
+    """A user's REST view of the test cluster (requests + token), with helpers to submit and wait."""
+
+    def __init__(self, url: str, token: str) -> None:
+        import requests
+
+        self.url = url
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"Token {token}"
+
+    def get(self, path: str, **params):
+        response = self.http.get(f"{self.url}/api/v1/{path}", params=params, timeout=60)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def post(self, path: str, body=None, expect: int | tuple = (200, 201)):
+        response = self.http.post(f"{self.url}/api/v1/{path}", json=body, timeout=60)
+        expected = (expect,) if isinstance(expect, int) else expect
+        assert response.status_code in expected, response.text
+        return response.json()
+
+    def submit(self, config_path: Path, model_dir: Path, **overrides) -> dict:
+        """Create an experiment from a YAML file with top-level overrides; return its first trial."""
+        import yaml
+
+        from headway.cli import pack_model_definition
+
+        config = yaml.safe_load(config_path.read_text())
+        for key, value in overrides.items():
+            if isinstance(value, dict) and isinstance(config.get(key), dict):
+                config[key] = {**config[key], **value}
+            else:
+                config[key] = value
+        model = pack_model_definition(model_dir, 32 * 1024 * 1024)
+        experiment = self.post("experiments/", {"config": config, "model_definition": b64(model)})
+        return self.get(f"experiments/{experiment['id']}/trials/")["results"][0]
+
+    def trial(self, trial_id: int) -> dict:
+        return self.get(f"trials/{trial_id}/")
+
+    def wait_trial(self, trial_id: int, predicate, what: str, timeout: float = 240) -> dict:
+        def check():
+            trial = self.trial(trial_id)
+            return trial if predicate(trial) else None
+
+        return wait_for(check, timeout, what)
+
+    def logs(self, trial_id: int) -> list[str]:
+        return [
+            line["message"] for line in self.get(f"trials/{trial_id}/logs/", limit=10000)["results"]
+        ]
+
+    def series(self, trial_id: int, group: str, name: str) -> tuple[list[int], list]:
+        (series,) = self.get(f"trials/{trial_id}/metrics/", group=group, name=name, max_points=0)[
+            "series"
+        ]
+        return series["steps"], series["values"]
+
+    def checkpoint_state(self, uuid: str) -> dict:
+        """``state-dict.pth`` of a checkpoint, downloaded over REST."""
+        import torch
+
+        response = self.http.get(
+            f"{self.url}/api/v1/checkpoints/{uuid}/download",
+            params={"path": "state-dict.pth"},
+            timeout=60,
+        )
+        assert response.status_code == 200, response.text
+        return torch.load(io.BytesIO(response.content), weights_only=False)
+
+
+@pytest.fixture
+def cluster_api(cluster, cluster_token) -> ClusterAPI:
+    return ClusterAPI(cluster.url, cluster_token)
+
+
+@pytest.fixture
+def fresh_supervision(monkeypatch):
+    """The worker's supervision state (running processes, shutdown flag), empty for this test."""
+    import threading
+
+    from workers import supervision
+
+    monkeypatch.setattr(supervision, "_active", {})
+    monkeypatch.setattr(supervision, "shutting_down", threading.Event())
+
+
+@pytest.fixture
+def chromium(monkeypatch):
+    """A launched headless Chromium ``Browser`` (``tests/browser.py``)."""
+    from tests.browser import launch_chromium
+
+    with launch_chromium(monkeypatch) as browser:
+        yield browser
+
+
+@pytest.fixture
+def alice(db):
+    """A dashboard user (password ``pw-alice``)."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user("alice", password="pw-alice")
+
+
+@pytest.fixture
+def client_alice(client, alice):
+    """Django's test client with ``alice`` logged in."""
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture(params=["shared_fs", "s3"])
+def checkpoint_storage(request, tmp_path) -> dict:
+    """A ``checkpoint_storage`` config: a shared_fs folder, or a new bucket on the moto server."""
+    if request.param == "shared_fs":
+        return {"type": "shared_fs", "host_path": str(tmp_path)}
+    from headway.storage import build_storage_manager
+
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = f"ckpt-{uuid.uuid4().hex[:8]}"
+    config = {"type": "s3", "bucket": bucket, "prefix": "runs", "endpoint_url": endpoint}
+    build_storage_manager(config)._client.create_bucket(Bucket=bucket)
+    return allow_storage(config)

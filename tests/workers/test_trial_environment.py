@@ -1,0 +1,39 @@
+"""The trial environment offers the packages Determined's default images give its examples
+(issue #24, item 8): ``ruamel.yaml`` next to PyYAML, declared so a fresh install has it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from tests.helpers import REPO
+from workers.runner import _command
+
+
+def test_ruamel_yaml_is_a_declared_dependency() -> None:
+    """In pyproject.toml's dependencies, which a fresh ``make install`` installs."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    names = {
+        re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower()
+        for requirement in project["dependencies"]
+    }
+    assert {"ruamel.yaml", "pyyaml", "torch"} <= names
+
+
+def test_a_trial_entrypoint_imports_ruamel_yaml(tmp_path: Path) -> None:
+    (tmp_path / "probe.py").write_text(
+        "from ruamel.yaml import YAML\nprint(YAML(typ='safe').load('lr: 0.1'))\n"
+    )
+    done = subprocess.run(
+        _command("python probe.py", is_trial_class=False, code_dir=tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": str(Path(sys.executable).parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{'lr': 0.1}"
