@@ -8,8 +8,7 @@ import getpass
 from pydantic import ValidationError
 
 from headway.cli._common import CLIError, make_session, master_url
-from headway.cli._token import save_token
-from headway.client import wire
+from headway.client import save_token, wire
 
 
 def cmd_login(args: argparse.Namespace) -> int:

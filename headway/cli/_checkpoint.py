@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from headway.cli._common import fetch_all, make_session
+from headway.cli._common import make_session
 from headway.cli._output import fmt, fmt_size, fmt_time, print_table
+from headway.client import fetch_all
 
 ORDERINGS = ("steps_completed", "-steps_completed", "searcher_metric", "-searcher_metric")
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
-from headway.cli._token import resolve_token
-from headway.client import Session
+from headway.client import Session, resolve_token
 
 DEFAULT_MASTER = "http://127.0.0.1:8000"
 # Experiments and trials stop changing in these states (PAUSED waits for a user to activate).
@@ -37,15 +35,3 @@ def make_session(args: argparse.Namespace, *, authenticated: bool = True) -> Ses
     master = master_url(args)
     token = resolve_token(master) if authenticated else None
     return Session(master, token, max_retries=CLI_MAX_RETRIES)
-
-
-def fetch_all(session: Session, path: str, params: dict[str, Any] | None = None) -> list[Any]:
-    """Every item of a list endpoint, following ``next`` links of paginated answers."""
-    page = session.get(path, params=params)
-    if isinstance(page, list):
-        return page
-    items = list(page.get("results", []))
-    while page.get("next"):
-        page = session.get(page["next"])
-        items.extend(page.get("results", []))
-    return items

@@ -17,7 +17,7 @@ from headway.archive import (
     pack_model_definition,
 )
 from headway.cli import _common
-from headway.cli._common import CLIError, fetch_all, make_session
+from headway.cli._common import CLIError, make_session
 from headway.cli._output import (
     fmt,
     fmt_percent,
@@ -27,7 +27,7 @@ from headway.cli._output import (
     print_table,
     truncate,
 )
-from headway.client import Session
+from headway.client import Session, fetch_all
 from headway.expconf import ConfigError, parse_experiment_config
 
 

@@ -11,8 +11,9 @@ from typing import Any
 from urllib.parse import quote
 
 from headway.cli import _checkpoint_download
-from headway.cli._common import CLIError, fetch_all, make_session
+from headway.cli._common import CLIError, make_session
 from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
+from headway.client import fetch_all
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

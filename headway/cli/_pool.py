@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from headway.cli._common import fetch_all, make_session
+from headway.cli._common import make_session
 from headway.cli._output import print_json, print_table
+from headway.client import fetch_all
 
 
 def add_pool_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

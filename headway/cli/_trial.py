@@ -9,9 +9,9 @@ from contextlib import nullcontext
 from typing import Any
 
 from headway.cli import _common
-from headway.cli._common import fetch_all, make_session
+from headway.cli._common import make_session
 from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
-from headway.client import Session
+from headway.client import Session, fetch_all
 from headway.expconf import flatten_hparams
 
 

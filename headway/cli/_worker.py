@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from headway.cli._common import fetch_all, make_session
+from headway.cli._common import make_session
 from headway.cli._output import fmt_time, print_json, print_table
+from headway.client import fetch_all
 
 
 def cmd_list(args: argparse.Namespace) -> int:

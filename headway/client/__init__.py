@@ -10,7 +10,8 @@ from headway.client._errors import (
     UnauthenticatedError,
 )
 from headway.client._registry_api import RegistryAPI
-from headway.client._session import Session
+from headway.client._session import Session, fetch_all
+from headway.client._token_file import read_token, resolve_token, save_token, token_file
 
 __all__ = [
     "APIError",
@@ -21,5 +22,10 @@ __all__ = [
     "RegistryAPI",
     "Session",
     "UnauthenticatedError",
+    "fetch_all",
+    "read_token",
+    "resolve_token",
+    "save_token",
+    "token_file",
     "wire",
 ]

@@ -190,3 +190,15 @@ class Session:
     def stream(self, path: str, params: dict[str, Any] | None = None) -> requests.Response:
         """GET with ``stream=True`` for downloads; caller iterates ``iter_content`` and closes."""
         return self.request("GET", path, params=params, stream=True)
+
+
+def fetch_all(session: Session, path: str, params: dict[str, Any] | None = None) -> list[Any]:
+    """Every item of a list endpoint, following ``next`` links of paginated answers."""
+    page = session.get(path, params=params)
+    if isinstance(page, list):
+        return page
+    items = list(page.get("results", []))
+    while page.get("next"):
+        page = session.get(page["next"])
+        items.extend(page.get("results", []))
+    return items

@@ -20,9 +20,7 @@ import tarfile
 from typing import Any
 from urllib.parse import quote
 
-from headway.cli._common import fetch_all
-from headway.cli._token import resolve_token, save_token
-from headway.client import NotFoundError, Session, wire
+from headway.client import NotFoundError, Session, fetch_all, resolve_token, save_token, wire
 
 DEFAULT_MASTER = "http://127.0.0.1:8000"
 _session: Session | None = None

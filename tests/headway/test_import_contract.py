@@ -91,7 +91,7 @@ def test_contract_rejects_sdk_importing_the_server(tmp_path: Path, statement: st
     # on PYTHONPATH, so it shadows the installed SDK.
     _fake_packages(tmp_path, config)
     (tmp_path / "registry" / "lifecycle" / "__init__.py").write_text("def pause():\n    pass\n")
-    (tmp_path / "headway" / "core").mkdir()
+    (tmp_path / "headway" / "core").mkdir(exist_ok=True)
     (tmp_path / "headway" / "core" / "__init__.py").write_text("")
     (tmp_path / "headway" / "core" / "_leak.py").write_text(f'"""Leaks."""\n\n{statement}\n')
     ini = tmp_path / "contract.ini"
@@ -164,3 +164,21 @@ def test_contract_rejects_the_sdk_importing_a_server_only_package(tmp_path: Path
 
     assert result.returncode != 0, result.stdout + result.stderr
     assert "headway._leak -> plotly" in result.stdout, result.stdout
+
+
+def test_contract_rejects_the_sdk_importing_the_cli(tmp_path: Path):
+    # #26: headway.experimental used the CLI's private token and paging helpers; they are
+    # headway.client's now, and only the CLI may import the CLI.
+    config = _real_config()
+    _fake_packages(tmp_path, config)
+    (tmp_path / "headway" / "cli" / "_token.py").write_text("def save_token():\n    pass\n")
+    (tmp_path / "headway" / "experimental" / "client.py").write_text(
+        '"""Leaks."""\n\nfrom headway.cli._token import save_token\n'
+    )
+    ini = tmp_path / "contract.ini"
+    _write_ini(config, ini)
+
+    result = _run(ini, cwd=tmp_path, pythonpath=tmp_path)
+
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "headway.experimental.client -> headway.cli._token" in result.stdout, result.stdout

@@ -16,9 +16,8 @@ from headway.archive import ModelDefinitionError, pack_model_definition
 from headway.cli import (
     _common,
 )
-from headway.cli._token import read_token, resolve_token, save_token, token_file
 from headway.cli.main import build_parser, main
-from headway.client import Session
+from headway.client import Session, read_token, resolve_token, save_token, token_file
 from tests.headway.cli.fakes import GOOD_CONFIG, FakeSession, names_in, write_config
 
 # --- parser -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The token file ``headway login`` writes: ``$HEADWAY_HOME/token.json`` (default ``~/.headway``)."""
+"""The token file ``headway login`` (and ``headway.experimental.client.login``) writes and every
+client reads: ``$HEADWAY_HOME/token.json`` (default ``~/.headway``)."""
 
 from __future__ import annotations
 
