@@ -211,6 +211,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Experiments and trials share one state set; named once (else "State71dEnum" and a warning).
+    "ENUM_NAME_OVERRIDES": {"StateEnum": "registry.models.states.State"},
 }
 
 # Celery: a Redis broker when REDIS_URL is set, else the filesystem transport (no server needed).

@@ -121,12 +121,17 @@ class HeadwayAutoSchema(AutoSchema):
 def openapi_30(node: Any) -> Any:
     """A JSON Schema (pydantic's) in OpenAPI 3.0's dialect: ``anyOf: [X, {"type": "null"}]``
     becomes ``X`` with ``nullable: true`` (3.0 has no ``null`` type; the schema's validator
-    refuses it). Returns a new object; ``node`` is not changed."""
+    refuses it), and ``propertyNames`` (which 3.0 lacks) moves into the description, where a
+    reader still finds the key rule. Returns a new object; ``node`` is not changed."""
     if isinstance(node, list):
         return [openapi_30(item) for item in node]
     if not isinstance(node, dict):
         return node
     out = {key: openapi_30(value) for key, value in node.items()}
+    names = out.pop("propertyNames", None)
+    if isinstance(names, dict):
+        rule = ", ".join(f"{key} {value}" for key, value in sorted(names.items()))
+        out["description"] = " ".join(filter(None, [out.get("description"), f"Keys: {rule}."]))
     options = out.get("anyOf")
     if isinstance(options, list) and {"type": "null"} in options:
         rest = [option for option in options if option != {"type": "null"}]

@@ -14,6 +14,7 @@ from registry import lifecycle, metrics
 from registry.api.answers import answer
 from registry.api.params import int_param, int_query_parameter
 from registry.api.permissions import trial_run_of
+from registry.api.schema import openapi_30
 from registry.api.serializers import (
     RUN_ID_MAX,
     CheckpointRegisterSerializer,
@@ -91,7 +92,7 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
     )
     @extend_schema(
         methods=["POST"],
-        request={"application/json": metrics.report_batch_json_schema()},
+        request={"application/json": openapi_30(metrics.report_batch_json_schema())},
         responses={200: wire.MetricsAccepted},
     )
     @action(detail=True, methods=["get", "post"])
