@@ -1,14 +1,15 @@
 """Serializing placement passes without making heartbeats wait for them.
 
 Two passes must never run at once (they would hand out the same free slot), so a pass holds a
-PostgreSQL advisory lock. A caller that must see its own change placed (a run queued or exited:
-``wait=True``) waits for the lock. A host heartbeat (``wait=False``) never waits: it announces
-a request (``nextval`` of the sequence ``headway_placement_requests``, which takes no lock and
-is not transactional), then only *tries* the lock. The pass holding the lock reads the
-sequence when it starts and again after it released the lock; if a request came meanwhile, it
-runs again (trying the lock: if someone else holds it, that pass started after the request, or
-its own check at the end sees it). So a request is never lost: its change is seen by a pass
-that started after it, the one it runs itself or one it asked for.
+PostgreSQL advisory lock, one per namespace (``lock_key``). A caller that must see its own
+change placed (a run queued or exited: ``wait=True``) waits for the lock. A host heartbeat
+(``wait=False``) never waits: it announces a request (``nextval`` of the sequence
+``headway_placement_requests``, which takes no lock and is not transactional), then only *tries*
+the lock. The pass holding the lock reads the sequence when it starts and again after it
+released the lock; if a request came meanwhile, it runs again (trying the lock: if someone else
+holds it, that pass started after the request, or its own check at the end sees it). So a
+request is never lost: its change is seen by a pass that started after it, the one it runs
+itself or one it asked for.
 
 A stream of requests could keep one caller re-running forever (and delay that host's next
 heartbeat), so a call runs at most ``MAX_PASSES`` passes; the requests of a stream that long
@@ -21,12 +22,15 @@ pass (and every other writer, heartbeats included) waits for it. SQLite is for o
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Generator, Iterator
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 
-# Id of the placement lock among PostgreSQL advisory locks (any constant no one else uses).
+# Class of the placement locks among PostgreSQL advisory locks (any constant no one else uses);
+# each namespace has its own lock of this class (``lock_key``).
 ADVISORY_LOCK_ID = 0x48575953  # "HWYS"
 # Requests for a pass (PostgreSQL; created by migration 0012).
 REQUESTS_SEQUENCE = "headway_placement_requests"
@@ -34,9 +38,22 @@ MAX_PASSES = 3
 # A heartbeat's request in one round trip: the announcement first (the subquery's row exists
 # before the outer select's lock attempt runs on it; OFFSET 0 keeps it from being flattened).
 _ANNOUNCE_THEN_TRY = (
-    f"SELECT pg_try_advisory_lock(%s) FROM (SELECT nextval('{REQUESTS_SEQUENCE}') OFFSET 0) AS r"
+    f"SELECT pg_try_advisory_lock(%s, %s) FROM (SELECT nextval('{REQUESTS_SEQUENCE}') OFFSET 0)"
+    " AS r"
 )
 _local = threading.local()
+
+
+def lock_key() -> list[int]:
+    """The placement lock of this registry's namespace (``HEADWAY_QUEUE``): ``[class, key]``,
+    two 32-bit integers for ``pg_advisory_lock(int, int)``.
+
+    One lock per namespace, as a pass places one namespace's runs only: the holder of another
+    namespace's lock (a second registry on the same database, like the test suite's clusters)
+    must not be taken for the pass that serves this namespace's requests.
+    """
+    key = zlib.crc32(settings.CELERY_TASK_DEFAULT_QUEUE.encode()) - 2**31  # signed 32-bit
+    return [ADVISORY_LOCK_ID, key]
 
 
 def serialized_passes(*, wait: bool) -> Generator[None, None, None]:
@@ -79,24 +96,24 @@ def _in_transaction(wait: bool) -> Iterator[None]:
     # Inside a caller's transaction the lock is held until it ends (an aborted transaction
     # could not unlock), so there is no "after the unlock" to re-check: one pass at most.
     if wait:
-        _query("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_ID])
-    elif not _query(_ANNOUNCE_THEN_TRY.replace("_lock(", "_xact_lock("), [ADVISORY_LOCK_ID]):
+        _query("SELECT pg_advisory_xact_lock(%s, %s)", lock_key())
+    elif not _query(_ANNOUNCE_THEN_TRY.replace("_lock(", "_xact_lock("), lock_key()):
         return
     yield
 
 
 def _autocommit(wait: bool) -> Iterator[None]:
     if wait:
-        _query("SELECT pg_advisory_lock(%s)", [ADVISORY_LOCK_ID])
-    elif not _query(_ANNOUNCE_THEN_TRY, [ADVISORY_LOCK_ID]):
+        _query("SELECT pg_advisory_lock(%s, %s)", lock_key())
+    elif not _query(_ANNOUNCE_THEN_TRY, lock_key()):
         return  # the holder re-runs for this request
     for attempt in range(MAX_PASSES):
-        if attempt and not _query("SELECT pg_try_advisory_lock(%s)", [ADVISORY_LOCK_ID]):
+        if attempt and not _query("SELECT pg_try_advisory_lock(%s, %s)", lock_key()):
             return  # the new holder serves them: its pass starts after them, or its check sees them
         seen = _requests()
         try:
             yield
         finally:
-            _query("SELECT pg_advisory_unlock(%s)", [ADVISORY_LOCK_ID])
+            _query("SELECT pg_advisory_unlock(%s, %s)", lock_key())
         if _requests() == seen:
             return

@@ -58,7 +58,7 @@ def test_a_heartbeat_returns_while_another_connection_holds_the_lock(trial):
     params = connection.get_connection_params()
     dsn = {k: v for k, v in params.items() if k in ("dbname", "user", "host", "port", "password")}
     with psycopg.connect(**dsn, autocommit=True) as other:
-        other.execute("SELECT pg_advisory_lock(%s)", [_lock.ADVISORY_LOCK_ID])
+        other.execute("SELECT pg_advisory_lock(%s, %s)", _lock.lock_key())
 
         def heartbeat() -> list:
             register_host("a", 1)
@@ -68,8 +68,26 @@ def test_a_heartbeat_returns_while_another_connection_holds_the_lock(trial):
         thread.join(HANG_S)
         assert not thread.is_alive(), "the heartbeat waited for the placement lock"
         assert out == [[]]  # it left the pass to the holder
-        other.execute("SELECT pg_advisory_unlock(%s)", [_lock.ADVISORY_LOCK_ID])
+        other.execute("SELECT pg_advisory_unlock(%s, %s)", _lock.lock_key())
     assert scheduling.place_queued_runs() == [(trial.id, 1)]
+
+
+def test_another_namespaces_pass_neither_blocks_nor_stands_in_for_this_one(trial):
+    # Two registries on one database (the suite's clusters beside its unit tests): a pass of
+    # another namespace holds its own lock, so this namespace's pass neither waits for it nor
+    # takes it for the pass that serves this namespace's request.
+    register_host("a", 1)
+    params = connection.get_connection_params()
+    dsn = {k: v for k, v in params.items() if k in ("dbname", "user", "host", "port", "password")}
+    this = _lock.lock_key()
+    other_key = [this[0], this[1] + 1 if this[1] < 2**31 - 1 else this[1] - 1]
+    with psycopg.connect(**dsn, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, %s)", other_key)
+        thread, out = run_in_thread(scheduling.place_queued_runs)
+        thread.join(HANG_S)
+        assert not thread.is_alive(), "the pass waited for another namespace's lock"
+        assert out == [[(trial.id, 1)]]
+        other.execute("SELECT pg_advisory_unlock(%s, %s)", other_key)
 
 
 def test_a_request_made_during_a_pass_makes_that_pass_run_again(trial, monkeypatch):
