@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, allow_storage, b64, require, wait_for
+from tests.helpers import REPO, b64, require, wait_for
+from tests.helpers_checkpoints import allow_storage
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -32,27 +33,27 @@ def _unconsumed_queue(request):
 
 @pytest.fixture(scope="session", autouse=True)
 def _storage_locations(request, tmp_path_factory):
-    """The admin's storage locations for the session (``helpers.TestStorageLocations``): the
+    """The admin's storage locations for the session (``helpers_checkpoints.TestStorageLocations``): the
     embedded default, pytest's temporary root and the buckets fixtures create. A no-op for
     SDK-only runs."""
     if not request.config.pluginmanager.hasplugin("django"):
         return
     from django.conf import settings
 
-    from tests.helpers import TestStorageLocations
+    from tests.helpers_checkpoints import TestStorageLocations
 
     settings.HEADWAY_STORAGE_LOCATIONS = TestStorageLocations(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(autouse=True)
 def _storage_locations_per_test(request, _storage_locations):
-    """Buckets a test allowed (``helpers.allow_storage``) are the admin's for that test only."""
+    """Buckets a test allowed (``helpers_checkpoints.allow_storage``) are the admin's for that test only."""
     if not request.config.pluginmanager.hasplugin("django"):
         yield
         return
     from django.conf import settings
 
-    from tests.helpers import TestStorageLocations
+    from tests.helpers_checkpoints import TestStorageLocations
 
     locations = getattr(settings, "HEADWAY_STORAGE_LOCATIONS", None)
     before = dict(locations.added) if isinstance(locations, TestStorageLocations) else None

@@ -15,7 +15,8 @@ from typing import ClassVar
 
 import pytest
 
-from tests.helpers import TINY_CONFIG, allow_storage, create_experiment, register_checkpoint
+from tests.helpers import TINY_CONFIG, create_experiment, register_checkpoint
+from tests.helpers_checkpoints import allow_storage
 
 pytestmark = pytest.mark.django_db
 

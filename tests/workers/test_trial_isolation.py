@@ -18,7 +18,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from registry import lifecycle
 from registry.models import Trial, TrialLog
-from tests.helpers import REPO, allow_storage, make_tar_gz
+from tests.helpers import REPO, make_tar_gz
+from tests.helpers_checkpoints import allow_storage
 from workers import isolation, runner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_supervision")]

@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from headway.storage import build_storage_manager
-from tests.helpers import REPO, allow_storage, start_host_workers, stop_workers, wait_for
+from tests.helpers import REPO, start_host_workers, stop_workers, wait_for
+from tests.helpers_checkpoints import allow_storage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

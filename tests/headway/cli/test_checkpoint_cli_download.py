@@ -13,7 +13,8 @@ import pytest
 from headway.cli.main import main
 from headway.storage import build_storage_manager
 from registry.models import Trial
-from tests.helpers import TINY_CONFIG, create_experiment, store_over_rest
+from tests.helpers import TINY_CONFIG, create_experiment
+from tests.helpers_checkpoints import store_over_rest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

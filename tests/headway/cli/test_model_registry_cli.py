@@ -11,7 +11,7 @@ from headway.cli.main import main
 from headway.client import BadRequestError, NotFoundError
 from headway.experimental import client
 from registry.models import ModelVersion
-from tests.helpers import store_over_rest, trial_on_storage
+from tests.helpers_checkpoints import store_over_rest, trial_on_storage
 
 FILES = {"state-dict.pth": b"\x01w" * 64, "nested/extra.json": b"{}"}
 

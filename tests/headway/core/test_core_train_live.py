@@ -11,7 +11,8 @@ import pytest
 
 from headway import core
 from registry.models import Checkpoint, Experiment, Trial
-from tests.helpers import start_run, trial_on_storage
+from tests.helpers import start_run
+from tests.helpers_checkpoints import trial_on_storage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

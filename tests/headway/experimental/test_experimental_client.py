@@ -10,7 +10,7 @@ import pytest
 
 from headway.client import NotFoundError
 from headway.experimental import client
-from tests.helpers import store_over_rest, trial_on_storage
+from tests.helpers_checkpoints import store_over_rest, trial_on_storage
 
 FILES = {"state-dict.pth": b"\x00w" * 100, "tensorboard/events.out.tfevents.1": b"ev"}
 

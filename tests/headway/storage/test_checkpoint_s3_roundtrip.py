@@ -26,14 +26,8 @@ from headway.core import CheckpointContext, DistributedContext
 from headway.core._checkpoint import RESTCheckpointRegistry
 from headway.storage import build_storage_manager
 from registry.models import Checkpoint, Trial
-from tests.helpers import (
-    REPO,
-    TINY_CONFIG,
-    allow_storage,
-    create_experiment,
-    free_port,
-    wait_for,
-)
+from tests.helpers import REPO, TINY_CONFIG, create_experiment, free_port, wait_for
+from tests.helpers_checkpoints import allow_storage
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from headway.storage import _shared_fs_check as check
-from tests.helpers import store_over_rest, trial_on_storage
+from tests.helpers_checkpoints import store_over_rest, trial_on_storage
 
 
 def test_a_host_sees_the_marker_of_this_start_only(tmp_path):

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from headway.storage import build_storage_manager
-from tests.helpers import store_over_rest, trial_on_storage
+from tests.helpers_checkpoints import store_over_rest, trial_on_storage
 
 pytestmark = pytest.mark.django_db
 

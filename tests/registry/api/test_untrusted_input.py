@@ -321,7 +321,7 @@ def test_finding_checkpoint_file_names_count_is_bounded(api, trial, settings):
 
 
 def test_finding_symlinked_checkpoint_folder_is_not_served(api, tmp_path):
-    from tests.helpers import store_over_rest, trial_on_storage
+    from tests.helpers_checkpoints import store_over_rest, trial_on_storage
 
     root = tmp_path / "checkpoints"
     trial = trial_on_storage(api, {"type": "shared_fs", "host_path": str(root)})

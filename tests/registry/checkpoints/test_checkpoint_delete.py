@@ -23,13 +23,8 @@ from registry.models import (
     Trial,
     TrialLog,
 )
-from tests.helpers import (
-    b64,
-    end_trial,
-    reload,
-    retention_experiment,
-    stored_checkpoint,
-)
+from tests.helpers import b64, reload
+from tests.helpers_checkpoints import end_trial, retention_experiment, stored_checkpoint
 
 pytestmark = pytest.mark.django_db
 

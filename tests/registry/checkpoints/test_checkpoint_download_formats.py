@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from headway.storage import build_storage_manager
-from tests.helpers import store_over_rest, trial_on_storage
+from tests.helpers_checkpoints import store_over_rest, trial_on_storage
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from registry import metrics
 from registry.models import Checkpoint, CheckpointState
-from tests.helpers import retention_experiment, stored_checkpoint
+from tests.helpers_checkpoints import retention_experiment, stored_checkpoint
 
 pytestmark = pytest.mark.django_db
 

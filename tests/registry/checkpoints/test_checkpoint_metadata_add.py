@@ -17,7 +17,8 @@ from headway.client import BadRequestError
 from headway.experimental import client
 from registry.checkpoints.metadata import MAX_METADATA_BYTES
 from registry.models import Checkpoint
-from tests.helpers import register_checkpoint, store_over_rest, trial_on_storage
+from tests.helpers import register_checkpoint
+from tests.helpers_checkpoints import store_over_rest, trial_on_storage
 
 pytestmark = pytest.mark.django_db
 

@@ -24,10 +24,10 @@ from registry.models import (
     State,
     Trial,
 )
-from tests.helpers import (
+from tests.helpers import reload
+from tests.helpers_checkpoints import (
     allow_storage,
     end_trial,
-    reload,
     retention_experiment,
     stored_checkpoint,
 )
