@@ -10,6 +10,7 @@ import base64
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -67,6 +68,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def requirement_names(requirements: list[str]) -> set[str]:
+    """The distribution names of pyproject requirement strings, lower-cased (``"Django>=5.1,<6"``
+    -> ``"django"``, ``"celery[redis]>=5.4"`` -> ``"celery"``)."""
+    return {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower() for r in requirements}
 
 
 def register_host(name: str, slots: int, gpu: bool = False, pool: str | None = None):

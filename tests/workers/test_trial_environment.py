@@ -3,24 +3,19 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
-from tests.helpers import REPO
+from tests.helpers import REPO, requirement_names
 from workers.runner import _command
 
 
 def test_ruamel_yaml_is_a_declared_dependency() -> None:
     """In pyproject.toml's dependencies, which a fresh ``make install`` installs."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    names = {
-        re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower()
-        for requirement in project["dependencies"]
-    }
-    assert {"ruamel.yaml", "pyyaml", "torch"} <= names
+    assert {"ruamel.yaml", "pyyaml", "torch"} <= requirement_names(project["dependencies"])
 
 
 def test_a_trial_entrypoint_imports_ruamel_yaml(tmp_path: Path) -> None:
