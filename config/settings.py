@@ -49,7 +49,6 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_filters",
     "dashboard",
-    "workers",
     # Content-Security-Policy header (CONTENT_SECURITY_POLICY below) and login throttling.
     "csp",
     "axes",

@@ -1,31 +1,26 @@
 """This worker host's advertised address (``HEADWAY_HOST_ADDRESS`` or the route to the
-master), from the worker's settings; the logic is ``headway.launch._network``'s."""
+master), from the agent's settings; the logic is ``headway.launch._network``'s."""
 
 from __future__ import annotations
 
 import functools
 
-from django.conf import settings
-
 from headway.launch._network import advertised_address
+from workers.config import settings
 
 
 def host_address() -> str:
     """The address other hosts reach this one on, found once per worker process.
 
     Derived (when ``HEADWAY_HOST_ADDRESS`` is unset) from the route to the master URL, then to
-    the broker and the database hosts, never from the host name (Debian resolves it to
-    ``127.0.1.1``).
+    the broker, never from the host name (Debian resolves it to ``127.0.1.1``).
 
     Raises:
         headway.launch._network.HostAddressError: naming ``HEADWAY_HOST_ADDRESS`` when it is
             not an address of this host, or when no route to those servers exists.
     """
-    database = settings.DATABASES["default"]
-    servers = [settings.HEADWAY_MASTER_URL, str(getattr(settings, "REDIS_URL", "") or "")]
-    if database.get("HOST"):
-        servers.append(f"db://{database['HOST']}")
-    return _advertised(settings.HEADWAY_HOST_ADDRESS, tuple(servers))
+    servers = [settings.HEADWAY_MASTER_URL, settings.BROKER_URL]
+    return _advertised(settings.HEADWAY_HOST_ADDRESS, tuple(s for s in servers if s))
 
 
 @functools.cache

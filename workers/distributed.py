@@ -1,20 +1,20 @@
-"""Runs over several hosts: the chief's view of the other hosts' shares, and each share's state.
+"""Runs over several hosts: the chief's view of the other hosts' shares, and each share's plan.
 
 A run ganged over several hosts (``registry.scheduling``) has its chief part on the run itself
-(node 0, run by ``workers.runner.run_trial``) and one ``RunShare`` per other host (nodes 1..,
-run by ``workers.runner.run_trial_share``). The hosts meet through torchrun's static rendezvous
-on the chief host; the database carries what torchrun does not:
+(node 0, run by ``workers.runner.run_trial``) and one share per other host (nodes 1.., run by
+``workers.runner.run_trial_share``). The hosts meet through torchrun's static rendezvous on the
+chief host; the master carries what torchrun does not (all over REST, ``workers.link``):
 
-- the rendezvous address: the chief's worker writes ``"address:port"`` on every share once it
-  claimed the run; each share's worker waits for it before starting its ranks;
-- failure: a share that exits non-zero, whose lease expired (its host stopped renewing it for
-  ``HEADWAY_LEASE_SECONDS`` plus ``HEADWAY_LEASE_MARGIN_SECONDS``: its ranks are gone), whose
-  host is lost before it started, or that never starts within
-  ``HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS`` makes the chief's worker stop its own ranks (its
-  torchrun may otherwise wait in a collective); a run that ended (or is killed) makes every
-  share's worker stop its ranks. No rank outlives its run on any host. A lost host makes the
-  run lost (re-queued, not counted as a restart), also when the chief's ranks failed first
-  because their peers vanished.
+- the rendezvous address: the chief's host publishes ``address:port`` once it claimed the run
+  (``run_rendezvous``); each share's host waits for it before starting its ranks;
+- failure: a share that exits non-zero, whose lease lapsed (its host stopped renewing it: its
+  ranks are gone), whose host is lost before it started (the master judges these on its own
+  clock: ``wire.ShareStatus.problem``), or that never starts within
+  ``HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS`` makes the chief's host stop its own ranks (its torchrun
+  may otherwise wait in a collective); a run that ended (or is killed) makes every share's host
+  stop its ranks. No rank outlives its run on any host. A lost host makes the run lost
+  (re-queued, not counted as a restart), also when the chief's ranks failed first because their
+  peers vanished.
 """
 
 from __future__ import annotations
@@ -23,19 +23,17 @@ import dataclasses
 import socket
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
-from django.conf import settings
-from django.utils import timezone
-
-from registry import lifecycle
-from registry.models import RunShare, RunState, StopReason, TrialRun
-from registry.scheduling import lease_expiry
+from headway.client import wire
+from workers import link
 from workers.address import host_address
+from workers.config import settings
 
 # Why the chief stops its ranks because of another host; "lost" re-queues without a restart.
 FAILED = "failed"
 LOST = "lost"
+_EXITED = "EXITED"
+_QUEUED = "QUEUED"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,132 +62,104 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def chief_plan(run: TrialRun, prepare: Callable[[str], None] | None = None) -> NodePlan:
+def total_slots(spec: wire.LaunchSpec) -> int:
+    """The run's world size: its chief part's slots plus every share's."""
+    return max(spec.run_slots, 1) + sum(share.slots for share in spec.shares)
+
+
+def chief_plan(spec: wire.LaunchSpec, prepare: Callable[[str], None] | None = None) -> NodePlan:
     """The chief's ``NodePlan``; for a run over several hosts, publish the rendezvous address
     (this host's advertised address, ``workers.address``, and a free port) to its shares,
     after ``prepare(rendezvous)`` (the shared-storage marker, ``workers.runner``)."""
-    shares = list(RunShare.objects.filter(run=run).values_list("slots", flat=True))
-    total = (run.slots or 1) + sum(shares)
-    if not shares:
+    total = total_slots(spec)
+    if not spec.shares:
         return NodePlan(total_slots=total)
     address, port = host_address(), free_port()
     if prepare is not None:
         prepare(f"{address}:{port}")
-    lifecycle.shares_publish_rendezvous(run.id, f"{address}:{port}")
+    link.api().run_rendezvous(spec.trial_id, spec.run_id, address=address, port=port)
     return NodePlan(
-        nnodes=1 + len(shares), node_rank=0, total_slots=total, chief_addr=address, port=port
+        nnodes=1 + len(spec.shares), node_rank=0, total_slots=total, chief_addr=address, port=port
     )
 
 
-def claim_share(trial_id: int, run_id: int, node_rank: int, worker: str) -> RunShare | None:
-    """Claim a share for ``worker`` (conditional UPDATE: one delivery gets in); None when it was
-    claimed already or its run ended."""
-    if not lifecycle.share_claim(
-        trial_id=trial_id, run_id=run_id, node_rank=node_rank, worker=worker
-    ):
-        return None
-    return RunShare.objects.select_related("run__trial__experiment", "run__host", "host").get(
-        run__trial_id=trial_id, run__run_id=run_id, node_rank=node_rank
-    )
-
-
-def wait_for_rendezvous(share: RunShare, interval: float = 0.25) -> NodePlan | None:
-    """Block until the chief published its rendezvous address (heartbeating the share); None
-    when the run ended or ``HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS`` passed first."""
+def wait_for_rendezvous(spec: wire.LaunchSpec, interval: float = 0.25) -> NodePlan | None:
+    """Block until the chief published its rendezvous address (asking heartbeats the share);
+    None when the run ended or ``HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS`` passed first."""
     deadline = time.monotonic() + settings.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
-        row = RunShare.objects.filter(id=share.id).values_list("rendezvous", "run__state").first()
-        if row is None or row[1] == RunState.EXITED:
+        try:
+            plan = link.api().share_rendezvous(spec.trial_id, spec.run_id, spec.node_rank)
+        except Exception as exc:
+            if not link.is_master_unavailable(exc):
+                raise
+            time.sleep(interval)
+            continue
+        if plan.run_state == _EXITED:
             return None
-        if row[0]:
-            address, _, port = row[0].rpartition(":")
-            others = RunShare.objects.filter(run_id=share.run_id)
-            total = (share.run.slots or 1) + sum(others.values_list("slots", flat=True))
+        if plan.ready and plan.address and plan.port:
             return NodePlan(
-                nnodes=1 + others.count(),
-                node_rank=share.node_rank,
-                total_slots=total,
-                chief_addr=address,
-                port=int(port),
+                nnodes=plan.nnodes,
+                node_rank=plan.node_rank,
+                total_slots=plan.total_slots,
+                chief_addr=plan.address,
+                port=plan.port,
             )
-        share_heartbeat(share)
         time.sleep(interval)
     return None
 
 
-def share_running(share: RunShare) -> None:
-    """Mark a claimed share as RUNNING (its processes started)."""
-    lifecycle.share_running(share.id)
-
-
-def share_heartbeat(share: RunShare) -> None:
-    """Record that the share's worker is alive."""
-    lifecycle.share_heartbeat(share.id)
-
-
-def share_exited(share: RunShare, exit_code: int | None) -> None:
-    """Record the share's exit (``None``: stopped by its worker's shutdown or never started)."""
-    lifecycle.share_exited(share.id, exit_code)
-
-
-def run_gone(run_pk: int) -> str:
-    """For a share's worker: ``"kill"`` when the run is being killed, ``"ended"`` when it
-    exited, else ``""``."""
-    row = TrialRun.objects.filter(id=run_pk).values_list("state", "stop_requested").first()
-    if row is None or row[0] == RunState.EXITED:
+def run_gone(spec: wire.LaunchSpec) -> str:
+    """For a share's host, heartbeating the share: ``"kill"`` when the run is being killed,
+    ``"ended"`` when it exited, else ``""``."""
+    status = link.api().share_heartbeat(spec.trial_id, spec.run_id, spec.node_rank)
+    if status.state == _EXITED:
         return "ended"
-    return "kill" if row[1] == StopReason.KILL else ""
+    return "kill" if status.stop_requested == "kill" else ""
 
 
-def shares_problem(run: TrialRun, started: float) -> tuple[str, str] | None:
-    """For the chief's worker: ``(FAILED|LOST, message)`` when another host's share failed, went
+def shares_problem(spec: wire.LaunchSpec, started: float) -> tuple[str, str] | None:
+    """For the chief's host: ``(FAILED|LOST, message)`` when another host's share failed, went
     silent or never started; None while they are fine (or the run has no shares)."""
-    now = timezone.now()
-    lapsed = now - lease_expiry()  # a lease older than this: that host's ranks are gone
-    unrenewed = now - timedelta(seconds=settings.HEADWAY_LEASE_SECONDS)
     waited = time.monotonic() - started
-    for node, host, state, code, beat, host_beat in RunShare.objects.filter(run=run).values_list(
-        "node_rank", "host__name", "state", "exit_code", "heartbeat_at", "host__heartbeat_at"
-    ):
-        where = f"node {node} (host {host})"
-        if state == RunState.EXITED and code != 0:
-            if code is None:
-                return LOST, f"host {host} lost: {where} stopped without an exit code"
-            return FAILED, f"{where} exited with code {code}"
-        if state == RunState.QUEUED and (host_beat is None or host_beat < unrenewed):
-            # Its host stopped, or has renewed nothing for a lease: the share cannot start.
-            return LOST, f"host {host} lost: {where} cannot start"
-        if state == RunState.QUEUED and waited > settings.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS:
-            return LOST, f"host {host} lost: {where} did not start within the rendezvous timeout"
-        if state in (RunState.STARTING, RunState.RUNNING) and beat is not None and beat < lapsed:
-            return LOST, f"host {host} lost: {where} stopped heartbeating (its lease lapsed)"
+    for share in link.api().run_shares(spec.trial_id, spec.run_id):
+        if share.problem:
+            kind, _, message = share.problem.partition(": ")
+            return (FAILED if kind == FAILED else LOST), message
+        if share.state == _QUEUED and waited > settings.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS:
+            where = f"node {share.node_rank} (host {share.host})"
+            return (
+                LOST,
+                f"host {share.host} lost: {where} did not start within the rendezvous timeout",
+            )
     return None
 
 
-def wait_shares_ended(run: TrialRun, timeout: float) -> list[int | None]:
+def _ended_code(share: wire.ShareStatus) -> tuple[int | None, bool]:
+    """A share's exit code for the run's, and whether it may still be running."""
+    if share.state == _EXITED:
+        return share.exit_code, False
+    if share.state == _QUEUED:
+        return 0, False  # never started: nothing of it runs
+    if share.problem.startswith(LOST):
+        return None, False  # its lease lapsed: its ranks are gone
+    return None, True
+
+
+def wait_shares_ended(spec: wire.LaunchSpec, timeout: float) -> list[wire.ShareStatus]:
     """Wait up to ``timeout`` s for the run's shares to exit or their leases to lapse; return
-    their exit codes (a share whose lease lapsed, or still running at the deadline, counts as
-    ``None``: lost)."""
+    their last status (``share_exit_codes`` reads it)."""
     deadline = time.monotonic() + timeout
     while True:
-        lapsed = timezone.now() - lease_expiry()
-        rows = list(
-            RunShare.objects.filter(run=run).values_list("state", "exit_code", "heartbeat_at")
-        )
-        codes: list[int | None] = []
-        waiting = False
-        for state, code, beat in rows:
-            if state == RunState.EXITED:
-                codes.append(code)
-            elif state == RunState.QUEUED:
-                codes.append(0)  # never started: nothing of it runs
-            elif beat is not None and beat < lapsed:
-                codes.append(None)
-            else:
-                codes.append(None)
-                waiting = True
-        if not waiting or time.monotonic() >= deadline:
-            return codes
+        try:
+            shares = link.api().run_shares(spec.trial_id, spec.run_id)
+        except Exception as exc:
+            if not link.is_master_unavailable(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
+            continue
+        if not any(_ended_code(share)[1] for share in shares) or time.monotonic() >= deadline:
+            return shares
         time.sleep(0.25)
 
 
@@ -200,9 +170,9 @@ class ShareWatch:
     process ended.
     """
 
-    def __init__(self, run: TrialRun) -> None:
-        self.run = run
-        self.has_shares = RunShare.objects.filter(run=run).exists()
+    def __init__(self, spec: wire.LaunchSpec) -> None:
+        self.spec = spec
+        self.has_shares = bool(spec.shares)
         self.started = time.monotonic()
         self.problem: tuple[str, str] | None = None
 
@@ -210,7 +180,7 @@ class ShareWatch:
         """A line for the logs when another host's failure means this host's ranks must stop."""
         if not self.has_shares or self.problem is not None:
             return None
-        self.problem = shares_problem(self.run, self.started)
+        self.problem = shares_problem(self.spec, self.started)
         if self.problem is None:
             return None
         return f"[headway] {self.problem[1]}: stopping the ranks of this host"
@@ -221,22 +191,24 @@ class ShareWatch:
         if not self.has_shares:
             return exit_code
         # The other hosts stop their ranks within twice the kill grace of the run's end (after
-        # the grace, then SIGKILL); a host that is gone is decided by its lease.
+        # the grace, then SIGKILL); a host that is gone is decided by its lease on the master.
         grace = settings.HEADWAY_KILL_GRACE_SECONDS
-        codes = wait_shares_ended(self.run, max(2 * grace + 5, lease_expiry().total_seconds()))
+        shares = wait_shares_ended(
+            self.spec, max(2 * grace + 5, 2 * settings.HEADWAY_LEASE_SECONDS)
+        )
+        codes = [_ended_code(share)[0] for share in shares]
         if self.problem is not None and self.problem[0] == LOST:
             return None
         if exit_code != 0 and None in codes:
             # These ranks failed while another host vanished (its peers' connections broke):
             # the host's loss, not the trial's failure.
-            gone = (
-                RunShare.objects.filter(run=self.run)
-                .exclude(state=RunState.EXITED, exit_code__isnull=False)
-                .exclude(state=RunState.QUEUED)
-            )
-            names = ", ".join(
-                sorted(name or "?" for name in gone.values_list("host__name", flat=True))
-            )
+            gone = [
+                share.host or "?"
+                for share in shares
+                if share.state not in (_QUEUED,)
+                and not (share.state == _EXITED and share.exit_code is not None)
+            ]
+            names = ", ".join(sorted(gone))
             self.problem = (LOST, f"host {names} lost: its ranks stopped without an exit code")
             note(f"[headway] {self.problem[1]}; this host's ranks failed with it")
             return None

@@ -4,13 +4,15 @@ Steps, from Celery's ``worker_ready`` (``workers.tasks``):
 1. Detect the host: ``HEADWAY_HOST_NAME``; ``HEADWAY_SLOTS`` CPU slots when set, else the GPUs
    (``CUDA_VISIBLE_DEVICES`` when set, else ``torch.cuda.device_count()``), else one CPU slot.
 2. Make sure the worker consumes the host's queue ``<HEADWAY_QUEUE>.host.<name>`` (normally
-   already on its ``-Q``; see ``workers.services.worker_command``).
-3. Register the host (an upsert), send again the runs already placed on it, place queued runs.
-4. A daemon thread renews, every ``HEADWAY_HOST_HEARTBEAT_SECONDS`` (at a fixed rate), the
-   leases of the runs this worker holds and the host row (an upsert that recreates a deleted
-   row), and asks a second thread for a placement pass, so a slow pass never delays a renewal.
-   A third thread, the lease watchdog (``workers.leases``), stops the trials whose lease could
-   not be renewed in time.
+   already on its ``-Q``; see ``workers.command``).
+3. Register the host with the master (``POST host-agent/heartbeat/`` with the host token: an
+   upsert; the first beat has the master send again the runs already placed here, and every
+   beat asks for a placement pass, which the master runs without waiting).
+4. A daemon thread beats every ``HEADWAY_HOST_HEARTBEAT_SECONDS`` (the master's, at a fixed
+   rate), listing the leases of the runs this worker holds: the master renews them with the
+   host row. The lease watchdog (``workers.leases``) stops the trials whose lease could not be
+   renewed in time; a beat the master refuses (401: the token was revoked) ends every lease at
+   once.
 On warm shutdown ``stop()`` ends the thread and marks the host stopped before the running
 trials are preempted, so none of them is placed back on this host.
 """
@@ -22,15 +24,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
-from django.db import close_old_connections, connection
-from django.utils import timezone
+from celery.exceptions import WorkerShutdown
 
-from registry import scheduling
-from workers import leases
+from headway.client import BadRequestError, wire
+from workers import leases, link
+from workers.config import settings
 
 logger = logging.getLogger("headway.worker")
 
@@ -49,9 +50,10 @@ class HostSpec:
     gpu: bool
 
 
-def host_queue(name: str, pool: str | None = None) -> str:
-    """The Celery queue of host ``name`` in ``pool`` (default: this process's HEADWAY_QUEUE)."""
-    return f"{pool or settings.CELERY_TASK_DEFAULT_QUEUE}.host.{name}"
+def host_queue(name: str, namespace: str | None = None) -> str:
+    """The Celery queue of host ``name`` under ``namespace`` (default: ``HEADWAY_QUEUE``), as
+    the master names it (``registry.lifecycle.host_agent.host_queue``)."""
+    return f"{namespace or settings.HEADWAY_QUEUE}.host.{name}"
 
 
 def visible_gpus() -> list[str]:
@@ -85,83 +87,87 @@ def detect_host() -> HostSpec:
 
 
 class HostHeartbeat:
-    """Registers ``spec`` and keeps it alive from a daemon thread (sleeps between beats).
+    """Registers ``spec`` with the master and keeps it alive from a daemon thread.
 
     Arguments:
         spec (HostSpec): the host to register.
-        interval (float): seconds between heartbeats (``HEADWAY_HOST_HEARTBEAT_SECONDS``).
+        interval (float): seconds between heartbeats until the master's first answer sets
+            them (``HEADWAY_HOST_HEARTBEAT_SECONDS``).
     """
 
     def __init__(self, spec: HostSpec, interval: float) -> None:
         self.spec = spec
         self.interval = interval
         self.queue = host_queue(spec.name)
-        self.started_at: datetime = timezone.now()
+        self.started_at: datetime = datetime.now(UTC)
         self._stop = threading.Event()
-        self._place_due = threading.Event()
-        self._redispatched = False  # done once, after the first successful registration
-        self._thread: threading.Thread | None = None  # renewals
-        self._placer: threading.Thread | None = None  # placement passes
+        self._redispatched = False  # asked once, with the first beat the master answered
+        self._thread: threading.Thread | None = None
+        self.refused = ""  # the master's refusal of this host's token, while it lasts
         self.watchdog = leases.Watchdog()
 
-    def register(self) -> None:
-        """Upsert the host row (also every heartbeat)."""
-        scheduling.host_heartbeat(
-            name=self.spec.name,
+    def _send(
+        self, runs: list[tuple[int, int]], shares: list[tuple[int, int, int]]
+    ) -> wire.HostInfo:
+        return link.api().host_heartbeat(
             pool=settings.HEADWAY_RESOURCE_POOL,
-            queue=self.queue,
-            slots=self.spec.slots,
             devices=self.spec.devices,
             gpu=self.spec.gpu,
             started_at=self.started_at,
+            redispatch=not self._redispatched,
+            runs=runs,
+            shares=shares,
         )
 
-    def start(self) -> None:
-        """Beat once now (register, re-send runs already placed here, place), then renew every
-        ``interval`` seconds from a daemon thread, with placement passes in another one and the
-        lease watchdog in a third."""
-        self.beat()
-        self.watchdog.start()
-        self._thread = threading.Thread(target=self._run, name="headway-host", daemon=True)
-        self._placer = threading.Thread(target=self._place_loop, name="headway-place", daemon=True)
-        self._thread.start()
-        self._placer.start()
-
     def renew(self) -> bool:
-        """Renew this worker's leases, then the host row; False (logged) when the database
-        could not be reached."""
-        # This thread keeps its own connection: drop it when it went bad or too old (never
-        # inside a transaction, e.g. a test's).
-        if not connection.in_atomic_block:
-            close_old_connections()
+        """One heartbeat: renew this worker's leases and the host row; False (logged) when the
+        master could not be reached or refused the token (then every lease ends now)."""
         try:
-            leases.renew()
-            self.register()
-        except Exception:
-            logger.exception("host %s: heartbeat failed; retrying", self.spec.name)
+            info = leases.renew(self._send)
+        except BadRequestError:
+            raise  # e.g. a pool the admin's file does not list: the worker cannot serve
+        except Exception as exc:
+            if link.is_refused(exc):
+                why = f"the master refused host {self.spec.name}'s token (revoked?): {exc}"
+                if not self.refused:
+                    logger.critical("%s; stopping every trial of this host", why)
+                self.refused = why
+                leases.expire_all(why)
+            else:
+                logger.exception("host %s: heartbeat failed; retrying", self.spec.name)
             return False
+        if self.refused:
+            logger.warning("host %s: the master accepts its token again", self.spec.name)
+            self.refused = ""
+        if not self._redispatched:
+            self._redispatched = True
+            if info.redispatched:
+                logger.info(
+                    "host %s: %s placed run(s) sent again", self.spec.name, info.redispatched
+                )
+        if info.queue != self.queue:
+            logger.error(
+                "host %s: the master sends its runs to %s, this worker consumes %s: set "
+                "HEADWAY_HOST_NAME to the host token's name (%s) and HEADWAY_QUEUE as on the master",
+                self.spec.name, info.queue, self.queue, info.name,
+            )  # fmt: skip
+        settings.adopt_timing(info.heartbeat_seconds, info.lease_seconds, info.kill_grace_seconds)
+        self.interval = info.heartbeat_seconds
         return True
 
-    def place(self) -> None:
-        """Re-send the runs placed here once (after the first renewal), then a placement pass
-        (errors are logged, not raised)."""
-        if not connection.in_atomic_block:
-            close_old_connections()
-        try:
-            if not self._redispatched:
-                resent = scheduling.host_redispatch(name=self.spec.name)
-                self._redispatched = True
-                if resent:
-                    logger.info("host %s: sent %s placed run(s) again", self.spec.name, resent)
-            scheduling.place_queued_runs(wait=False)  # never waits for a running pass
-        except Exception:
-            logger.exception("host %s: placement pass failed; retrying", self.spec.name)
+    def start(self) -> None:
+        """Beat once now (register; the master re-sends the runs already placed here and runs
+        a placement pass), then every ``interval`` seconds from a daemon thread, with the lease
+        watchdog in another one.
 
-    def beat(self) -> None:
-        """One heartbeat: the renewal, then (when it succeeded) a placement pass in this
-        thread."""
-        if self.renew():
-            self.place()
+        Raises:
+            BadRequestError: the master refused the host's registration (the message names
+                the field, e.g. a ``pool`` its admin's pools file does not list).
+        """
+        self.renew()
+        self.watchdog.start()
+        self._thread = threading.Thread(target=self._run, name="headway-host", daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
         # A fixed rate: the next renewal is due one interval after the previous one started.
@@ -171,49 +177,21 @@ class HostHeartbeat:
             if self._stop.wait(max(0.0, due - time.monotonic())):
                 return
             due = max(due, time.monotonic())  # after a stall: one renewal now, then on the beat
-            if self.renew():
-                self._place_due.set()
-
-    def _place_loop(self) -> None:
-        while True:
-            self._place_due.wait()
-            if self._stop.is_set():
-                return
-            self._place_due.clear()
-            self.place()
+            try:
+                self.renew()
+            except BadRequestError:
+                logger.exception("host %s: the master refused its heartbeat", self.spec.name)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """End the threads, then mark the host stopped (no more runs are placed here)."""
+        """End the thread, then mark the host stopped (no more runs are placed here)."""
         self._stop.set()
-        self._place_due.set()
-        for thread in (self._thread, self._placer):
-            if thread is not None:
-                thread.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
         self.watchdog.stop()
-        scheduling.host_stopped(name=self.spec.name)
+        link.api().host_stopped()
 
 
 _current: HostHeartbeat | None = None
-
-
-def check_pool() -> None:
-    """Stop this worker at start when its ``HEADWAY_RESOURCE_POOL`` is not one of the admin's
-    pools (its host would never get a run).
-
-    Raises:
-        WorkerShutdown: Celery's SystemExit for stopping a worker (a signal handler's Exception
-            would only be logged), with the message of ``registry.pools.check_worker_pool``.
-    """
-    from celery.exceptions import WorkerShutdown
-    from django.core.exceptions import ImproperlyConfigured
-
-    from registry.pools import check_worker_pool
-
-    try:
-        check_worker_pool(settings.HEADWAY_RESOURCE_POOL)
-    except ImproperlyConfigured as exc:
-        logger.critical("%s: this worker stops", exc)
-        raise WorkerShutdown(str(exc)) from None
 
 
 def start(consumer: Any = None) -> HostHeartbeat:
@@ -222,12 +200,16 @@ def start(consumer: Any = None) -> HostHeartbeat:
     global _current
     if _current is not None:
         return _current  # once per process: a second ready signal changes nothing
-    check_pool()
     spec = detect_host()
     heartbeat = HostHeartbeat(spec, settings.HEADWAY_HOST_HEARTBEAT_SECONDS)
     if consumer is not None:
         _consume(consumer, heartbeat.queue, spec.slots)
-    heartbeat.start()
+    try:
+        heartbeat.start()
+    except BadRequestError as exc:
+        # A signal handler's Exception would only be logged: WorkerShutdown stops the worker.
+        logger.critical("%s: this worker stops", exc)
+        raise WorkerShutdown(str(exc)) from None
     _current = heartbeat
     logger.info(
         "host %s: %s slot(s) %s (%s), queue %s, heartbeat every %g s",

@@ -1,15 +1,16 @@
 """What a trial process can reach of its worker: an environment allow-list and, optionally,
 a separate Unix user (``HEADWAY_TRIAL_USER``).
 
-Trial code is the experiment owner's code; the worker holds the server's secrets (``SECRET_KEY``,
-``DATABASE_URL``, ``REDIS_URL``, storage keys). So:
+Trial code is the experiment owner's code; the worker holds its host's secrets (the host
+token, the broker URL, storage keys). So:
 
 * the trial's environment is built from an allow-list (``trial_base_environment``): system and
   accelerator variables, the names in ``HEADWAY_TRIAL_ENV``, and the ``AWS_*`` variables only
   when the experiment's checkpoints go to S3 (the trial writes them there itself);
 * with ``HEADWAY_TRIAL_USER`` the worker (which must run as root for that) starts each trial as
-  that user, in a working directory only it can enter, and locks the worker's own files (SQLite
-  database, broker folders, logs) away from it. Processes of another user cannot read the
+  that user, in a working directory only it can enter, and locks the worker's own files
+  (``HEADWAY_VAR_DIR``: broker folders, logs; on the embedded setup the SQLite database too,
+  which ``manage.py serve`` locks as well) away from it. Processes of another user cannot read the
   worker's ``/proc/<pid>/environ`` either.
 
 docs/security.md ("Trial isolation") says what a trial can still reach.
@@ -25,8 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+from workers.config import AgentConfigError, settings
 
 # Variables of the worker's environment every trial keeps (harmless: where things are, locale,
 # proxies, CA bundles). Everything else is dropped unless listed in HEADWAY_TRIAL_ENV.
@@ -88,7 +88,7 @@ def trial_user() -> TrialUser | None:
     """The user of ``HEADWAY_TRIAL_USER`` (a name or a numeric uid), None when unset.
 
     Raises:
-        ImproperlyConfigured: the user does not exist, is the worker's own user, or the
+        AgentConfigError: the user does not exist, is the worker's own user, or the
             worker does not run as root (it could not switch to that user).
     """
     name = settings.HEADWAY_TRIAL_USER
@@ -97,13 +97,13 @@ def trial_user() -> TrialUser | None:
     try:
         entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
     except KeyError:
-        raise ImproperlyConfigured(f"HEADWAY_TRIAL_USER: no user {name!r} on this host") from None
+        raise AgentConfigError(f"HEADWAY_TRIAL_USER: no user {name!r} on this host") from None
     if entry.pw_uid == os.geteuid():
-        raise ImproperlyConfigured(
+        raise AgentConfigError(
             f"HEADWAY_TRIAL_USER={name!r} is the worker's own user: trials would keep its rights"
         )
     if os.geteuid() != 0:
-        raise ImproperlyConfigured(
+        raise AgentConfigError(
             f"HEADWAY_TRIAL_USER={name!r} needs the worker to run as root: it starts each trial "
             "as that user and gives it its working directory"
         )
@@ -122,7 +122,7 @@ def check_trial_user_runs_python(user: TrialUser, python: str | None = None) -> 
     and burn its ``max_restarts`` (issue #23).
 
     Raises:
-        ImproperlyConfigured: naming ``HEADWAY_TRIAL_USER``, the interpreter and the error.
+        AgentConfigError: naming ``HEADWAY_TRIAL_USER``, the interpreter and the error.
     """
     python = python or sys.executable
     env = trial_base_environment(os.environ, storage_type="", extra=settings.HEADWAY_TRIAL_ENV)
@@ -150,7 +150,7 @@ def check_trial_user_runs_python(user: TrialUser, python: str | None = None) -> 
             return
         lines = proc.stderr.strip().splitlines()
         reason = lines[-1] if lines else f"exit code {proc.returncode}"
-    raise ImproperlyConfigured(
+    raise AgentConfigError(
         f"HEADWAY_TRIAL_USER={user.name!r} cannot run the worker's Python {python} "
         f"(`{python} -c 'import headway'` as that user: {reason}); every trial would fail. "
         "Install Python and Headway where that user can read and run them (the Docker "
@@ -158,12 +158,7 @@ def check_trial_user_runs_python(user: TrialUser, python: str | None = None) -> 
     )
 
 
-def _chmod(path: Path, mode: int) -> None:
-    if path.exists():
-        path.chmod(mode)
-
-
-def lock_down_worker_files(user: TrialUser, *, database_file: Path | None = None) -> None:
+def lock_down_worker_files(user: TrialUser) -> None:
     """Make the worker's own files unreachable by ``user`` and the shared folders usable by it.
 
     ``HEADWAY_VAR_DIR`` can be crossed but not listed (0711) and everything in it loses its
@@ -171,8 +166,7 @@ def lock_down_worker_files(user: TrialUser, *, database_file: Path | None = None
     schedule...), except the folders trials need: ``HEADWAY_WORK_DIR`` can be crossed (0711;
     each run's folder is handed over by ``hand_over``), ``HEADWAY_CHECKPOINT_DIR`` belongs to
     ``user`` and its group, setgid and group-writable (trials write ``shared_fs`` checkpoints
-    there; a web server in that group deletes them). A ``database_file`` outside the folder
-    (with its ``-wal``/``-shm``) gets 0600. Idempotent.
+    there; a web server in that group deletes them). Idempotent.
     """
     var_dir = Path(settings.VAR_DIR).resolve()
     work_dir = Path(settings.HEADWAY_WORK_DIR).resolve()
@@ -185,9 +179,6 @@ def lock_down_worker_files(user: TrialUser, *, database_file: Path | None = None
             continue  # a shared folder, or one on the way to it
         if not entry.is_symlink():
             entry.chmod(entry.stat().st_mode & 0o700)
-    if database_file is not None:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            _chmod(Path(f"{database_file}{suffix}"), 0o600)
     work_dir.mkdir(parents=True, exist_ok=True)
     work_dir.chmod(0o711)
     checkpoints.mkdir(parents=True, exist_ok=True)
@@ -204,12 +195,3 @@ def hand_over(run_dir: Path, user: TrialUser) -> None:
             os.chown(os.path.join(root, name), user.uid, user.gid, follow_symlinks=False)
     os.chown(run_dir, user.uid, user.gid)
     run_dir.chmod(0o700)
-
-
-def sqlite_database_file() -> Path | None:
-    """The SQLite file of the default database, None on PostgreSQL (or an in-memory database)."""
-    database = settings.DATABASES["default"]
-    if database["ENGINE"] != "django.db.backends.sqlite3":
-        return None
-    name = str(database["NAME"])
-    return None if name.startswith(":memory:") or "mode=memory" in name else Path(name)

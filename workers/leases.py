@@ -2,16 +2,18 @@
 
 A run placed on this host (and each share of a run over several hosts) holds a lease on the
 host's slots from its claim on. The registry sees a lease as the row's ``heartbeat_at``; the
-host's heartbeat thread (``workers.hosts``) renews every lease this process holds in one
-statement per table, and each run's own loop renews its own (``workers.runner``). Here, on the
-host, a lease is valid until ``HEADWAY_LEASE_SECONDS`` after the *start* of its last renewal
-that succeeded: the row's ``heartbeat_at`` was written at or after that moment, so the host's
-view of a lease never ends later than the registry's.
+host's heartbeat (``workers.hosts``, one REST call) lists every lease this process holds and
+the master renews them with the host row, and each run's own loop renews its own
+(``workers.runner``). Here, on the host, a lease is valid until ``HEADWAY_LEASE_SECONDS`` (the
+master's, ``workers.config``) after the *start* of its last renewal that succeeded: the
+master wrote ``heartbeat_at`` at or after that moment, so the host's view of a lease never
+ends later than the master's.
 
-A lease that expires (the database or the network was unreachable for the lease period) makes
-the watchdog thread stop that run's process group itself: SIGTERM now, SIGKILL
-``HEADWAY_KILL_GRACE_SECONDS`` later, without touching the database (which may hang). It logs
-why in the worker's log at once and in the trial's log once the database answers again; the
+A lease that expires (the master or the network was unreachable for the lease period, or the
+host's token was revoked) makes the watchdog thread stop that run's process group itself:
+SIGTERM now, SIGKILL ``HEADWAY_KILL_GRACE_SECONDS`` later, without calling the master (which
+may hang). It logs why in the worker's log at once and in the trial's log once the master
+answers again; the
 run's exit is then reported as lost (re-queued, not counted as a restart). The registry treats
 the run as lost only ``HEADWAY_LEASE_MARGIN_SECONDS`` after the lease, a margin above the kill
 grace: by then no rank of it runs here, so its slots are never booked twice. Kubernetes' node
@@ -28,14 +30,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from django.conf import settings
-from django.db.models import Q
-
-from registry import scheduling
+from workers.config import settings
 from workers.supervision import ProcessGroupKiller
 
 logger = logging.getLogger("headway.worker")
+
+T = TypeVar("T")
 
 RUN = "run"
 SHARE = "share"
@@ -43,20 +45,20 @@ SHARE = "share"
 
 @dataclasses.dataclass(eq=False)
 class Lease:
-    """One run's (``kind`` RUN, ``pk`` a TrialRun id) or share's (SHARE, a RunShare id) lease.
+    """One run's (``kind`` RUN, ``node_rank`` 0) or share's (SHARE, its node rank) lease.
 
     Attributes:
         renewed (float): ``time.monotonic()`` at the start of the last renewal that succeeded
             (the claim counts as one).
         expired (str): why the lease expired (empty while valid); set once, never cleared.
         killer: the process group to stop, once the process started.
-        note: appends a line to the trial's log (buffered until the database answers).
+        note: appends a line to the trial's log (buffered until the master answers).
     """
 
     kind: str
-    pk: int
     trial_id: int
     run_id: int
+    node_rank: int
     renewed: float
     expired: str = ""
     killer: ProcessGroupKiller | None = None
@@ -95,24 +97,28 @@ class Lease:
         return self.renewed + settings.HEADWAY_LEASE_SECONDS - now
 
 
-_held: dict[tuple[str, int], Lease] = {}
+_held: dict[tuple[str, int, int, int], Lease] = {}
 _lock = threading.Lock()
 
 
-def hold(kind: str, pk: int, trial_id: int, run_id: int, claimed: float) -> Lease:
-    """Start holding the lease of a run or share claimed by a call that started at ``claimed``
-    (monotonic)."""
-    lease = Lease(kind, pk, trial_id, run_id, renewed=claimed)
+def _key(lease: Lease) -> tuple[str, int, int, int]:
+    return (lease.kind, lease.trial_id, lease.run_id, lease.node_rank)
+
+
+def hold(kind: str, trial_id: int, run_id: int, node_rank: int, claimed: float) -> Lease:
+    """Start holding the lease of a run (``node_rank`` 0) or share claimed by a call that
+    started at ``claimed`` (monotonic)."""
+    lease = Lease(kind, trial_id, run_id, node_rank, renewed=claimed)
     with _lock:
-        _held[(kind, pk)] = lease
+        _held[_key(lease)] = lease
     return lease
 
 
 def release(lease: Lease) -> None:
     """The run's process ended and its exit is being reported: nothing to renew or stop."""
     with _lock:
-        if _held.get((lease.kind, lease.pk)) is lease:
-            del _held[(lease.kind, lease.pk)]
+        if _held.get(_key(lease)) is lease:
+            del _held[_key(lease)]
 
 
 def held() -> list[Lease]:
@@ -121,24 +127,29 @@ def held() -> list[Lease]:
         return list(_held.values())
 
 
-def renew() -> int:
-    """Renew every valid lease this process holds (one UPDATE per table); return how many rows
-    were renewed. Raises the database's error when it is unreachable (the leases then age)."""
+Renewal = Callable[[list[tuple[int, int]], list[tuple[int, int, int]]], T]
+
+
+def renew(send: Renewal[T]) -> T:
+    """Renew every valid lease this process holds: ``send(runs, shares)`` (the host's
+    heartbeat: ``(trial_id, run_id)`` and ``(trial_id, run_id, node_rank)``) must have the
+    master renew them all; its answer is returned. Its error is raised when the master is
+    unreachable (the leases then age)."""
     started = time.monotonic()
     leases = [lease for lease in held() if not lease.expired]
-    runs = [lease.pk for lease in leases if lease.kind == RUN]
-    shares = [lease.pk for lease in leases if lease.kind == SHARE]
-    count = scheduling.renew_leases(
-        runs=Q(id__in=runs) if runs else None, shares=Q(id__in=shares) if shares else None
-    )
+    runs = [(lease.trial_id, lease.run_id) for lease in leases if lease.kind == RUN]
+    shares = [
+        (lease.trial_id, lease.run_id, lease.node_rank) for lease in leases if lease.kind == SHARE
+    ]
+    answer = send(runs, shares)
     for lease in leases:
         lease.renewed_at(started)
-    return count
+    return answer
 
 
 def check(now: float | None = None) -> list[Lease]:
     """Expire the leases whose time is up (stopping their processes) and escalate the kills of
-    expired ones; return the leases that expired in this call. Never touches the database."""
+    expired ones; return the leases that expired in this call. Never calls the master."""
     now = time.monotonic() if now is None else now
     newly: list[Lease] = []
     for lease in held():
@@ -149,8 +160,8 @@ def check(now: float | None = None) -> list[Lease]:
                 lease.expired = (
                     f"this host could not renew the lease of trial {lease.trial_id} run "
                     f"{lease.run_id} for {overdue:.0f} s (HEADWAY_LEASE_SECONDS="
-                    f"{settings.HEADWAY_LEASE_SECONDS:g}): the database or the master is "
-                    "unreachable"
+                    f"{settings.HEADWAY_LEASE_SECONDS:g}): the master is unreachable or "
+                    "refused this host"
                 )
         if due:
             newly.append(lease)
@@ -164,6 +175,25 @@ def check(now: float | None = None) -> list[Lease]:
             if message and lease.note is not None:
                 lease.note(message)
     return newly
+
+
+def expire_all(why: str) -> int:
+    """End every lease this process holds at once (``why``: the master refused this host's
+    token), logged in the worker's and each trial's log; the next ``check()`` (a fraction of
+    a second later) stops their processes. Returns how many ended."""
+    ended = []
+    with _lock:
+        for lease in _held.values():
+            if not lease.expired:
+                lease.expired = why
+                ended.append(lease)
+    for lease in ended:
+        logger.error(
+            "trial %s run %s: %s: stopping its processes", lease.trial_id, lease.run_id, why
+        )
+        if lease.note is not None:
+            lease.note(f"[headway] {why}: stopping the trial's processes")
+    return len(ended)
 
 
 def attach(lease: Lease, killer: ProcessGroupKiller, note: Callable[[str], None]) -> None:

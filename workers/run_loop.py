@@ -2,9 +2,10 @@
 
 ``workers.runner`` starts the process (its own process group, under ``headway.exec.guard``),
 then calls ``supervise`` (the chief's part of a run) or ``supervise_share`` (another host's part)
-until the process's output ends. The loop copies output lines into ``TrialLog`` rows in batches
-(``LogWriter``), renews the run's lease with each heartbeat (``workers.leases``), checks for a
-kill request or a failed host of the run, and escalates a scheduled kill (SIGTERM, then SIGKILL).
+until the process's output ends. The loop sends output lines to the trial's log in batches
+(``LogWriter``, one REST call a batch), renews the run's lease with each heartbeat
+(``workers.leases``), learns of a kill request from the heartbeat's answer, checks for a failed
+host of the run, and escalates a scheduled kill (SIGTERM, then SIGKILL).
 """
 
 from __future__ import annotations
@@ -13,20 +14,19 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TextIO
 
-from django.conf import settings
-from django.utils import timezone
-
+from headway.client import wire
 from headway.exec.loglines import clean_line, read_lines
-from registry import lifecycle
-from registry.models import RunShare, StopReason, TrialLog, TrialRun
-from workers import db_outage, distributed, leases, supervision
+from workers import distributed, leases, link, outage, supervision
+from workers.config import settings
 
 EOF = object()  # put on the lines queue after the process's last line
-_LOG_INSERT_BATCH = 500  # rows an INSERT: bounds one statement's size (lines are cut too)
+LOG_BATCH = 500  # lines a call: bounds one request's size (lines are cut too)
 
 
-def pump(stream, lines: queue.Queue) -> None:
+def pump(stream: TextIO, lines: queue.Queue[object]) -> None:
     """Thread body: put each line of ``stream`` (NUL-free, cut to the line limit) on ``lines``,
     then ``EOF``."""
     for line in read_lines(stream, settings.HEADWAY_MAX_LOG_LINE_CHARS):  # NUL-free, cut
@@ -35,48 +35,45 @@ def pump(stream, lines: queue.Queue) -> None:
 
 
 class LogWriter:
-    """Batches a run's output lines into ``TrialLog`` rows (few inserts, bounded delay).
+    """Batches a run's output lines (or its share ``node_rank``'s) into calls to the master
+    (few calls, bounded delay); each line keeps the time it was written.
 
     Thread-safe: the lease watchdog adds lines too (workers/leases.py). A failed flush keeps its
-    lines for the next one."""
+    lines for the next one, so none is lost or sent twice while the master is away."""
 
-    def __init__(self, trial_id: int, run_id: int) -> None:
+    def __init__(self, trial_id: int, run_id: int, node_rank: int = 0) -> None:
         self.trial_id = trial_id
         self.run_id = run_id
-        self.pending: list[TrialLog] = []
+        self.node_rank = node_rank
+        self.pending: list[tuple[str, datetime]] = []
         self._lock = threading.Lock()
 
     def add(self, message: str) -> None:
-        line = TrialLog(
-            trial_id=self.trial_id,
-            run_id=self.run_id,
-            message=clean_line(message, settings.HEADWAY_MAX_LOG_LINE_CHARS),
-            timestamp=timezone.now(),
-        )
+        """Queue one line (cleaned and cut as the master stores it)."""
+        line = (clean_line(message, settings.HEADWAY_MAX_LOG_LINE_CHARS), datetime.now(UTC))
         with self._lock:
             self.pending.append(line)
 
     def flush(self) -> None:
-        with self._lock:
-            batch, self.pending = self.pending, []
-        if not batch:
-            return
-        try:
-            TrialLog.objects.bulk_create(batch, batch_size=_LOG_INSERT_BATCH)
-        except BaseException:
+        """Send the queued lines, ``LOG_BATCH`` a call; raise the master's error (the lines
+        not sent stay queued, in order)."""
+        while True:
             with self._lock:
-                self.pending[:0] = batch  # in order, before what came meanwhile
-            raise
-
-
-def _stop_requested(run: TrialRun) -> str:
-    row = TrialRun.objects.filter(id=run.id).values_list("stop_requested", flat=True).first()
-    return row or StopReason.NONE
+                batch = self.pending[:LOG_BATCH]
+            if not batch:
+                return
+            api = link.api()
+            if self.node_rank:
+                api.share_logs(self.trial_id, self.run_id, self.node_rank, batch)
+            else:
+                api.run_logs(self.trial_id, self.run_id, batch)
+            with self._lock:
+                del self.pending[: len(batch)]
 
 
 def _pump_output(
     killer: supervision.ProcessGroupKiller,
-    lines: queue.Queue,
+    lines: queue.Queue[object],
     logs: LogWriter,
     *,
     on_flush: Callable[[], None],
@@ -85,12 +82,15 @@ def _pump_output(
 ) -> None:
     """Copy output to the logs until the process ends: flush them every
     ``HEADWAY_LOG_FLUSH_SECONDS`` (then ``on_flush()``: is a kill due?), ``on_beat()`` every
-    ``HEADWAY_HEARTBEAT_SECONDS``, and escalate a scheduled kill.
+    ``HEADWAY_HEARTBEAT_SECONDS`` or ``HEADWAY_STOP_POLL_SECONDS`` if shorter, and escalate a
+    scheduled kill.
 
-    A database outage shorter than ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS`` is ridden out (lines
-    wait in memory, calls are retried: workers/db_outage.py); a longer one stops the process,
-    since the reaper may then give its trial to another host."""
+    An outage of the master shorter than ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS`` is ridden out
+    (lines wait in memory, calls are retried: workers/outage.py); a longer one stops the
+    process, since the master may then give its trial to another host."""
     flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
+    # The heartbeat's answer carries the run's stop request: a kill waits at most this long.
+    beat_every = min(settings.HEADWAY_HEARTBEAT_SECONDS, settings.HEADWAY_STOP_POLL_SECONDS)
     last_flush = last_beat = time.monotonic()
 
     def beat() -> None:
@@ -100,7 +100,7 @@ def _pump_output(
         if lease is not None:
             lease.renewed_at(started)
 
-    outage = db_outage.DatabaseOutage(settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
+    master = outage.MasterOutage(settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
     while True:
         try:
             item = lines.get(timeout=flush_every)
@@ -108,20 +108,20 @@ def _pump_output(
             item = None
         if item is EOF:
             return
-        if item is not None:
+        if isinstance(item, str):
             logs.add(item)
         now = time.monotonic()
-        if now - last_flush >= flush_every or len(logs.pending) >= 500:
+        if now - last_flush >= flush_every or len(logs.pending) >= LOG_BATCH:
             # No pending line: no call, so an outage's clock is not reset by a no-op flush.
-            if not logs.pending or outage.attempt(logs.flush):
-                outage.attempt(on_flush)
+            if not logs.pending or master.attempt(logs.flush):
+                master.attempt(on_flush)
             last_flush = now
-        if now - last_beat >= settings.HEADWAY_HEARTBEAT_SECONDS and outage.attempt(beat):
+        if now - last_beat >= beat_every and master.attempt(beat):
             last_beat = now
-        if outage.exceeded and not killer.scheduled:
+        if master.exceeded and not killer.scheduled:
             logs.add(
-                f"[headway] the database was unreachable for {outage.budget:g} s "
-                f"({outage.last_error}): stopping the trial (its run is re-queued)"
+                f"[headway] the master was unreachable for {master.budget:g} s "
+                f"({master.last_error}): stopping the trial (its run is re-queued)"
             )
             killer.schedule()
         message = killer.escalate()
@@ -130,18 +130,24 @@ def _pump_output(
 
 
 def supervise(
-    run: TrialRun,
+    spec: wire.LaunchSpec,
     killer: supervision.ProcessGroupKiller,
-    lines: queue.Queue,
+    lines: queue.Queue[object],
     logs: LogWriter,
     watch: distributed.ShareWatch | None = None,
     lease: leases.Lease | None = None,
 ) -> None:
     """Copy output to the logs, heartbeat, and signal the process when a kill is due (a kill
-    request, or another host of the run failing)."""
+    request in a heartbeat's answer, or another host of the run failing)."""
+    kill = threading.Event()
+
+    def beat() -> None:
+        status = link.api().run_heartbeat(spec.trial_id, spec.run_id)
+        if status.stop_requested == "kill":
+            kill.set()
 
     def check_kill() -> None:
-        if not killer.scheduled and _stop_requested(run) == StopReason.KILL:
+        if not killer.scheduled and kill.is_set():
             logs.add("[headway] kill requested")
             killer.schedule()
         message = watch.check() if watch is not None and not killer.scheduled else None
@@ -149,40 +155,31 @@ def supervise(
             logs.add(message)
             killer.schedule()
 
-    _pump_output(
-        killer,
-        lines,
-        logs,
-        on_flush=check_kill,
-        on_beat=lambda: lifecycle.trial_run_heartbeat(trial_id=run.trial_id, run_id=run.run_id),
-        lease=lease,
-    )
+    _pump_output(killer, lines, logs, on_flush=check_kill, on_beat=beat, lease=lease)
 
 
 def supervise_share(
-    share: RunShare,
+    spec: wire.LaunchSpec,
     killer: supervision.ProcessGroupKiller,
-    lines: queue.Queue,
+    lines: queue.Queue[object],
     logs: LogWriter,
     lease: leases.Lease | None = None,
 ) -> None:
     """A share's loop: logs and heartbeat as the chief's; its ranks are stopped when the run is
     killed at once, and when the run ended (the chief's ranks are gone) after the grace time."""
+    gone = {"state": ""}
+
+    def beat() -> None:
+        gone["state"] = distributed.run_gone(spec)
 
     def check_run() -> None:
-        gone = "" if killer.scheduled else distributed.run_gone(share.run_id)
-        if gone == "kill":
-            logs.add(f"[headway] node {share.node_rank}: kill requested")
+        if killer.scheduled:
+            return
+        if gone["state"] == "kill":
+            logs.add(f"[headway] node {spec.node_rank}: kill requested")
             killer.schedule()
-        elif gone == "ended":
-            logs.add(f"[headway] node {share.node_rank}: the run ended on the chief host")
+        elif gone["state"] == "ended":
+            logs.add(f"[headway] node {spec.node_rank}: the run ended on the chief host")
             killer.schedule(delay=settings.HEADWAY_KILL_GRACE_SECONDS)
 
-    _pump_output(
-        killer,
-        lines,
-        logs,
-        on_flush=check_run,
-        on_beat=lambda: distributed.share_heartbeat(share),
-        lease=lease,
-    )
+    _pump_output(killer, lines, logs, on_flush=check_run, on_beat=beat, lease=lease)

@@ -9,11 +9,11 @@ on one host's local disk while the others resume from nothing (issue #21, sectio
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from django.conf import settings
-
+from headway.client import wire
 from headway.storage import _shared_fs_check as shared_fs_check
-from registry.models import RunShare, TrialRun
+from workers.config import settings
 from workers.distributed import NodePlan
 
 
@@ -21,18 +21,19 @@ class SharedStorageRefused(Exception):
     """A ``shared_fs`` storage this host does not share with the run's chief host."""
 
 
-def _storage(run: TrialRun) -> dict:
-    return (run.trial.experiment.config or {}).get("checkpoint_storage") or {}
+def _storage(spec: wire.LaunchSpec) -> dict[str, Any]:
+    storage = spec.experiment_config.get("checkpoint_storage") or {}
+    return storage if isinstance(storage, dict) else {}
 
 
-def marker_writer(run: TrialRun) -> Callable[[str], None] | None:
+def marker_writer(spec: wire.LaunchSpec) -> Callable[[str], None] | None:
     """What the chief does before publishing its rendezvous ``address:port`` to the other
     hosts: write it as the run's marker into its ``shared_fs`` storage; None for other
     storage types (S3 is one store for every host by construction)."""
-    base = shared_fs_check.shared_fs_base(_storage(run))
+    base = shared_fs_check.shared_fs_base(_storage(spec))
     if base is None:
         return None
-    trial_id, run_id = run.trial_id, run.run_id
+    trial_id, run_id = spec.trial_id, spec.run_id
 
     def write(value: str) -> None:
         shared_fs_check.write_marker(base, trial_id, run_id, value)
@@ -40,25 +41,26 @@ def marker_writer(run: TrialRun) -> Callable[[str], None] | None:
     return write
 
 
-def check_share(run: TrialRun, share: RunShare, node: NodePlan) -> None:
+def check_share(spec: wire.LaunchSpec, node: NodePlan) -> None:
     """Refuse this host's share before any rank starts when it does not see the marker the
     chief wrote into the run's ``shared_fs`` storage (one file read).
 
     Raises:
         SharedStorageRefused: naming the storage and both hosts.
     """
-    storage = _storage(run)
+    storage = _storage(spec)
     base = shared_fs_check.shared_fs_base(storage)
     value = f"{node.chief_addr}:{node.port}"
-    if base is None or shared_fs_check.marker_matches(base, run.trial_id, run.run_id, value):
+    if base is None or shared_fs_check.marker_matches(base, spec.trial_id, spec.run_id, value):
         return
-    chief = run.host.name if run.host is not None else node.chief_addr
-    this = share.host.name if share.host is not None else settings.HEADWAY_HOST_NAME
-    raise SharedStorageRefused(shared_fs_check.refusal(storage, chief, [this]))
+    chief = spec.chief_host or node.chief_addr
+    raise SharedStorageRefused(
+        shared_fs_check.refusal(storage, chief, [settings.HEADWAY_HOST_NAME])
+    )
 
 
-def forget(run: TrialRun) -> None:
+def forget(spec: wire.LaunchSpec) -> None:
     """Remove the run's marker once its chief's part ended (nothing for other storage)."""
-    base = shared_fs_check.shared_fs_base(_storage(run))
+    base = shared_fs_check.shared_fs_base(_storage(spec))
     if base is not None:
-        shared_fs_check.remove_marker(base, run.trial_id, run.run_id)
+        shared_fs_check.remove_marker(base, spec.trial_id, spec.run_id)

@@ -18,10 +18,9 @@ import sys
 import threading
 import time
 
-from django.conf import settings
-
 from headway.core._preempt import LISTENING_FILE
-from registry import lifecycle
+from workers import link
+from workers.config import settings
 
 logger = logging.getLogger("headway.worker")
 
@@ -90,20 +89,22 @@ def guarded(command: list[str], lease_file: str | None = None) -> list[str]:
     ]  # fmt: skip
 
 
-_active: dict[tuple[int, int], ProcessGroupKiller] = {}
+_active: dict[tuple[int, int, int], ProcessGroupKiller] = {}
 _lock = threading.Lock()
 shutting_down = threading.Event()
 
 
-def register(trial_id: int, run_id: int, killer: ProcessGroupKiller) -> None:
-    """Track a running process so worker shutdown can preempt it."""
+def register(trial_id: int, run_id: int, killer: ProcessGroupKiller, node_rank: int = 0) -> None:
+    """Track a running process (a run's chief part, or share ``node_rank``) so worker
+    shutdown can preempt it."""
     with _lock:
-        _active[(trial_id, run_id)] = killer
+        _active[(trial_id, run_id, node_rank)] = killer
 
 
-def unregister(trial_id: int, run_id: int) -> None:
+def unregister(trial_id: int, run_id: int, node_rank: int = 0) -> None:
+    """The process ended: nothing to preempt."""
     with _lock:
-        _active.pop((trial_id, run_id), None)
+        _active.pop((trial_id, run_id, node_rank), None)
 
 
 def _listening(trial_id: int, run_id: int) -> bool:
@@ -128,8 +129,13 @@ def preempt_all_runs(grace: float) -> int:
     shutting_down.set()
     with _lock:
         running = list(_active.items())
-    for (trial_id, run_id), killer in running:
+    for (trial_id, run_id, node_rank), killer in running:
         logger.warning("worker shutting down: preempting trial %s run %s", trial_id, run_id)
-        lifecycle.trial_run_preempt(trial_id=trial_id, run_id=run_id)
+        if node_rank == 0:
+            # The chief's host asks the run to checkpoint; a share's ranks follow the chief.
+            try:
+                link.api().run_preempt(trial_id, run_id)
+            except Exception:
+                logger.exception("could not ask trial %s run %s to stop", trial_id, run_id)
         killer.schedule(delay=grace if _listening(trial_id, run_id) else 0.0)
     return len(running)

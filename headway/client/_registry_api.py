@@ -170,10 +170,14 @@ class RegistryAPI:
         """The worker shuts down: ask the run to checkpoint and stop (it resumes elsewhere)."""
         return self._call("run_preempt", wire.RunStatus, trial_id=trial_id, run_id=run_id)
 
-    def run_exit(self, trial_id: int, run_id: int, exit_code: int | None) -> wire.RunStatus:
-        """Report the run's exit (``None``: stopped by the host, not the trial's failure)."""
+    def run_exit(
+        self, trial_id: int, run_id: int, exit_code: int | None, reason: str = ""
+    ) -> wire.RunStatus:
+        """Report the run's exit (``None``: stopped by the host, not the trial's failure;
+        ``reason`` says why, e.g. ``host gpu-b lost its lease``)."""
         ids = {"trial_id": trial_id, "run_id": run_id}
-        return self._call("run_exit", wire.RunStatus, {"exit_code": exit_code}, **ids)
+        body = {"exit_code": exit_code, "reason": reason[:500]}
+        return self._call("run_exit", wire.RunStatus, body, **ids)
 
     def run_logs(self, trial_id: int, run_id: int, lines: Iterable[LogLine]) -> wire.LogsAccepted:
         """Append output lines (text, or ``(text, timestamp)``) to the trial's logs."""

@@ -71,6 +71,11 @@ class HostInfo(WireModel):
         heartbeat_at (datetime | None): the heartbeat just recorded (None once stopped).
         redispatched (int): runs placed on it whose tasks were sent again (``redispatch``).
         renewed (int): leases renewed (runs and shares listed, placed here, not EXITED).
+        heartbeat_seconds (float): how often the master expects this host to beat
+            (``HEADWAY_HOST_HEARTBEAT_SECONDS``), ``lease_seconds`` how long a renewal holds
+            (``HEADWAY_LEASE_SECONDS``), ``kill_grace_seconds`` SIGTERM-to-SIGKILL
+            (``HEADWAY_KILL_GRACE_SECONDS``): the master's values, so host and master never
+            disagree on when a lease ends (docs/scheduling.md).
     """
 
     name: str
@@ -83,6 +88,9 @@ class HostInfo(WireModel):
     heartbeat_at: datetime | None
     redispatched: int = 0
     renewed: int = 0
+    heartbeat_seconds: float = 10.0
+    lease_seconds: float = 30.0
+    kill_grace_seconds: float = 10.0
 
 
 class Claim(WireModel):
@@ -116,6 +124,7 @@ class LaunchSpec(WireModel):
         run_slots (int): the chief part's slots; with ``shares``, the run's world size is
             ``run_slots + sum(share.slots)``.
         shares (list[SharePart]): the other hosts' parts (empty for a one-host run).
+        chief_host (str | None): the host of the run's chief part (node 0).
         model_definition_bytes (int): size of the archive ``model-definition/`` returns.
     """
 
@@ -134,6 +143,7 @@ class LaunchSpec(WireModel):
     gpu: bool
     run_slots: int
     shares: list[SharePart] = Field(default_factory=list)
+    chief_host: str | None = None
     model_definition_bytes: int
 
 
@@ -186,13 +196,20 @@ class Rendezvous(WireModel):
 
 
 class ShareStatus(WireModel):
-    """One share as the chief's host watches it."""
+    """One share as the chief's host watches it.
+
+    Attributes:
+        problem (str): "" while the share is fine; else ``"failed: <why>"`` (it exited non-zero:
+            the run fails) or ``"lost: <why>"`` (its host is gone, its lease lapsed or it never
+            started: the run is re-queued, not counted), judged on the master's clock.
+    """
 
     node_rank: int
     host: str | None
     state: str
     exit_code: int | None
     heartbeat_at: datetime | None
+    problem: str = ""
 
 
 class ShareStatusList(WireModel):

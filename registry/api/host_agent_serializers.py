@@ -80,6 +80,13 @@ class ExitRequestSerializer(StrictSerializer):
     exit_code = serializers.IntegerField(min_value=-_INT32, max_value=_INT32, allow_null=True)
 
 
+class RunExitRequestSerializer(ExitRequestSerializer):
+    """A run's exit; ``reason``: why a run its host stopped (exit code null) was lost, e.g.
+    ``host gpu-b lost its lease``, for the trial's message."""
+
+    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
 class LogLineRequestSerializer(StrictSerializer):
     """One output line, with when it was printed (default: when it arrives)."""
 

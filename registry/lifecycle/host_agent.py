@@ -12,7 +12,7 @@ claim, state, heartbeat and the rendezvous (the same functions ``workers.distrib
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
@@ -118,6 +118,17 @@ def _renew_leases(host: str, runs: Sequence[dict], shares: Sequence[dict]) -> in
     )
 
 
+def host_timing() -> dict[str, float]:
+    """The master's heartbeat interval, lease and kill grace (seconds), sent with every
+    heartbeat answer: the host stops a run whose lease it could not renew by these, so the
+    two sides never disagree on when a lease ends (``HostInfo``)."""
+    return {
+        "heartbeat_seconds": settings.HEADWAY_HOST_HEARTBEAT_SECONDS,
+        "lease_seconds": settings.HEADWAY_LEASE_SECONDS,
+        "kill_grace_seconds": settings.HEADWAY_KILL_GRACE_SECONDS,
+    }
+
+
 def host_stop(host: str) -> None:
     """The host's worker shuts down: no run is placed on it any more (``host_stopped``)."""
     scheduling.host_stopped(name=host)
@@ -173,11 +184,14 @@ def run_preempt(host: str, trial_id: int, run_id: int) -> TrialRun:
     return _fresh(trial_id, run_id)
 
 
-def run_exit(host: str, trial_id: int, run_id: int, *, exit_code: int | None) -> TrialRun:
+def run_exit(
+    host: str, trial_id: int, run_id: int, *, exit_code: int | None, reason: str = ""
+) -> TrialRun:
     """Record the run's exit (``trial_run_exited``; ``None``: stopped by the host, not by the
-    trial's code) and let the lifecycle decide what is next. A repeated report changes nothing."""
+    trial's code, ``reason`` saying why) and let the lifecycle decide what is next. A repeated
+    report changes nothing."""
     placed_run(host, trial_id, run_id)
-    trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code)
+    trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code, reason=reason)
     return _fresh(trial_id, run_id)
 
 
@@ -279,6 +293,7 @@ def launch_spec(host: str, trial_id: int, run_id: int, node_rank: int = 0) -> di
         "gpu": bool(part_host is not None and part_host.gpu),
         "run_slots": run.slots,
         "shares": shares,
+        "chief_host": run.host.name if run.host is not None else None,
         "model_definition_bytes": archive_size or 0,
     }
 
@@ -351,14 +366,38 @@ def run_publish_rendezvous(
 
 
 def run_shares(host: str, trial_id: int, run_id: int) -> list[dict]:
-    """The run's shares as its chief's host watches them (state, exit code, last heartbeat)."""
+    """The run's shares as its chief's host watches them: state, exit code, last heartbeat
+    and the ``problem`` judged here, on the master's clock (``share_problem``)."""
     run = placed_run(host, trial_id, run_id)
-    return [
-        {"node_rank": rank, "host": name, "state": state, "exit_code": code, "heartbeat_at": beat}
-        for rank, name, state, code, beat in RunShare.objects.filter(run=run).values_list(
-            "node_rank", "host__name", "state", "exit_code", "heartbeat_at"
+    now = timezone.now()
+    lapsed = now - scheduling.lease_expiry()  # a lease older than this: its ranks are gone
+    unrenewed = now - timedelta(seconds=settings.HEADWAY_LEASE_SECONDS)
+    shares = []
+    for rank, name, state, code, beat, host_beat in RunShare.objects.filter(run=run).values_list(
+        "node_rank", "host__name", "state", "exit_code", "heartbeat_at", "host__heartbeat_at"
+    ):
+        where = f"node {rank} (host {name})"
+        problem = ""
+        if state == RunState.EXITED and code is None:
+            problem = f"lost: host {name} lost: {where} stopped without an exit code"
+        elif state == RunState.EXITED and code != 0:
+            problem = f"failed: {where} exited with code {code}"
+        elif state == RunState.QUEUED and (host_beat is None or host_beat < unrenewed):
+            # Its host stopped, or has renewed nothing for a lease: the share cannot start.
+            problem = f"lost: host {name} lost: {where} cannot start"
+        elif state in (RunState.STARTING, RunState.RUNNING) and beat is not None and beat < lapsed:
+            problem = f"lost: host {name} lost: {where} stopped heartbeating (its lease lapsed)"
+        shares.append(
+            {
+                "node_rank": rank,
+                "host": name,
+                "state": state,
+                "exit_code": code,
+                "heartbeat_at": beat,
+                "problem": problem,
+            }
         )
-    ]
+    return shares
 
 
 def share_claim(host: str, trial_id: int, run_id: int, node_rank: int, *, worker: str) -> bool:

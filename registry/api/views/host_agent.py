@@ -74,7 +74,8 @@ class HostHeartbeatView(HostAgentView):
         data = self.body(bodies.HostHeartbeatRequestSerializer)
         row, resent, renewed = agent.host_beat(self.host, **data)
         fields = {f: getattr(row, f) for f in wire.HostInfo.model_fields if hasattr(row, f)}
-        return answer(wire.HostInfo, fields | {"redispatched": resent, "renewed": renewed})
+        extra = {"redispatched": resent, "renewed": renewed} | agent.host_timing()
+        return answer(wire.HostInfo, fields | extra)
 
 
 class HostStoppedView(HostAgentView):
@@ -161,13 +162,17 @@ class RunExitView(HostAgentView):
     @extend_schema(
         tags=TAG,
         summary="Report a run's exit",
-        request=bodies.ExitRequestSerializer,
+        request=bodies.RunExitRequestSerializer,
         responses={200: wire.RunStatus},
     )
     def post(self, request, trial_id: int, run_id: int):
         """The lifecycle decides what is next (completed, re-queued, restarted, error)."""
-        code = self.body(bodies.ExitRequestSerializer)["exit_code"]
-        return _run_status(agent.run_exit(self.host, trial_id, run_id, exit_code=code))
+        data = self.body(bodies.RunExitRequestSerializer)
+        return _run_status(
+            agent.run_exit(
+                self.host, trial_id, run_id, exit_code=data["exit_code"], reason=data["reason"]
+            )
+        )
 
 
 class RunLogsView(HostAgentView):

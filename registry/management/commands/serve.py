@@ -1,10 +1,10 @@
-"""``python manage.py serve``: the web server and one worker in the foreground (``make serve``)."""
+"""``python manage.py serve``: the web server, the master's worker and this machine's host agent
+in the foreground (``make serve``; ``config.services``)."""
 
 from django.core.management.base import BaseCommand
 
 from config.env import envint, envstr
-from workers import isolation
-from workers.services import Services, exposure_warning
+from config.services import Services, exposure_warning
 
 
 class Command(BaseCommand):
@@ -24,9 +24,6 @@ class Command(BaseCommand):
         if warning:
             self.stderr.write(warning)
             self.stderr.flush()
-        user = isolation.trial_user()
-        if user is not None:
-            isolation.check_trial_user_runs_python(user)
         services = Services(port=port, concurrency=slots, bind=bind)
         try:
             services.start()

@@ -1,0 +1,53 @@
+"""The master's Celery tasks: the lost-run reaper, checkpoint GC and experiment deletion.
+
+They run in the master's worker (``celery -A config worker -Q <HEADWAY_QUEUE> -B``), which
+opens the database; worker hosts run ``workers`` (the host agent), which never does.
+"""
+
+from celery import shared_task
+
+
+@shared_task(name="headway.reap_lost_runs", ignore_result=True, expires=60)
+def reap_lost_runs() -> None:
+    """Re-queue trials whose lease expired (not counted as restarts), place queued runs, and
+    send again the tasks of placed runs no worker claimed (sent every
+    ``HEADWAY_REAPER_INTERVAL_SECONDS`` by Celery beat)."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from registry import lifecycle
+    from registry.scheduling import place_queued_runs, redispatch_unclaimed_runs
+
+    lifecycle.reap_lost_runs()  # runs and shares whose lease expired plus its margin
+    place_queued_runs()  # also a periodic safety net for passes that failed
+    # Placed runs whose task message was lost (no worker claimed them).
+    redispatch_unclaimed_runs(timeout=timedelta(seconds=settings.HEADWAY_DISPATCH_TIMEOUT_SECONDS))
+
+
+@shared_task(
+    name="headway.checkpoint_gc",
+    acks_late=True,  # idempotent: claims are conditional UPDATEs, storage deletes are repeatable
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def checkpoint_gc(experiment_id: int, orphans: bool = True) -> None:
+    """One checkpoint GC pass over an experiment: retention, retries and (with ``orphans``)
+    orphaned files (``registry.lifecycle.checkpoint_gc``)."""
+    from registry.lifecycle import checkpoint_gc as run
+
+    run(experiment_id=experiment_id, orphans=orphans)
+
+
+@shared_task(
+    name="headway.experiment_delete",
+    acks_late=True,  # idempotent: acts only on a DELETING experiment
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def experiment_delete(experiment_id: int) -> None:
+    """Delete a DELETING experiment's stored checkpoints, then its rows
+    (``registry.lifecycle.experiment_delete_run``)."""
+    from registry.lifecycle import experiment_delete_run
+
+    experiment_delete_run(experiment_id=experiment_id)

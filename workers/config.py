@@ -1,0 +1,180 @@
+"""The host agent's settings, read from its environment (no Django, no database settings).
+
+A worker host needs three things from its admin (docs/deployment.md, "Adding a GPU host"):
+``HEADWAY_MASTER`` (the master's URL), ``HEADWAY_HOST_TOKEN`` (its host token, ``manage.py
+headway_host_token NAME --create``) and the broker (``HEADWAY_BROKER_URL``, or ``REDIS_URL``).
+Everything else has a default. The lease timing (heartbeat interval, lease, kill grace) is the
+master's: every heartbeat answer carries it (``headway.client.HostInfo``) and ``adopt_timing``
+applies it, so the two sides never disagree on when a lease ends; the variables of the same
+names only set the values used before the first answer.
+
+``settings`` is one mutable object read at import; tests and ``manage.py serve`` set the
+environment of the agent process, in-process tests ``configure(**values)``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+HOST_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}"
+DEFAULT_MAX_MODEL_DEF_BYTES = 32 * 1024 * 1024  # as the master's HEADWAY_MAX_MODEL_DEF_BYTES
+
+
+class AgentConfigError(Exception):
+    """A host agent setting is missing or invalid; the message names the variable."""
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise AgentConfigError(f"{name} must be a number, got {raw!r}") from None
+
+
+def _integer(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise AgentConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _default_host_name() -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "host"
+
+
+class AgentSettings:
+    """What one host agent process runs with (attribute names are the variables').
+
+    Attributes:
+        HEADWAY_MASTER_URL (str): the master's URL (``HEADWAY_MASTER``, or
+            ``HEADWAY_MASTER_URL``); trials report there too.
+        HEADWAY_HOST_TOKEN (str): this host's token (``hwh_...``); it names the host.
+        BROKER_URL (str): Celery's broker (``HEADWAY_BROKER_URL``, else ``REDIS_URL``, else the
+            filesystem transport under ``VAR_DIR/broker``: the embedded single-machine setup).
+        HEADWAY_QUEUE (str): the cluster's queue prefix; this host consumes
+            ``<HEADWAY_QUEUE>.host.<HEADWAY_HOST_NAME>``.
+        HEADWAY_RESOURCE_POOL (str): the pool the host joins.
+        HEADWAY_HOST_NAME (str): must be the host token's name.
+        HEADWAY_SLOTS (int | None): CPU slots to offer (None: the GPUs, else one CPU slot).
+        HEADWAY_HOST_HEARTBEAT_SECONDS, HEADWAY_LEASE_SECONDS, HEADWAY_KILL_GRACE_SECONDS
+            (float): until the first heartbeat answer, then the master's.
+        HEADWAY_HEARTBEAT_SECONDS (float): a running trial's heartbeat.
+        HEADWAY_STOP_POLL_SECONDS (float): the most a kill (or a share's run ending) waits to
+            be seen: the run's heartbeat is sent at least this often, and answers it.
+        HEADWAY_HEARTBEAT_TIMEOUT_SECONDS (float): how long a running trial rides out an
+            unreachable master before its processes are stopped.
+        HEADWAY_LOG_FLUSH_SECONDS (float): the longest a log line waits before it is sent.
+        HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS (float): how long a run's hosts wait for each other.
+        Others as in docs/configuration.md.
+    """
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        env = os.environ if env is None else env
+        self.VAR_DIR = Path(env.get("HEADWAY_VAR_DIR") or Path.cwd() / "var").resolve()
+        self.HEADWAY_MASTER_URL = (
+            env.get("HEADWAY_MASTER") or env.get("HEADWAY_MASTER_URL") or ""
+        ).rstrip("/")
+        self.HEADWAY_HOST_TOKEN = env.get("HEADWAY_HOST_TOKEN", "")
+        self.BROKER_URL = env.get("HEADWAY_BROKER_URL") or env.get("REDIS_URL") or ""
+        self.HEADWAY_VISIBILITY_TIMEOUT = _integer(env, "HEADWAY_VISIBILITY_TIMEOUT", 43200)
+        self.HEADWAY_QUEUE = env.get("HEADWAY_QUEUE") or "headway"
+        self.HEADWAY_RESOURCE_POOL = env.get("HEADWAY_RESOURCE_POOL") or "default"
+        self.HEADWAY_HOST_NAME = env.get("HEADWAY_HOST_NAME") or _default_host_name()
+        if not re.fullmatch(HOST_NAME_PATTERN, self.HEADWAY_HOST_NAME):
+            raise AgentConfigError(
+                "HEADWAY_HOST_NAME must be letters, digits, '.', '_' or '-', got "
+                f"{self.HEADWAY_HOST_NAME!r}"
+            )
+        slots = env.get("HEADWAY_SLOTS", "")
+        self.HEADWAY_SLOTS: int | None = _integer(env, "HEADWAY_SLOTS", 0) if slots else None
+        if self.HEADWAY_SLOTS is not None and self.HEADWAY_SLOTS < 0:
+            raise AgentConfigError(f"HEADWAY_SLOTS must be 0 or more, got {self.HEADWAY_SLOTS}")
+        self.HEADWAY_HOST_ADDRESS = env.get("HEADWAY_HOST_ADDRESS", "")
+        self.HEADWAY_WORK_DIR = Path(env.get("HEADWAY_WORK_DIR") or self.VAR_DIR / "work").resolve()
+        self.HEADWAY_CHECKPOINT_DIR = Path(
+            env.get("HEADWAY_CHECKPOINT_DIR") or self.VAR_DIR / "checkpoints"
+        ).resolve()
+        self.HEADWAY_TRIAL_USER = env.get("HEADWAY_TRIAL_USER", "")
+        self.HEADWAY_TRIAL_ENV = [
+            name.strip() for name in env.get("HEADWAY_TRIAL_ENV", "").split(",") if name.strip()
+        ]
+        self.HEADWAY_HOST_HEARTBEAT_SECONDS = _number(env, "HEADWAY_HOST_HEARTBEAT_SECONDS", 10.0)
+        self.HEADWAY_KILL_GRACE_SECONDS = _number(env, "HEADWAY_KILL_GRACE_SECONDS", 10.0)
+        self.HEADWAY_LEASE_SECONDS = _number(
+            env, "HEADWAY_LEASE_SECONDS", max(3 * self.HEADWAY_HOST_HEARTBEAT_SECONDS, 10.0)
+        )
+        self.HEADWAY_HEARTBEAT_SECONDS = _number(env, "HEADWAY_HEARTBEAT_SECONDS", 10.0)
+        self.HEADWAY_STOP_POLL_SECONDS = _number(env, "HEADWAY_STOP_POLL_SECONDS", 2.0)
+        self.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = _number(
+            env, "HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60.0
+        )
+        self.HEADWAY_LOG_FLUSH_SECONDS = _number(env, "HEADWAY_LOG_FLUSH_SECONDS", 0.5)
+        self.HEADWAY_MAX_LOG_LINE_CHARS = _integer(env, "HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
+        self.HEADWAY_THREADS_PER_SLOT = _integer(env, "HEADWAY_THREADS_PER_SLOT", 0)
+        self.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = _number(
+            env, "HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", 300.0
+        )
+        self.HEADWAY_MAX_MODEL_DEF_BYTES = _integer(
+            env, "HEADWAY_MAX_MODEL_DEF_BYTES", DEFAULT_MAX_MODEL_DEF_BYTES
+        )
+        self.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS = _number(
+            env, "HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS", 20.0
+        )
+        self.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES = _integer(
+            env, "HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES", 1024**3
+        )
+
+    def require_master(self) -> None:
+        """Raise ``AgentConfigError`` naming what a worker host cannot start without."""
+        missing = [
+            name
+            for name, value in (
+                ("HEADWAY_MASTER", self.HEADWAY_MASTER_URL),
+                ("HEADWAY_HOST_TOKEN", self.HEADWAY_HOST_TOKEN),
+            )
+            if not value
+        ]
+        if missing:
+            raise AgentConfigError(
+                f"a worker host needs {' and '.join(missing)} (docs/deployment.md, "
+                "'Adding a GPU host'); it never reads database settings"
+            )
+
+    def adopt_timing(
+        self, heartbeat_seconds: float, lease_seconds: float, kill_grace_seconds: float
+    ) -> None:
+        """Take the master's heartbeat interval, lease and kill grace (seconds)."""
+        self.HEADWAY_HOST_HEARTBEAT_SECONDS = heartbeat_seconds
+        self.HEADWAY_LEASE_SECONDS = lease_seconds
+        self.HEADWAY_KILL_GRACE_SECONDS = kill_grace_seconds
+
+
+settings = AgentSettings()
+
+
+def configure(**values: object) -> None:
+    """Set settings by attribute name (in-process tests; a process reads its environment).
+
+    Raises:
+        AgentConfigError: a name that is not a setting.
+    """
+    for name, value in values.items():
+        if not hasattr(settings, name):
+            raise AgentConfigError(f"no host agent setting {name}")
+        setattr(settings, name, value)
+
+
+def reload(env: Mapping[str, str] | None = None) -> AgentSettings:
+    """Read the settings again from ``env`` (default: the environment), in place."""
+    settings.__dict__.update(AgentSettings(env).__dict__)
+    return settings
