@@ -85,7 +85,7 @@ def register_host(name: str, slots: int, gpu: bool = False, pool: str | None = N
     from django.utils import timezone
 
     from registry import scheduling
-    from workers.hosts import host_queue
+    from registry.lifecycle.host_agent import host_queue
 
     return scheduling.host_heartbeat(
         name=name,
@@ -262,12 +262,24 @@ def run_ranks(code: str, *args: str, world_size: int = 2, timeout: float = 180) 
     return results
 
 
+def host_token(name: str, key: str | None = None) -> str:
+    """A live host token for host ``name``; with ``key``, that key (created again after a
+    transactional test's flush deleted it). Returns the key."""
+    from registry.models import HostToken
+    from registry.models.host_token import HOST_KEY_PREFIX, hash_host_key
+
+    key = key or HOST_KEY_PREFIX + uuid_module.uuid4().hex
+    HostToken.objects.get_or_create(key_hash=hash_host_key(key), defaults={"name": name})
+    return key
+
+
 def start_host_workers(
     env: dict[str, str], base: Path, pool: str, slots: int, **extra_env: str
 ) -> list[subprocess.Popen]:
-    """Start two worker processes as hosts ``<pool>-a`` and ``<pool>-b`` of one pool, ``slots``
-    each, with ``env`` (a cluster's) plus ``extra_env``; logs in ``base/<host>.log``."""
-    workers = []
+    """Start the master worker of namespace ``pool`` (its reaper) and two host agents as hosts
+    ``<pool>-a`` and ``<pool>-b`` in it, ``slots`` each, with ``env`` (a cluster's) plus
+    ``extra_env``; logs in ``base/<host>.log`` and ``base/master.log``."""
+    workers = [start_master_worker(dict(env, **extra_env), base / "master.log", pool)]
     for suffix in ("a", "b"):
         name = f"{pool}-{suffix}"
         host_env = dict(
@@ -282,6 +294,22 @@ def start_host_workers(
     return workers
 
 
+def start_master_worker(env: dict[str, str], log_path: Path, namespace: str) -> subprocess.Popen:
+    """Start the master's Celery worker of ``namespace`` (reaper, GC; it opens the database)
+    with ``env`` (a cluster's, with its database settings), output to ``log_path``."""
+    from config.services import master_worker_command
+
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            master_worker_command(namespace) + ["-n", f"master-{uuid_module.uuid4().hex[:8]}@%h"],
+            cwd=REPO,
+            env=dict(env, HEADWAY_QUEUE=namespace),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def start_worker(
     env: dict[str, str],
     log_path: Path,
@@ -289,23 +317,29 @@ def start_worker(
     host_name: str,
     concurrency: int = 2,
     nodename: str | None = None,
+    token: str | None = None,
 ) -> subprocess.Popen:
-    """Start one worker process (its own session, output to ``log_path``) with ``env``.
+    """Start one host agent (its own session, output to ``log_path``) as host ``host_name`` in
+    namespace ``queue`` with ``env`` less its database settings, and a host token (``token``,
+    else a new one). ``env`` names the master in ``HEADWAY_MASTER_URL``.
 
     ``nodename``: the Celery node name (``-n``), for a test that sends this worker remote
     control commands: every test worker is ``celery@<hostname>`` otherwise, and a broadcast
     without a destination reaches them all (the other xdist process's too).
     """
-    from workers.services import worker_command
+    from config.services import agent_command, agent_environment
 
-    command = worker_command(concurrency, queue=queue, host_name=host_name)
+    key = token or host_token(host_name)
+    agent_env = agent_environment(env, key, env["HEADWAY_MASTER_URL"])
+    agent_env.update(HEADWAY_QUEUE=queue, HEADWAY_HOST_NAME=host_name)
+    command = agent_command(concurrency, namespace=queue, host_name=host_name)
     if nodename:
         command += ["-n", nodename]
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab") as log:
         return subprocess.Popen(
             command,
             cwd=REPO,
-            env=env,
+            env=agent_env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

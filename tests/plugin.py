@@ -172,16 +172,32 @@ def _redis_ok(url: str) -> bool:
         return False
 
 
+# What the cluster's master (the live server in this process and its master worker) and its
+# hosts run with: heartbeats every 0.5 s, so a transactional test's flush of the host rows is
+# repaired at once; a short kill grace; the lease and margins that follow from them.
+CLUSTER_TIMING = {
+    "HEADWAY_HOST_HEARTBEAT_SECONDS": 0.5,
+    "HEADWAY_KILL_GRACE_SECONDS": 3.0,
+    "HEADWAY_LEASE_SECONDS": 10.0,
+    "HEADWAY_LEASE_MARGIN_SECONDS": 8.0,
+    "HEADWAY_HOST_TIMEOUT_SECONDS": 5.5,
+}
+
+
 @pytest.fixture(scope="session")
 def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
-    """A real Headway cluster: live web server + a Celery worker process on Redis + Postgres.
+    """A real Headway cluster: the live web server, the master's Celery worker (reaper, beat)
+    and one host agent (REST only, a host token, no database settings) on Redis + Postgres.
 
-    Yields a namespace with ``url`` (master URL), ``checkpoint_dir``, ``worker_log`` and ``env``
-    (the environment the worker runs with, less its own ``HEADWAY_HOST_NAME``).
+    Yields a namespace with ``url`` (master URL), ``queue`` (the namespace), ``host`` and
+    ``host_token`` (the agent's; ``cluster_token`` creates it again after each flush),
+    ``checkpoint_dir``, ``worker_log`` and ``env`` (the master's environment, database
+    included: ``tests.helpers.start_worker`` strips it for other hosts).
     """
     from django.conf import settings
 
-    from workers.services import worker_command
+    from config.services import master_worker_command
+    from tests.helpers import host_token, start_worker
 
     db = settings.DATABASES["default"]
     require(
@@ -200,6 +216,8 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
     settings.HEADWAY_CHECKPOINT_DIR = checkpoint_dir
     settings.HEADWAY_WORK_DIR = work_dir
     settings.HEADWAY_MASTER_URL = live_server.url
+    for name, value in CLUSTER_TIMING.items():
+        setattr(settings, name, value)
     user = db.get("USER") or "postgres"
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     host = db.get("HOST") or "127.0.0.1"
@@ -214,45 +232,56 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
         HEADWAY_WORK_DIR=str(work_dir),
         HEADWAY_VAR_DIR=str(base / "var"),
         HEADWAY_LOG_FLUSH_SECONDS="0.2",
-        HEADWAY_KILL_GRACE_SECONDS="3",
-        # Two trials at once on each worker's host; a transactional test's flush deletes host
-        # rows, so heartbeats come often enough to recreate them at once.
+        # Two trials at once on each worker's host.
         HEADWAY_SLOTS="2",
-        HEADWAY_HOST_HEARTBEAT_SECONDS="0.5",
+        **{name: f"{value:g}" for name, value in CLUSTER_TIMING.items()},
     )
     worker_log = base / "worker.log"
     # A host name of its own: workers other tests start from `env` keep the default name.
     host_name = f"cluster-{queue}"
-    with open(worker_log, "wb") as log:
-        proc = subprocess.Popen(
-            worker_command(concurrency=3, queue=queue, host_name=host_name),
+    with django_db_blocker.unblock():
+        key = host_token(host_name)
+    with open(base / "master.log", "wb") as log:
+        master = subprocess.Popen(
+            master_worker_command(queue) + ["-n", f"master-{queue}@%h"],
             cwd=REPO,
-            env=dict(env, HEADWAY_HOST_NAME=host_name),
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    agent = start_worker(
+        dict(env, HEADWAY_HOST_NAME=host_name), worker_log, queue, host_name, 3, token=key
+    )
     try:
         yield types.SimpleNamespace(
             url=live_server.url,
             queue=queue,
+            host=host_name,
+            host_token=key,
             checkpoint_dir=checkpoint_dir,
             worker_log=worker_log,
             env=env,
         )
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for proc in (agent, master):
+            proc.terminate()
+        for proc in (agent, master):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 @pytest.fixture
 def cluster_token(cluster, transactional_db, django_user_model, settings):
-    """A user token valid on the cluster's live server; runs created meanwhile go to its worker."""
+    """A user token valid on the cluster's live server; runs created meanwhile go to its worker
+    (whose host token this creates again: the last test's flush deleted it)."""
     from rest_framework.authtoken.models import Token
 
+    from tests.helpers import host_token
+
     settings.CELERY_TASK_DEFAULT_QUEUE = cluster.queue
+    host_token(cluster.host, cluster.host_token)
     user = django_user_model.objects.create_user("researcher", password="researcher-password")
     return Token.objects.create(user=user).key
 
@@ -331,6 +360,63 @@ class ClusterAPI:
 @pytest.fixture
 def cluster_api(cluster, cluster_token) -> ClusterAPI:
     return ClusterAPI(cluster.url, cluster_token)
+
+
+@pytest.fixture
+def host_agent(live_server, transactional_db, settings, tmp_path, monkeypatch):
+    """This test process as a worker host of the live server, for in-process host agent tests
+    (``workers.runner``, ``workers.leases`` ...): the agent's settings (``workers.config``)
+    point at the live server with a fresh host token for host ``agent-<hex>``, its work dir
+    under ``tmp_path``, fast log flushes; restored afterwards. The host is not registered:
+    ``agent.register(slots)`` does it (a heartbeat over REST, so runs can be placed on it).
+
+    Yields a namespace with ``name``, ``token``, ``url``, ``work_dir``, ``api`` (the host's
+    ``RegistryAPI``) and ``register``.
+    """
+    from headway.client import RegistryAPI
+    from tests.helpers import host_token
+    from workers import config
+
+    name = f"agent-{uuid.uuid4().hex[:8]}"
+    key = host_token(name)
+    saved = dict(config.settings.__dict__)
+    config.configure(
+        HEADWAY_MASTER_URL=live_server.url,
+        HEADWAY_HOST_TOKEN=key,
+        HEADWAY_HOST_NAME=name,
+        HEADWAY_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
+        HEADWAY_WORK_DIR=tmp_path / "work",
+        HEADWAY_LOG_FLUSH_SECONDS=0.05,
+        HEADWAY_THREADS_PER_SLOT=0,
+        HEADWAY_SLOTS=1,
+    )
+    monkeypatch.delenv("HEADWAY_KEEP_WORKDIRS", raising=False)
+    settings.HEADWAY_MASTER_URL = live_server.url
+    api = RegistryAPI(live_server.url, key)
+    api.session.max_retries = 0
+
+    def register(slots: int = 1, gpu: bool = False):
+        from django.utils import timezone
+
+        devices = [str(i) if gpu else f"cpu{i}" for i in range(slots)]
+        return api.host_heartbeat(
+            pool=config.settings.HEADWAY_RESOURCE_POOL,
+            devices=devices,
+            gpu=gpu,
+            started_at=timezone.now(),
+        )
+
+    try:
+        yield types.SimpleNamespace(
+            name=name,
+            token=key,
+            url=live_server.url,
+            work_dir=tmp_path / "work",
+            api=api,
+            register=register,
+        )
+    finally:
+        config.settings.__dict__.update(saved)
 
 
 @pytest.fixture
