@@ -7,7 +7,12 @@
 #   entrypoint.sh bucket NAME      create S3 bucket NAME at $HEADWAY_S3_ENDPOINT_URL if missing
 #   entrypoint.sh web [ARGS]       collect static files, then gunicorn (config/gunicorn.py) on
 #                                  $HEADWAY_BIND:$HEADWAY_PORT (default 0.0.0.0:8000)
-#   entrypoint.sh worker           this host's Celery worker (manage.py worker)
+#   entrypoint.sh master           the master's Celery worker: lost-run reaper (with beat), checkpoint
+#                                  GC, deletions; it opens the database (one per cluster)
+#   entrypoint.sh agent            a GPU host's agent (python -m workers): REST to $HEADWAY_MASTER with
+#                                  $HEADWAY_HOST_TOKEN, the broker; no database settings needed
+#   entrypoint.sh worker           a host agent beside the master (manage.py worker: issues this
+#                                  host's token with the database, then runs the agent without it)
 #   entrypoint.sh healthcheck      exit 0 when the web server answers /healthz
 #   entrypoint.sh CMD ...          anything else runs as given (e.g. `manage.py createsuperuser`)
 set -eu
@@ -37,6 +42,13 @@ PY
     "$PYTHON" manage.py collectstatic --noinput -v 0
     export HEADWAY_BIND="${HEADWAY_BIND:-0.0.0.0}"
     exec "$PYTHON" -m gunicorn -c config/gunicorn.py config.wsgi:application "$@"
+    ;;
+  master)
+    exec "$PYTHON" -m celery -A config worker -Q "${HEADWAY_QUEUE:-headway}" --pool=threads \
+      --concurrency=2 --without-gossip --without-mingle -l info -B "$@"
+    ;;
+  agent)
+    exec "$PYTHON" -m workers "$@"
     ;;
   worker)
     exec "$PYTHON" manage.py worker "$@"

@@ -1,6 +1,7 @@
 """The production deployment, run on the build machine without Docker: ``deploy/entrypoint.sh``
 (the script every container of docker-compose.yml runs) with ``migrate``, ``bucket``, ``web``
-(gunicorn) and ``worker``, on PostgreSQL + Redis + an S3 server (moto), then one experiment
+(gunicorn), ``master`` (its Celery worker) and ``agent`` (a host agent with only the master's
+URL, a host token and the broker), on PostgreSQL + Redis + an S3 server (moto), then one experiment
 trained end to end with S3 checkpoints and downloaded back through the web server."""
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def _postgres_admin_url() -> str:
 
 @pytest.fixture
 def deployment(_moto_server, tmp_path):
-    """Run migrate, bucket, web and worker from deploy/entrypoint.sh; yield (url, token, env)."""
+    """Run migrate, bucket, web, master and a host agent (REST only, its own host token) from
+    deploy/entrypoint.sh; yield (url, token, env)."""
     import psycopg
     import redis
 
@@ -98,12 +100,26 @@ def deployment(_moto_server, tmp_path):
             [ENTRYPOINT, sys.executable, "manage.py", "headway_token", "deployer", "--create"],
             env=env, check=True, capture_output=True, text=True, timeout=120,
         ).stdout.strip().splitlines()[-1]  # fmt: skip
-        for role in ("web", "worker"):
+        host_key = subprocess.run(
+            [ENTRYPOINT, sys.executable, "manage.py", "headway_host_token", env["HEADWAY_HOST_NAME"],
+             "--create"],
+            env=env, check=True, capture_output=True, text=True, timeout=120,
+        ).stdout.strip().splitlines()[-1]  # fmt: skip
+        # The GPU host's agent holds no database settings nor the secret key: only the master's
+        # URL, its host token and the broker (an unreachable database proves it never opens it).
+        host_env = {k: v for k, v in env.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
+        host_env.update(
+            DATABASE_URL="postgres://headway@10.255.255.1:5432/unreachable",
+            HEADWAY_MASTER=env["HEADWAY_MASTER_URL"],
+            HEADWAY_HOST_TOKEN=host_key,
+            HEADWAY_VAR_DIR=str(tmp_path / "host-var"),
+        )
+        for role, role_env in (("web", env), ("master", env), ("agent", host_env)):
             log = open(tmp_path / f"{role}.log", "wb")  # noqa: SIM115 (the child's)
             children.append(
                 subprocess.Popen(
                     [ENTRYPOINT, role],
-                    env=env,
+                    env=role_env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
@@ -146,7 +162,7 @@ def test_the_containers_commands_train_an_experiment_with_s3_checkpoints(deploym
         state = http.get(experiment, timeout=10).json()["state"]
         return state if state in ("COMPLETED", "ERROR", "CANCELED") else None
 
-    logs = lambda: (tmp_path / "worker.log").read_text(errors="replace")[-3000:]  # noqa: E731
+    logs = lambda: (tmp_path / "agent.log").read_text(errors="replace")[-3000:]  # noqa: E731
     state = wait_for(done, 240, "the experiment to end")
     assert state == "COMPLETED", logs()
     trial = http.get(f"{experiment}trials/", timeout=10).json()["results"][0]

@@ -1,10 +1,10 @@
-"""Leases with a real worker: one cut off from the database stops its trial itself, and a killed
+"""Leases with a real worker: one cut off from the master stops its trial itself, and a killed
 worker leaves no live rows (issue #21, section 3).
 
-The worker reaches PostgreSQL through a TCP relay in this process; cutting the relay stops every
-byte both ways while the connections stay open (a partition, not a refused connection), and
-restoring it lets the held bytes through. Short lease settings, conditions waited for with a
-deadline.
+The worker (a REST-only host agent) reaches the master through a TCP relay in this process;
+cutting the relay stops every byte both ways while the connections stay open (a partition, not
+a refused connection), and restoring it lets the held bytes through. Short lease settings,
+conditions waited for with a deadline.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Relay:
 
 
 def relayed(url: str, port: int) -> str:
-    """``url`` (a DATABASE_URL) with its host and port replaced by the relay's."""
+    """``url`` (the master's URL) with its host and port replaced by the relay's."""
     parts = urlsplit(url)
     credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
     return urlunsplit(parts._replace(netloc=f"{credentials}127.0.0.1:{port}"))
@@ -99,26 +99,25 @@ def relayed(url: str, port: int) -> str:
 
 @pytest.fixture
 def lease_worker(cluster, cluster_token, settings, tmp_path):
-    """Start a one-slot worker of a pool of its own whose database goes through a ``Relay``;
-    yields ``(worker, host name, relay)``; everything is stopped at teardown."""
-    from django.db import connection
-
+    """Start a one-slot worker of a pool of its own whose calls to the master go through a
+    ``Relay``; yields ``(worker, host name, relay)``; everything is stopped at teardown."""
     pool = f"headway-lease-{uuid.uuid4().hex[:8]}"
     name = f"{pool}-host"
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
-    # This process is the registry: the same lease settings as the worker's.
+    # This process is the registry: its heartbeat answers give the worker these timings.
+    settings.HEADWAY_HOST_HEARTBEAT_SECONDS = HEARTBEAT
     settings.HEADWAY_LEASE_SECONDS = LEASE
     settings.HEADWAY_LEASE_MARGIN_SECONDS = MARGIN
     settings.HEADWAY_KILL_GRACE_SECONDS = GRACE
     settings.HEADWAY_HOST_TIMEOUT_SECONDS = 2.0
-    db = connection.settings_dict
-    relay = Relay((db.get("HOST") or "127.0.0.1", int(db.get("PORT") or 5432)))
+    master = urlsplit(cluster.url)
+    relay = Relay((master.hostname or "127.0.0.1", int(master.port or 80)))
     env = dict(
         cluster.env,
         **LEASE_ENV,
         HEADWAY_QUEUE=pool,
         HEADWAY_HOST_NAME=name,
-        DATABASE_URL=relayed(cluster.env["DATABASE_URL"], relay.port),
+        HEADWAY_MASTER_URL=relayed(cluster.url, relay.port),
     )
     log = tmp_path / "worker.log"
     worker = start_worker(env, log, pool, name)
@@ -139,7 +138,7 @@ def trial_group(worker) -> int:
     return guards[0]
 
 
-def test_a_worker_cut_off_from_the_database_stops_its_trial_itself(
+def test_a_worker_cut_off_from_the_master_stops_its_trial_itself(
     lease_worker, cluster_api, cluster_token
 ):
     from registry import lifecycle
