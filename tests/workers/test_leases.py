@@ -3,7 +3,8 @@
 A placed run (and each share of one) leases its host's slots; heartbeats renew the lease. The
 registry re-queues a run only once its lease plus the margin passed without a renewal, never
 counting it as a restart; a host stops the processes of a lease it could not renew itself.
-Times are set on the rows (or on the lease's clock), never slept through.
+Times are set on the rows (or on the lease's clock), never slept through. The host's side talks
+to the live server over REST as the ``host_agent`` fixture's host (its runs placed there).
 """
 
 from __future__ import annotations
@@ -32,19 +33,35 @@ from registry.models import (
     WorkerHost,
 )
 from tests.helpers import REPO, TINY_MODEL, process_alive, register_host, reload, wait_for
-from workers import distributed, leases, supervision
+from workers import config, distributed, leases, supervision
 
 LEASE, MARGIN, GRACE = 6.0, 4.0, 3.0
 
 
 @pytest.fixture
 def lease_settings(settings):
+    """The master's lease timing (Django settings, read by the live server too)."""
     settings.HEADWAY_LEASE_SECONDS = LEASE
     settings.HEADWAY_LEASE_MARGIN_SECONDS = MARGIN
     settings.HEADWAY_KILL_GRACE_SECONDS = GRACE
     settings.HEADWAY_HOST_HEARTBEAT_SECONDS = 1.0
     settings.HEADWAY_HOST_TIMEOUT_SECONDS = 2.0
     return settings
+
+
+@pytest.fixture
+def agent_lease(monkeypatch):
+    """The host agent's lease timing (``workers.config``: as adopted from the master)."""
+    monkeypatch.setattr(config.settings, "HEADWAY_LEASE_SECONDS", LEASE)
+    monkeypatch.setattr(config.settings, "HEADWAY_KILL_GRACE_SECONDS", GRACE)
+
+
+@pytest.fixture
+def chief(host_agent, lease_settings):
+    """The ``host_agent`` host registered with 2 slots: first in name order ("agent-..."), it
+    is the chief of a 4-slot run ganged with a 2-slot host "b"."""
+    host_agent.register(2)
+    return host_agent
 
 
 @pytest.fixture
@@ -137,21 +154,28 @@ def test_a_host_that_missed_its_renewal_takes_no_new_run(lease_settings, submit)
     assert scheduling.place_queued_runs() == [(trial.id, 1)]
 
 
-@pytest.mark.django_db
-def test_a_lapsed_share_ends_as_lost_and_its_chief_stops_without_a_restart(lease_settings, submit):
-    register_host("a", 2)
-    register_host("b", 2)
+def chief_spec(chief, run: TrialRun):
+    """The run's launch spec as its chief's host (the agent) fetches it over REST."""
+    assert run.host is not None and run.host.name == chief.name
+    return chief.api.run_spec(run.trial_id, run.run_id)
+
+
+def test_a_lapsed_share_ends_as_lost_and_its_chief_stops_without_a_restart(chief, submit):
+    b = register_host("b", 2)
     trial = submit(slots=4, max_restarts=0)
     run = started(trial)
+    spec = chief_spec(chief, run)
     share = RunShare.objects.get(run=run)
     RunShare.objects.filter(id=share.id).update(state=RunState.RUNNING)
     renewed_ago(RunShare, share.id, LEASE + MARGIN - 1)
-    assert distributed.ShareWatch(run).check() is None  # may still be stopping its ranks
+    assert distributed.ShareWatch(spec).check() is None  # may still be stopping its ranks
     lifecycle.reap_lost_runs()
     assert reload(share).state == RunState.RUNNING
 
     renewed_ago(RunShare, share.id, LEASE + MARGIN + 1)
-    watch = distributed.ShareWatch(run)
+    # The host is gone too: the re-queued run (placed on commit, the test's writes commit) waits.
+    renewed_ago(WorkerHost, b.id, LEASE + MARGIN + 1)
+    watch = distributed.ShareWatch(spec)
     assert "host b lost" in watch.check()
     assert lifecycle.reap_lost_runs() == []  # the chief's lease is fresh: only the share ends
     assert reload(share).state == RunState.EXITED and share.exit_code is None
@@ -164,28 +188,24 @@ def test_a_lapsed_share_ends_as_lost_and_its_chief_stops_without_a_restart(lease
     assert Experiment.objects.get(id=trial.experiment_id).state == State.ACTIVE
 
 
-@pytest.mark.django_db
-def test_a_chief_failing_alone_still_counts(lease_settings, submit):
-    register_host("a", 2)
+def test_a_chief_failing_alone_still_counts(chief, submit):
     register_host("b", 2)
     trial = submit(slots=4)
-    run = started(trial)
-    RunShare.objects.filter(run=run).update(state=RunState.EXITED, exit_code=-15)
-    assert distributed.ShareWatch(run).final_exit_code(1, lambda line: None) == 1
+    spec = chief_spec(chief, started(trial))
+    RunShare.objects.filter(run__trial=trial).update(state=RunState.EXITED, exit_code=-15)
+    assert distributed.ShareWatch(spec).final_exit_code(1, lambda line: None) == 1
 
 
-@pytest.mark.django_db
 def test_a_share_whose_host_is_gone_stops_the_chief_without_the_rendezvous_timeout(
-    lease_settings, submit
+    chief, submit, monkeypatch
 ):
-    lease_settings.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = 300.0
-    register_host("a", 2)
+    monkeypatch.setattr(config.settings, "HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", 300.0)
     b = register_host("b", 2)
     trial = submit(slots=4)
-    run = started(trial)
-    assert distributed.ShareWatch(run).check() is None  # queued, its host renewing
+    spec = chief_spec(chief, started(trial))
+    assert distributed.ShareWatch(spec).check() is None  # queued, its host renewing
     renewed_ago(WorkerHost, b.id, LEASE + 1)
-    line = distributed.ShareWatch(run).check()
+    line = distributed.ShareWatch(spec).check()
     assert line is not None and "host b lost: node 1 (host b) cannot start" in line
 
 
@@ -269,16 +289,16 @@ def stubborn():
 
 
 def test_a_host_that_cannot_renew_stops_the_run_itself_within_lease_plus_grace(
-    lease_settings, stubborn, caplog
+    agent_lease, stubborn, caplog
 ):
     process, child = stubborn
     lines: list[str] = []
-    lease = leases.hold(leases.RUN, 10**9, 7, 3, claimed=time.monotonic())
+    lease = leases.hold(leases.RUN, 7, 3, 0, claimed=time.monotonic())
     try:
         leases.attach(lease, supervision.ProcessGroupKiller(process, grace=0.5), lines.append)
         assert leases.check() == []  # renewed just now
         assert process.poll() is None
-        # The database stayed unreachable since: the last renewal started a lease ago.
+        # The master stayed unreachable since: the last renewal started a lease ago.
         lease.renewed -= LEASE
         with caplog.at_level(logging.ERROR, logger="headway.worker"):
             assert leases.check() == [lease]
@@ -297,22 +317,36 @@ def test_a_host_that_cannot_renew_stops_the_run_itself_within_lease_plus_grace(
     assert lease not in leases.held()
 
 
-@pytest.mark.django_db
-def test_renewing_moves_only_held_leases_and_times_them_from_their_start(lease_settings, submit):
-    register_host("a", 1)
+def test_renewing_moves_only_held_leases_and_times_them_from_their_start(
+    host_agent, lease_settings, submit
+):
+    host_agent.register(1)
     trial = submit()
     run = started(trial)
+    assert run.host.name == host_agent.name
     renewed_ago(TrialRun, run.id, 5)
+    started_at = timezone.now()
+
+    def send(runs, shares):  # the host's heartbeat (workers.hosts), over REST
+        return host_agent.api.host_heartbeat(
+            pool=config.settings.HEADWAY_RESOURCE_POOL,
+            devices=["cpu0"],
+            gpu=False,
+            started_at=started_at,
+            runs=runs,
+            shares=shares,
+        )
+
     before = time.monotonic()
-    lease = leases.hold(leases.RUN, run.id, trial.id, 1, claimed=before - 5)
+    lease = leases.hold(leases.RUN, trial.id, 1, 0, claimed=before - 5)
     try:
-        assert leases.renew() == 1
+        assert leases.renew(send).renewed == 1
         assert before <= lease.renewed <= time.monotonic()
         assert timezone.now() - reload(run).heartbeat_at < timedelta(seconds=5)
     finally:
         leases.release(lease)
     renewed_ago(TrialRun, run.id, 5)
-    assert leases.renew() == 0  # released: no longer renewed by this host
+    assert leases.renew(send).renewed == 0  # released: no longer renewed by this host
     assert timezone.now() - reload(run).heartbeat_at >= timedelta(seconds=5)
 
 
@@ -362,10 +396,10 @@ def test_the_guard_stops_a_run_whose_lease_ended_when_its_worker_did_not(tmp_pat
         guard.wait()
 
 
-def test_a_published_lease_moves_with_each_renewal(lease_settings, tmp_path):
+def test_a_published_lease_moves_with_each_renewal(agent_lease, tmp_path):
     from headway.exec.guard import lease_end
 
-    lease = leases.hold(leases.RUN, 10**9 + 1, 7, 4, claimed=time.monotonic() - 2)
+    lease = leases.hold(leases.RUN, 7, 4, 0, claimed=time.monotonic() - 2)
     try:
         lease.publish(tmp_path / "lease")
         first = lease_end(str(tmp_path / "lease"))

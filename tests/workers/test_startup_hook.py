@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from workers.runner import _command
+from workers.launch import command
 
 
 def run(code_dir: Path, entrypoint: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        _command(entrypoint, is_trial_class=False, code_dir=code_dir),
+        command(entrypoint, is_trial_class=False, code_dir=code_dir),
         cwd=code_dir,
         capture_output=True,
         text=True,
@@ -32,7 +32,7 @@ def test_a_failing_hook_stops_the_trial_before_the_entrypoint(tmp_path: Path) ->
 
 
 def test_without_a_hook_the_command_is_unchanged(tmp_path: Path) -> None:
-    assert _command("python train.py", False, code_dir=tmp_path) == [
+    assert command("python train.py", False, code_dir=tmp_path) == [
         "/bin/sh",
         "-c",
         "python train.py",

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 from tests.helpers import REPO, requirement_names
-from workers.runner import _command
+from workers.launch import command
 
 
 def test_ruamel_yaml_is_a_declared_dependency() -> None:
@@ -23,7 +23,7 @@ def test_a_trial_entrypoint_imports_ruamel_yaml(tmp_path: Path) -> None:
         "from ruamel.yaml import YAML\nprint(YAML(typ='safe').load('lr: 0.1'))\n"
     )
     done = subprocess.run(
-        _command("python probe.py", is_trial_class=False, code_dir=tmp_path),
+        command("python probe.py", is_trial_class=False, code_dir=tmp_path),
         cwd=tmp_path,
         capture_output=True,
         text=True,
