@@ -12,10 +12,18 @@ from __future__ import annotations
 import os
 import sys
 
+try:
+    from workers.config import AgentConfigError, settings
+except Exception as exc:
+    # The settings are read from the environment at import: a malformed value (HEADWAY_SLOTS=two,
+    # a bad HEADWAY_HOST_NAME) stops the agent here with its message, which names the variable.
+    if type(exc).__name__ != "AgentConfigError":
+        raise
+    sys.exit(f"headway worker: {exc}")
+
 from headway.launch._network import HostAddressError
 from workers import isolation
 from workers.address import host_address
-from workers.config import AgentConfigError, settings
 from workers.hosts import detect_host, host_queue
 
 

@@ -33,7 +33,9 @@ def broker_options() -> tuple[str, dict[str, Any]]:
 
 
 _broker, _options = broker_options()
-app = Celery("headway-agent", broker=_broker, include=["workers.tasks"])
+# No fixups: Celery's Django fixup would import Django and run django.setup() in the agent
+# whenever DJANGO_SETTINGS_MODULE is in its environment (as under manage.py serve or worker).
+app = Celery("headway-agent", broker=_broker, include=["workers.tasks"], fixups=[])
 app.conf.update(
     broker_transport_options=_options,
     broker_connection_retry_on_startup=True,

@@ -1,8 +1,10 @@
 """Finding (issue #12): "after a worker is killed its trial runs unsupervised for 60-90 s".
 
 Every trial now runs under ``headway.exec.guard``, which stops the run's process group within
-about a second of its worker's death. The integration test SIGKILLs a real Celery worker in the
-middle of a trial and waits for every process of the trial to be gone.
+about a second of its worker's death. These are the guard's tests, against real processes; the
+integration test (e2e_tests/workers/test_faults_worker_death.py, which imports the helpers below)
+SIGKILLs a real host agent (``tests.helpers.start_worker``) in the middle of a trial and waits
+for every process of the trial to be gone.
 """
 
 from __future__ import annotations

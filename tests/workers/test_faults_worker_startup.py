@@ -1,10 +1,15 @@
 """Findings (issue #23, Low):
 
 * "a ``HEADWAY_TRIAL_USER`` that cannot run the worker's Python makes every trial burn its
-  restarts with no start-up check": the worker now starts that Python as that user first and
-  refuses to start, naming the setting, the interpreter and the error.
+  restarts with no start-up check": the host agent (``python -m workers``) now starts that
+  Python as that user first and refuses to start, naming the setting, the interpreter and the
+  error.
 * "the embedded SQLite default runs trials as the server's user with no warning when served to
-  a network": ``make serve`` (``manage.py serve --bind``) warns when bound beyond loopback.
+  a network": ``make serve`` (``manage.py serve --bind``) warns when bound beyond loopback
+  (``config.services.exposure_warning``).
+* "a worker whose database pool is smaller than its slots answers its trials' heartbeats with
+  pool timeouts": the host agent holds no database connection any more (its trials' heartbeats
+  go to the master over REST), so it starts with any slots whatever the pool settings say.
 """
 
 from __future__ import annotations
@@ -20,11 +25,15 @@ from pathlib import Path
 
 import pytest
 import requests
-from django.core.exceptions import ImproperlyConfigured
 
+from config.services import exposure_warning, is_loopback
 from tests.helpers import REPO, free_port, wait_for
-from workers import isolation
-from workers.services import is_loopback
+from workers import config, isolation
+from workers.config import AgentConfigError
+
+# What ``python -m workers`` needs to get past its first check (never reached: the checks
+# under test stop it first, or the test stops it).
+AGENT_ENV = {"HEADWAY_MASTER": "http://127.0.0.1:9", "HEADWAY_HOST_TOKEN": "hwh_unused"}
 
 
 @pytest.fixture
@@ -56,12 +65,12 @@ def hidden_venv():
 
 
 def test_finding_trial_user_python_check_refuses_an_unreadable_interpreter(
-    unprivileged_user, hidden_venv, settings
+    unprivileged_user, hidden_venv, monkeypatch
 ):
-    settings.HEADWAY_TRIAL_USER = unprivileged_user.pw_name
+    monkeypatch.setattr(config.settings, "HEADWAY_TRIAL_USER", unprivileged_user.pw_name)
     user = isolation.trial_user()
     assert user is not None
-    with pytest.raises(ImproperlyConfigured, match=r"HEADWAY_TRIAL_USER=.*cannot run") as caught:
+    with pytest.raises(AgentConfigError, match=r"HEADWAY_TRIAL_USER=.*cannot run") as caught:
         isolation.check_trial_user_runs_python(user, python=str(hidden_venv))
     assert str(hidden_venv) in str(caught.value)
 
@@ -70,10 +79,13 @@ def test_finding_trial_user_cannot_run_python_worker_refuses_to_start(
     unprivileged_user, hidden_venv, tmp_path
 ):
     env = dict(
-        os.environ, HEADWAY_TRIAL_USER=unprivileged_user.pw_name, HEADWAY_VAR_DIR=str(tmp_path)
+        os.environ,
+        **AGENT_ENV,
+        HEADWAY_TRIAL_USER=unprivileged_user.pw_name,
+        HEADWAY_VAR_DIR=str(tmp_path),
     )
     proc = subprocess.run(
-        [str(hidden_venv), "manage.py", "worker"],
+        [str(hidden_venv), "-m", "workers"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -91,6 +103,23 @@ def test_loopback_addresses():
         assert is_loopback(host), host
     for host in ("0.0.0.0", "::", "10.0.0.5", "headway.example.org"):
         assert not is_loopback(host), host
+
+
+def test_the_exposure_warning_is_for_the_embedded_setup_beyond_loopback(settings, monkeypatch):
+    settings.HEADWAY_TRIAL_USER = ""
+    monkeypatch.setitem(
+        settings.DATABASES["default"], "ENGINE", "django.db.backends.sqlite3"
+    )  # the embedded default (only the setting is read)
+    warning = exposure_warning("0.0.0.0")
+    assert warning is not None
+    assert warning.startswith("WARNING: serving the embedded setup on 0.0.0.0")
+    assert "HEADWAY_TRIAL_USER" in warning
+    assert exposure_warning("127.0.0.1") is None and exposure_warning("::1") is None
+    settings.HEADWAY_TRIAL_USER = "trials"  # trials run as another user
+    assert exposure_warning("0.0.0.0") is None
+    settings.HEADWAY_TRIAL_USER = ""
+    monkeypatch.setitem(settings.DATABASES["default"], "ENGINE", "django.db.backends.postgresql")
+    assert exposure_warning("0.0.0.0") is None  # a deployment with separate worker hosts
 
 
 @pytest.mark.slow
@@ -145,27 +174,43 @@ def test_finding_embedded_default_served_to_network_warns(tmp_path):
     assert "as this server's own user" in text
 
 
-def test_finding_db_connections_worker_refuses_a_pool_smaller_than_its_slots(tmp_path):
-    """A worker whose pool could not hold one connection per running trial (plus its reaper,
-    host heartbeat and beat) would answer its own trials' heartbeats with pool timeouts."""
+def test_finding_db_connections_the_agent_starts_whatever_the_database_pool(tmp_path):
+    """The finding was a worker whose pool could not hold one connection per running trial:
+    the host agent opens no database connection (its trials' heartbeats go to the master over
+    REST), so a pool smaller than its slots and a database nobody can reach do not stop it: it
+    passes its checks and offers its 8 slots."""
     env = dict(
         os.environ,
-        DATABASE_URL="postgres://nobody@127.0.0.1:1/unused",  # never connected to
-        SECRET_KEY="k" * 50,
+        **AGENT_ENV,
+        DATABASE_URL="postgres://nobody@10.255.255.1:1/unused",  # never connected to
         HEADWAY_SLOTS="8",
         HEADWAY_DB_POOL_MAX_SIZE="4",
-        HEADWAY_VAR_DIR=str(tmp_path),
+        HEADWAY_HOST_NAME="pool-check",
+        HEADWAY_QUEUE=f"pool-check-{os.getpid()}",
+        HEADWAY_VAR_DIR=str(tmp_path),  # the filesystem broker, under tmp_path
+        REDIS_URL="",
+        HEADWAY_BROKER_URL="",
     )
     env.pop("HEADWAY_TRIAL_USER", None)
-    env.pop("HEADWAY_DB_CONN_MAX_AGE", None)
-    proc = subprocess.run(
-        [sys.executable, "manage.py", "worker"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert proc.returncode != 0
-    assert "HEADWAY_DB_POOL_MAX_SIZE=4 is too small for this host's 8 slot(s)" in proc.stderr
+    env.pop("HEADWAY_HOST_ADDRESS", None)
+    out = tmp_path / "agent.out"
+    with out.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        line = "Host pool-check: 8 CPU slot(s)"
+        wait_for(
+            lambda: proc.poll() is not None or line in out.read_text(), 120, "the agent's host line"
+        )
+        assert line in out.read_text(), out.read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert "HEADWAY_DB_POOL" not in out.read_text()

@@ -1,7 +1,9 @@
 """Supervising trial processes: SIGTERM then SIGKILL to a process group, and worker shutdown.
 
 Real processes in their own sessions (as the runner starts them); each script prints ``ready``
-once its signal handling is in place, so no signal can arrive before it.
+once its signal handling is in place, so no signal can arrive before it. A worker shutdown asks
+the master over REST to preempt each chief part (``api.run_preempt``, the ``host_agent``
+fixture: this process as a host of a live server); the master's database says what it recorded.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import pytest
 
 from headway.core._preempt import LISTENING_FILE
 from registry import lifecycle
-from registry.models import Trial, TrialRun
-from tests.helpers import make_tar_gz, process_alive, wait_for
+from registry.models import TrialRun
+from tests.helpers import process_alive, reload, submit_single_trial, wait_for
 from workers import supervision
 
 pytestmark = pytest.mark.usefixtures("fresh_supervision")
@@ -122,22 +124,19 @@ def test_signalling_a_group_that_is_gone_is_harmless():
 
 
 @pytest.fixture
-def running_trial(db, django_user_model):
-    """Start trials' runs as a worker would (claimed and RUNNING); return ``(trial_id, run_id)``."""
+def running_trial(host_agent, django_user_model):
+    """Start trials' runs on this process's host as its worker would (placed here by the
+    scheduler, claimed and RUNNING over REST); return ``(trial_id, run_id)``."""
     owner = django_user_model.objects.create_user("supervised")  # no password: no hashing
-    source = {
-        "entrypoint": "python train.py",
-        "searcher": {"name": "single", "metric": "loss", "max_length": 5},
-    }
+    host_agent.register(slots=4)
 
     def start() -> tuple[int, int]:
-        experiment = lifecycle.experiment_create(
-            owner=owner, config_source=source, model_definition=make_tar_gz({"train.py": ""})
-        )
-        trial = Trial.objects.get(experiment=experiment)
-        assert lifecycle.trial_run_claim(trial_id=trial.id, run_id=1, worker="test")
-        lifecycle.trial_run_running(trial_id=trial.id, run_id=1)
-        return trial.id, 1
+        trial = submit_single_trial(owner)
+        ids = (trial.id, reload(trial).run_id)
+        assert TrialRun.objects.get(trial_id=trial.id, run_id=ids[1]).host.name == host_agent.name
+        assert host_agent.api.run_claim(*ids, worker="test").claimed
+        host_agent.api.run_running(*ids)
+        return ids
 
     return start
 
@@ -153,8 +152,8 @@ def _listening(work_dir, trial_id: int, run_id: int, folder: str = "") -> None:
     (run_dir / LISTENING_FILE).touch()
 
 
-def test_a_worker_shutdown_preempts_its_running_trials(spawn, running_trial, settings, tmp_path):
-    settings.HEADWAY_WORK_DIR = tmp_path
+def test_a_worker_shutdown_preempts_its_running_trials(spawn, running_trial, host_agent):
+    tmp_path = host_agent.work_dir  # the agent's HEADWAY_WORK_DIR
     assert not supervision.shutting_down.is_set()
     first, second, killed, elsewhere = (running_trial() for _ in range(4))
     lifecycle.trial_kill(trial_id=killed[0])  # a stop request already made wins
@@ -180,26 +179,62 @@ def test_a_worker_shutdown_preempts_its_running_trials(spawn, running_trial, set
 
 
 def test_a_worker_shutdown_stops_at_once_a_run_that_does_not_watch_for_preemption(
-    spawn, running_trial, settings, tmp_path
+    spawn, running_trial, host_agent
 ):
     # Still starting (importing, loading data) or not using the SDK: it could not checkpoint
     # in the grace period, which would only delay the shutdown (issue #27). A share of a
     # multi-host run keeps its grace: the chief's checkpoint may need its ranks.
-    settings.HEADWAY_WORK_DIR = tmp_path
-    starting, share = running_trial(), running_trial()
-    (tmp_path / f"trial-{share[0]}-run-{share[1]}-node-1").mkdir()
+    tmp_path = host_agent.work_dir
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    starting, chief = running_trial(), running_trial()
+    (tmp_path / f"trial-{chief[0]}-run-{chief[1]}-node-1").mkdir()
     killers = {}
-    for trial_run in (starting, share):
+    for trial_run in (starting, chief):
         process, _ = spawn(SLEEPER)
         killers[trial_run] = supervision.ProcessGroupKiller(process, grace=600)
         supervision.register(*trial_run, killers[trial_run])
 
     assert supervision.preempt_all_runs(grace=600) == 2
-    assert _stop_request(*starting) == _stop_request(*share) == "preempt"
+    assert _stop_request(*starting) == _stop_request(*chief) == "preempt"
     assert killers[starting].escalate() == SIGTERM_MESSAGE
     assert killers[starting].process.wait(timeout=60) == -signal.SIGTERM
-    assert killers[share].scheduled and killers[share].escalate() is None
-    assert killers[share].process.poll() is None
+    assert killers[chief].scheduled and killers[chief].escalate() is None
+    assert killers[chief].process.poll() is None
+
+
+def test_a_worker_shutdown_asks_the_master_only_for_chief_parts(spawn, running_trial, host_agent):
+    """A share (``node_rank`` >= 1) this host runs of another host's run follows the chief,
+    whose host asks the master: no preempt call for it here; it keeps its grace (its ranks may
+    be needed by the chief's checkpoint). Its entry is its own: unregistering it leaves the
+    chief's part of the same run registered."""
+    tmp_path = host_agent.work_dir
+    chief, shared = running_trial(), running_trial()
+    (tmp_path / f"trial-{shared[0]}-run-{shared[1]}-node-1").mkdir(parents=True)
+    share_process, _ = spawn(SLEEPER)
+    share_killer = supervision.ProcessGroupKiller(share_process, grace=600)
+    supervision.register(*shared, share_killer, node_rank=1)
+    chief_process, _ = spawn(SLEEPER)
+    supervision.register(*chief, supervision.ProcessGroupKiller(chief_process, grace=600))
+    supervision.register(*chief, supervision.ProcessGroupKiller(chief_process, grace=600), 1)
+    supervision.unregister(*chief, node_rank=1)  # the share ended; the chief's part runs on
+
+    assert supervision.preempt_all_runs(grace=600) == 2
+    assert _stop_request(*chief) == "preempt"
+    assert _stop_request(*shared) == ""  # its chief's host asks for it
+    assert share_killer.scheduled and share_killer.escalate() is None
+    assert share_process.poll() is None
+
+
+def test_a_run_the_master_refuses_to_preempt_is_still_stopped(spawn, host_agent, caplog):
+    """A run this host cannot ask about (the master answers 403/404: not placed here) is
+    logged and still stopped at once: the shutdown never waits on the master."""
+    process, _ = spawn(SLEEPER)
+    killer = supervision.ProcessGroupKiller(process, grace=600)
+    supervision.register(987654, 1, killer)
+    assert supervision.preempt_all_runs(grace=600) == 1
+    assert "could not ask trial 987654 run 1 to stop" in caplog.text
+    assert killer.escalate() == SIGTERM_MESSAGE
+    assert process.wait(timeout=60) == -signal.SIGTERM
 
 
 def test_a_worker_shutdown_with_no_running_trials_only_sets_the_flag():

@@ -1,10 +1,12 @@
-"""The real ``manage.py serve`` (gunicorn + Celery worker) stops on SIGTERM or SIGINT, children too.
+"""The real ``manage.py serve`` (gunicorn, the master's Celery worker and this machine's host
+agent) stops on SIGTERM or SIGINT, children too.
 
-tests/workers/test_workers_services.py checks the stop logic against stand-in children in seconds; this
-runs the real web server and worker on the embedded default, as ``make serve`` and the benchmarks
-(bench/preempt_latency.py) do, and checks that serve exits by itself and leaves none of its
-processes behind: idle (once per signal), and while a trial process is still starting (before
-its code could see a preemption, the case that used to take 15-30 s).
+tests/config/test_services.py checks the stop logic (``config.services``) against stand-in
+children in seconds; this runs the real web server, master worker and host agent on the embedded
+default, as ``make serve`` and the benchmarks (bench/preempt_latency.py) do, and checks that serve
+exits by itself and leaves none of its processes behind: idle (once per signal), and while a
+trial process is still starting (before its code could see a preemption, the case that used to
+take 15-30 s).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ class Serve:
     family: list[psutil.Process] = field(default_factory=list)
 
     def processes(self) -> list[psutil.Process]:
-        """serve's descendants now (the web server, the worker and what they started)."""
+        """serve's descendants now (the web server, the master worker, the host agent and what
+        they started)."""
         return psutil.Process(self.proc.pid).children(recursive=True)
 
     def stop_and_check(self, signum: int) -> float:
@@ -107,10 +110,12 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_serve_stops_its_web_server_and_worker_on_a_signal(signum, tmp_path):
+def test_serve_stops_its_web_server_master_worker_and_agent_on_a_signal(signum, tmp_path):
     with serve(tmp_path) as running:
         commands = " ".join(" ".join(proc.cmdline()) for proc in running.processes())
-        assert "gunicorn" in commands and "worker" in commands, commands
+        assert "gunicorn" in commands, commands
+        assert "-A config worker" in commands, commands  # the master's worker
+        assert "-A workers worker" in commands, commands  # the host agent
         took = running.stop_and_check(signum)
         print(f"serve stopped in {took:.1f} s after {signal.Signals(signum).name}")
 
