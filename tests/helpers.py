@@ -7,6 +7,7 @@ set-up and teardown is a fixture in ``plugin.py`` (the fixtures of tests/ and e2
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -262,13 +263,20 @@ def run_ranks(code: str, *args: str, world_size: int = 2, timeout: float = 180) 
     return results
 
 
+def new_host_key() -> str:
+    """A fresh host key (``hwh_...``), not yet stored."""
+    from registry.models.host_token import HOST_KEY_PREFIX
+
+    return HOST_KEY_PREFIX + uuid_module.uuid4().hex
+
+
 def host_token(name: str, key: str | None = None) -> str:
     """A live host token for host ``name``; with ``key``, that key (created again after a
     transactional test's flush deleted it). Returns the key."""
     from registry.models import HostToken
-    from registry.models.host_token import HOST_KEY_PREFIX, hash_host_key
+    from registry.models.host_token import hash_host_key
 
-    key = key or HOST_KEY_PREFIX + uuid_module.uuid4().hex
+    key = key or new_host_key()
     HostToken.objects.get_or_create(key_hash=hash_host_key(key), defaults={"name": name})
     return key
 
@@ -299,11 +307,12 @@ def start_master_worker(env: dict[str, str], log_path: Path, namespace: str) -> 
     with ``env`` (a cluster's, with its database settings), output to ``log_path``."""
     from config.services import master_worker_command
 
+    var_dir = log_path.parent / f"master-{namespace}"  # its own beat schedule file
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            master_worker_command(namespace) + ["-n", f"master-{uuid_module.uuid4().hex[:8]}@%h"],
+            [*master_worker_command(namespace), "-n", f"master-{uuid_module.uuid4().hex[:8]}@%h"],
             cwd=REPO,
-            env=dict(env, HEADWAY_QUEUE=namespace),
+            env=dict(env, HEADWAY_QUEUE=namespace, HEADWAY_VAR_DIR=str(var_dir)),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -329,14 +338,17 @@ def start_worker(
     """
     from config.services import agent_command, agent_environment
 
-    key = token or host_token(host_name)
+    key = token or new_host_key()
+    # No database access in a module fixture: `renew_host_tokens` creates it there.
+    with contextlib.suppress(RuntimeError):
+        host_token(host_name, key)
     agent_env = agent_environment(env, key, env["HEADWAY_MASTER_URL"])
     agent_env.update(HEADWAY_QUEUE=queue, HEADWAY_HOST_NAME=host_name)
     command = agent_command(concurrency, namespace=queue, host_name=host_name)
     if nodename:
         command += ["-n", nodename]
     with open(log_path, "ab") as log:
-        return subprocess.Popen(
+        agent = subprocess.Popen(
             command,
             cwd=REPO,
             env=agent_env,
@@ -344,6 +356,16 @@ def start_worker(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    agent.host_name, agent.host_token = host_name, key  # type: ignore[attr-defined]
+    return agent
+
+
+def renew_host_tokens(workers: list[subprocess.Popen]) -> None:
+    """Create again the host tokens of the agents among ``workers`` (``start_worker``'s): a
+    transactional test's flush deleted them, and a module's agents outlive a test."""
+    for worker in workers:
+        if hasattr(worker, "host_token"):
+            host_token(worker.host_name, worker.host_token)
 
 
 def stop_workers(workers: list[subprocess.Popen]) -> None:

@@ -35,7 +35,11 @@ def broker_options() -> tuple[str, dict[str, Any]]:
 _broker, _options = broker_options()
 # No fixups: Celery's Django fixup would import Django and run django.setup() in the agent
 # whenever DJANGO_SETTINGS_MODULE is in its environment (as under manage.py serve or worker).
-app = Celery("headway-agent", broker=_broker, include=["workers.tasks"], fixups=[])
+# set_as_current=False: a process that imports this module beside the master's app (a test,
+# a tool) keeps sending the master's tasks through the master's app.
+app = Celery(
+    "headway-agent", broker=_broker, include=["workers.tasks"], fixups=[], set_as_current=False
+)
 app.conf.update(
     broker_transport_options=_options,
     broker_connection_retry_on_startup=True,

@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, process_alive, start_host_workers, stop_workers, wait_for
+from tests.helpers import (
+    REPO,
+    process_alive,
+    renew_host_tokens,
+    start_host_workers,
+    stop_workers,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -204,7 +211,7 @@ def _two_hosts(cluster, tmp_path_factory):
         HEADWAY_HOST_ADDRESS="127.0.0.1",
         HEADWAY_HEARTBEAT_SECONDS="1",
     )
-    yield pool, base
+    yield pool, base, workers
     stop_workers(workers)
 
 
@@ -213,8 +220,9 @@ def two_hosts(cluster_api, _two_hosts, settings):
     """Runs created by this test go to the two hosts' pool (waits until both heartbeat)."""
     from registry.models import WorkerHost
 
-    pool, base = _two_hosts
+    pool, base, workers = _two_hosts
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
+    renew_host_tokens(workers)  # the last test's flush deleted them
     wait_for(
         lambda: WorkerHost.objects.filter(namespace=pool).alive().count() == 2,
         120,

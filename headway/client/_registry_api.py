@@ -112,12 +112,14 @@ class RegistryAPI:
         devices: Sequence[str],
         gpu: bool,
         started_at: datetime,
+        namespace: str | None = None,
         redispatch: bool = False,
         runs: Iterable[tuple[int, int]] = (),
         shares: Iterable[tuple[int, int, int]] = (),
     ) -> wire.HostInfo:
         """Register or heartbeat the token's host: its resource ``pool``, one device id per
-        slot (lowest first), whether they are GPUs, when its worker started; ``redispatch``
+        slot (lowest first), whether they are GPUs, when its worker started; ``namespace`` the
+        cluster namespace its agent serves (its ``HEADWAY_QUEUE``; None: the master's); ``redispatch``
         (a worker's first beat) sends again its placed, unclaimed runs. ``runs``
         (``(trial_id, run_id)``) and ``shares`` (``(trial_id, run_id, node_rank)``) are the
         leases it holds, renewed first (``renewed`` counts them). The answer's ``queue`` is the
@@ -127,6 +129,7 @@ class RegistryAPI:
             "devices": list(devices),
             "gpu": gpu,
             "started_at": started_at.isoformat(),
+            **({"namespace": namespace} if namespace else {}),
             "redispatch": redispatch,
             "runs": [{"trial_id": t, "run_id": r} for t, r in runs],
             "shares": [{"trial_id": t, "run_id": r, "node_rank": n} for t, r, n in shares],

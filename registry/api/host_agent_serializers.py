@@ -34,10 +34,17 @@ class HostHeartbeatRequestSerializer(StrictSerializer):
     ``runs`` and ``shares`` list the leases the host holds: each is renewed (its heartbeat
     set) when it is placed on this host and not EXITED; others are ignored.
 
-    The host's queue is not taken from the host: it is ``<HEADWAY_QUEUE>.host.<name>`` of the
-    token's name (a host cannot divert another host's runs to itself)."""
+    ``namespace`` is the cluster namespace the host's agent serves (its ``HEADWAY_QUEUE``; the
+    master's when omitted): only a master of that namespace places runs on it. The host's
+    queue is ``<namespace>.host.<name>`` of the token's name, never a name the host picks (a
+    host cannot divert another host's runs to itself)."""
 
     pool = StrictCharField(max_length=200)
+    namespace = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$",
+        required=False,
+        error_messages={"invalid": "letters, digits, '.', '_' or '-' (a Celery queue prefix)"},
+    )
     devices = serializers.ListField(
         child=StrictCharField(max_length=64), max_length=MAX_SLOTS, allow_empty=True
     )

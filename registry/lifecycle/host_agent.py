@@ -56,9 +56,10 @@ class NotFound(RegistryError):
 # -- the host itself ----------------------------------------------------------------------------
 
 
-def host_queue(host: str) -> str:
-    """Host ``host``'s Celery queue, ``<HEADWAY_QUEUE>.host.<name>`` (as ``workers.hosts``)."""
-    return f"{settings.CELERY_TASK_DEFAULT_QUEUE}.host.{host}"
+def host_queue(host: str, namespace: str | None = None) -> str:
+    """Host ``host``'s Celery queue, ``<namespace>.host.<name>`` (default namespace: this
+    master's ``HEADWAY_QUEUE``; as ``workers.hosts.host_queue``)."""
+    return f"{namespace or settings.CELERY_TASK_DEFAULT_QUEUE}.host.{host}"
 
 
 def host_beat(
@@ -68,6 +69,7 @@ def host_beat(
     devices: Sequence[str],
     gpu: bool,
     started_at: datetime,
+    namespace: str | None = None,
     redispatch: bool = False,
     runs: Sequence[dict] = (),
     shares: Sequence[dict] = (),
@@ -78,7 +80,8 @@ def host_beat(
 
     First the leases the host holds are renewed (``runs``: ``{"trial_id", "run_id"}``,
     ``shares``: with ``"node_rank"``; one UPDATE per table, as ``workers.leases.renew``): only
-    those placed on ``host`` and not EXITED. The placement pass never waits for a running one
+    those placed on ``host`` and not EXITED. ``namespace``: the cluster namespace the host
+    serves (default: this master's ``HEADWAY_QUEUE``). The placement pass never waits for a running one
     (``place_queued_runs(wait=False)``), as the worker's heartbeat.
 
     Returns the host row, how many runs were sent again and how many leases were renewed.
@@ -91,7 +94,8 @@ def host_beat(
     row = scheduling.host_heartbeat(
         name=host,
         pool=pool,
-        queue=host_queue(host),
+        namespace=namespace,
+        queue=host_queue(host, namespace),
         slots=len(devices),
         devices=devices,
         gpu=gpu,

@@ -55,14 +55,17 @@ def host_heartbeat(
     devices: Sequence[str],
     gpu: bool,
     started_at: datetime,
+    namespace: str | None = None,
 ) -> WorkerHost:
     """Register host ``name`` or refresh it: an upsert that also recreates a deleted row.
 
     Arguments:
         name (str): the host's unique name (``HEADWAY_HOST_NAME``).
         pool (str): the resource pool the host joins (``HEADWAY_RESOURCE_POOL``); only runs of
-            that pool are placed here. The host's namespace is this process's
-            ``HEADWAY_QUEUE``: only a registry of the same namespace places here.
+            that pool are placed here.
+        namespace (str | None): the cluster namespace the host serves (its agent's
+            ``HEADWAY_QUEUE``; default this process's): only a registry of the same namespace
+            places here.
         queue (str): the host's own Celery queue, where placed runs are sent.
         slots (int): how many slots the host offers (>= 0).
         devices (list[str]): one id per slot, lowest first (``"0"`` for GPU 0, ``"cpu0"``...).
@@ -72,7 +75,7 @@ def host_heartbeat(
     """
     fields = {
         "pool": pool,
-        "namespace": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "namespace": namespace or settings.CELERY_TASK_DEFAULT_QUEUE,
         "queue": queue,
         "slots": slots,
         "devices": list(devices),

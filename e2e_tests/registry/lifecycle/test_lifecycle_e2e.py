@@ -231,34 +231,31 @@ def dedicated_workers(cluster, settings, tmp_path):
     import subprocess
     import uuid
 
-    from tests.helpers import REPO
-    from workers.services import worker_command
+    from tests.helpers import start_master_worker, start_worker
 
     queue = f"headway-dedicated-{uuid.uuid4().hex[:8]}"
     settings.CELERY_TASK_DEFAULT_QUEUE = queue
-    started: list[subprocess.Popen] = []
+    timing = {
+        "HEADWAY_HEARTBEAT_SECONDS": "0.5",
+        "HEADWAY_HEARTBEAT_TIMEOUT_SECONDS": "4",
+        "HEADWAY_REAPER_INTERVAL_SECONDS": "1",
+        # A bound, not pacing: a preempted trial ends by itself well within it, but on a
+        # loaded 2-core CI machine its exit (checkpoint, threads, interpreter) took > 3 s.
+        "HEADWAY_KILL_GRACE_SECONDS": "20",
+        "HEADWAY_LEASE_MARGIN_SECONDS": "25",
+    }
+    # The hosts take their kill grace from the master (this process's heartbeat answers).
+    settings.HEADWAY_KILL_GRACE_SECONDS = 20.0
+    settings.HEADWAY_LEASE_MARGIN_SECONDS = 25.0
+    # The master's worker of this queue: the lost-run reaper, every second.
+    started: list[subprocess.Popen] = [
+        start_master_worker(dict(cluster.env, **timing), tmp_path / "master.log", queue)
+    ]
 
     def start(name: str) -> subprocess.Popen:
-        env = dict(
-            cluster.env,
-            HEADWAY_QUEUE=queue,
-            HEADWAY_VAR_DIR=str(tmp_path / name),
-            HEADWAY_HEARTBEAT_SECONDS="0.5",
-            HEADWAY_HEARTBEAT_TIMEOUT_SECONDS="4",
-            HEADWAY_REAPER_INTERVAL_SECONDS="1",
-            # A bound, not pacing: a preempted trial ends by itself well within it, but on a
-            # loaded 2-core CI machine its exit (checkpoint, threads, interpreter) took > 3 s.
-            HEADWAY_KILL_GRACE_SECONDS="20",
-        )
-        with open(tmp_path / f"{name}.log", "wb") as log:
-            worker = subprocess.Popen(
-                worker_command(concurrency=1, queue=queue),
-                cwd=REPO,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        env = dict(cluster.env, HEADWAY_VAR_DIR=str(tmp_path / name), **timing)
+        host = f"{queue}-{name}"
+        worker = start_worker(env, tmp_path / f"{name}.log", queue, host, concurrency=1)
         started.append(worker)
         return worker
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import start_host_workers, stop_workers, wait_for
+from tests.helpers import renew_host_tokens, start_host_workers, stop_workers, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -57,7 +57,7 @@ def _hosts(cluster, tmp_path_factory):
     base = tmp_path_factory.mktemp("scheduling")
     pool = f"headway-sched-{uuid.uuid4().hex[:8]}"
     workers = start_host_workers(cluster.env, base, pool, SLOTS_PER_HOST)
-    yield pool, base
+    yield pool, base, workers
     stop_workers(workers)
 
 
@@ -67,8 +67,9 @@ def hosts(cluster_api, _hosts, settings):
     transactional test's flush deletes host rows; the next heartbeat recreates them)."""
     from registry.models import WorkerHost
 
-    pool, base = _hosts
+    pool, base, workers = _hosts
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
+    renew_host_tokens(workers)  # the last test's flush deleted them
     wait_for(
         lambda: WorkerHost.objects.filter(namespace=pool).alive().count() == 2,
         120,
