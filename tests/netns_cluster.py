@@ -11,11 +11,16 @@
   default that made gloo advertise loopback to the other hosts (issue #21);
 - the master side, all bound to the bridge address: its own PostgreSQL (``initdb`` and
   ``pg_ctl`` from ``/usr/lib/postgresql/*/bin``, run as ``postgres`` in a temporary folder),
-  its own Redis (``redis-server --bind``), a moto S3 server and the web server (gunicorn,
-  ``workers.services.web_command``), with migrations applied and an admin user's token;
-- per worker host ``manage.py worker`` inside ``ip netns exec <ns>`` with its own
-  ``HEADWAY_HOST_NAME``, ``HEADWAY_SLOTS`` CPU slots and work folder, and no
-  ``HEADWAY_HOST_ADDRESS`` (the worker derives it from its route to the master).
+  its own Redis (``redis-server --bind``), a moto S3 server, the web server (gunicorn,
+  ``config.services.web_command``) and the master worker (``config.services.
+  master_worker_command``: the lost-run reaper with beat), with migrations applied and an
+  admin user's token;
+- per worker host the REST-only host agent ``python -m workers`` inside ``ip netns exec <ns>``
+  with its own ``HEADWAY_HOST_NAME``, ``HEADWAY_SLOTS`` CPU slots and work folder, a host token
+  issued on the master (``manage.py headway_host_token <host> --create``), the broker, and no
+  ``HEADWAY_HOST_ADDRESS`` (the agent derives it from its route to the master). Its environment
+  holds no ``SECRET_KEY`` and a ``DATABASE_URL`` naming an unreachable address
+  (``UNREACHABLE_DATABASE_URL``): a host that opened the database would fail.
 
 Only what it creates is touched, and ``stop()`` removes all of it (also after a failed start).
 Needs root, ``ip``, ``unshare``, ``redis-server`` and PostgreSQL's binaries: ``require_netns()``
@@ -31,12 +36,16 @@ API (for tests of several hosts, partitions, host loss)::
         cluster.link_down("b"); cluster.link_up("b")   # cut / restore host b's network
         cluster.kill_worker("b", signal.SIGKILL)       # its worker's whole process group
         cluster.start_worker("b")                      # start it again (after a kill)
+        cluster.revoke_token("b")                      # manage.py headway_host_token b --revoke
+        cluster.hosts["b"].token                       # its live key ("" once revoked)
         cluster.pids("b")                              # every process in b's namespace
+        cluster.agent_environ("b")                     # its agent's environment
         cluster.slots_in_use("b")                      # the master's count (REST workers/)
         cluster.run_in("b", ["ip", "addr"])            # a command inside b's namespace
         cluster.psql("SELECT 1")                       # a query on the master's database
 
-``worker_env`` (per host, or for all) adds or overrides worker variables; ``private_dirs``
+``worker_env`` (for all) and ``host_env`` (per host) add or override the agents' variables
+(``host_env()`` builds them; ``common_env()`` is the master's); ``private_dirs``
 gives a host a mount namespace with an empty tmpfs over each listed folder (a file system
 that is not shared with the master or the other hosts).
 """
@@ -71,6 +80,10 @@ from tests.netns_master import (
 )
 
 SECOND_OCTET = 213  # 10.213.N.0/24: private, and unlikely to be a real network of the machine
+# The worker hosts' DATABASE_URL: no route leads there from a host's namespace (its only route
+# is the bridge's /24), so a host that tried to open the database would fail at once.
+UNREACHABLE_DATABASE_URL = "postgres://headway@10.255.255.1:5432/unreachable"
+NAMESPACE = "headway"  # HEADWAY_QUEUE of the master and its hosts (the default, unset)
 
 
 def require_netns() -> None:
@@ -104,6 +117,7 @@ class Host:
     base: Path
     worker: subprocess.Popen | None = None
     env: dict[str, str] = field(default_factory=dict)
+    token: str = ""  # its live host token's key ("" before issuing and once revoked)
 
     @property
     def log(self) -> Path:
@@ -118,8 +132,10 @@ class NetnsCluster:
         base: a folder of its own (PostgreSQL's data, logs, work folders).
         hosts: worker host names (letters, digits, ``-``), each gets a namespace.
         slots: CPU slots per worker host (``HEADWAY_SLOTS``).
-        worker_env: variables for every worker, and ``{host: {...}}`` per host under the key
-            of the host's name.
+        worker_env: variables for every host agent.
+        host_env: ``{host: {...}}``: variables for that host's agent only.
+        master_env: variables for the master (e.g. ``HEADWAY_LEASE_SECONDS``: the hosts
+            adopt the master's timing from its heartbeat answers).
         private_dirs: ``{host: [folders]}`` hidden behind an empty tmpfs on that host.
         shared_fs: more ``shared_fs`` storage locations, ``{name: folder}`` (the location
             ``shared`` is ``base/shared``).
@@ -134,12 +150,14 @@ class NetnsCluster:
         host_env: Mapping[str, Mapping[str, str]] | None = None,
         private_dirs: Mapping[str, Sequence[str]] | None = None,
         shared_fs: Mapping[str, str] | None = None,
+        master_env: Mapping[str, str] | None = None,
     ) -> None:
         self.base = Path(base)
         self.names = list(hosts)
         self.slots = slots
         self.worker_env = dict(worker_env or {})
-        self.host_env = {k: dict(v) for k, v in (host_env or {}).items()}
+        self.host_env_overrides = {k: dict(v) for k, v in (host_env or {}).items()}
+        self.master_env = dict(master_env or {})
         self.private_dirs = {k: list(v) for k, v in (private_dirs or {}).items()}
         self.shared_fs = {"shared": str(self.base / "shared"), **(shared_fs or {})}
         self.hosts: dict[str, Host] = {}
@@ -176,6 +194,7 @@ class NetnsCluster:
             self._redis()
             self._s3()
             self._web()
+            self._master_worker()
             for name in self.names:
                 self.start_worker(name)
         except BaseException:
@@ -274,10 +293,15 @@ class NetnsCluster:
         """A ``checkpoint_storage`` on the ``shared_fs`` location ``name``."""
         return {"type": "shared_fs", "host_path": self.shared_fs[name]}
 
-    def common_env(self) -> dict[str, str]:
-        """What the master and every worker share: services, storage, fast timings."""
+    @staticmethod
+    def _base_env() -> dict[str, str]:
         keep = ("PATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV", "TMPDIR", "PYTHONPATH")
-        env = {k: v for k, v in os.environ.items() if k in keep}
+        return {k: v for k, v in os.environ.items() if k in keep}
+
+    def common_env(self) -> dict[str, str]:
+        """The master's environment (web server, master worker, ``manage.py``): its database,
+        broker, storage, secret key and fast timings."""
+        env = self._base_env()
         env.update(
             DATABASE_URL=self.database_url,
             REDIS_URL=self.redis_url,
@@ -290,15 +314,47 @@ class NetnsCluster:
             HEADWAY_HOST_HEARTBEAT_SECONDS="1",
             ALLOWED_HOSTS=f"{self.master},127.0.0.1,localhost",
             SECRET_KEY=self._secret,
+            HEADWAY_VAR_DIR=str(self.base / "master"),
             **S3_KEYS_ENV,
         )
+        env.update(self.master_env)
         return env
 
+    def host_env(self, name: str) -> dict[str, str]:
+        """Host ``name``'s agent environment: the master's URL, its host token, the broker, its
+        slots and folders, the storage keys and the timings used before the master's first
+        heartbeat answer; no ``SECRET_KEY`` and an unreachable ``DATABASE_URL``; then
+        ``worker_env`` and ``host_env[name]``."""
+        host = self.hosts[name]
+        env = self._base_env()
+        env.update(
+            HEADWAY_MASTER=self.url,
+            HEADWAY_HOST_TOKEN=host.token,
+            REDIS_URL=self.redis_url,
+            HEADWAY_HOST_NAME=name,
+            HEADWAY_SLOTS=str(self.slots),
+            HEADWAY_VAR_DIR=str(host.base / "var"),
+            HEADWAY_WORK_DIR=str(host.base / "work"),
+            HEADWAY_CHECKPOINT_DIR=self.shared_fs["shared"],
+            HEADWAY_LOG_FLUSH_SECONDS="0.2",
+            HEADWAY_KILL_GRACE_SECONDS="3",
+            HEADWAY_HOST_HEARTBEAT_SECONDS="1",
+            DATABASE_URL=UNREACHABLE_DATABASE_URL,
+            **S3_KEYS_ENV,
+        )
+        env.update(self.worker_env)
+        env.update(self.host_env_overrides.get(name, {}))
+        return env
+
+    def manage(self, *args: str) -> str:
+        """Run ``manage.py *args`` on the master (its environment); its stdout."""
+        cmd = [sys.executable, "manage.py", *args]
+        return run_checked(cmd, cwd=REPO, env=self.common_env()).stdout
+
     def _web(self) -> None:
-        from workers.services import web_command
+        from config.services import web_command
 
         env = self.common_env()
-        env["HEADWAY_VAR_DIR"] = str(self.base / "master")
         run_checked([sys.executable, "manage.py", "migrate", "--noinput"], cwd=REPO, env=env)
         self.token = run_checked(
             [sys.executable, "manage.py", "headway_token", "admin", "--create", "--superuser"],
@@ -310,6 +366,13 @@ class NetnsCluster:
         env.update(HEADWAY_MASTER_URL=self.url, HEADWAY_WEB_WORKERS="1", HEADWAY_WEB_THREADS="64")
         self._spawn(web_command(port, bind=self.master), self.base / "web.log", env=env)
         wait_for(lambda: connects(self.master, port), 120, f"the web server ({self.base})")
+
+    def _master_worker(self) -> None:
+        """The master's Celery worker with beat (lost-run reaper, GC), in the root namespace."""
+        from config.services import master_worker_command
+
+        log = self.base / "master-worker.log"
+        self._spawn(master_worker_command(NAMESPACE), log, env=self.common_env())
 
     def _spawn(
         self, cmd: Sequence[str], log: Path, env: dict[str, str] | None = None
@@ -328,18 +391,29 @@ class NetnsCluster:
 
     # -- worker hosts -------------------------------------------------------------------------
 
+    def issue_token(self, name: str) -> str:
+        """Issue host ``name``'s token on the master (``manage.py headway_host_token NAME
+        --create``, which prints only the key); keep and return its key."""
+        key = self.manage("headway_host_token", name, "--create").strip()
+        if not key.startswith("hwh_"):
+            raise RuntimeError(f"headway_host_token {name} --create printed {key!r}, not a key")
+        self.hosts[name].token = key
+        return key
+
+    def revoke_token(self, name: str) -> None:
+        """Revoke host ``name``'s live token on the master (``manage.py headway_host_token NAME
+        --revoke``); its running agent keeps the old key, the next ``start_worker`` gets a new
+        one."""
+        self.manage("headway_host_token", name, "--revoke")
+        self.hosts[name].token = ""
+
     def start_worker(self, name: str) -> subprocess.Popen:
-        """Start (again) host ``name``'s worker inside its namespace."""
+        """Start (again) host ``name``'s agent (``python -m workers``) inside its namespace,
+        with its live token (one is issued first when it has none)."""
         host = self.hosts[name]
-        env = self.common_env()
-        env.update(
-            HEADWAY_HOST_NAME=name,
-            HEADWAY_SLOTS=str(self.slots),
-            HEADWAY_VAR_DIR=str(host.base / "var"),
-            HEADWAY_WORK_DIR=str(host.base / "work"),
-        )
-        env.update(self.worker_env)
-        env.update(self.host_env.get(name, {}))
+        if not host.token:
+            self.issue_token(name)
+        env = self.host_env(name)
         host.env = env
         # Own host name (UTS namespace) and, if asked, folders this host does not share.
         setup = 'hostname "$1"; shift; '
@@ -349,7 +423,7 @@ class NetnsCluster:
         script = setup + 'exec "$@"'
         unshare = ["unshare", "--uts"] + (["--mount", "--propagation", "private"] if mounts else [])
         cmd = ["ip", "netns", "exec", host.namespace, *unshare, "sh", "-c", script, "sh"]
-        cmd += [self._hostname(name), sys.executable, "manage.py", "worker"]
+        cmd += [self._hostname(name), sys.executable, "-m", "workers"]
         host.worker = self._spawn(cmd, host.log, env=env)
         return host.worker
 
@@ -381,6 +455,16 @@ class NetnsCluster:
         out = run_checked(["ip", "netns", "pids", self.hosts[name].namespace]).stdout
         return [int(p) for p in out.split()]
 
+    def agent_environ(self, name: str) -> dict[str, str]:
+        """The environment host ``name``'s running agent process started with (``ip netns
+        exec``, ``unshare``, ``sh`` and ``python -m workers`` exec each other: one pid)."""
+        worker = self.hosts[name].worker
+        if worker is None or worker.poll() is not None:
+            raise RuntimeError(f"host {name}'s agent is not running (log: {self.hosts[name].log})")
+        raw = Path(f"/proc/{worker.pid}/environ").read_bytes()
+        items = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+        return {key.decode(): value.decode() for key, value in items}
+
     def run_in(self, name: str, cmd: Sequence[str]) -> subprocess.CompletedProcess:
         """Run ``cmd`` in host ``name``'s network namespace (not its worker's other ones)."""
         return run_checked(["ip", "netns", "exec", self.hosts[name].namespace, *cmd])
@@ -402,21 +486,27 @@ class NetnsCluster:
 
     # -- teardown -----------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop every process it started and remove its namespaces, links and database."""
-        for host in self.hosts.values():
-            self.kill_worker(host.name, signal.SIGTERM)
-        for proc in reversed(self._procs):
+    @staticmethod
+    def _terminate(procs: Sequence[subprocess.Popen], grace: float = 20) -> None:
+        """SIGTERM each process group, SIGKILL those still running ``grace`` seconds later."""
+        for proc in procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for proc in self._procs:
+        deadline = time.monotonic() + grace
+        for proc in procs:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+    def stop(self) -> None:
+        """Stop every process it started and remove its namespaces, links and database."""
+        # The host agents first, while the master answers (they mark their hosts stopped).
+        agents = [h.worker for h in self.hosts.values() if h.worker is not None]
+        self._terminate(agents)
+        self._terminate([proc for proc in reversed(self._procs) if proc not in agents])
         for namespace in self._made_namespaces:  # trials that left their group
             out = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True)
             for pid in out.stdout.split():

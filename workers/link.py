@@ -51,3 +51,9 @@ def is_master_unavailable(exc: BaseException) -> bool:
 def is_refused(exc: BaseException) -> bool:
     """True when the master refuses this host's token (401: revoked or unknown)."""
     return isinstance(exc, UnauthenticatedError) and exc.status == 401
+
+
+def refusal(exc: BaseException) -> str:
+    """Why this host stops every run when the master refuses its token (``is_refused``): the
+    line for the worker's and the trials' logs."""
+    return f"the master refused host {settings.HEADWAY_HOST_NAME}'s token (revoked?): {exc}"

@@ -71,6 +71,32 @@ class LogWriter:
                 del self.pending[: len(batch)]
 
 
+class _Calls:
+    """One run loop's calls to the master: an outage is ridden out (``master``); a refused
+    token (401) is not an outage: as with the host heartbeat's, every lease of this host ends
+    and ``killer`` stops the run's processes now, supervised by the loop to their end (not left
+    to the guard's backstop at the lease's end); the master is not called again."""
+
+    def __init__(self, master: outage.MasterOutage, killer: supervision.ProcessGroupKiller):
+        self.master = master
+        self.killer = killer
+        self.refused = False
+
+    def attempt(self, call: Callable[[], object]) -> bool:
+        """``call()`` through ``master.attempt``; False when it failed or was not tried."""
+        if self.refused:
+            return False
+        try:
+            return self.master.attempt(call)
+        except Exception as exc:
+            if not link.is_refused(exc):
+                raise
+            self.refused = True
+            leases.expire_all(link.refusal(exc))
+            self.killer.schedule()
+            return False
+
+
 def _pump_output(
     killer: supervision.ProcessGroupKiller,
     lines: queue.Queue[object],
@@ -87,7 +113,8 @@ def _pump_output(
 
     An outage of the master shorter than ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS`` is ridden out
     (lines wait in memory, calls are retried: workers/outage.py); a longer one stops the
-    process, since the master may then give its trial to another host."""
+    process, since the master may then give its trial to another host. A refused token (401:
+    revoked) stops the process at once and ends every lease of this host."""
     flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
     # The heartbeat's answer carries the run's stop request: a kill waits at most this long.
     beat_every = min(settings.HEADWAY_HEARTBEAT_SECONDS, settings.HEADWAY_STOP_POLL_SECONDS)
@@ -101,6 +128,7 @@ def _pump_output(
             lease.renewed_at(started)
 
     master = outage.MasterOutage(settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
+    attempt = _Calls(master, killer).attempt
     while True:
         try:
             item = lines.get(timeout=flush_every)
@@ -113,10 +141,10 @@ def _pump_output(
         now = time.monotonic()
         if now - last_flush >= flush_every or len(logs.pending) >= LOG_BATCH:
             # No pending line: no call, so an outage's clock is not reset by a no-op flush.
-            if not logs.pending or master.attempt(logs.flush):
-                master.attempt(on_flush)
+            if not logs.pending or attempt(logs.flush):
+                attempt(on_flush)
             last_flush = now
-        if now - last_beat >= beat_every and master.attempt(beat):
+        if now - last_beat >= beat_every and attempt(beat):
             last_beat = now
         if master.exceeded and not killer.scheduled:
             logs.add(

@@ -104,14 +104,30 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
 
 def _finish(logs: LogWriter, exit_code: int | None, report: Any, what: str, run_dir: Path) -> None:
     """Send the last log lines, then the exit (``report()``), each across an outage of the
-    master up to ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS``; clean the run's folder after exit 0."""
+    master up to ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS``; clean the run's folder after exit 0.
+    When the master refuses this host's token (revoked) neither can be sent: said in the
+    worker's log, and the master's lost-run reaper ends the run once its lease lapsed."""
     budget = settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS
     try:
         outage.retry_master(logs.flush, budget=budget, what="trial logs")
-    except Exception:
+    except Exception as exc:
         # The exit matters more than the last lines: report it even if they cannot be sent.
-        logger.exception("%s: could not send the last log lines", what)
-    outage.retry_master(report, budget=budget, what=f"{what} exit")
+        if link.is_refused(exc):
+            logger.error("%s: its last log lines not sent: %s", what, link.refusal(exc))
+        else:
+            logger.exception("%s: could not send the last log lines", what)
+    try:
+        outage.retry_master(report, budget=budget, what=f"{what} exit")
+    except Exception as exc:
+        if not link.is_refused(exc):
+            raise
+        logger.error(
+            "%s: exit code %s not reported, left to the master's lost-run reaper: %s",
+            what,
+            exit_code,
+            link.refusal(exc),
+        )
+        return
     if exit_code == 0 and not os.environ.get("HEADWAY_KEEP_WORKDIRS"):
         shutil.rmtree(run_dir, ignore_errors=True)
 
