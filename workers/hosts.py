@@ -114,6 +114,7 @@ class HostHeartbeat:
             devices=self.spec.devices,
             gpu=self.spec.gpu,
             started_at=self.started_at,
+            namespace=settings.HEADWAY_QUEUE,
             redispatch=not self._redispatched,
             runs=runs,
             shares=shares,
@@ -128,7 +129,7 @@ class HostHeartbeat:
             raise  # e.g. a pool the admin's file does not list: the worker cannot serve
         except Exception as exc:
             if link.is_refused(exc):
-                why = f"the master refused host {self.spec.name}'s token (revoked?): {exc}"
+                why = link.refusal(exc)
                 if not self.refused:
                     logger.critical("%s; stopping every trial of this host", why)
                 self.refused = why
