@@ -16,6 +16,7 @@ thread) the request thread polls by itself, as before.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from functools import reduce
@@ -25,6 +26,9 @@ from django.db import connection
 from django.db.models import Q
 
 from registry.models import RunState, TrialRun
+from registry.overload import is_database_unavailable
+
+logger = logging.getLogger("headway.registry")
 
 POLL_SECONDS = 0.1
 
@@ -87,7 +91,16 @@ class _StopWatcher:
                     if not keys:
                         self._running = False
                         return
-                self._poll(keys)
+                try:
+                    self._poll(keys)
+                except Exception as exc:
+                    if not is_database_unavailable(exc):
+                        raise
+                    # A database restart: its waiters keep waiting; poll on a fresh connection.
+                    logger.warning("database unavailable in the stop watcher, retrying: %s", exc)
+                    connection.close()
+                    time.sleep(max(POLL_SECONDS, 0.5))
+                    continue
                 time.sleep(POLL_SECONDS)
         except Exception:
             with self._lock:

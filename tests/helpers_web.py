@@ -1,4 +1,4 @@
-"""A real web server (``workers.services.web_command``) as a child process that tests can kill
+"""A real web server (``config.services.web_command``) as a child process that tests can kill
 and restart on the same port (outage and connection tests)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def runserver_command(port: int) -> list[str]:
 
 class WebServer:
     """The web server on ``port`` with ``env`` (``command``: a function of the port; default
-    ``workers.services.web_command``, what ``make serve`` runs); output appended to ``log``."""
+    ``config.services.web_command``, what ``make serve`` runs); output appended to ``log``."""
 
     def __init__(
         self,
@@ -39,7 +39,7 @@ class WebServer:
 
     def start(self) -> None:
         """Start it and wait until ``/healthz`` answers (60 s at most)."""
-        from workers.services import web_command
+        from config.services import web_command
 
         command = (self.command or web_command)(self.port)
         with open(self.log, "ab") as out:

@@ -243,7 +243,7 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
         key = host_token(host_name)
     with open(base / "master.log", "wb") as log:
         master = subprocess.Popen(
-            master_worker_command(queue) + ["-n", f"master-{queue}@%h"],
+            [*master_worker_command(queue), "-n", f"master-{queue}@%h"],
             cwd=REPO,
             env=env,
             stdout=log,
@@ -252,6 +252,11 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
     agent = start_worker(
         dict(env, HEADWAY_HOST_NAME=host_name), worker_log, queue, host_name, 3, token=key
     )
+    # The hosts call the live server between tests too (heartbeats): it keeps database access
+    # for the session, as the workers that opened the database themselves had. Without it a
+    # call cut off mid-pass by the blocker left the placement lock held by a dead request.
+    unblocked = django_db_blocker.unblock()
+    unblocked.__enter__()
     try:
         yield types.SimpleNamespace(
             url=live_server.url,
@@ -263,6 +268,7 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
             env=env,
         )
     finally:
+        unblocked.__exit__(None, None, None)
         for proc in (agent, master):
             proc.terminate()
         for proc in (agent, master):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-from collections.abc import Mapping
 from pathlib import Path
 
 HOST_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}"
@@ -28,8 +27,13 @@ class AgentConfigError(Exception):
     """A host agent setting is missing or invalid; the message names the variable."""
 
 
-def _number(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "")
+def _env_text(name: str, default: str = "") -> str:
+    value = os.environ.get(name, "")
+    return value if value != "" else default
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
     if raw == "":
         return default
     try:
@@ -38,8 +42,8 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
         raise AgentConfigError(f"{name} must be a number, got {raw!r}") from None
 
 
-def _integer(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name, "")
+def _env_integer(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
     if raw == "":
         return default
     try:
@@ -78,60 +82,61 @@ class AgentSettings:
         Others as in docs/configuration.md.
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        env = os.environ if env is None else env
-        self.VAR_DIR = Path(env.get("HEADWAY_VAR_DIR") or Path.cwd() / "var").resolve()
+    def __init__(self) -> None:
+        self.VAR_DIR = Path(_env_text("HEADWAY_VAR_DIR") or Path.cwd() / "var").resolve()
         self.HEADWAY_MASTER_URL = (
-            env.get("HEADWAY_MASTER") or env.get("HEADWAY_MASTER_URL") or ""
+            _env_text("HEADWAY_MASTER") or _env_text("HEADWAY_MASTER_URL")
         ).rstrip("/")
-        self.HEADWAY_HOST_TOKEN = env.get("HEADWAY_HOST_TOKEN", "")
-        self.BROKER_URL = env.get("HEADWAY_BROKER_URL") or env.get("REDIS_URL") or ""
-        self.HEADWAY_VISIBILITY_TIMEOUT = _integer(env, "HEADWAY_VISIBILITY_TIMEOUT", 43200)
-        self.HEADWAY_QUEUE = env.get("HEADWAY_QUEUE") or "headway"
-        self.HEADWAY_RESOURCE_POOL = env.get("HEADWAY_RESOURCE_POOL") or "default"
-        self.HEADWAY_HOST_NAME = env.get("HEADWAY_HOST_NAME") or _default_host_name()
+        self.HEADWAY_HOST_TOKEN = _env_text("HEADWAY_HOST_TOKEN")
+        self.BROKER_URL = _env_text("HEADWAY_BROKER_URL") or _env_text("REDIS_URL")
+        self.HEADWAY_VISIBILITY_TIMEOUT = _env_integer("HEADWAY_VISIBILITY_TIMEOUT", 43200)
+        self.HEADWAY_QUEUE = _env_text("HEADWAY_QUEUE", "headway")
+        self.HEADWAY_RESOURCE_POOL = _env_text("HEADWAY_RESOURCE_POOL", "default")
+        self.HEADWAY_HOST_NAME = _env_text("HEADWAY_HOST_NAME") or _default_host_name()
         if not re.fullmatch(HOST_NAME_PATTERN, self.HEADWAY_HOST_NAME):
             raise AgentConfigError(
                 "HEADWAY_HOST_NAME must be letters, digits, '.', '_' or '-', got "
                 f"{self.HEADWAY_HOST_NAME!r}"
             )
-        slots = env.get("HEADWAY_SLOTS", "")
-        self.HEADWAY_SLOTS: int | None = _integer(env, "HEADWAY_SLOTS", 0) if slots else None
+        slots = _env_text("HEADWAY_SLOTS")
+        self.HEADWAY_SLOTS: int | None = _env_integer("HEADWAY_SLOTS", 0) if slots else None
         if self.HEADWAY_SLOTS is not None and self.HEADWAY_SLOTS < 0:
             raise AgentConfigError(f"HEADWAY_SLOTS must be 0 or more, got {self.HEADWAY_SLOTS}")
-        self.HEADWAY_HOST_ADDRESS = env.get("HEADWAY_HOST_ADDRESS", "")
-        self.HEADWAY_WORK_DIR = Path(env.get("HEADWAY_WORK_DIR") or self.VAR_DIR / "work").resolve()
-        self.HEADWAY_CHECKPOINT_DIR = Path(
-            env.get("HEADWAY_CHECKPOINT_DIR") or self.VAR_DIR / "checkpoints"
+        self.HEADWAY_HOST_ADDRESS = _env_text("HEADWAY_HOST_ADDRESS")
+        self.HEADWAY_WORK_DIR = Path(
+            _env_text("HEADWAY_WORK_DIR") or self.VAR_DIR / "work"
         ).resolve()
-        self.HEADWAY_TRIAL_USER = env.get("HEADWAY_TRIAL_USER", "")
+        self.HEADWAY_CHECKPOINT_DIR = Path(
+            _env_text("HEADWAY_CHECKPOINT_DIR") or self.VAR_DIR / "checkpoints"
+        ).resolve()
+        self.HEADWAY_TRIAL_USER = _env_text("HEADWAY_TRIAL_USER")
         self.HEADWAY_TRIAL_ENV = [
-            name.strip() for name in env.get("HEADWAY_TRIAL_ENV", "").split(",") if name.strip()
+            name.strip() for name in _env_text("HEADWAY_TRIAL_ENV").split(",") if name.strip()
         ]
-        self.HEADWAY_HOST_HEARTBEAT_SECONDS = _number(env, "HEADWAY_HOST_HEARTBEAT_SECONDS", 10.0)
-        self.HEADWAY_KILL_GRACE_SECONDS = _number(env, "HEADWAY_KILL_GRACE_SECONDS", 10.0)
-        self.HEADWAY_LEASE_SECONDS = _number(
-            env, "HEADWAY_LEASE_SECONDS", max(3 * self.HEADWAY_HOST_HEARTBEAT_SECONDS, 10.0)
+        self.HEADWAY_HOST_HEARTBEAT_SECONDS = _env_number("HEADWAY_HOST_HEARTBEAT_SECONDS", 10.0)
+        self.HEADWAY_KILL_GRACE_SECONDS = _env_number("HEADWAY_KILL_GRACE_SECONDS", 10.0)
+        self.HEADWAY_LEASE_SECONDS = _env_number(
+            "HEADWAY_LEASE_SECONDS", max(3 * self.HEADWAY_HOST_HEARTBEAT_SECONDS, 10.0)
         )
-        self.HEADWAY_HEARTBEAT_SECONDS = _number(env, "HEADWAY_HEARTBEAT_SECONDS", 10.0)
-        self.HEADWAY_STOP_POLL_SECONDS = _number(env, "HEADWAY_STOP_POLL_SECONDS", 2.0)
-        self.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = _number(
-            env, "HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60.0
+        self.HEADWAY_HEARTBEAT_SECONDS = _env_number("HEADWAY_HEARTBEAT_SECONDS", 10.0)
+        self.HEADWAY_STOP_POLL_SECONDS = _env_number("HEADWAY_STOP_POLL_SECONDS", 2.0)
+        self.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = _env_number(
+            "HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60.0
         )
-        self.HEADWAY_LOG_FLUSH_SECONDS = _number(env, "HEADWAY_LOG_FLUSH_SECONDS", 0.5)
-        self.HEADWAY_MAX_LOG_LINE_CHARS = _integer(env, "HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
-        self.HEADWAY_THREADS_PER_SLOT = _integer(env, "HEADWAY_THREADS_PER_SLOT", 0)
-        self.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = _number(
-            env, "HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", 300.0
+        self.HEADWAY_LOG_FLUSH_SECONDS = _env_number("HEADWAY_LOG_FLUSH_SECONDS", 0.5)
+        self.HEADWAY_MAX_LOG_LINE_CHARS = _env_integer("HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
+        self.HEADWAY_THREADS_PER_SLOT = _env_integer("HEADWAY_THREADS_PER_SLOT", 0)
+        self.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = _env_number(
+            "HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", 300.0
         )
-        self.HEADWAY_MAX_MODEL_DEF_BYTES = _integer(
-            env, "HEADWAY_MAX_MODEL_DEF_BYTES", DEFAULT_MAX_MODEL_DEF_BYTES
+        self.HEADWAY_MAX_MODEL_DEF_BYTES = _env_integer(
+            "HEADWAY_MAX_MODEL_DEF_BYTES", DEFAULT_MAX_MODEL_DEF_BYTES
         )
-        self.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS = _number(
-            env, "HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS", 20.0
+        self.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS = _env_number(
+            "HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS", 20.0
         )
-        self.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES = _integer(
-            env, "HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES", 1024**3
+        self.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES = _env_integer(
+            "HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES", 1024**3
         )
 
     def require_master(self) -> None:
@@ -174,7 +179,7 @@ def configure(**values: object) -> None:
         setattr(settings, name, value)
 
 
-def reload(env: Mapping[str, str] | None = None) -> AgentSettings:
-    """Read the settings again from ``env`` (default: the environment), in place."""
-    settings.__dict__.update(AgentSettings(env).__dict__)
+def reload() -> AgentSettings:
+    """Read the settings again from the environment, in place."""
+    settings.__dict__.update(AgentSettings().__dict__)
     return settings

@@ -317,7 +317,10 @@ def model_definition(host: str, trial_id: int, run_id: int, node_rank: int = 0) 
 
 
 def _fresh(trial_id: int, run_id: int) -> TrialRun:
-    return TrialRun.objects.get(trial_id=trial_id, run_id=run_id)
+    run = TrialRun.objects.filter(trial_id=trial_id, run_id=run_id).first()
+    if run is None:  # deleted meanwhile (its experiment was)
+        raise NotFound(f"Trial {trial_id} has no run {run_id}.")
+    return run
 
 
 # -- runs over several hosts: the chief's view, and this host's shares ---------------------------
@@ -445,4 +448,9 @@ def share_exit(
 
 
 def _fresh_share(share: RunShare) -> RunShare:
-    return RunShare.objects.select_related("run").get(id=share.id)
+    fresh = RunShare.objects.select_related("run").filter(id=share.id).first()
+    if fresh is None:  # deleted meanwhile (its experiment was)
+        raise NotFound(
+            f"Run {share.run.run_id} of trial {share.run.trial_id} has no node {share.node_rank}."
+        )
+    return fresh

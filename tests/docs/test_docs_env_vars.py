@@ -4,13 +4,13 @@ The code is parsed with ``ast``, never imported. A *read* is a call of ``os.envi
 ``os.getenv(NAME)``, ``os.environ.setdefault(NAME, ...)``, ``os.environ.pop(NAME)``, a load of
 ``os.environ[NAME]``, a test ``NAME in os.environ``, or a call of one of the typed readers in
 ``config/env.py`` (``envstr``/``envbool``/``envint``: every top-level function there that reads
-``os.environ`` with its first parameter). ``NAME`` must be a string literal, a variable bound to
+``os.environ`` with its first parameter, and the same in the host agent's ``workers/config.py``). ``NAME`` must be a string literal, a variable bound to
 one (module or function level), or the variable of a ``for`` loop over literal strings; any other
 read is *dynamic* and must be listed in ``DYNAMIC_READS`` with the reason it is fine.
 
 Tables in docs/configuration.md whose first header cell is ``variable`` list variables the code
-reads; the table headed ``variable (set by the worker)`` lists what ``workers/runner.py``'s
-``_environment()`` sets in trial processes. Both are compared with the code in both directions.
+reads; the table headed ``variable (set by the worker)`` lists what ``workers/launch.py``'s
+``environment()`` sets in trial processes. Both are compared with the code in both directions.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from tests.helpers import REPO
 
 DOC = REPO / "docs" / "configuration.md"
 SCANNED = ("config", "registry", "dashboard", "workers", "headway")
-ENV_HELPERS_MODULE = REPO / "config" / "env.py"
-TRIAL_ENV_MODULE = REPO / "workers" / "runner.py"
-TRIAL_ENV_FUNCTION = "_environment"
+ENV_HELPERS_MODULES = (REPO / "config" / "env.py", REPO / "workers" / "config.py")
+TRIAL_ENV_MODULE = REPO / "workers" / "launch.py"
+TRIAL_ENV_FUNCTION = "environment"
 
 READ_TABLE = "variable"
 SET_TABLE = "variable (set by the worker)"
@@ -39,6 +39,18 @@ DYNAMIC_READS = {
     ("config/env.py", "envstr"): "typed reader; its callers pass literal names and are scanned",
     ("config/env.py", "envbool"): "typed reader; its callers pass literal names and are scanned",
     ("config/env.py", "envint"): "typed reader; its callers pass literal names and are scanned",
+    (
+        "workers/config.py",
+        "_env_text",
+    ): "typed reader; its callers pass literal names and are scanned",
+    (
+        "workers/config.py",
+        "_env_number",
+    ): "typed reader; its callers pass literal names and are scanned",
+    (
+        "workers/config.py",
+        "_env_integer",
+    ): "typed reader; its callers pass literal names and are scanned",
 }
 
 # Documented in a `variable` table although no Headway code reads them: name -> who reads them.
@@ -130,23 +142,25 @@ def _resolve(node: ast.AST, parents: dict[ast.AST, ast.AST], tree: ast.Module) -
 
 
 def env_helpers() -> set[str]:
-    """Top-level functions of config/env.py that read ``os.environ`` with their first argument."""
-    tree = ast.parse(ENV_HELPERS_MODULE.read_text(encoding="utf-8"))
+    """Top-level functions of ``ENV_HELPERS_MODULES`` that read ``os.environ`` with their first
+    argument."""
     helpers = set()
-    for function in tree.body:
-        if not isinstance(function, ast.FunctionDef) or not function.args.args:
-            continue
-        first = function.args.args[0].arg
-        for node in ast.walk(function):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and _is_environ(node.func.value)
-                and node.args
-                and isinstance(node.args[0], ast.Name)
-                and node.args[0].id == first
-            ):
-                helpers.add(function.name)
+    for module in ENV_HELPERS_MODULES:
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        for function in tree.body:
+            if not isinstance(function, ast.FunctionDef) or not function.args.args:
+                continue
+            first = function.args.args[0].arg
+            for node in ast.walk(function):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and _is_environ(node.func.value)
+                    and node.args
+                    and isinstance(node.args[0], ast.Name)
+                    and node.args[0].id == first
+                ):
+                    helpers.add(function.name)
     return helpers
 
 
@@ -197,7 +211,7 @@ def scan_reads() -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
 
 
 def trial_env_names() -> tuple[set[str], set[str]]:
-    """``(set, removed)``: names ``_environment()`` in workers/runner.py sets and removes."""
+    """``(set, removed)``: names ``environment()`` in workers/launch.py sets and removes."""
     tree = ast.parse(TRIAL_ENV_MODULE.read_text(encoding="utf-8"))
     parents = _parents(tree)
     function = next(
@@ -214,18 +228,18 @@ def trial_env_names() -> tuple[set[str], set[str]]:
     for node in ast.walk(function):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
             resolved = _resolve(node.slice, parents, tree)
-            assert resolved is not None, f"dynamic env name at runner.py:{node.lineno}"
+            assert resolved is not None, f"dynamic env name at launch.py:{node.lineno}"
             set_names.update(resolved)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
             if node.func.attr == "update" and isinstance(node.args[0], ast.Dict):
                 for key in node.args[0].keys:
-                    assert key is not None, f"**-merge at runner.py:{node.lineno}; list names"
+                    assert key is not None, f"**-merge at launch.py:{node.lineno}; list names"
                     resolved = _resolve(key, parents, tree)
-                    assert resolved is not None, f"dynamic env name at runner.py:{node.lineno}"
+                    assert resolved is not None, f"dynamic env name at launch.py:{node.lineno}"
                     set_names.update(resolved)
             elif node.func.attr == "pop":
                 resolved = _resolve(node.args[0], parents, tree)
-                assert resolved is not None, f"dynamic env name at runner.py:{node.lineno}"
+                assert resolved is not None, f"dynamic env name at launch.py:{node.lineno}"
                 removed.update(resolved)
     return set_names, removed
 
@@ -291,7 +305,8 @@ def test_the_scanner_finds_known_reads(reads):
     # Guards against a scanner that silently finds nothing.
     for name, where in (
         ("DATABASE_URL", "config/settings.py"),  # envstr()
-        ("HEADWAY_WORKER_SLOTS", "workers/management/commands/serve.py"),  # envint()
+        ("HEADWAY_WORKER_SLOTS", "registry/management/commands/serve.py"),  # envint()
+        ("HEADWAY_HOST_TOKEN", "workers/config.py"),  # the agent's _env_text()
         ("HEADWAY_KEEP_WORKDIRS", "workers/runner.py"),  # os.environ.get()
         ("HEADWAY_CLUSTER_INFO", "headway/_info.py"),
         ("LOCAL_WORLD_SIZE", "headway/core/_distributed.py"),  # for-loop over literals
@@ -335,7 +350,7 @@ def test_trial_process_variables_match_the_worker():
     set_names, removed = trial_env_names()
     listed = set(documented(SET_TABLE))
     assert listed == set_names, (
-        f"set by workers/runner.py but not documented: {sorted(set_names - listed)}; "
+        f"set by workers/launch.py but not documented: {sorted(set_names - listed)}; "
         f"documented but not set: {sorted(listed - set_names)}"
     )
     text = DOC.read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ import tomllib
 
 from tests.helpers import REPO, requirement_names
 
-SERVER_ONLY = {"django", "djangorestframework", "celery", "gunicorn", "psycopg", "plotly"}
+SERVER_ONLY = {"django", "djangorestframework", "gunicorn", "psycopg", "plotly"}
 
 
 def test_the_base_install_has_no_web_stack_and_the_server_extra_has_it() -> None:
@@ -20,6 +20,7 @@ def test_the_base_install_has_no_web_stack_and_the_server_extra_has_it() -> None
     assert not base & SERVER_ONLY, base & SERVER_ONLY
     assert server >= SERVER_ONLY
     assert {"torch", "requests", "pydantic", "boto3"} <= base  # what the SDK imports
+    assert {"celery", "redis"} <= base  # what the host agent (workers/) imports: a GPU host
     assert not base & server  # each requirement has one home
 
 

@@ -99,8 +99,19 @@ def test_python_m_workers_names_a_malformed_setting(tmp_path, variable, value, m
     assert "Traceback" not in done.stderr
 
 
-def test_settings_read_the_environment():
-    settings = AgentSettings(
+def _settings(monkeypatch, env: dict[str, str]) -> AgentSettings:
+    """``AgentSettings`` read from an environment of exactly ``env`` (Headway's variables)."""
+    for name in list(os.environ):
+        if name.startswith("HEADWAY_") or name == "REDIS_URL":
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return AgentSettings()
+
+
+def test_settings_read_the_environment(monkeypatch):
+    settings = _settings(
+        monkeypatch,
         {
             "HEADWAY_MASTER_URL": "http://master:8000/",  # the older name works too
             "HEADWAY_HOST_TOKEN": "hwh_key",
@@ -108,27 +119,30 @@ def test_settings_read_the_environment():
             "HEADWAY_SLOTS": "3",
             "HEADWAY_HOST_NAME": "gpu-a",
             "HEADWAY_TRIAL_ENV": "WANDB_API_KEY, ,HF_TOKEN",
-        }
+        },
     )
     assert settings.HEADWAY_MASTER_URL == "http://master:8000"
     assert settings.BROKER_URL == "redis://broker:6379/0"
     assert (settings.HEADWAY_SLOTS, settings.HEADWAY_HOST_NAME) == (3, "gpu-a")
     assert settings.HEADWAY_TRIAL_ENV == ["WANDB_API_KEY", "HF_TOKEN"]
     settings.require_master()  # both present: no error
-    preferred = AgentSettings({"HEADWAY_MASTER": "http://a:1", "HEADWAY_MASTER_URL": "http://b:2"})
+    preferred = _settings(
+        monkeypatch, {"HEADWAY_MASTER": "http://a:1", "HEADWAY_MASTER_URL": "http://b:2"}
+    )
     assert preferred.HEADWAY_MASTER_URL == "http://a:1"
-    assert AgentSettings({}).HEADWAY_SLOTS is None  # the GPUs, else one CPU slot
+    assert _settings(monkeypatch, {}).HEADWAY_SLOTS is None  # the GPUs, else one CPU slot
     with pytest.raises(AgentConfigError, match="needs HEADWAY_MASTER and HEADWAY_HOST_TOKEN"):
-        AgentSettings({}).require_master()
+        _settings(monkeypatch, {}).require_master()
 
 
-def test_the_host_adopts_the_masters_timing():
-    settings = AgentSettings(
+def test_the_host_adopts_the_masters_timing(monkeypatch):
+    settings = _settings(
+        monkeypatch,
         {
             "HEADWAY_HOST_HEARTBEAT_SECONDS": "10",
             "HEADWAY_LEASE_SECONDS": "30",
             "HEADWAY_KILL_GRACE_SECONDS": "10",
-        }
+        },
     )
     settings.adopt_timing(heartbeat_seconds=0.5, lease_seconds=6.0, kill_grace_seconds=2.0)
     assert (
@@ -138,7 +152,7 @@ def test_the_host_adopts_the_masters_timing():
     ) == (0.5, 6.0, 2.0)
 
 
-def test_configure_sets_only_known_settings_and_reload_reads_again():
+def test_configure_sets_only_known_settings_and_reload_reads_again(monkeypatch):
     saved = dict(config.settings.__dict__)
     try:
         config.configure(HEADWAY_SLOTS=5)
@@ -146,7 +160,9 @@ def test_configure_sets_only_known_settings_and_reload_reads_again():
         with pytest.raises(AgentConfigError, match="no host agent setting HEADWAY_SLOT"):
             config.configure(HEADWAY_SLOT=5)
         same = config.settings
-        assert config.reload({"HEADWAY_SLOTS": "2", "HEADWAY_QUEUE": "ns"}) is same
+        monkeypatch.setenv("HEADWAY_SLOTS", "2")
+        monkeypatch.setenv("HEADWAY_QUEUE", "ns")
+        assert config.reload() is same
         assert (same.HEADWAY_SLOTS, same.HEADWAY_QUEUE) == (2, "ns")
     finally:
         config.settings.__dict__.update(saved)

@@ -1,5 +1,5 @@
 """Finding (issue #12), master restart: the web server killed during training; the trial
-goes on and every report arrives once.
+(and its host agent, which talks only to that web server) goes on and every report arrives once.
 
 The unit tests of the session's outage budget are in tests/headway/client/test_faults_master_outage.py."""
 
@@ -23,7 +23,14 @@ def test_finding_master_restart_does_not_crash_training(cluster, cluster_token, 
     port = free_port()
     pool = f"{cluster.queue}-outage"
     url = f"http://127.0.0.1:{port}"
-    env = dict(cluster.env, HEADWAY_QUEUE=pool, HEADWAY_MASTER_URL=url)
+    # The host cannot tell the master's outage from a partition: a lease longer than the
+    # outage keeps it from stopping the trial (docs/scheduling.md, "Heartbeats, leases").
+    env = dict(
+        cluster.env,
+        HEADWAY_QUEUE=pool,
+        HEADWAY_MASTER_URL=url,
+        HEADWAY_LEASE_SECONDS=f"{2 * outage:g}",
+    )
     web = WebServer(port, env, tmp_path / "web.log")
     web.start()
     host = f"{pool}-host"

@@ -83,28 +83,37 @@ def test_torchrun_never_looks_the_host_name_up():
 
 
 @pytest.mark.django_db
+def _one_slot_spec():
+    from headway.client import wire
+
+    return wire.LaunchSpec(
+        experiment_id=1, trial_id=2, run_id=1, hparams={}, trial_seed=0,
+        experiment_config={"entrypoint": "python train.py"}, latest_checkpoint=None,
+        latest_checkpoint_steps=None, searcher_length=None, slots=1, devices=["cpu0"],
+        gpu=False, run_slots=1, model_definition_bytes=0,
+    )  # fmt: skip
+
+
 def test_a_one_host_run_starts_without_an_address_and_a_wrong_one_fails_the_worker(
-    settings, trial, tmp_path, monkeypatch
+    tmp_path, monkeypatch
 ):
-    from django.core.management import CommandError, call_command
+    from workers import __main__ as agent_main
+    from workers import address, launch
+    from workers.config import settings
 
-    from tests.helpers import register_host, start_run
-    from workers import runner
-
-    register_host("solo", 1)
-    run = start_run(trial)
-    settings.HEADWAY_HOST_ADDRESS = ""
-    settings.HEADWAY_MASTER_URL = "http://no-such-host.invalid:8000"
-    monkeypatch.setitem(settings.DATABASES["default"], "HOST", "no-such-host.invalid")
-    settings.REDIS_URL = "redis://no-such-host.invalid:6379/0"
-    env = runner._environment(run, tmp_path / "info.json")
+    spec = _one_slot_spec()
+    monkeypatch.setattr(settings, "HEADWAY_HOST_ADDRESS", "")
+    monkeypatch.setattr(settings, "HEADWAY_MASTER_URL", "http://no-such-host.invalid:8000")
+    monkeypatch.setattr(settings, "BROKER_URL", "redis://no-such-host.invalid:6379/0")
+    monkeypatch.setattr(settings, "HEADWAY_HOST_TOKEN", "hwh_test")
+    address._advertised.cache_clear()
+    env = launch.environment(spec, "run-token", tmp_path / "info.json")
     assert "HEADWAY_HOST_ADDRESS" not in env and "GLOO_SOCKET_IFNAME" not in env
-    settings.HEADWAY_MASTER_URL = "http://127.0.0.1:8000"
-    env = runner._environment(run, tmp_path / "info.json")
+    monkeypatch.setattr(settings, "HEADWAY_MASTER_URL", "http://127.0.0.1:8000")
+    env = launch.environment(spec, "run-token", tmp_path / "info.json")
     assert env["HEADWAY_HOST_ADDRESS"] == "127.0.0.1"
     assert env["GLOO_SOCKET_IFNAME"] == interface_of("127.0.0.1")
-    settings.HEADWAY_HOST_ADDRESS = "203.0.113.9"
-    with pytest.raises(
-        CommandError, match=r"HEADWAY_HOST_ADDRESS=203\.0\.113\.9 is not an address"
-    ):
-        call_command("worker")
+    # A HEADWAY_HOST_ADDRESS that is not this host's stops the host agent at start.
+    monkeypatch.setattr(settings, "HEADWAY_HOST_ADDRESS", "203.0.113.9")
+    with pytest.raises(SystemExit, match=r"HEADWAY_HOST_ADDRESS=203\.0\.113\.9 is not an address"):
+        agent_main.main()

@@ -273,12 +273,15 @@ def test_finding_postgresql_nul_in_a_metric_is_refused_and_loses_nothing_else(ap
 # --- logs -------------------------------------------------------------------------------------
 
 
-def test_finding_postgresql_nul_on_trial_stdout_is_stored(trial):
+def test_finding_postgresql_nul_on_trial_stdout_is_stored(host_agent, user):
     from headway.exec.loglines import read_lines
     from registry.models import TrialLog
-    from workers.runner import _LogWriter
+    from tests.helpers import TINY_CONFIG, TINY_MODEL
+    from tests.helpers_agent import trial_on_agent
+    from workers.run_loop import LogWriter
 
-    writer = _LogWriter(trial.id, trial.run_id)
+    trial = trial_on_agent(host_agent, user, TINY_CONFIG, TINY_MODEL)
+    writer = LogWriter(trial.id, trial.run_id)  # the host's writer, over REST
     for line in read_lines(io.StringIO("before\nnul \x00 here\nafter\n"), 100):
         writer.add(line)
     writer.add("[headway] message with \x00")

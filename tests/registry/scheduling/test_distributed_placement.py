@@ -136,60 +136,87 @@ def test_without_enough_hosts_a_gang_gets_a_message_and_blocks_nobody(submit):
     assert message.startswith("needs 4 slots; the largest alive worker host (a) has 2")
 
 
+@pytest.fixture
+def as_host(live_server, monkeypatch):
+    """``as_host(name)``: this process is host ``name``'s agent from now on (its host token,
+    the live server as its master; ``workers.link.api()`` follows the token)."""
+    from tests.helpers import host_token
+    from workers.config import settings as agent
+
+    monkeypatch.setattr(agent, "HEADWAY_MASTER_URL", live_server.url)
+    keys: dict[str, str] = {}
+
+    def become(name: str) -> None:
+        keys.setdefault(name, host_token(name))
+        monkeypatch.setattr(agent, "HEADWAY_HOST_TOKEN", keys[name])
+        monkeypatch.setattr(agent, "HEADWAY_HOST_NAME", name)
+
+    return become
+
+
+@pytest.mark.django_db(transaction=True)
 def test_each_host_s_process_is_told_its_node_and_the_chief_s_rendezvous(
-    submit, settings, tmp_path
+    submit, as_host, monkeypatch, tmp_path
 ):
     from headway.launch._network import local_addresses
-    from workers import distributed, runner
+    from workers import distributed, launch, link
+    from workers.config import settings as agent
 
     # An address of this host: a HEADWAY_HOST_ADDRESS that is not is refused (workers/address.py).
     address = next((a for a in local_addresses() if "." in a and not a.startswith("127.")), "")
-    settings.HEADWAY_HOST_ADDRESS = address or "127.0.0.1"
-    settings.HEADWAY_THREADS_PER_SLOT = 2
+    monkeypatch.setattr(agent, "HEADWAY_HOST_ADDRESS", address or "127.0.0.1")
+    monkeypatch.setattr(agent, "HEADWAY_THREADS_PER_SLOT", 2)
     register_host("a", 2)
     register_host("b", 2)
     trial = submit(slots=4, entrypoint="model_def:TinyTrial")
     scheduling.place_queued_runs()
-    run = start_run(trial)
-    chief = distributed.chief_plan(run)
+    start_run(trial)
+    as_host("a")  # the chief's host publishes where to meet
+    spec = link.api().run_spec(trial.id, 1)
+    chief = distributed.chief_plan(spec)
     assert (chief.nnodes, chief.node_rank, chief.total_slots) == (2, 0, 4)
-    share = distributed.claim_share(trial.id, 1, 1, "worker-b")
-    assert share is not None and distributed.claim_share(trial.id, 1, 1, "again") is None
+    as_host("b")  # the other host claims its share (once) and waits for the chief
+    assert link.api().share_claim(trial.id, 1, 1, worker="worker-b").claimed
+    assert not link.api().share_claim(trial.id, 1, 1, worker="again").claimed
+    share = link.api().share_spec(trial.id, 1, 1)
     node = distributed.wait_for_rendezvous(share)
-    assert node == distributed.NodePlan(2, 1, 4, settings.HEADWAY_HOST_ADDRESS, chief.port)
-    chief_env = runner._environment(run, tmp_path / "info.json", chief)
-    share_env = runner._environment(run, tmp_path / "info.json", node, share)
+    assert node == distributed.NodePlan(2, 1, 4, agent.HEADWAY_HOST_ADDRESS, chief.port)
+    chief_env = launch.environment(spec, "token", tmp_path / "info.json", chief)
+    share_env = launch.environment(share, "token", tmp_path / "info.json", node)
     for env, rank in ((chief_env, "0"), (share_env, "1")):
         assert env["HEADWAY_NUM_NODES"] == "2" and env["HEADWAY_NODE_RANK"] == rank
-        assert env["HEADWAY_CHIEF_IP"] == settings.HEADWAY_HOST_ADDRESS
+        assert env["HEADWAY_CHIEF_IP"] == agent.HEADWAY_HOST_ADDRESS
         assert env["HEADWAY_RDZV_PORT"] == str(chief.port)
         assert env["HEADWAY_SLOT_IDS"] == "cpu0,cpu1" and env["HEADWAY_THREADS_PER_SLOT"] == "2"
     # A trial class over 4 slots runs under the launcher; a shell command as given.
-    assert runner._command("model_def:Trial", True, 4)[2:] == [
+    assert launch.command("model_def:Trial", True, 4)[2:] == [
         "headway.launch.torch_distributed",
         "--trial",
         "model_def:Trial",
     ]
-    assert runner._command("model_def:Trial", True, 1)[2] == "headway.exec.harness"
-    assert runner._command("python train.py", False, 4) == ["/bin/sh", "-c", "python train.py"]
+    assert launch.command("model_def:Trial", True, 1)[2] == "headway.exec.harness"
+    assert launch.command("python train.py", False, 4) == ["/bin/sh", "-c", "python train.py"]
 
 
-def test_the_chief_sees_a_failed_or_silent_share(submit, settings):
-    from workers import distributed
+@pytest.mark.django_db(transaction=True)
+def test_the_chief_sees_a_failed_or_silent_share(submit, as_host):
+    from workers import distributed, link
 
     register_host("a", 2)
     register_host("b", 2)
     trial = submit(slots=4)
     scheduling.place_queued_runs()
     run = start_run(trial)
-    watch = distributed.ShareWatch(run)
+    as_host("a")  # the chief's host, which sees the master's judgement of its shares
+    spec = link.api().run_spec(trial.id, run.run_id)
+    watch = distributed.ShareWatch(spec)
     assert watch.check() is None  # queued, within the rendezvous timeout
     share = RunShare.objects.get(run=run)
     RunShare.objects.filter(id=share.id).update(
         state=RunState.RUNNING, heartbeat_at=timezone.now() - timedelta(hours=1)
     )
-    assert "node 1 (host b) stopped heartbeating" in distributed.ShareWatch(run).check()
+    assert "node 1 (host b) stopped heartbeating" in distributed.ShareWatch(spec).check()
     RunShare.objects.filter(id=share.id).update(state=RunState.EXITED, exit_code=3)
-    failed = distributed.ShareWatch(run)
+    failed = distributed.ShareWatch(spec)
     assert "node 1 (host b) exited with code 3" in failed.check()
     assert failed.final_exit_code(0, lambda line: None) == 3  # the run failed

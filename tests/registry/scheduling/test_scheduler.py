@@ -243,18 +243,28 @@ def test_a_heartbeat_recreates_a_deleted_host(host):
 
 
 def test_the_runner_hands_its_assigned_devices_to_the_trial(host, submit, tmp_path):
-    from workers import runner
+    import os
+
+    from headway.client import wire
+    from registry.lifecycle import host_agent
+    from workers import launch
+
+    def environment(trial, host_name):
+        # The launch spec the master gives the host, and the environment the host builds.
+        run = start_run(trial)
+        spec = host_agent.launch_spec(host_name, run.trial_id, run.run_id)
+        return launch.environment(wire.LaunchSpec.model_validate(spec), "t", tmp_path / "i.json")
 
     host("gpu-a", 2, gpu=True)
     host("cpu-b", 1)
     on_gpu, on_cpu = submit(slots=2), submit()
     scheduling.place_queued_runs()
-    gpu_env = runner._environment(start_run(on_gpu), tmp_path / "info.json")
+    gpu_env = environment(on_gpu, "gpu-a")
     assert gpu_env["CUDA_VISIBLE_DEVICES"] == "0,1" and gpu_env["HEADWAY_SLOT_IDS"] == "0,1"
-    cpu_env = runner._environment(start_run(on_cpu), tmp_path / "info.json")
+    cpu_env = environment(on_cpu, "cpu-b")
     assert cpu_env["HEADWAY_SLOT_IDS"] == "cpu0"
     # CPU slots leave CUDA_VISIBLE_DEVICES as the worker has it.
-    assert cpu_env.get("CUDA_VISIBLE_DEVICES") == runner.os.environ.get("CUDA_VISIBLE_DEVICES")
+    assert cpu_env.get("CUDA_VISIBLE_DEVICES") == os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
 @pytest.mark.django_db(transaction=True)
