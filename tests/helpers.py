@@ -263,6 +263,20 @@ def run_ranks(code: str, *args: str, world_size: int = 2, timeout: float = 180) 
     return results
 
 
+def run_python(args: list[str], env: dict[str, str], timeout: float = 120):
+    """``python ARGS`` from the repository with ``env``, output captured as text (not checked):
+    ``run_python(["-m", "workers"], env)`` is a host agent's start."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def new_host_key() -> str:
     """A fresh host key (``hwh_...``), not yet stored."""
     from registry.models.host_token import HOST_KEY_PREFIX

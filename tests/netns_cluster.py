@@ -455,6 +455,24 @@ class NetnsCluster:
         out = run_checked(["ip", "netns", "pids", self.hosts[name].namespace]).stdout
         return [int(p) for p in out.split()]
 
+    def trial_processes(self, name: str, trial_id: int) -> list[tuple[int, set[bytes]]]:
+        """``(pid, environment entries)`` of the live processes of trial ``trial_id`` in host
+        ``name``'s namespace (guard, launcher, ranks: every process started with its
+        ``HEADWAY_TRIAL_ID``); zombies left out."""
+        found = []
+        for pid in self.pids(name):
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        continue
+                with open(f"/proc/{pid}/environ", "rb") as env:
+                    environ = set(env.read().split(b"\0"))
+            except OSError:
+                continue
+            if f"HEADWAY_TRIAL_ID={trial_id}".encode() in environ:
+                found.append((pid, environ))
+        return found
+
     def agent_environ(self, name: str) -> dict[str, str]:
         """The environment host ``name``'s running agent process started with (``ip netns
         exec``, ``unshare``, ``sh`` and ``python -m workers`` exec each other: one pid)."""

@@ -121,21 +121,8 @@ def run_host(netns: NetnsCluster, trial_id: int, run_id: int) -> str:
 
 
 def trial_pids(netns: NetnsCluster, host: str, trial_id: int) -> list[int]:
-    """Live processes of the trial in ``host``'s namespace (guard, launcher, ranks: every
-    process started with ``HEADWAY_TRIAL_ID`` of the trial)."""
-    found = []
-    for pid in netns.pids(host):
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-            with open(f"/proc/{pid}/environ", "rb") as env:
-                environ = set(env.read().split(b"\0"))
-        except OSError:
-            continue
-        if f"HEADWAY_TRIAL_ID={trial_id}".encode() in environ:
-            found.append(pid)
-    return found
+    """Live processes of the trial in ``host``'s namespace (guard, launcher, ranks)."""
+    return [pid for pid, _ in netns.trial_processes(host, trial_id)]
 
 
 def running_trial(netns: NetnsCluster, slots: int, sleep: float) -> dict:

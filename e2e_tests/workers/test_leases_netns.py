@@ -41,23 +41,12 @@ def netns(tmp_path_factory):
 
 def rank_pids(netns: NetnsCluster, host: str, trial_id: int, run_id: int | None = None) -> list:
     """Live rank processes (torchrun's workers: ``LOCAL_RANK`` set) of the trial on ``host``."""
-    found = []
-    for pid in netns.pids(host):
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-            with open(f"/proc/{pid}/environ", "rb") as env:
-                environ = set(env.read().split(b"\0"))
-        except OSError:
-            continue
-        if f"HEADWAY_TRIAL_ID={trial_id}".encode() not in environ:
-            continue
-        if run_id is not None and f"HEADWAY_RUN_ID={run_id}".encode() not in environ:
-            continue
-        if any(item.startswith(b"LOCAL_RANK=") for item in environ):
-            found.append(pid)
-    return found
+    return [
+        pid
+        for pid, environ in netns.trial_processes(host, trial_id)
+        if (run_id is None or f"HEADWAY_RUN_ID={run_id}".encode() in environ)
+        and any(item.startswith(b"LOCAL_RANK=") for item in environ)
+    ]
 
 
 class Sampler:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, run_python
 from workers import config
 from workers.config import AgentConfigError, AgentSettings
 
@@ -40,15 +39,7 @@ def _agent_env(tmp_path: Path, **values: str) -> dict[str, str]:
 
 
 def _python_m_workers(env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "workers"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_python(["-m", "workers"], env)
 
 
 def test_python_m_workers_without_master_and_token_names_both(tmp_path):
@@ -208,14 +199,7 @@ def test_the_agent_imports_without_django_or_the_server(tmp_path):
     assert {"django", "registry", "config", "psycopg"} <= set(blocked)
     # DJANGO_SETTINGS_MODULE as manage.py serve leaves it in the agent's environment.
     env = _agent_env(tmp_path, DJANGO_SETTINGS_MODULE="config.settings")
-    done = subprocess.run(
-        [sys.executable, "-c", BLOCKED_IMPORT, *blocked],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_python(["-c", BLOCKED_IMPORT, *blocked], env)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["loaded"] == []
@@ -239,14 +223,7 @@ print(json.dumps({"server": server, "db": sorted(m for m in sys.modules if "psyc
 
 def test_the_agent_never_sets_django_up_even_when_its_settings_module_is_named(tmp_path):
     env = _agent_env(tmp_path, DJANGO_SETTINGS_MODULE="config.settings")
-    done = subprocess.run(
-        [sys.executable, "-c", UNBLOCKED_IMPORT],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_python(["-c", UNBLOCKED_IMPORT], env)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"server": [], "db": []}

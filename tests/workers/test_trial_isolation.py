@@ -24,7 +24,7 @@ import pytest
 
 from registry import lifecycle
 from registry.models import Trial, TrialLog
-from tests.helpers import REPO, make_tar_gz, reload
+from tests.helpers import REPO, make_tar_gz, reload, run_python
 from tests.helpers_checkpoints import allow_storage
 from workers import config, isolation, runner
 from workers.config import AgentConfigError
@@ -256,14 +256,6 @@ def test_the_worker_refuses_to_start_with_a_trial_user_it_cannot_use(tmp_path):
         HEADWAY_TRIAL_USER="no-such-user-headway",
         HEADWAY_VAR_DIR=str(tmp_path),
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "workers"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = run_python(["-m", "workers"], env)
     assert proc.returncode != 0
     assert "HEADWAY_TRIAL_USER: no user 'no-such-user-headway'" in proc.stderr
