@@ -19,8 +19,9 @@ send is a no-op (below), so placed runs stay placed until the bench ends them.
    end and a pass places the queue's next runs in their slots: placements / time in passes.
 5. Heartbeats while passes run: a child process runs passes back to back (with the same
    no-op send) while ``HEARTBEAT_THREADS`` threads send heartbeats (the upsert, then a pass
-   request, as ``workers.hosts`` does) for ``HEARTBEAT_S`` seconds: heartbeats handled per
-   second (goal >= 200) and their latency.
+   request, as the host-agent heartbeat route does: ``registry.lifecycle.host_agent.host_beat``
+   with no lease listed, without the HTTP request around it) for ``HEARTBEAT_S`` seconds:
+   heartbeats handled per second (goal >= 200) and their latency.
 
 Baseline in the same run (not in tiny mode): the same script on the commit before this
 placement code (``HEADWAY_BENCH_BASELINE``, default ``8e8a68d``; ``none`` skips it), with time
@@ -108,8 +109,9 @@ def host_pool() -> str:
 
 
 def heartbeat(name: str) -> None:
-    """One host heartbeat as ``workers.hosts.HostHeartbeat.beat`` makes it: the upsert, then a
-    pass request (one that never waits for a running pass where the code has it)."""
+    """One host heartbeat as the master handles it (``host_agent.host_beat``, no lease listed;
+    the baseline commit's worker made the same calls itself): the upsert, then a pass request
+    (one that never waits for a running pass where the code has it)."""
     from registry import scheduling
 
     register(name)
