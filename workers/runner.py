@@ -33,6 +33,7 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +58,16 @@ logger = logging.getLogger("headway.worker")
 
 
 def worker_name() -> str:
-    """This worker's name as stored on the runs it claims."""
+    """This worker's name: ``<host name>:<pid>``."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def claimer() -> str:
+    """One claim attempt's name as stored on the run it claims: ``worker_name()`` and a random
+    part, so a claim sent again after its answer was lost is recognised as the same one (the
+    master answers it True again), while two deliveries of one task to two threads of this
+    worker are two claimers (one wins)."""
+    return f"{worker_name()}/{uuid.uuid4().hex[:12]}"
 
 
 def _cluster_info(spec: wire.LaunchSpec, token: str) -> dict[str, Any]:
@@ -92,7 +101,7 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
         logger.info("trial %s run %s not claimed: this worker is shutting down", trial_id, run_id)
         return None
     claimed = time.monotonic()  # the claim starts this host's lease (workers/leases.py)
-    if not link.api().run_claim(trial_id, run_id, worker=worker_name()).claimed:
+    if not link.api().run_claim(trial_id, run_id, worker=claimer()).claimed:
         logger.info("trial %s run %s already claimed or no longer runnable", trial_id, run_id)
         return None
     lease = leases.hold(leases.RUN, trial_id, run_id, 0, claimed)
@@ -191,7 +200,7 @@ def run_trial_share(trial_id: int, run_id: int, node_rank: int) -> int | None:
         )
         return None
     claimed = time.monotonic()
-    if not link.api().share_claim(trial_id, run_id, node_rank, worker=worker_name()).claimed:
+    if not link.api().share_claim(trial_id, run_id, node_rank, worker=claimer()).claimed:
         logger.info("trial %s run %s node %s: already claimed or over", trial_id, run_id, node_rank)
         return None
     lease = leases.hold(leases.SHARE, trial_id, run_id, node_rank, claimed)

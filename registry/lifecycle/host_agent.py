@@ -162,9 +162,18 @@ def placed_run(host: str, trial_id: int, run_id: int) -> TrialRun:
 
 def run_claim(host: str, trial_id: int, run_id: int, *, worker: str) -> bool:
     """Claim a run placed on ``host`` for ``worker`` (``trial_run_claim``); False when another
-    delivery claimed it first or it is no longer runnable."""
+    delivery claimed it first or it is no longer runnable.
+
+    Idempotent for one claimer: ``worker`` names one claim attempt (the host agent adds a
+    random part to its process name), so the same request sent again after its answer was
+    lost (the web server restarted) is answered True again while the run is STARTING for it,
+    instead of leaving a claimed run that no process runs."""
     placed_run(host, trial_id, run_id)
-    return trial_run_claim(trial_id=trial_id, run_id=run_id, worker=worker) is not None
+    if trial_run_claim(trial_id=trial_id, run_id=run_id, worker=worker) is not None:
+        return True
+    return TrialRun.objects.filter(
+        trial_id=trial_id, run_id=run_id, worker=worker, state=RunState.STARTING
+    ).exists()
 
 
 def run_running(host: str, trial_id: int, run_id: int) -> TrialRun:
@@ -409,9 +418,13 @@ def run_shares(host: str, trial_id: int, run_id: int) -> list[dict]:
 
 def share_claim(host: str, trial_id: int, run_id: int, node_rank: int, *, worker: str) -> bool:
     """Claim this host's share for ``worker`` (a conditional UPDATE: one delivery gets in);
-    False when it was claimed already or its run ended."""
-    placed_share(host, trial_id, run_id, node_rank)
-    return _shares.share_claim(trial_id=trial_id, run_id=run_id, node_rank=node_rank, worker=worker)
+    False when it was claimed already or its run ended (idempotent for one claimer, as
+    ``run_claim``)."""
+    share = placed_share(host, trial_id, run_id, node_rank)
+    if _shares.share_claim(trial_id=trial_id, run_id=run_id, node_rank=node_rank, worker=worker):
+        return True
+    # The same claim sent again after its answer was lost (as ``run_claim``).
+    return RunShare.objects.filter(id=share.id, worker=worker, state=RunState.STARTING).exists()
 
 
 def share_rendezvous(host: str, trial_id: int, run_id: int, node_rank: int) -> dict:

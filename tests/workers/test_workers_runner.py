@@ -91,7 +91,7 @@ def test_it_runs_the_entrypoint_and_stores_its_output(submit, work_dir):
     assert lines[1:] == ["to stdout", "to stderr", "[headway] run 1 exited with code 0"]
     run = TrialRun.objects.get(trial=trial, run_id=1)
     assert run.state == RunState.EXITED and run.exit_code == 0
-    assert run.worker == runner.worker_name()
+    assert run.worker.startswith(f"{runner.worker_name()}/")  # one claim attempt of this worker
     trial.refresh_from_db()
     assert trial.state == State.COMPLETED
     assert not run_dir(work_dir, trial).exists()  # a successful run's work dir is removed

@@ -1,5 +1,6 @@
 """A search survives a restart of the web server: the searcher state saved with every event is
-all a new process needs (a fresh database, a web process and a worker process of its own)."""
+all a new process needs (a fresh database, a web process, the master's worker and a host agent
+of its own; the agent talks only to the web server, so it lives through the outage too)."""
 
 from __future__ import annotations
 
@@ -56,10 +57,11 @@ class Deployment:
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
-    def start(self, name: str, *args: str) -> None:
+    def start(self, name: str, *args: str, command: list[str] | None = None) -> None:
+        """Start ``manage.py ARGS`` (or ``command``) as process ``name``."""
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "manage.py", *args],
+            command or [sys.executable, "manage.py", *args],
             cwd=REPO,
             env=self.env,
             stdout=log,
@@ -142,7 +144,10 @@ def test_a_search_finishes_exactly_after_the_web_server_restarts_mid_search(depl
     from headway.cli import pack_model_definition
 
     token = deployment.manage("headway_token", "alice", "--create")
+    from config.services import master_worker_command
+
     deployment.start_web()
+    deployment.start("master", command=master_worker_command(deployment.env["HEADWAY_QUEUE"]))
     deployment.start("worker", "worker")
     http = requests.Session()
     http.headers["Authorization"] = f"Token {token}"

@@ -50,6 +50,8 @@ def test_a_host_runs_a_placed_trial_over_rest(live_server, owner) -> None:
 
     assert api.run_claim(*ids, worker="hx-a:1").claimed
     assert not api.run_claim(*ids, worker="hx-a:2").claimed  # a duplicate delivery
+    # The same claim sent again (its answer was lost) is still this claimer's.
+    assert api.run_claim(*ids, worker="hx-a:1").claimed
     spec = api.run_spec(*ids)
     assert (spec.experiment_id, spec.trial_id, spec.run_id) == (experiment.id, *ids)
     assert spec.hparams == reload(trial).hparams and spec.trial_seed == trial.seed
@@ -146,6 +148,7 @@ def test_a_run_over_two_hosts_meets_through_the_chief(live_server, owner) -> Non
     assert chief.run_claim(*ids, worker="chief").claimed
     assert other.share_claim(*ids, 1, worker="other").claimed
     assert not other.share_claim(*ids, 1, worker="again").claimed
+    assert other.share_claim(*ids, 1, worker="other").claimed  # the same claim, sent again
     waiting = other.share_rendezvous(*ids, 1)
     assert not waiting.ready and waiting.run_state == RunState.STARTING
     plan = chief.run_rendezvous(*ids, address="10.0.0.7", port=29400)
