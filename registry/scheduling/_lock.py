@@ -44,20 +44,22 @@ _ANNOUNCE_THEN_TRY = (
 _local = threading.local()
 
 
-def lock_key() -> list[int]:
-    """The placement lock of this registry's namespace (``HEADWAY_QUEUE``): ``[class, key]``,
-    two 32-bit integers for ``pg_advisory_lock(int, int)``.
+def lock_key(namespace: str | None = None) -> list[int]:
+    """The placement lock of ``namespace`` (default this registry's, ``HEADWAY_QUEUE``):
+    ``[class, key]``, two 32-bit integers for ``pg_advisory_lock(int, int)``.
 
     One lock per namespace, as a pass places one namespace's runs only: the holder of another
     namespace's lock (a second registry on the same database, like the test suite's clusters)
     must not be taken for the pass that serves this namespace's requests.
     """
-    key = zlib.crc32(settings.CELERY_TASK_DEFAULT_QUEUE.encode()) - 2**31  # signed 32-bit
+    name = namespace or settings.CELERY_TASK_DEFAULT_QUEUE
+    key = zlib.crc32(name.encode()) - 2**31  # signed 32-bit
     return [ADVISORY_LOCK_ID, key]
 
 
-def serialized_passes(*, wait: bool) -> Generator[None, None, None]:
-    """Yield once per pass this caller must run, each time holding the placement lock.
+def serialized_passes(*, wait: bool, namespace: str | None = None) -> Generator[None, None, None]:
+    """Yield once per pass this caller must run, each time holding the placement lock of
+    ``namespace`` (default this registry's).
 
     Close the generator when a pass raises (``place_queued_runs`` does): that releases the
     lock (or rolls back SQLite's transaction) at once.
@@ -74,10 +76,11 @@ def serialized_passes(*, wait: bool) -> Generator[None, None, None]:
             with transaction.atomic():  # SQLite: BEGIN IMMEDIATE takes the write lock
                 yield
             return
+        key = lock_key(namespace)
         if connection.in_atomic_block:
-            yield from _in_transaction(wait)
+            yield from _in_transaction(wait, key)
         else:
-            yield from _autocommit(wait)
+            yield from _autocommit(wait, key)
     finally:
         _local.placing = False
 
@@ -92,28 +95,30 @@ def _requests() -> int:
     return int(_query(f"SELECT last_value FROM {REQUESTS_SEQUENCE}"))
 
 
-def _in_transaction(wait: bool) -> Iterator[None]:
+def _in_transaction(wait: bool, key: list[int]) -> Iterator[None]:
     # Inside a caller's transaction the lock is held until it ends (an aborted transaction
     # could not unlock), so there is no "after the unlock" to re-check: one pass at most.
     if wait:
-        _query("SELECT pg_advisory_xact_lock(%s, %s)", lock_key())
-    elif not _query(_ANNOUNCE_THEN_TRY.replace("_lock(", "_xact_lock("), lock_key()):
+        _query("SELECT pg_advisory_xact_lock(%s, %s)", key)
+    elif not _query(_ANNOUNCE_THEN_TRY.replace("_lock(", "_xact_lock("), key):
         return
     yield
 
 
-def _autocommit(wait: bool) -> Iterator[None]:
+def _autocommit(wait: bool, key: list[int]) -> Iterator[None]:
+    # One key for the lock and its unlock: unlocking another key (HEADWAY_QUEUE read again
+    # after it changed, as a test's settings do) would leave this session holding the lock.
     if wait:
-        _query("SELECT pg_advisory_lock(%s, %s)", lock_key())
-    elif not _query(_ANNOUNCE_THEN_TRY, lock_key()):
+        _query("SELECT pg_advisory_lock(%s, %s)", key)
+    elif not _query(_ANNOUNCE_THEN_TRY, key):
         return  # the holder re-runs for this request
     for attempt in range(MAX_PASSES):
-        if attempt and not _query("SELECT pg_try_advisory_lock(%s, %s)", lock_key()):
+        if attempt and not _query("SELECT pg_try_advisory_lock(%s, %s)", key):
             return  # the new holder serves them: its pass starts after them, or its check sees them
         seen = _requests()
         try:
             yield
         finally:
-            _query("SELECT pg_advisory_unlock(%s, %s)", lock_key())
+            _query("SELECT pg_advisory_unlock(%s, %s)", key)
         if _requests() == seen:
             return

@@ -79,10 +79,11 @@ def place_queued_runs(*, wait: bool = True) -> list[tuple[int, int]]:
     while this thread is already placing returns [] at once.
     """
     placed: list[tuple[int, int]] = []
-    passes = serialized_passes(wait=wait)
+    namespace = settings.CELERY_TASK_DEFAULT_QUEUE  # once: the lock's and every pass's
+    passes = serialized_passes(wait=wait, namespace=namespace)
     try:
         for _ in passes:
-            placed.extend(_place(settings.CELERY_TASK_DEFAULT_QUEUE, timezone.now()))
+            placed.extend(_place(namespace, timezone.now()))
     finally:
         passes.close()  # a pass that raised releases the lock now, not when collected
     return placed

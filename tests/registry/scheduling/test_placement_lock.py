@@ -116,3 +116,29 @@ def test_a_request_made_during_a_pass_makes_that_pass_run_again(trial, monkeypat
     # The pass that held the lock saw the request and ran again: the run is placed.
     assert out == [[(trial.id, 1)]] and calls == [0, 1]
     assert reload(trial).scheduling_message == ""
+
+
+def test_a_pass_releases_its_own_lock_when_the_namespace_setting_changes_meanwhile(
+    trial, monkeypatch, settings
+):
+    # A test's settings (or a reload) can change HEADWAY_QUEUE while a live server's pass
+    # runs: the unlock must be the lock's own key, or that session keeps the lock and every
+    # later pass of the namespace that waits for it hangs.
+    namespace = settings.CELERY_TASK_DEFAULT_QUEUE
+    place = _placement._place
+
+    def changing(*args, **kwargs):
+        settings.CELERY_TASK_DEFAULT_QUEUE = f"{namespace}-other"
+        return place(*args, **kwargs)
+
+    monkeypatch.setattr(_placement, "_place", changing)
+    register_host("a", 1)
+    assert scheduling.place_queued_runs() == [(trial.id, 1)]
+    params = connection.get_connection_params()
+    dsn = {k: v for k, v in params.items() if k in ("dbname", "user", "host", "port", "password")}
+    with psycopg.connect(**dsn, autocommit=True) as other:
+        (free,) = other.execute(
+            "SELECT pg_try_advisory_lock(%s, %s)", _lock.lock_key(namespace)
+        ).fetchone()
+        assert free, "the pass kept its namespace's placement lock"
+        other.execute("SELECT pg_advisory_unlock(%s, %s)", _lock.lock_key(namespace))
