@@ -147,5 +147,12 @@ if __name__ == "__main__":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend=backend, init_method="env://")
     distributed = det.core.DistributedContext.from_torch_distributed()
-    with det.core.init(distributed=distributed) as core_context:
-        main(core_context)
+    try:
+        with det.core.init(distributed=distributed) as core_context:
+            main(core_context)
+    finally:
+        if dist.is_initialized():
+            # Join gloo's threads before the interpreter exits: left running, they can abort
+            # the process at exit ("terminate called without an active exception"), a
+            # non-zero exit code that fails a run that had completed (PyTorch's advice).
+            dist.destroy_process_group()
