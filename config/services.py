@@ -34,18 +34,18 @@ def agent_command(
     (``HEADWAY_QUEUE``) and ``host_name`` to ``HEADWAY_HOST_NAME``: pass the values the agent's
     environment holds. ``concurrency`` should be the host's slots + 1 (its heartbeat thread is
     its own)."""
-    queue = agent_queue(host_name or settings.HEADWAY_HOST_NAME, namespace)
-    return [
-        sys.executable, "-m", "celery", "-A", "workers", "worker",
-        "-Q", queue,
-        "--pool=threads", f"--concurrency={concurrency}",
-        "--without-gossip", "--without-mingle", "-l", "info",
-    ]  # fmt: skip
+    from workers.hosts import celery_command
+
+    return celery_command(
+        agent_queue(host_name or settings.HEADWAY_HOST_NAME, namespace), concurrency
+    )
 
 
 def agent_queue(host_name: str, namespace: str | None = None) -> str:
-    """Host ``host_name``'s Celery queue (``registry.lifecycle.host_agent.host_queue``)."""
-    return f"{namespace or settings.CELERY_TASK_DEFAULT_QUEUE}.host.{host_name}"
+    """Host ``host_name``'s Celery queue (``headway.client.wire.host_queue_name``)."""
+    from headway.client import wire
+
+    return wire.host_queue_name(namespace or settings.CELERY_TASK_DEFAULT_QUEUE, host_name)
 
 
 def master_worker_command(namespace: str | None = None) -> list[str]:

@@ -24,18 +24,7 @@ except Exception as exc:
 from headway.launch._network import HostAddressError
 from workers import isolation
 from workers.address import host_address
-from workers.hosts import detect_host, host_queue
-
-
-def command(concurrency: int) -> list[str]:
-    """The Celery worker command line of this host (threads pool: each task waits on a
-    process) for ``concurrency`` threads (slots + 1)."""
-    return [
-        sys.executable, "-m", "celery", "-A", "workers", "worker",
-        "-Q", host_queue(settings.HEADWAY_HOST_NAME),
-        "--pool=threads", f"--concurrency={concurrency}",
-        "--without-gossip", "--without-mingle", "-l", "info",
-    ]  # fmt: skip
+from workers.hosts import celery_command, detect_host, host_queue
 
 
 def _advertised_address() -> str:
@@ -68,7 +57,7 @@ def main() -> None:
         f"address {address or 'unknown'}",
         flush=True,
     )
-    argv = command(spec.slots + 1)
+    argv = celery_command(host_queue(spec.name), spec.slots + 1)
     os.execv(argv[0], argv)
 
 

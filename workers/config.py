@@ -19,8 +19,9 @@ import re
 import socket
 from pathlib import Path
 
+from headway.archive import MAX_MODEL_DEF_BYTES
+
 HOST_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}"
-DEFAULT_MAX_MODEL_DEF_BYTES = 32 * 1024 * 1024  # as the master's HEADWAY_MAX_MODEL_DEF_BYTES
 
 
 class AgentConfigError(Exception):
@@ -130,7 +131,7 @@ class AgentSettings:
             "HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", 300.0
         )
         self.HEADWAY_MAX_MODEL_DEF_BYTES = _env_integer(
-            "HEADWAY_MAX_MODEL_DEF_BYTES", DEFAULT_MAX_MODEL_DEF_BYTES
+            "HEADWAY_MAX_MODEL_DEF_BYTES", MAX_MODEL_DEF_BYTES
         )
         self.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS = _env_number(
             "HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS", 20.0

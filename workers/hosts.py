@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -53,7 +54,18 @@ class HostSpec:
 def host_queue(name: str, namespace: str | None = None) -> str:
     """The Celery queue of host ``name`` under ``namespace`` (default: ``HEADWAY_QUEUE``), as
     the master names it (``registry.lifecycle.host_agent.host_queue``)."""
-    return f"{namespace or settings.HEADWAY_QUEUE}.host.{name}"
+    return wire.host_queue_name(namespace or settings.HEADWAY_QUEUE, name)
+
+
+def celery_command(queue: str, concurrency: int) -> list[str]:
+    """The host agent's Celery worker command line: it consumes only the host's ``queue`` with
+    ``concurrency`` threads (threads pool: each task waits on a process; slots + 1)."""
+    return [
+        sys.executable, "-m", "celery", "-A", "workers", "worker",
+        "-Q", queue,
+        "--pool=threads", f"--concurrency={concurrency}",
+        "--without-gossip", "--without-mingle", "-l", "info",
+    ]  # fmt: skip
 
 
 def visible_gpus() -> list[str]:

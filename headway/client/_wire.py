@@ -58,6 +58,13 @@ class HostTokenList(WireModel):
     tokens: list[HostTokenInfo]
 
 
+def host_queue_name(namespace: str, host: str) -> str:
+    """The Celery queue of host ``host`` in cluster namespace ``namespace`` (its
+    ``HEADWAY_QUEUE``): ``<namespace>.host.<host>``. The master sends the runs placed on the
+    host there and names it in ``HostInfo.queue``; the host's agent consumes it."""
+    return f"{namespace}.host.{host}"
+
+
 class HostInfo(WireModel):
     """A host as the registry keeps it after a heartbeat.
 

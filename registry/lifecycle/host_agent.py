@@ -21,6 +21,7 @@ from django.db.models import Q
 from django.db.models.functions import Length
 from django.utils import timezone
 
+from headway.client import wire
 from headway.exec.loglines import clean_line
 from registry import scheduling
 from registry.authz import NotPermitted
@@ -59,7 +60,7 @@ class NotFound(RegistryError):
 def host_queue(host: str, namespace: str | None = None) -> str:
     """Host ``host``'s Celery queue, ``<namespace>.host.<name>`` (default namespace: this
     master's ``HEADWAY_QUEUE``; as ``workers.hosts.host_queue``)."""
-    return f"{namespace or settings.CELERY_TASK_DEFAULT_QUEUE}.host.{host}"
+    return wire.host_queue_name(namespace or settings.CELERY_TASK_DEFAULT_QUEUE, host)
 
 
 def host_beat(
