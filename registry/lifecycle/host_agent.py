@@ -3,10 +3,10 @@
 Each function takes the calling host's name (its token's name) first and touches only what that
 host may: its own host row, the runs placed on it (``TrialRun.host``) and its shares of runs
 over several hosts (``RunShare.host``); anything else is ``NotPermitted`` (403), a run or share
-that does not exist ``NotFound`` (404). The writes delegate to the functions the worker
-called in-process until now: ``registry.scheduling`` for the host row, ``registry.lifecycle``
-for a run's claim, state, heartbeat and exit, and ``registry.lifecycle._shares`` for a share's
-claim, state, heartbeat and the rendezvous (the same functions ``workers.distributed`` calls).
+that does not exist ``NotFound`` (404) (the checks: ``registry.lifecycle._host_access``). The
+writes delegate to ``registry.scheduling`` for the host row, ``registry.lifecycle._runs`` for a
+run's claim, state, heartbeat and exit, and ``registry.lifecycle._shares`` for a share's claim,
+state, heartbeat and the rendezvous.
 """
 
 from __future__ import annotations
@@ -25,8 +25,13 @@ from headway.client import wire
 from headway.exec.loglines import clean_line
 from registry import scheduling
 from registry.authz import NotPermitted
-from registry.errors import RegistryError
 from registry.lifecycle import _shares
+from registry.lifecycle._host_access import (
+    fresh_run,
+    fresh_share,
+    placed_run,
+    placed_share,
+)
 from registry.lifecycle._runs import (
     trial_run_claim,
     trial_run_exited,
@@ -46,12 +51,6 @@ from registry.models import (
 from registry.pools import check_resource_pool
 
 _LOG_INSERT_BATCH = 500  # rows an INSERT, as the worker's log writer
-
-
-class NotFound(RegistryError):
-    """404: no such run or share."""
-
-    status = 404
 
 
 # -- the host itself ----------------------------------------------------------------------------
@@ -142,25 +141,6 @@ def host_stop(host: str) -> None:
 # -- runs placed on the host (the chief's part) -------------------------------------------------
 
 
-def placed_run(host: str, trial_id: int, run_id: int) -> TrialRun:
-    """Run ``run_id`` of trial ``trial_id``, checked to be placed on ``host``.
-
-    Raises:
-        NotFound: (404) no such run.
-        NotPermitted: (403) the run is not placed on ``host``.
-    """
-    run = (
-        TrialRun.objects.select_related("host", "trial__experiment")
-        .filter(trial_id=trial_id, run_id=run_id)
-        .first()
-    )
-    if run is None:
-        raise NotFound(f"Trial {trial_id} has no run {run_id}.")
-    if run.host is None or run.host.name != host:
-        raise NotPermitted(f"Run {run_id} of trial {trial_id} is not placed on host {host}.")
-    return run
-
-
 def run_claim(host: str, trial_id: int, run_id: int, *, worker: str) -> bool:
     """Claim a run placed on ``host`` for ``worker`` (``trial_run_claim``); False when another
     delivery claimed it first or it is no longer runnable.
@@ -181,21 +161,21 @@ def run_running(host: str, trial_id: int, run_id: int) -> TrialRun:
     """The run's process started (``trial_run_running``)."""
     placed_run(host, trial_id, run_id)
     trial_run_running(trial_id=trial_id, run_id=run_id)
-    return _fresh(trial_id, run_id)
+    return fresh_run(trial_id, run_id)
 
 
 def run_heartbeat(host: str, trial_id: int, run_id: int) -> TrialRun:
     """The run's host is alive (``trial_run_heartbeat``); the answer carries its stop request."""
     placed_run(host, trial_id, run_id)
     trial_run_heartbeat(trial_id=trial_id, run_id=run_id)
-    return _fresh(trial_id, run_id)
+    return fresh_run(trial_id, run_id)
 
 
 def run_preempt(host: str, trial_id: int, run_id: int) -> TrialRun:
     """The host's worker shuts down: ask the run to checkpoint and stop (``trial_run_preempt``)."""
     placed_run(host, trial_id, run_id)
     trial_run_preempt(trial_id=trial_id, run_id=run_id)
-    return _fresh(trial_id, run_id)
+    return fresh_run(trial_id, run_id)
 
 
 def run_exit(
@@ -206,7 +186,7 @@ def run_exit(
     report changes nothing."""
     placed_run(host, trial_id, run_id)
     trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=exit_code, reason=reason)
-    return _fresh(trial_id, run_id)
+    return fresh_run(trial_id, run_id)
 
 
 def run_token(host: str, trial_id: int, run_id: int) -> str:
@@ -326,35 +306,7 @@ def model_definition(host: str, trial_id: int, run_id: int, node_rank: int = 0) 
     return bytes(archive)
 
 
-def _fresh(trial_id: int, run_id: int) -> TrialRun:
-    run = TrialRun.objects.filter(trial_id=trial_id, run_id=run_id).first()
-    if run is None:  # deleted meanwhile (its experiment was)
-        raise NotFound(f"Trial {trial_id} has no run {run_id}.")
-    return run
-
-
 # -- runs over several hosts: the chief's view, and this host's shares ---------------------------
-
-
-def placed_share(host: str, trial_id: int, run_id: int, node_rank: int) -> RunShare:
-    """Share ``node_rank`` of the run, checked to be placed on ``host``.
-
-    Raises:
-        NotFound: (404) no such share.
-        NotPermitted: (403) the share is not placed on ``host``.
-    """
-    share = (
-        RunShare.objects.select_related("host", "run__trial__experiment", "run__host")
-        .filter(run__trial_id=trial_id, run__run_id=run_id, node_rank=node_rank)
-        .first()
-    )
-    if share is None:
-        raise NotFound(f"Run {run_id} of trial {trial_id} has no node {node_rank}.")
-    if share.host is None or share.host.name != host:
-        raise NotPermitted(
-            f"Node {node_rank} of run {run_id} of trial {trial_id} is not placed on host {host}."
-        )
-    return share
 
 
 def _plan(run: TrialRun, node_rank: int, rendezvous: str) -> dict:
@@ -440,7 +392,7 @@ def share_running(host: str, trial_id: int, run_id: int, node_rank: int) -> RunS
     """The share's processes started."""
     share = placed_share(host, trial_id, run_id, node_rank)
     _shares.share_running(share.id)
-    return _fresh_share(share)
+    return fresh_share(share)
 
 
 def share_heartbeat(host: str, trial_id: int, run_id: int, node_rank: int) -> RunShare:
@@ -448,7 +400,7 @@ def share_heartbeat(host: str, trial_id: int, run_id: int, node_rank: int) -> Ru
     stops its ranks at once on "kill", after the grace period once the run EXITED)."""
     share = placed_share(host, trial_id, run_id, node_rank)
     _shares.share_heartbeat(share.id)
-    return _fresh_share(share)
+    return fresh_share(share)
 
 
 def share_exit(
@@ -458,13 +410,4 @@ def share_exit(
     repeated report changes nothing."""
     share = placed_share(host, trial_id, run_id, node_rank)
     _shares.share_exited(share.id, exit_code)
-    return _fresh_share(share)
-
-
-def _fresh_share(share: RunShare) -> RunShare:
-    fresh = RunShare.objects.select_related("run").filter(id=share.id).first()
-    if fresh is None:  # deleted meanwhile (its experiment was)
-        raise NotFound(
-            f"Run {share.run.run_id} of trial {share.run.trial_id} has no node {share.node_rank}."
-        )
-    return fresh
+    return fresh_share(share)
