@@ -55,7 +55,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-import random
 import secrets
 import shutil
 import signal
@@ -63,12 +62,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import REPO, free_port, wait_for
+from tests.netns_inspect import HostProcesses
 from tests.netns_master import (
     PG_BIN,
     S3_KEYS,
@@ -78,8 +77,8 @@ from tests.netns_master import (
     redis_command,
     run_checked,
 )
+from tests.netns_network import SECOND_OCTET, Host, build_network, hostname
 
-SECOND_OCTET = 213  # 10.213.N.0/24: private, and unlikely to be a real network of the machine
 # The worker hosts' DATABASE_URL: no route leads there from a host's namespace (its only route
 # is the bridge's /24), so a host that tried to open the database would fail at once.
 UNREACHABLE_DATABASE_URL = "postgres://headway@10.255.255.1:5432/unreachable"
@@ -106,26 +105,7 @@ def require_netns() -> None:
         pytest.skip(why)
 
 
-@dataclass
-class Host:
-    """One worker host: its name, namespace, addresses and worker process."""
-
-    name: str
-    namespace: str
-    address: str
-    veth: str  # the bridge-side end; link_down/link_up switch it
-    base: Path
-    worker: subprocess.Popen | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    token: str = ""  # its live host token's key ("" before issuing and once revoked)
-
-    @property
-    def log(self) -> Path:
-        """The worker's output (appended across restarts)."""
-        return self.base / "worker.log"
-
-
-class NetnsCluster:
+class NetnsCluster(HostProcesses):
     """A master and worker hosts in network namespaces (see the module docstring).
 
     Args:
@@ -201,51 +181,13 @@ class NetnsCluster:
             self.stop()
             raise
 
-    def _free_subnet(self) -> int:
-        used = run_checked(["ip", "-o", "-4", "addr", "show"]).stdout
-        candidates = [n for n in range(1, 255) if f" 10.{SECOND_OCTET}.{n}." not in used]
-        return random.choice(candidates)
-
     def _network(self) -> None:
-        self.subnet = self._free_subnet()
-        prefix = f"10.{SECOND_OCTET}.{self.subnet}"
-        self.bridge = f"hwb{self.subnet}"
-        self.master = f"{prefix}.1"
-        run_checked(["ip", "link", "add", self.bridge, "type", "bridge"])
-        self._made_links.append(self.bridge)
-        run_checked(["ip", "addr", "add", f"{self.master}/24", "dev", self.bridge])
-        run_checked(["ip", "link", "set", self.bridge, "up"])
-        for index, name in enumerate(self.names):
-            namespace = f"hw{self.subnet}-{name}"
-            veth = f"hw{self.subnet}v{index}"
-            host = Host(
-                name=name,
-                namespace=namespace,
-                address=f"{prefix}.{10 + index}",
-                veth=veth,
-                base=self.base / name,
-            )
-            host.base.mkdir(parents=True, exist_ok=True)
-            run_checked(["ip", "netns", "add", namespace])
-            self._made_namespaces.append(namespace)
-            etc = Path("/etc/netns") / namespace
-            etc.mkdir(parents=True, exist_ok=True)
-            # Debian's default: the host name resolves to loopback (the bug to catch).
-            (etc / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {self._hostname(name)}\n")
-            run_checked(["ip", "link", "add", veth, "type", "veth", "peer", "name", f"{veth}p"])
-            self._made_links.append(veth)
-            run_checked(["ip", "link", "set", veth, "master", self.bridge])
-            run_checked(["ip", "link", "set", veth, "up"])
-            run_checked(["ip", "link", "set", f"{veth}p", "netns", namespace])
-            inside = ["ip", "netns", "exec", namespace, "ip"]
-            run_checked([*inside, "link", "set", f"{veth}p", "name", "eth0"])
-            run_checked([*inside, "addr", "add", f"{host.address}/24", "dev", "eth0"])
-            run_checked([*inside, "link", "set", "eth0", "up"])
-            run_checked([*inside, "link", "set", "lo", "up"])
-            self.hosts[name] = host
+        self.subnet, self.bridge, self.master = build_network(
+            self.base, self.names, self.hosts, self._made_links, self._made_namespaces
+        )
 
     def _hostname(self, name: str) -> str:
-        return f"hw{self.subnet}-{name}"
+        return hostname(self.subnet, name)
 
     def _postgres(self) -> None:
         network = f"10.{SECOND_OCTET}.{self.subnet}.0/24"
@@ -450,43 +392,6 @@ class NetnsCluster:
         """Reconnect host ``name``."""
         run_checked(["ip", "link", "set", self.hosts[name].veth, "up"])
 
-    def pids(self, name: str) -> list[int]:
-        """Every process running in host ``name``'s network namespace."""
-        out = run_checked(["ip", "netns", "pids", self.hosts[name].namespace]).stdout
-        return [int(p) for p in out.split()]
-
-    def trial_processes(self, name: str, trial_id: int) -> list[tuple[int, set[bytes]]]:
-        """``(pid, environment entries)`` of the live processes of trial ``trial_id`` in host
-        ``name``'s namespace (guard, launcher, ranks: every process started with its
-        ``HEADWAY_TRIAL_ID``); zombies left out."""
-        found = []
-        for pid in self.pids(name):
-            try:
-                with open(f"/proc/{pid}/stat") as stat:
-                    if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
-                        continue
-                with open(f"/proc/{pid}/environ", "rb") as env:
-                    environ = set(env.read().split(b"\0"))
-            except OSError:
-                continue
-            if f"HEADWAY_TRIAL_ID={trial_id}".encode() in environ:
-                found.append((pid, environ))
-        return found
-
-    def agent_environ(self, name: str) -> dict[str, str]:
-        """The environment host ``name``'s running agent process started with (``ip netns
-        exec``, ``unshare``, ``sh`` and ``python -m workers`` exec each other: one pid)."""
-        worker = self.hosts[name].worker
-        if worker is None or worker.poll() is not None:
-            raise RuntimeError(f"host {name}'s agent is not running (log: {self.hosts[name].log})")
-        raw = Path(f"/proc/{worker.pid}/environ").read_bytes()
-        items = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-        return {key.decode(): value.decode() for key, value in items}
-
-    def run_in(self, name: str, cmd: Sequence[str]) -> subprocess.CompletedProcess:
-        """Run ``cmd`` in host ``name``'s network namespace (not its worker's other ones)."""
-        return run_checked(["ip", "netns", "exec", self.hosts[name].namespace, *cmd])
-
     def slots_in_use(self, name: str) -> int:
         """Slots the master counts in use on host ``name`` (REST ``workers/{name}/``)."""
         return int(self.api.get(f"workers/{name}/")["slots_in_use"])
@@ -498,7 +403,7 @@ class NetnsCluster:
     @property
     def api(self):
         """The admin's ``ClusterAPI`` on the master (``tests.plugin``)."""
-        from tests.plugin import ClusterAPI
+        from tests.helpers_cluster import ClusterAPI
 
         return ClusterAPI(self.url, self.token)
 

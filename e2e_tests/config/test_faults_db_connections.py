@@ -57,7 +57,7 @@ def test_finding_idle_db_connections_long_polls_hold_no_connection(
     cluster, cluster_api, cluster_token, tmp_path, server, pool
 ):
     from tests.helpers import TINY_CONFIG, TINY_MODEL, b64
-    from tests.plugin import ClusterAPI
+    from tests.helpers_cluster import ClusterAPI
 
     # Runs of this pool stay QUEUED: no worker consumes it.
     env = dict(

@@ -38,7 +38,7 @@ def _healthy(url: str) -> bool:
 @pytest.mark.integration
 @pytest.mark.slow
 def test_finding_db_restart_does_not_kill_the_running_run(tmp_path):
-    from tests.plugin import ClusterAPI
+    from tests.helpers_cluster import ClusterAPI
 
     with PrivatePostgres() as server:
         url = server.url("headway_restart")

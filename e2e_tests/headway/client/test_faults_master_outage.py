@@ -18,7 +18,7 @@ from tests.helpers_web import WebServer
 @pytest.mark.slow
 @pytest.mark.parametrize("outage", [OUTAGE_S])
 def test_finding_master_restart_does_not_crash_training(cluster, cluster_token, tmp_path, outage):
-    from tests.plugin import ClusterAPI
+    from tests.helpers_cluster import ClusterAPI
 
     port = free_port()
     pool = f"{cluster.queue}-outage"
