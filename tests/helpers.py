@@ -277,6 +277,20 @@ def run_python(args: list[str], env: dict[str, str], timeout: float = 120):
     )
 
 
+def spawn_python(args: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """``python ARGS`` from the repository with ``env`` in a session of its own, output
+    appended to ``log_path`` (``spawn_python(["-m", "workers"], env, log)``: a host agent)."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def new_host_key() -> str:
     """A fresh host key (``hwh_...``), not yet stored."""
     from registry.models.host_token import HOST_KEY_PREFIX

@@ -27,7 +27,7 @@ import pytest
 import requests
 
 from config.services import exposure_warning, is_loopback
-from tests.helpers import REPO, free_port, wait_for
+from tests.helpers import REPO, free_port, spawn_python, wait_for
 from workers import config, isolation
 from workers.config import AgentConfigError
 
@@ -194,15 +194,7 @@ def test_finding_db_connections_the_agent_starts_whatever_the_database_pool(tmp_
     env.pop("HEADWAY_TRIAL_USER", None)
     env.pop("HEADWAY_HOST_ADDRESS", None)
     out = tmp_path / "agent.out"
-    with out.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workers"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = spawn_python(["-m", "workers"], env, out)
     try:
         line = "Host pool-check: 8 CPU slot(s)"
         wait_for(

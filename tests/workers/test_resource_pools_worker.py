@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, host_token, require, start_worker, stop_workers, wait_for
+from tests.helpers import (
+    host_token,
+    require,
+    spawn_python,
+    start_worker,
+    stop_workers,
+    wait_for,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,15 +82,7 @@ def test_python_m_workers_stops_at_start_on_an_unknown_pool(env, tmp_path):
     name = env["HEADWAY_HOST_NAME"]
     agent_env = agent_environment(env, host_token(name), env["HEADWAY_MASTER_URL"])
     log = tmp_path / "agent.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workers"],
-            cwd=REPO,
-            env=agent_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = spawn_python(["-m", "workers"], agent_env, log)
     text = _stopped_by_itself(proc, log)
     assert proc.returncode != 0, text
     assert f"Host {name}: 1 CPU slot(s)" in text  # its own checks passed: the master refused
