@@ -251,6 +251,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(envstr("HEADWAY_REAPER_INTERVAL_SECONDS", "10")),
         "options": {"queue": CELERY_TASK_DEFAULT_QUEUE, "expires": 60},
     },
+    # Slurm pools (registry.slurm): submit queued runs as jobs, reconcile job and run states.
+    "slurm-pools": {
+        "task": "headway.slurm_pools",
+        "schedule": float(envstr("HEADWAY_SLURM_POLL_SECONDS", "5")),
+        "options": {"queue": CELERY_TASK_DEFAULT_QUEUE, "expires": 60},
+    },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

@@ -25,6 +25,16 @@ def reap_lost_runs() -> None:
     redispatch_unclaimed_runs(timeout=timedelta(seconds=settings.HEADWAY_DISPATCH_TIMEOUT_SECONDS))
 
 
+@shared_task(name="headway.slurm_pools", ignore_result=True, expires=60)
+def slurm_pools() -> None:
+    """Reconcile the slurm pools' jobs with their runs and submit their queued runs as jobs
+    (``registry.slurm.poll``; every ``HEADWAY_SLURM_POLL_SECONDS`` by Celery beat, a no-op
+    without a slurm pool)."""
+    from registry import slurm
+
+    slurm.poll()
+
+
 @shared_task(
     name="headway.checkpoint_gc",
     acks_late=True,  # idempotent: claims are conditional UPDATEs, storage deletes are repeatable

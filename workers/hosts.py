@@ -118,6 +118,11 @@ class HostHeartbeat:
         self.refused = ""  # the master's refusal of this host's token, while it lasts
         self.watchdog = leases.Watchdog()
 
+    def skip_redispatch(self) -> None:
+        """Never ask the master to send this host's placed runs again: a host without a Celery
+        queue (a Slurm job's node, ``workers.slurm_node``) runs its one run itself."""
+        self._redispatched = True
+
     def _send(
         self, runs: list[tuple[int, int]], shares: list[tuple[int, int, int]]
     ) -> wire.HostInfo:

@@ -80,11 +80,14 @@ def guarded(command: list[str], lease_file: str | None = None) -> list[str]:
     process dying, instead of running on unsupervised until the reaper notices; with
     ``lease_file`` (``workers.leases.Lease.publish``), also once the run's lease ended."""
     lease = ["--lease-file", lease_file] if lease_file else []
+    # In a Slurm job Slurm's USR1 warning reaches the trial too; the node process acts on it.
+    slurm = ["--ignore-usr1"] if os.environ.get("HEADWAY_SLURM_HOSTS") else []
     return [
         sys.executable, "-m", "headway.exec.guard",
         "--parent", str(os.getpid()),
         "--grace", f"{settings.HEADWAY_KILL_GRACE_SECONDS:g}",
         *lease,
+        *slurm,
         "--", *command,
     ]  # fmt: skip
 

@@ -18,6 +18,11 @@ first, at the lease's end, and says why in the worker's and the trial's logs
 plus 5 s). A missing or unreadable file changes nothing (a run started before its lease was
 published).
 
+With ``--ignore-usr1`` the trial's processes inherit SIGUSR1 ignored (a handler the trial
+installs still gets it): inside a Slurm job, Slurm's ``--signal`` warning before the time limit
+reaches every process of the step, and only the node process (``workers.slurm_node``) acts on
+it, by asking the trial to checkpoint and stop; without this its default action would end them.
+
 Signals the worker sends to the group (kill, preemption escalation) reach the trial directly;
 the guard ignores SIGTERM and SIGINT itself and ends with the trial's exit status (a trial
 killed by signal N ends the guard by signal N too), so the worker sees what it saw before.
@@ -42,6 +47,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between checks")
     parser.add_argument(
         "--lease-file", default=None, help="where the worker writes the lease's end"
+    )
+    parser.add_argument(
+        "--ignore-usr1", action="store_true", help="start the trial with SIGUSR1 ignored"
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the trial command")
     args = parser.parse_args(argv)
@@ -109,6 +117,8 @@ def _watch(
 def main(argv: list[str] | None = None) -> int:
     """Run the command under the guard; return its exit status (see the module docstring)."""
     args = _parse(argv)
+    if args.ignore_usr1:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # inherited through exec (see module)
     child = subprocess.Popen(args.command)
     # Ignored only after the child started: ignored dispositions would be inherited by it. A
     # SIGTERM to the group before this line ends both, as it would have ended the trial alone.

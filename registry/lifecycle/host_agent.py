@@ -25,6 +25,7 @@ from headway.client import wire
 from headway.exec.loglines import clean_line
 from registry import scheduling
 from registry.authz import NotPermitted
+from registry.errors import InvalidInput
 from registry.lifecycle import _shares
 from registry.lifecycle._host_access import (
     fresh_run,
@@ -89,7 +90,15 @@ def host_beat(
     Raises:
         InvalidInput: (400, ``pool``) a pool the admin's pools file does not list.
     """
-    check_resource_pool(pool, field="pool")
+    if check_resource_pool(pool, field="pool").is_slurm and not _is_slurm_node(host):
+        raise InvalidInput(
+            {
+                "pool": [
+                    f"pool {pool!r} is a slurm pool: its hosts are the nodes of the Slurm jobs "
+                    "the master submits; a host agent joins a pool of type agent"
+                ]
+            }
+        )
     renewed = _renew_leases(host, runs, shares)
     row = scheduling.host_heartbeat(
         name=host,
@@ -104,6 +113,11 @@ def host_beat(
     resent = scheduling.host_redispatch(name=host) if redispatch else 0
     transaction.on_commit(partial(scheduling.place_queued_runs, wait=False), robust=True)
     return row, resent, renewed
+
+
+def _is_slurm_node(host: str) -> bool:
+    """Whether ``host`` is a node the master made for one of its Slurm jobs (registry.slurm)."""
+    return WorkerHost.objects.filter(name=host, slurm_job__isnull=False).exists()
 
 
 def _renew_leases(host: str, runs: Sequence[dict], shares: Sequence[dict]) -> int:

@@ -7,6 +7,7 @@ from registry.models.host_token import HostToken
 from registry.models.logs import TrialLog
 from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
 from registry.models.model_registry import ModelVersion, RegisteredModel
+from registry.models.slurm_job import SlurmJob
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
 from registry.models.trial import Trial, TrialRun, lock_trial
 
@@ -23,6 +24,7 @@ __all__ = [
     "RegisteredModel",
     "RunShare",
     "RunState",
+    "SlurmJob",
     "State",
     "StopReason",
     "Trial",

@@ -51,6 +51,11 @@ class WorkerHost(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     # None once the worker shut down: it holds no slots for placement from then on.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # A node of a Slurm job (registry.slurm): made by the master for that job's run alone and
+    # removed once the job ended; never placed on by the scheduler.
+    slurm_job = models.ForeignKey(
+        "registry.SlurmJob", null=True, blank=True, on_delete=models.CASCADE, related_name="hosts"
+    )
 
     objects = WorkerHostQuerySet.as_manager()
 

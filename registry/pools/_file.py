@@ -11,8 +11,10 @@ Headway's file is a list of entries::
       type: agent
       description: 8-GPU hosts for wide trials
 
-``type: agent``: hosts running Headway's worker (``python manage.py worker``), placed by
-Headway's scheduler. Other types are refused until they exist (``slurm``: issue #22). The pool
+``type: agent``: hosts running Headway's host agent (``python -m workers``), placed by
+Headway's scheduler. ``type: slurm``: each run is a Slurm batch job (``registry.slurm``), with
+the job settings of ``_slurm.SlurmPoolSettings`` (partition, gres_per_slot, time_limit...),
+which an agent pool refuses. The pool
 ``default`` (agent) always exists: unset, the file is that one pool; a file that leaves it out
 gets it added (an experiment without ``resources.resource_pool`` and a worker without
 ``HEADWAY_RESOURCE_POOL`` both mean ``default``, so it must be there; docs/decisions/scheduling.md).
@@ -31,9 +33,10 @@ from typing import Annotated
 
 import yaml
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from headway.expconf import check_resource_pool_name
+from registry.pools._slurm import SLURM_FIELDS, SlurmPoolSettings
 
 ENV = "HEADWAY_RESOURCE_POOLS"
 DEFAULT_POOL = "default"
@@ -46,18 +49,28 @@ class ResourcePool:
 
     Attributes:
         name (str): what ``resources.resource_pool`` and ``HEADWAY_RESOURCE_POOL`` say.
-        type (str): ``agent`` (Headway's worker hosts).
+        type (str): ``agent`` (Headway's host agents) or ``slurm`` (runs as Slurm jobs).
         description (str): free text for people ("" when not given).
+        slurm (SlurmPoolSettings | None): the job settings of a ``slurm`` pool; None for agent.
     """
 
     name: str
     type: str
     description: str = ""
+    slurm: SlurmPoolSettings | None = None
+
+    @property
+    def is_slurm(self) -> bool:
+        """Whether Slurm places this pool's runs (not Headway's scheduler)."""
+        return self.type == SLURM
 
 
-class _Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+AGENT = "agent"
+SLURM = "slurm"
 
+
+class _Entry(SlurmPoolSettings):
+    # The slurm fields are declared once (SlurmPoolSettings); an agent entry may not set them.
     name: Annotated[str, Field(min_length=1, max_length=63)]
     type: str
     description: Annotated[str, Field(max_length=1000)] = ""
@@ -70,17 +83,14 @@ class _Entry(BaseModel):
     @field_validator("type")
     @classmethod
     def _check_type(cls, value: str) -> str:
-        if value == "slurm":
-            raise ValueError("type slurm is not supported yet (issue #22 adds it); use agent")
-        if value != "agent":
-            raise ValueError(f"unknown type {value!r}; the types: agent")
+        if value not in (AGENT, SLURM):
+            raise ValueError(f"unknown type {value!r}; the types: {AGENT}, {SLURM}")
         return value
 
-
-class _File(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    pools: list[_Entry]
+    def slurm_settings(self) -> SlurmPoolSettings:
+        return SlurmPoolSettings.model_validate(
+            {field: getattr(self, field) for field in self.model_fields_set & SLURM_FIELDS}
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +106,10 @@ class ResourcePools:
     def known(self) -> str:
         """The names as one comma-separated string, for error messages."""
         return ", ".join(self.pools)
+
+    def slurm_pools(self) -> list[ResourcePool]:
+        """The pools of type ``slurm``, in the file's order."""
+        return [pool for pool in self.pools.values() if pool.is_slurm]
 
 
 EMBEDDED = ResourcePools({DEFAULT_POOL: ResourcePool(DEFAULT_POOL, "agent")})
@@ -123,7 +137,8 @@ def load_resource_pools(path: str | os.PathLike[str]) -> ResourcePools:
         ImproperlyConfigured: naming ``HEADWAY_RESOURCE_POOLS``, the file, and the entry
             (position and name) and field at fault: an unreadable or non-YAML file, a file that
             is not a list, an unknown key, a missing ``name`` or ``type``, a bad name, a type
-            other than ``agent`` (``slurm``: "not supported yet") or a name listed twice.
+            other than ``agent`` or ``slurm``, a slurm setting on an agent pool, a bad slurm
+            setting (``registry.pools._slurm``) or a name listed twice.
     """
     try:
         raw = Path(path).read_bytes()[: _MAX_FILE_BYTES + 1]
@@ -139,24 +154,40 @@ def load_resource_pools(path: str | os.PathLike[str]) -> ResourcePools:
             f"{ENV}: {path}: the file must be a list of pools (- name: ..., type: agent), "
             f"got {type(data).__name__}"
         )
-    try:
-        parsed = _File.model_validate({"pools": data})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        message = first["msg"].removeprefix("Value error, ")
-        raise ImproperlyConfigured(
-            f"{ENV}: {path}: {_where(str(path), data, first['loc'])}: {message}"
-        ) from None
+    entries = [_entry(path, data, index) for index in range(len(data))]
     pools: dict[str, ResourcePool] = {}
-    for index, entry in enumerate(parsed.pools):
+    for index, entry in enumerate(entries):
         if entry.name in pools:
             raise ImproperlyConfigured(
                 f"{ENV}: {path}: entry {index + 1} (name {entry.name!r}), field name: listed twice"
             )
-        pools[entry.name] = ResourcePool(entry.name, entry.type, entry.description)
+        slurm = entry.slurm_settings() if entry.type == SLURM else None
+        pools[entry.name] = ResourcePool(entry.name, entry.type, entry.description, slurm)
     if DEFAULT_POOL not in pools:
         pools = {DEFAULT_POOL: EMBEDDED.pools[DEFAULT_POOL], **pools}
     return ResourcePools(pools)
+
+
+def _entry(path: str | os.PathLike[str], data: list, index: int) -> _Entry:
+    """Entry ``index`` of the file checked, or ImproperlyConfigured naming it and its field."""
+    try:
+        entry = _Entry.model_validate(data[index])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        loc = ("pools", index, *first["loc"])
+        raise ImproperlyConfigured(
+            f"{ENV}: {path}: {_where(str(path), data, loc)}: {message}"
+        ) from None
+    if entry.type == AGENT:
+        misplaced = sorted(entry.model_fields_set & SLURM_FIELDS)
+        if misplaced:
+            loc = ("pools", index, misplaced[0])
+            raise ImproperlyConfigured(
+                f"{ENV}: {path}: {_where(str(path), data, loc)}: only a pool of type slurm "
+                "takes this setting"
+            )
+    return entry
 
 
 @functools.lru_cache(maxsize=8)

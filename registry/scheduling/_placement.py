@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from registry.models import RunShare, RunState, Trial, TrialRun, WorkerHost
@@ -234,8 +234,9 @@ def _set_message(run: Queued, message: str) -> None:
 def _clear_stale_messages() -> None:
     # A message belongs to a waiting run: once the trial has none (placed elsewhere, paused,
     # killed), it goes. One row per statement: never two trial locks at once.
-    waiting = TrialRun.objects.filter(
-        trial=OuterRef("pk"), state=RunState.QUEUED, host__isnull=True
+    # A run of a slurm pool waits on its job's nodes (registry.slurm says why on its trial).
+    waiting = TrialRun.objects.filter(trial=OuterRef("pk"), state=RunState.QUEUED).filter(
+        Q(host__isnull=True) | Q(host__slurm_job__isnull=False)
     )
     stale = Trial.objects.exclude(scheduling_message="").exclude(Exists(waiting))
     for trial_id in stale.values_list("id", flat=True):

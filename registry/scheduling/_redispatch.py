@@ -37,8 +37,12 @@ def redispatch_unclaimed_runs(*, timeout: timedelta) -> list[tuple[int, int]]:
     """
     now = timezone.now()
     cutoff = now - timeout
+    # A slurm pool's runs have no Celery task: their jobs run them (registry.slurm).
     stale = TrialRun.objects.filter(
-        state=RunState.QUEUED, host__isnull=False, trial__state=State.ACTIVE
+        state=RunState.QUEUED,
+        host__isnull=False,
+        host__slurm_job__isnull=True,
+        trial__state=State.ACTIVE,
     ).filter(
         # A run placed before dispatch times were recorded counts from its creation.
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)

@@ -19,6 +19,7 @@ from django.db.models.functions import Cast
 
 from registry.models import RunShare, RunState, State, TrialRun, WorkerHost, lock_trial
 from registry.models.host import alive_cutoff, shares_holding_slots
+from registry.pools import resource_pools
 from registry.scheduling._queue import close_queued_run, queue_run
 from registry.scheduling._view import Host, HostSlots, PoolView
 
@@ -44,8 +45,10 @@ class Snapshot:
     def __init__(self, namespace: str, now: datetime) -> None:
         self.namespace = namespace
         self.now = now
+        # A slurm pool's hosts are its jobs' nodes, each made for one run (registry.slurm):
+        # never placed on, never stranded (a pending job's nodes have not beaten yet).
         rows = (
-            WorkerHost.objects.filter(namespace=namespace)
+            WorkerHost.objects.filter(namespace=namespace, slurm_job__isnull=True)
             .order_by("name")
             .values_list(
                 "id", "name", "pool", "queue", "slots", _as_text("devices"), "heartbeat_at"
@@ -64,7 +67,9 @@ class Snapshot:
         # Runs and shares holding slots: every placed run that has not EXITED, and the shares
         # that hold their host's slots (registry.models.host.shares_holding_slots).
         self.runs = list(
-            TrialRun.objects.filter(namespace=self.namespace, host__isnull=False)
+            TrialRun.objects.filter(
+                namespace=self.namespace, host__isnull=False, host__slurm_job__isnull=True
+            )
             .exclude(state=RunState.EXITED)
             .values_list(
                 "trial_id",
@@ -79,7 +84,9 @@ class Snapshot:
         )
         self.shares = list(
             RunShare.objects.filter(
-                shares_holding_slots(self.now), run__namespace=self.namespace
+                shares_holding_slots(self.now),
+                run__namespace=self.namespace,
+                host__slurm_job__isnull=True,
             ).values_list(
                 "host_id",
                 "slots",
@@ -140,6 +147,7 @@ class Snapshot:
                 host__isnull=True,
                 trial__state=State.ACTIVE,
             )
+            .exclude(pool__in=[pool.name for pool in resource_pools().slurm_pools()])
             .order_by("priority", "created_at", "id")
             .values_list(
                 "id",

@@ -4,27 +4,20 @@ them."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 
 from registry import slurm
 from tests.helpers import require, wait_for
+from tests.helpers_slurm import slurm_up
 
 pytestmark = pytest.mark.integration
 
 
-def _slurm_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30)
-    return done.returncode == 0 and bool(done.stdout.strip())
-
-
 @pytest.fixture(scope="module")
 def cluster_cpus() -> int:
-    require(_slurm_up(), "no Slurm cluster answers sinfo (deploy/slurm/test-cluster.sh start)")
+    require(slurm_up(), "no Slurm cluster answers sinfo (deploy/slurm/test-cluster.sh start)")
     out = subprocess.run(["sinfo", "-h", "-o", "%C"], capture_output=True, text=True, check=True)
     # %C is allocated/idle/other/total CPUs.
     return int(out.stdout.split()[0].split("/")[3])

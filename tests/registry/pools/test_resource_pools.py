@@ -54,10 +54,25 @@ def test_default_is_added_when_the_file_leaves_it_out(tmp_path):
     assert pools.pools["default"].type == "agent"
 
 
-def test_slurm_is_refused_for_now_naming_the_entry(tmp_path):
-    message = _error(tmp_path, POOLS + "- {name: hpc, type: slurm, partition: debug}\n")
-    assert "entry 3 (name 'hpc'), field type" in message
-    assert "type slurm is not supported yet" in message
+def test_a_slurm_pool_carries_its_job_settings_and_an_agent_pool_none(tmp_path):
+    text = POOLS + (
+        "- name: hpc\n  type: slurm\n  partition: debug\n  gres_per_slot: gpu:1\n"
+        "  time_limit: '1-00:00'\n  slots_per_node: 4\n  sbatch_options: [--exclusive]\n"
+    )
+    pools = load_resource_pools(_file(tmp_path, text))
+    hpc = pools.pools["hpc"]
+    assert hpc.is_slurm and not pools.pools["big"].is_slurm
+    assert [pool.name for pool in pools.slurm_pools()] == ["hpc"]
+    assert pools.pools["big"].slurm is None
+    assert (hpc.slurm.partition, hpc.slurm.gres_per_slot, hpc.slurm.time_limit) == (
+        "debug",
+        "gpu:1",
+        "1-00:00",
+    )
+    assert hpc.slurm.sbatch_options == ["--exclusive"]
+    assert hpc.slurm.preempt_grace_seconds == 120  # the default
+    # slots_per_trial onto nodes: one node up to slots_per_node, whole nodes past it.
+    assert [hpc.slurm.nodes_for(n) for n in (1, 4, 8, 6)] == [(1, 1), (1, 4), (2, 4), None]
 
 
 @pytest.mark.parametrize(
@@ -67,12 +82,41 @@ def test_slurm_is_refused_for_now_naming_the_entry(tmp_path):
         ("- {type: agent}\n", "entry 1, field name"),
         ("- {name: a}\n", "entry 1 (name 'a'), field type"),
         ("- {name: a, type: kubernetes}\n", "entry 1 (name 'a'), field type"),
+        ("- {name: a, type: slurm, time_limit: soon}\n", "entry 1 (name 'a'), field time_limit"),
+        (
+            "- {name: a, type: slurm, gres_per_slot: gpu}\n",
+            "entry 1 (name 'a'), field gres_per_slot",
+        ),
+        ("- {name: a, type: slurm, partition: 'x;y'}\n", "entry 1 (name 'a'), field partition"),
+        (
+            "- {name: a, type: slurm, slots_per_node: 0}\n",
+            "entry 1 (name 'a'), field slots_per_node",
+        ),
+        ("- {name: a, type: slurm, python: bin/python}\n", "entry 1 (name 'a'), field python"),
+        ("- {name: a, type: slurm, queue: x}\n", "entry 1 (name 'a'), field queue"),
         ("- {name: 'a b', type: agent}\n", "entry 1 (name 'a b'), field name"),
         ("- {name: a, type: agent}\n- {name: a, type: agent}\n", "entry 2 (name 'a'), field name"),
     ],
 )
 def test_a_bad_entry_names_the_file_entry_and_field(tmp_path, text, where):
     assert where in _error(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("option", "hint"),
+    [
+        ("--time=10", "use time_limit"),
+        ("-p", "use partition"),
+        ("--gres=gpu:2", "use gres_per_slot"),
+        ("--export=ALL", "set by Headway"),
+        ("--uid=alice", "the job runs as the master's account"),
+        ("exclusive", "is not an sbatch option"),
+    ],
+)
+def test_sbatch_options_may_not_contradict_what_headway_sets(tmp_path, option, hint):
+    message = _error(tmp_path, f"- {{name: a, type: slurm, sbatch_options: ['{option}']}}\n")
+    assert "entry 1 (name 'a'), field sbatch_options" in message
+    assert hint in message
 
 
 def test_a_file_that_is_not_a_list_or_not_yaml_is_refused(tmp_path):
@@ -83,7 +127,7 @@ def test_a_file_that_is_not_a_list_or_not_yaml_is_refused(tmp_path):
 
 
 def test_a_bad_file_stops_the_server_at_start_up(tmp_path):
-    path = _file(tmp_path, "- {name: hpc, type: slurm}\n")
+    path = _file(tmp_path, "- {name: hpc, type: slurm, time_limit: soon}\n")
     env = dict(os.environ, HEADWAY_RESOURCE_POOLS=str(path), SECRET_KEY="x")
     env.pop("DATABASE_URL", None)
     env["HEADWAY_VAR_DIR"] = str(tmp_path / "var")
@@ -96,8 +140,8 @@ def test_a_bad_file_stops_the_server_at_start_up(tmp_path):
         timeout=120,
     )
     assert done.returncode != 0
-    assert f"HEADWAY_RESOURCE_POOLS: {path}: entry 1 (name 'hpc'), field type" in done.stderr
-    assert "type slurm is not supported yet" in done.stderr
+    assert f"HEADWAY_RESOURCE_POOLS: {path}: entry 1 (name 'hpc'), field time_limit" in done.stderr
+    assert "'soon' is not a Slurm time" in done.stderr
 
 
 def test_the_config_carries_the_pool_name_default_default():

@@ -1,0 +1,117 @@
+"""``python -m workers.slurm_node``: one node's part of a run inside its Slurm job (issue #22).
+
+The master's batch script (``registry.slurm._script``) starts one of these per node with
+``srun``. Each acts as a host agent for exactly one run and then exits:
+
+1. Takes its node's host name and key from ``HEADWAY_SLURM_HOSTS`` / ``HEADWAY_SLURM_HOST_KEYS``
+   (comma-separated, one per node, indexed by ``SLURM_NODEID``): the master made a host and a
+   host token for each node of this job, so the node reaches only this run.
+2. Registers and heartbeats that host (``workers.hosts.HostHeartbeat``: the run's lease).
+3. Node 0 runs the run (``workers.runner.run_trial``: claim, launch, logs, exit, the
+   rendezvous of the other nodes); node ``i`` runs share ``i`` (``run_trial_share``).
+4. Marks the host stopped and exits 0: the run's outcome went to the master over REST.
+
+Slurm's signals become Headway's preemption: ``USR1`` (sent ``preempt_grace_seconds`` before
+the time limit, ``--signal``) and ``TERM`` (``scancel``, Slurm's own preemption, the limit
+itself) make this process ask the master to preempt the run (``workers.supervision``, as an
+agent's warm shutdown): a trial that watches ``should_preempt()`` checkpoints and exits, and
+the run is re-queued (a new job) and resumes there; a run that dies of the signal first is
+reported lost, also re-queued and not counted against ``max_restarts``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+from workers.config import AgentConfigError, reload, settings
+
+logger = logging.getLogger("headway.worker")
+
+NODE_VARIABLES = ("HEADWAY_SLURM_HOSTS", "HEADWAY_SLURM_HOST_KEYS", "SLURM_NODEID")
+
+
+def _node_identity(env: dict[str, str]) -> tuple[int, str, str]:
+    """``(node rank, host name, host key)`` of this node from the job's variables.
+
+    Raises:
+        AgentConfigError: a variable is missing, or the lists do not cover this node.
+    """
+    missing = [name for name in NODE_VARIABLES if not env.get(name)]
+    if missing:
+        raise AgentConfigError(
+            f"{', '.join(missing)} unset: workers.slurm_node runs inside a Headway Slurm job"
+        )
+    names = env["HEADWAY_SLURM_HOSTS"].split(",")
+    keys = env["HEADWAY_SLURM_HOST_KEYS"].split(",")
+    try:
+        node = int(env["SLURM_NODEID"])
+    except ValueError:
+        raise AgentConfigError(
+            f"SLURM_NODEID must be an integer, got {env['SLURM_NODEID']!r}"
+        ) from None
+    if len(names) != len(keys) or not 0 <= node < len(names):
+        raise AgentConfigError(
+            f"node {node} of a job whose HEADWAY_SLURM_HOSTS lists {len(names)} hosts and "
+            f"HEADWAY_SLURM_HOST_KEYS {len(keys)} keys"
+        )
+    return node, names[node], keys[node]
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    from workers import supervision
+
+    if supervision.shutting_down.is_set():
+        return
+    logger.warning("Slurm sent %s: preempting this node's run", signal.Signals(signum).name)
+    # Off the signal handler: preempting calls the master.
+    threading.Thread(
+        target=supervision.preempt_all_runs,
+        args=(settings.HEADWAY_KILL_GRACE_SECONDS,),
+        name="headway-slurm-signal",
+        daemon=True,
+    ).start()
+
+
+def main() -> int:
+    """Run this node's part of the job's run (see module); return the process's exit status:
+    0 once the outcome reached the master, 2 for a job started without Headway's variables."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        node, name, key = _node_identity(dict(os.environ))
+        trial_id = int(os.environ["HEADWAY_TRIAL_ID"])
+        run_id = int(os.environ["HEADWAY_RUN_ID"])
+    except (AgentConfigError, KeyError, ValueError) as exc:
+        print(f"headway slurm node: {exc}", file=sys.stderr)
+        return 2
+    os.environ["HEADWAY_HOST_NAME"] = name
+    os.environ["HEADWAY_HOST_TOKEN"] = key
+    reload()
+    from workers import hosts, runner
+
+    signal.signal(signal.SIGUSR1, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    heartbeat = hosts.HostHeartbeat(hosts.detect_host(), settings.HEADWAY_HOST_HEARTBEAT_SECONDS)
+    heartbeat.skip_redispatch()  # no Celery queue here: this process runs its one run itself
+    heartbeat.start()
+    logger.info("Slurm node %s: host %s, trial %s run %s", node, name, trial_id, run_id)
+    try:
+        if node == 0:
+            code = runner.run_trial(trial_id, run_id)
+        else:
+            code = runner.run_trial_share(trial_id, run_id, node)
+        logger.info("trial %s run %s node %s ended with code %s", trial_id, run_id, node, code)
+    finally:
+        try:
+            heartbeat.stop()
+        except Exception:
+            logger.exception("could not mark host %s stopped", name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
