@@ -21,7 +21,13 @@ import run_all
 
 # Keys each benchmark's JSON line must hold (a few per benchmark: its headline figures).
 EXPECTED_KEYS = {
-    "harness_overhead": {"tiny_ratio", "tiny_ratio_range", "large_ratio", "system_metrics_ratio"},
+    "harness_overhead": {
+        "tiny_ratio",
+        "tiny_ratio_range",
+        "large_ratio",
+        "system_metrics_ratio",
+        "lightning",
+    },
     "metrics_ingest": {"sqlite_batched_points_per_s", "sqlite_single_p50_ms"},
     "sdk_reporting": {"sqlite_steps_per_s", "sqlite_reporting_cpu_us_per_step", "sqlite_verified"},
     "metrics_read": {"sqlite_overview_ms", "sqlite_zoom_ms"},
