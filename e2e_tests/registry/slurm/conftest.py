@@ -25,15 +25,15 @@ POOLS = """
 - name: hpc-short
   type: slurm
   partition: debug
-  time_limit: "1"
-  preempt_grace_seconds: 50
+  time_limit: "2"
+  preempt_grace_seconds: 60
 """
 
 
 @pytest.fixture(scope="module")
 def slurm_pool(cluster, tmp_path_factory):
     """The master worker of a namespace with slurm pools ``hpc`` (no time limit to speak of)
-    and ``hpc-short`` (a 1-minute limit, USR1 50 s before it)."""
+    and ``hpc-short`` (a 2-minute limit, USR1 60 s before it)."""
     require(slurm_up(), "no Slurm cluster answers sinfo (deploy/slurm/test-cluster.sh start)")
     base = tmp_path_factory.mktemp("slurm-pool")
     pools = base / "pools.yaml"

@@ -60,3 +60,129 @@ def test_a_pytorch_trial_completes_as_one_slurm_job_and_its_checkpoint_downloads
     )
     assert not WorkerHost.objects.filter(slurm_job=job).exists()
     assert not HostToken.objects.live().filter(name__startswith=f"slurm-r{job.run_id}-").exists()
+
+
+def _jobs_of(trial_id: int) -> list:
+    from registry.models import SlurmJob
+
+    return list(SlurmJob.objects.filter(run__trial_id=trial_id).order_by("run__run_id"))
+
+
+def _cpus(job_id: int) -> int:
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", str(job_id), "-o", "%C"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return int(out.split()[0])
+
+
+def test_two_slots_run_as_one_job_of_two_tasks_and_pause_activate_resumes_exactly(
+    slurm_api, slurm_pool
+):
+    from e2e_tests.workers.test_distributed_e2e import (
+        CORE_API as DISTRIBUTED,
+    )
+    from e2e_tests.workers.test_distributed_e2e import (
+        check_core_api_resume,
+        core_api_config,
+        pause_then_activate,
+        submit,
+    )
+
+    config = core_api_config(2, sleep=0.5)
+    config["resources"]["resource_pool"] = "hpc"
+    trial = submit(slurm_api, DISTRIBUTED, config)
+    paused_steps = pause_then_activate(slurm_api, trial["id"], after_steps=8)
+    done = slurm_api.wait_trial(trial["id"], lambda t: t["state"] == "COMPLETED", "COMPLETED", 300)
+    assert done["run_id"] == 2 and done["restarts"] == 0
+    check_core_api_resume(slurm_api, trial, 2, paused_steps)  # world size 2, exact resume
+    jobs = _jobs_of(trial["id"])
+    assert [job.run.run_id for job in jobs] == [1, 2]  # one job per run
+    assert all(_cpus(job.job_id) == 2 for job in jobs)  # 2 tasks of 1 CPU each
+
+
+def test_kill_scancels_the_job_and_the_trial_ends_canceled(slurm_api, slurm_pool):
+    trial = slurm_api.submit(
+        CORE_API / "exp.yaml", CORE_API, resources={"resource_pool": "hpc"},
+        hyperparameters={"lr": 0.5, "sleep": 5.0},
+    )  # fmt: skip
+    slurm_api.wait_trial(trial["id"], lambda t: t["steps_completed"] >= 1, "training", 120)
+    job_id = _jobs_of(trial["id"])[0].job_id
+    slurm_api.post(f"trials/{trial['id']}/kill")
+    done = slurm_api.wait_trial(trial["id"], lambda t: t["state"] == "CANCELED", "CANCELED", 120)
+    assert done["run_id"] == 1
+    ended = wait_for(
+        lambda: (j := slurm.jobs([job_id]).get(job_id)) and not j.active and j, 60, "the job to end"
+    )
+    assert ended.state in ("CANCELLED", "COMPLETED")
+
+
+def test_a_job_scancelled_from_outside_is_a_lost_run_requeued_and_not_counted(
+    slurm_api, slurm_pool
+):
+    trial = slurm_api.submit(
+        CORE_API / "exp.yaml", CORE_API, resources={"resource_pool": "hpc"},
+        hyperparameters={"lr": 0.5, "sleep": 1.5}, max_restarts=0,
+    )  # fmt: skip
+    slurm_api.wait_trial(trial["id"], lambda t: t["steps_completed"] >= 2, "training", 120)
+    job_id = _jobs_of(trial["id"])[0].job_id
+    subprocess.run(["scancel", str(job_id)], check=True)
+    done = slurm_api.wait_trial(
+        trial["id"], lambda t: t["state"] in ("COMPLETED", "ERROR"), "the trial to end", 300
+    )
+    assert done["state"] == "COMPLETED", "\n".join(slurm_api.logs(trial["id"])[-40:])
+    assert done["run_id"] == 2 and done["restarts"] == 0  # max_restarts 0: it was not counted
+    jobs = wait_for(
+        lambda: (jobs := _jobs_of(trial["id"])) and all(job.cleaned for job in jobs) and jobs,
+        60,
+        "both jobs to be reconciled",
+    )
+    assert [job.state for job in jobs] == ["CANCELLED", "COMPLETED"]
+    steps, _ = slurm_api.series(trial["id"], "training", "loss")
+    assert steps == list(range(1, 9))  # every step once: resumed from its checkpoint
+
+
+def test_a_job_near_its_time_limit_checkpoints_on_slurms_signal_and_resumes(slurm_api, slurm_pool):
+    # hpc-short: a 2-minute limit, USR1 60 s before it (slurmctld checks every 30 s: the signal
+    # comes 60-90 s into the job). 100 epochs of 1 s cannot finish in one job.
+    trial = slurm_api.submit(
+        CORE_API / "exp.yaml", CORE_API, resources={"resource_pool": "hpc-short"},
+        hyperparameters={"lr": 0.5, "sleep": 1.0}, max_restarts=0,
+        environment={"environment_variables": ["EPOCHS=100"]},
+        searcher={"name": "single", "metric": "loss", "max_length": 100},
+    )  # fmt: skip
+    done = slurm_api.wait_trial(
+        trial["id"], lambda t: t["state"] in ("COMPLETED", "ERROR"), "the trial to end", 420
+    )
+    logs = slurm_api.logs(trial["id"])
+    assert done["state"] == "COMPLETED", "\n".join(logs[-40:])
+    assert done["run_id"] >= 2 and done["restarts"] == 0
+    assert any(line.startswith("preempted after epoch") for line in logs)  # should_preempt()
+    first = wait_for(lambda: (job := _jobs_of(trial["id"])[0]).cleaned and job, 60, "run 1's job")
+    assert first.state == "COMPLETED"  # it checkpointed and exited before the limit
+    steps, _ = slurm_api.series(trial["id"], "training", "loss")
+    assert steps == list(range(1, 101))  # no lost or repeated steps
+
+
+def test_an_adaptive_asha_search_of_four_trials_runs_through_the_pool(slurm_api, slurm_pool):
+    import yaml
+
+    from e2e_tests.registry.searcher.test_search_e2e import CORE_SEARCH, trials_of, wait_experiment
+    from e2e_tests.workers.test_distributed_e2e import submit
+
+    config = yaml.safe_load((CORE_SEARCH / "asha.yaml").read_text())
+    config["searcher"] = {
+        "name": "adaptive_asha", "metric": "loss", "max_length": 8, "max_trials": 4,
+        "max_concurrent_trials": 2, "mode": "aggressive",
+    }  # fmt: skip
+    config["resources"] = {"resource_pool": "hpc"}
+    first = submit(slurm_api, CORE_SEARCH, config)
+    experiment = wait_experiment(slurm_api, first["experiment_id"], timeout=400)
+    assert experiment["state"] == "COMPLETED"
+    trials = trials_of(slurm_api, experiment["id"])
+    assert len(trials) == 4 and all(t["state"] == "COMPLETED" for t in trials)
+    assert max(t["steps_completed"] for t in trials) == 8
+    runs = sum(t["run_id"] for t in trials)
+    assert sum(len(_jobs_of(t["id"])) for t in trials) == runs  # every run was a Slurm job
