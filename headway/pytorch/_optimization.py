@@ -179,19 +179,23 @@ class ContextOptimization:
             )
         if agg > 1 and not self._should_communicate_and_update():
             return
-        params = [p for group in optimizer.param_groups for p in group["params"]]
         if agg > 1 and config["average_aggregated_gradients"]:
-            _scale_gradients(params, 1.0 / agg)
+            _scale_gradients(_params(optimizer), 1.0 / agg)
         if clip_grads is not None:
             if scaler is not None and not _already_unscaled(scaler, optimizer):
                 scaler.unscale_(optimizer)
-            clip_grads(params)
+            clip_grads(_params(optimizer))
         if scaler is not None:
             scaler.step(optimizer)
         else:
             optimizer.step()
         if auto_zero_grads:
             optimizer.zero_grad(set_to_none=True)
+
+
+def _params(optimizer: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
+    # Listed only when needed: step_optimizer runs every batch, most often with neither.
+    return [p for group in optimizer.param_groups for p in group["params"]]
 
 
 @torch.no_grad()

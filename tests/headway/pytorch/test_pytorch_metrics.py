@@ -51,6 +51,28 @@ def test_it_weights_and_uses_reducers() -> None:
     assert reduce_metrics(batches, reducers=Reducer.MAX)["x"] == 4.0
 
 
+def test_tensor_columns_average_in_float64_whatever_their_dtypes() -> None:
+    # One float32 column (stacked at once), one that mixes dtypes, one of tensors and numbers,
+    # one of bools: each averages the values as float64, as value-by-value conversion does.
+    values = [0.1, 0.2, 0.7]
+    batches = [
+        {
+            "f32": torch.tensor(v),
+            "mixed": torch.tensor(v, dtype=torch.float16 if i else torch.float32),
+            "some_numbers": torch.tensor(v) if i else v,
+            "flag": torch.tensor(i > 0),
+        }
+        for i, v in enumerate(values)
+    ]
+    out = reduce_metrics(batches)
+    as_f32 = [float(torch.tensor(v)) for v in values]
+    assert out["f32"] == sum(as_f32) / 3
+    assert out["mixed"] == (as_f32[0] + sum(float(torch.tensor(v).half()) for v in values[1:])) / 3
+    assert out["some_numbers"] == (values[0] + sum(as_f32[1:])) / 3
+    assert out["flag"] == 2 / 3
+    assert all(type(value) is float for value in out.values())
+
+
 def test_it_combines_slots_by_total_weight() -> None:
     assert combine_slots([({"x": 1.0}, 3.0), ({"x": 5.0}, 1.0)]) == {"x": 2.0}
 
@@ -103,6 +125,12 @@ def test_to_device_handles_nested_batches() -> None:
     assert out["data"][1]["y"] is batch["data"][1]["y"]
     assert isinstance(out["label"], tuple) and isinstance(out["label"][1], Pair)
     assert out["label"][1].b == "keep"
+    # The usual (inputs, labels) batch keeps its type; tensors already there are not copied.
+    x, y = torch.ones(2), torch.zeros(2)
+    for pair in ((x, y), [x, y]):
+        moved = _to_device(pair, torch.device("cpu"))
+        assert type(moved) is type(pair) and moved[0] is x and moved[1] is y
+    assert isinstance(_to_device([np.ones(1), [x]], torch.device("cpu"))[0], torch.Tensor)
 
 
 def test_units() -> None:
