@@ -32,16 +32,24 @@ from workers.config import AgentConfigError, reload, settings
 
 logger = logging.getLogger("headway.worker")
 
-NODE_VARIABLES = ("HEADWAY_SLURM_HOSTS", "HEADWAY_SLURM_HOST_KEYS", "SLURM_NODEID")
+
+def _job_variables() -> dict[str, str]:
+    """The job's node variables from this process's environment ("" when unset)."""
+    return {
+        "HEADWAY_SLURM_HOSTS": os.environ.get("HEADWAY_SLURM_HOSTS", ""),
+        "HEADWAY_SLURM_HOST_KEYS": os.environ.get("HEADWAY_SLURM_HOST_KEYS", ""),
+        "SLURM_NODEID": os.environ.get("SLURM_NODEID", ""),
+    }
 
 
 def _node_identity(env: dict[str, str]) -> tuple[int, str, str]:
-    """``(node rank, host name, host key)`` of this node from the job's variables.
+    """``(node rank, host name, host key)`` of this node from the job's variables
+    (``_job_variables``).
 
     Raises:
         AgentConfigError: a variable is missing, or the lists do not cover this node.
     """
-    missing = [name for name in NODE_VARIABLES if not env.get(name)]
+    missing = [name for name, value in env.items() if not value]
     if missing:
         raise AgentConfigError(
             f"{', '.join(missing)} unset: workers.slurm_node runs inside a Headway Slurm job"
@@ -82,7 +90,7 @@ def main() -> int:
     0 once the outcome reached the master, 2 for a job started without Headway's variables."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
-        node, name, key = _node_identity(dict(os.environ))
+        node, name, key = _node_identity(_job_variables())
         trial_id = int(os.environ["HEADWAY_TRIAL_ID"])
         run_id = int(os.environ["HEADWAY_RUN_ID"])
     except (AgentConfigError, KeyError, ValueError) as exc:

@@ -15,7 +15,7 @@ import dataclasses
 from django.conf import settings
 from django.db.models import Count
 
-from registry.models import RunState, State, TrialRun, WorkerHost
+from registry.models import RunState, SlurmJob, State, TrialRun, WorkerHost
 from registry.models.host import alive_cutoff
 from registry.pools._file import resource_pools
 
@@ -32,6 +32,9 @@ class PoolSummary:
         queued_runs (int): runs of the pool waiting to be placed.
         configured (bool): False for a pool that hosts or runs name but the file no longer lists
             (hosts of it get no runs; its runs wait until the file lists it again).
+        jobs_pending, jobs_running (int): a slurm pool's jobs Slurm holds pending / runs now
+            (0 for an agent pool). Its hosts are the running jobs' nodes.
+        slurm_jobs (list[SlurmJob]): a slurm pool's latest jobs (``hosts_by_pool`` only).
     """
 
     name: str
@@ -42,6 +45,9 @@ class PoolSummary:
     slots_in_use: int = 0
     queued_runs: int = 0
     configured: bool = True
+    jobs_pending: int = 0
+    jobs_running: int = 0
+    slurm_jobs: list[SlurmJob] = dataclasses.field(default_factory=list)
 
 
 def pool_summaries() -> list[PoolSummary]:
@@ -79,14 +85,31 @@ def pool_summaries() -> list[PoolSummary]:
     )
     for name, count in queued:
         summary(name).queued_runs += count
+    jobs = (
+        SlurmJob.objects.unfinished()
+        .filter(run__namespace=namespace, state__in=["PENDING", "RUNNING"])
+        .values("pool", "state")
+        .annotate(count=Count("id"))
+        .values_list("pool", "state", "count")
+    )
+    for name, state, count in jobs:
+        if state == "PENDING":
+            summary(name).jobs_pending += count
+        else:
+            summary(name).jobs_running += count
     configured = [p for p in out.values() if p.configured]
     return configured + sorted((p for p in out.values() if not p.configured), key=lambda p: p.name)
+
+
+# A slurm pool's jobs listed on the Workers page, newest first.
+SLURM_JOBS_SHOWN = 50
 
 
 def hosts_by_pool() -> list[tuple[PoolSummary, list[WorkerHost]]]:
     """The pools of ``pool_summaries()`` (plus any pool only lost hosts still name), each with
     its hosts of this namespace by name (alive or not, as ``registry.scheduling.host_list``
-    annotates them), for the Workers page."""
+    annotates them), for the Workers page; a slurm pool's summary also lists its latest
+    ``SLURM_JOBS_SHOWN`` jobs (``slurm_jobs``)."""
     from registry.scheduling import host_list
 
     summaries = {pool.name: pool for pool in pool_summaries()}
@@ -96,4 +119,11 @@ def hosts_by_pool() -> list[tuple[PoolSummary, list[WorkerHost]]]:
             summaries[host.pool] = PoolSummary(host.pool, "agent", "", configured=False)
             grouped[host.pool] = []
         grouped[host.pool].append(host)
+    for summary in summaries.values():
+        if summary.type == "slurm":
+            summary.slurm_jobs = list(
+                SlurmJob.objects.filter(
+                    pool=summary.name, run__namespace=settings.CELERY_TASK_DEFAULT_QUEUE
+                ).select_related("run__trial")[:SLURM_JOBS_SHOWN]
+            )
     return [(summaries[name], hosts) for name, hosts in grouped.items()]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -88,7 +88,7 @@ def _active(job: SlurmJob, found: SeenJob) -> None:
         # Closed before it started (paused, killed, its experiment ended): nothing to wait for.
         logger.info("Slurm job %s: its run was closed before it started; scancel", job.job_id)
         cancel(found.job_id)
-    elif run["state"] == RunState.EXITED and timezone.now() - run["ended_at"] > LINGER_AFTER_EXIT:
+    elif run["state"] == RunState.EXITED and _exited_before(run["ended_at"], LINGER_AFTER_EXIT):
         # The run's exit was reported long ago and its node processes still hold the nodes.
         logger.warning("Slurm job %s outlived its run's exit; scancel", job.job_id)
         cancel(found.job_id)
@@ -97,6 +97,10 @@ def _active(job: SlurmJob, found: SeenJob) -> None:
     elif run["state"] == RunState.QUEUED and found.state == "PENDING":
         reason = found.reason if found.reason not in ("", "None") else "queued"
         _say(job, f"waiting in Slurm: job {found.job_id} pending ({reason})")
+
+
+def _exited_before(ended_at: datetime | None, age: timedelta) -> bool:
+    return ended_at is not None and timezone.now() - ended_at > age
 
 
 def _say(job: SlurmJob, message: str) -> None:

@@ -22,7 +22,10 @@ def test_each_node_takes_its_own_host_and_key():
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"SLURM_NODEID": "0"}, "HEADWAY_SLURM_HOSTS, HEADWAY_SLURM_HOST_KEYS unset"),
+        (
+            {"HEADWAY_SLURM_HOSTS": "", "HEADWAY_SLURM_HOST_KEYS": "", "SLURM_NODEID": "0"},
+            "HEADWAY_SLURM_HOSTS, HEADWAY_SLURM_HOST_KEYS unset",
+        ),
         ({**JOB, "SLURM_NODEID": "2"}, "node 2 of a job whose HEADWAY_SLURM_HOSTS lists 2"),
         ({**JOB, "SLURM_NODEID": "x"}, "SLURM_NODEID must be an integer"),
     ],

@@ -186,3 +186,37 @@ def test_an_adaptive_asha_search_of_four_trials_runs_through_the_pool(slurm_api,
     assert max(t["steps_completed"] for t in trials) == 8
     runs = sum(t["run_id"] for t in trials)
     assert sum(len(_jobs_of(t["id"])) for t in trials) == runs  # every run was a Slurm job
+
+
+def test_a_pending_job_says_slurms_reason_on_its_trial_and_the_workers_page(
+    slurm_api, slurm_pool, client, django_user_model
+):
+    cpus = int(subprocess.run(["sinfo", "-h", "-o", "%C"], capture_output=True, text=True,
+                              check=True).stdout.split()[0].split("/")[3])  # fmt: skip
+    holder = slurm.submit(
+        f"#!/bin/bash\n#SBATCH --job-name=holder-{slurm_pool.namespace}\n#SBATCH --ntasks={cpus}\n"
+        "#SBATCH --output=/dev/null\nsleep 300\n"
+    )
+    try:
+        wait_for(lambda: slurm.jobs([holder])[holder].state == "RUNNING", 60, "the holder to run")
+        trial = slurm_api.submit(
+            CORE_API / "exp.yaml", CORE_API, resources={"resource_pool": "hpc"},
+            hyperparameters={"lr": 0.5, "sleep": 0.1},
+        )  # fmt: skip
+        waiting = slurm_api.wait_trial(
+            trial["id"], lambda t: "pending (" in t["scheduling_message"], "Slurm's reason", 60
+        )
+        job_id = _jobs_of(trial["id"])[0].job_id
+        assert waiting["scheduling_message"] in (
+            f"waiting in Slurm: job {job_id} pending (Resources)",
+            f"waiting in Slurm: job {job_id} pending (Priority)",
+        )
+        client.force_login(django_user_model.objects.get(username="researcher"))
+        page = client.get("/workers/").content.decode()
+        assert f'id="slurm-job-{job_id}"' in page and "PENDING" in page
+        (hpc,) = [p for p in slurm_api.get("resource-pools/")["results"] if p["name"] == "hpc"]
+        assert (hpc["type"], hpc["jobs_pending"]) == ("slurm", 1)
+    finally:
+        slurm.cancel(holder)
+    done = slurm_api.wait_trial(trial["id"], lambda t: t["state"] == "COMPLETED", "COMPLETED", 180)
+    assert done["scheduling_message"] == "" and done["restarts"] == 0

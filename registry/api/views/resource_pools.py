@@ -13,7 +13,10 @@ class ResourcePoolSerializer(serializers.Serializer):
     its alive hosts, their slots, slots in use and queued runs."""
 
     name = serializers.CharField(read_only=True)
-    type = serializers.CharField(read_only=True, help_text="agent: Headway's worker hosts")
+    type = serializers.CharField(
+        read_only=True,
+        help_text="agent: Headway's host agents; slurm: each run is a Slurm batch job",
+    )
     description = serializers.CharField(read_only=True)
     hosts = serializers.IntegerField(read_only=True, help_text="alive hosts in the pool")
     slots = serializers.IntegerField(read_only=True, help_text="slots of the alive hosts")
@@ -26,6 +29,12 @@ class ResourcePoolSerializer(serializers.Serializer):
     configured = serializers.BooleanField(
         read_only=True,
         help_text="false for a pool that hosts or runs still name but the file no longer lists",
+    )
+    jobs_pending = serializers.IntegerField(
+        read_only=True, help_text="slurm pools: jobs Slurm holds pending (0 for agent pools)"
+    )
+    jobs_running = serializers.IntegerField(
+        read_only=True, help_text="slurm pools: jobs running now (their nodes are its hosts)"
     )
 
 
