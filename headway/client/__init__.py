@@ -10,10 +10,13 @@ from headway.client._errors import (
     UnauthenticatedError,
 )
 from headway.client._registry_api import RegistryAPI
+from headway.client._routes import EXPERIMENT_ACTIONS, TRIAL_ACTIONS
 from headway.client._session import Session, fetch_all
 from headway.client._token_file import read_token, resolve_token, save_token, token_file
 
 __all__ = [
+    "EXPERIMENT_ACTIONS",
+    "TRIAL_ACTIONS",
     "APIError",
     "BadRequestError",
     "ConflictError",

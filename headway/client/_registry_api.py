@@ -1,13 +1,16 @@
 """``RegistryAPI``: the one typed REST client of the registry, one method per endpoint.
 
-Every call goes through one route table (``ROUTES``: name -> method and path template, as
-mlflow's ``rest_store`` routes each call through ``_METHOD_TO_INFO``) and the shared
-``Session`` (token, retries with backoff, typed errors: a 4xx raises ``BadRequestError``,
-``UnauthenticatedError``, ``NotFoundError`` or ``ConflictError``). Answers are parsed into the
-wire models the server builds them from (``headway.client._wire``).
+Every call goes through one route table (``ROUTES`` in ``headway.client._routes``: name ->
+method and path template, as mlflow's ``rest_store`` routes each call through
+``_METHOD_TO_INFO``) and the shared ``Session`` (token, retries with backoff, typed errors: a
+4xx raises ``BadRequestError``, ``UnauthenticatedError``, ``NotFoundError`` or
+``ConflictError``). Answers are parsed into the wire models the server builds them from
+(``headway.client._wire``); routes answering DRF serializer rows return the row (``wire.Row``).
 
-It starts with the worker host's routes (host token) and the host-token admin routes (issue
-#21); the SDK's and the CLI's calls move here as issue #26 proceeds.
+Its methods come in three groups, one module each: the worker host's routes and the host-token
+admin routes (``_api_host``), a trial process's Core API calls (``_api_trial``), and a user's
+calls from the CLI and the experimental client (``_api_user``). Nothing else in ``headway/`` or
+``workers/`` spells an API path (a test scans for one).
 
 .. code::
 
@@ -16,252 +19,28 @@ It starts with the worker host's routes (host token) and the host-token admin ro
                               started_at=started)
     if api.run_claim(trial_id, run_id, worker="gpu-a:1234").claimed:
         spec = api.run_spec(trial_id, run_id)
+
+    user = RegistryAPI.from_session(Session(master, token, max_retries=2))
+    state = user.experiment_get(3)["state"]
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import datetime
-from typing import Any, TypeVar
+from headway.client._api_host import HostAPI, LogLine
+from headway.client._api_trial import TrialAPI
+from headway.client._api_user import UserAPI
+from headway.client._routes import ROUTES
 
-from headway.client import _wire as wire
-from headway.client._session import Session
-
-Model = TypeVar("Model", bound=wire.WireModel)
-
-_RUN = "host-agent/trials/{trial_id}/runs/{run_id}/"
-_SHARE = _RUN + "shares/{node_rank}/"
-
-# name -> (HTTP method, path under /api/v1/). One entry per endpoint this client calls.
-ROUTES: dict[str, tuple[str, str]] = {
-    "host_heartbeat": ("POST", "host-agent/heartbeat/"),
-    "host_stopped": ("POST", "host-agent/stopped/"),
-    "run_claim": ("POST", _RUN + "claim/"),
-    "run_spec": ("GET", _RUN + "spec/"),
-    "run_model_definition": ("GET", _RUN + "model-definition/"),
-    "run_token": ("GET", _RUN + "token/"),
-    "run_running": ("POST", _RUN + "running/"),
-    "run_heartbeat": ("POST", _RUN + "heartbeat/"),
-    "run_preempt": ("POST", _RUN + "preempt/"),
-    "run_exit": ("POST", _RUN + "exit/"),
-    "run_logs": ("POST", _RUN + "logs/"),
-    "run_rendezvous": ("POST", _RUN + "rendezvous/"),
-    "run_shares": ("GET", _RUN + "shares/"),
-    "share_claim": ("POST", _SHARE + "claim/"),
-    "share_spec": ("GET", _SHARE + "spec/"),
-    "share_model_definition": ("GET", _SHARE + "model-definition/"),
-    "share_token": ("GET", _SHARE + "token/"),
-    "share_rendezvous": ("GET", _SHARE + "rendezvous/"),
-    "share_running": ("POST", _SHARE + "running/"),
-    "share_heartbeat": ("POST", _SHARE + "heartbeat/"),
-    "share_logs": ("POST", _SHARE + "logs/"),
-    "share_exit": ("POST", _SHARE + "exit/"),
-    "host_token_list": ("GET", "host-tokens/"),
-    "host_token_create": ("POST", "host-tokens/"),
-    "host_token_revoke": ("DELETE", "host-tokens/{name}/"),
-}
-
-LogLine = str | tuple[str, datetime | None]
+__all__ = ["ROUTES", "LogLine", "RegistryAPI"]
 
 
-def _log_lines(lines: Iterable[LogLine]) -> list[dict[str, Any]]:
-    out = []
-    for line in lines:
-        message, when = (line, None) if isinstance(line, str) else line
-        out.append({"message": message, "timestamp": when.isoformat() if when else None})
-    return out
-
-
-class RegistryAPI:
+class RegistryAPI(HostAPI, TrialAPI, UserAPI):
     """Typed calls to the registry at ``master_url`` with ``token`` (see module).
 
     Arguments:
         master_url (str): e.g. ``http://127.0.0.1:8000``.
         token (str | None): a user token, a run token or a host token (``hwh_...``).
 
-    Raises (from every method): the ``Session``'s typed errors (``headway.client``).
+    Raises (from every method): the ``Session``'s typed errors (``headway.client``);
+    ``pydantic.ValidationError`` when an answer does not match its wire model.
     """
-
-    def __init__(self, master_url: str, token: str | None = None) -> None:
-        self.session = Session(master_url, token)
-
-    @classmethod
-    def from_session(cls, session: Session) -> RegistryAPI:
-        """A client over an existing ``Session`` (its token and retry policy)."""
-        api = cls.__new__(cls)
-        api.session = session
-        return api
-
-    # -- plumbing ------------------------------------------------------------------------------
-
-    def _request(self, route: str, body: Any = None, **path: Any) -> Any:
-        method, template = ROUTES[route]
-        return self.session.request(
-            method, template.format(**path), json=body if method != "GET" else None
-        )
-
-    def _call(self, route: str, model: type[Model], body: Any = None, **path: Any) -> Model:
-        return model.model_validate(self._request(route, body, **path).json())
-
-    # -- the host ------------------------------------------------------------------------------
-
-    def host_heartbeat(
-        self,
-        *,
-        pool: str,
-        devices: Sequence[str],
-        gpu: bool,
-        started_at: datetime,
-        namespace: str | None = None,
-        redispatch: bool = False,
-        runs: Iterable[tuple[int, int]] = (),
-        shares: Iterable[tuple[int, int, int]] = (),
-    ) -> wire.HostInfo:
-        """Register or heartbeat the token's host: its resource ``pool``, one device id per
-        slot (lowest first), whether they are GPUs, when its worker started; ``namespace`` the
-        cluster namespace its agent serves (its ``HEADWAY_QUEUE``; None: the master's); ``redispatch``
-        (a worker's first beat) sends again its placed, unclaimed runs. ``runs``
-        (``(trial_id, run_id)``) and ``shares`` (``(trial_id, run_id, node_rank)``) are the
-        leases it holds, renewed first (``renewed`` counts them). The answer's ``queue`` is the
-        host's Celery queue (the registry names it from the token)."""
-        body = {
-            "pool": pool,
-            "devices": list(devices),
-            "gpu": gpu,
-            "started_at": started_at.isoformat(),
-            **({"namespace": namespace} if namespace else {}),
-            "redispatch": redispatch,
-            "runs": [{"trial_id": t, "run_id": r} for t, r in runs],
-            "shares": [{"trial_id": t, "run_id": r, "node_rank": n} for t, r, n in shares],
-        }
-        return self._call("host_heartbeat", wire.HostInfo, body)
-
-    def host_stopped(self) -> None:
-        """The host's worker shuts down: nothing more is placed on it."""
-        self._request("host_stopped")
-
-    # -- a run placed on the host -------------------------------------------------------------
-
-    def run_claim(self, trial_id: int, run_id: int, *, worker: str) -> wire.Claim:
-        """Claim a run placed on this host; ``claimed`` False: another delivery has it."""
-        ids = {"trial_id": trial_id, "run_id": run_id}
-        return self._call("run_claim", wire.Claim, {"worker": worker}, **ids)
-
-    def run_spec(self, trial_id: int, run_id: int) -> wire.LaunchSpec:
-        """What the host needs to start the run's chief part."""
-        return self._call("run_spec", wire.LaunchSpec, trial_id=trial_id, run_id=run_id)
-
-    def run_model_definition(self, trial_id: int, run_id: int) -> bytes:
-        """The experiment's model definition archive (tar.gz bytes)."""
-        return bytes(
-            self._request("run_model_definition", trial_id=trial_id, run_id=run_id).content
-        )
-
-    def run_token(self, trial_id: int, run_id: int) -> str:
-        """The run's trial-scoped token (``HEADWAY_TOKEN`` of its processes)."""
-        return self._call("run_token", wire.RunToken, trial_id=trial_id, run_id=run_id).token
-
-    def run_running(self, trial_id: int, run_id: int) -> wire.RunStatus:
-        """The run's process started."""
-        return self._call("run_running", wire.RunStatus, trial_id=trial_id, run_id=run_id)
-
-    def run_heartbeat(self, trial_id: int, run_id: int) -> wire.RunStatus:
-        """The run's host is alive; ``stop_requested`` says whether to stop it."""
-        return self._call("run_heartbeat", wire.RunStatus, trial_id=trial_id, run_id=run_id)
-
-    def run_preempt(self, trial_id: int, run_id: int) -> wire.RunStatus:
-        """The worker shuts down: ask the run to checkpoint and stop (it resumes elsewhere)."""
-        return self._call("run_preempt", wire.RunStatus, trial_id=trial_id, run_id=run_id)
-
-    def run_exit(
-        self, trial_id: int, run_id: int, exit_code: int | None, reason: str = ""
-    ) -> wire.RunStatus:
-        """Report the run's exit (``None``: stopped by the host, not the trial's failure;
-        ``reason`` says why, e.g. ``host gpu-b lost its lease``)."""
-        ids = {"trial_id": trial_id, "run_id": run_id}
-        body = {"exit_code": exit_code, "reason": reason[:500]}
-        return self._call("run_exit", wire.RunStatus, body, **ids)
-
-    def run_logs(self, trial_id: int, run_id: int, lines: Iterable[LogLine]) -> wire.LogsAccepted:
-        """Append output lines (text, or ``(text, timestamp)``) to the trial's logs."""
-        body = {"lines": _log_lines(lines)}
-        ids = {"trial_id": trial_id, "run_id": run_id}
-        return self._call("run_logs", wire.LogsAccepted, body, **ids)
-
-    def run_rendezvous(
-        self, trial_id: int, run_id: int, *, address: str, port: int
-    ) -> wire.Rendezvous:
-        """The chief's host publishes where the run's hosts meet; returns the chief's plan."""
-        body = {"address": address, "port": port}
-        ids = {"trial_id": trial_id, "run_id": run_id}
-        return self._call("run_rendezvous", wire.Rendezvous, body, **ids)
-
-    def run_shares(self, trial_id: int, run_id: int) -> list[wire.ShareStatus]:
-        """The run's other hosts' parts, for the chief's host to watch."""
-        ids = {"trial_id": trial_id, "run_id": run_id}
-        return self._call("run_shares", wire.ShareStatusList, **ids).shares
-
-    # -- this host's share of a run over several hosts ----------------------------------------
-
-    def share_claim(self, trial_id: int, run_id: int, node_rank: int, *, worker: str) -> wire.Claim:
-        """Claim this host's share ``node_rank``."""
-        ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return self._call("share_claim", wire.Claim, {"worker": worker}, **ids)
-
-    def share_spec(self, trial_id: int, run_id: int, node_rank: int) -> wire.LaunchSpec:
-        """What the host needs to start its share."""
-        ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return self._call("share_spec", wire.LaunchSpec, **ids)
-
-    def share_model_definition(self, trial_id: int, run_id: int, node_rank: int) -> bytes:
-        """The experiment's model definition archive, for the share's ranks."""
-        ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return bytes(self._request("share_model_definition", **ids).content)
-
-    def share_token(self, trial_id: int, run_id: int, node_rank: int) -> str:
-        """The run's token, for the share's ranks."""
-        ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return self._call("share_token", wire.RunToken, **ids).token
-
-    def share_rendezvous(self, trial_id: int, run_id: int, node_rank: int) -> wire.Rendezvous:
-        """Where to meet once the chief published it (``ready``); heartbeats the share."""
-        ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return self._call("share_rendezvous", wire.Rendezvous, **ids)
-
-    def share_running(self, trial_id: int, run_id: int, node_rank: int) -> wire.RunStatus:
-        """The share's processes started."""
-        ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return self._call("share_running", wire.RunStatus, **ids)
-
-    def share_heartbeat(self, trial_id: int, run_id: int, node_rank: int) -> wire.RunStatus:
-        """The share's host is alive; the answer has the run's state and stop request."""
-        ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return self._call("share_heartbeat", wire.RunStatus, **ids)
-
-    def share_logs(
-        self, trial_id: int, run_id: int, node_rank: int, lines: Iterable[LogLine]
-    ) -> wire.LogsAccepted:
-        """Append the share's output lines to the trial's logs."""
-        ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return self._call("share_logs", wire.LogsAccepted, {"lines": _log_lines(lines)}, **ids)
-
-    def share_exit(
-        self, trial_id: int, run_id: int, node_rank: int, exit_code: int | None
-    ) -> wire.RunStatus:
-        """Report the share's exit (``None``: stopped by its host)."""
-        ids = {"trial_id": trial_id, "run_id": run_id, "node_rank": node_rank}
-        return self._call("share_exit", wire.RunStatus, {"exit_code": exit_code}, **ids)
-
-    # -- host tokens (admins) -----------------------------------------------------------------
-
-    def host_token_list(self) -> list[wire.HostTokenInfo]:
-        """Every host token, live and revoked (never a key)."""
-        return self._call("host_token_list", wire.HostTokenList).tokens
-
-    def host_token_create(self, name: str) -> wire.HostTokenCreated:
-        """Issue a token for host ``name``; its ``key`` is shown this once (409: one is live)."""
-        return self._call("host_token_create", wire.HostTokenCreated, {"name": name})
-
-    def host_token_revoke(self, name: str) -> wire.HostTokenInfo:
-        """Revoke host ``name``'s live token (404 when none)."""
-        return self._call("host_token_revoke", wire.HostTokenInfo, name=name)

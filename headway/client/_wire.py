@@ -21,6 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# A model row as the server's DRF serializer writes it (experiments, trials, checkpoints, models,
+# hosts, pools): documented by that serializer in the OpenAPI schema, kept as sent so the CLI's
+# ``--json`` prints exactly what the registry answered.
+Row = dict[str, Any]
+
 
 class WireModel(BaseModel):
     """Base of every wire model: unknown fields are ignored (forward compatibility)."""

@@ -30,7 +30,7 @@ from headway.client import (
     UnauthenticatedError,
     wire,
 )
-from headway.client._registry_api import ROUTES
+from headway.client._routes import HOST_ROUTES
 from registry import lifecycle
 from registry.models import HostToken
 from registry.models.host_token import hash_host_key
@@ -213,7 +213,7 @@ def test_the_schema_documents_every_host_route_with_its_model(live_server, users
         "run_model_definition": "binary",
         "share_model_definition": "binary",
     }
-    for name, (method, template) in ROUTES.items():
+    for name, (method, template) in HOST_ROUTES.items():
         path = "/api/v1/" + template
         operation = schema["paths"][path][method.lower()]
         responses = operation["responses"]

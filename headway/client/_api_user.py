@@ -1,0 +1,184 @@
+"""``RegistryAPI``'s user routes: the CLI's and the experimental client's calls (a user token).
+
+Routes answering model rows (experiments, trials, checkpoints, models, hosts, pools) return the
+row as the server's DRF serializer wrote it (``wire.Row``, documented by that serializer in the
+OpenAPI schema): the CLI prints them as sent (``--json``) and reads the fields it shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from headway.client import _wire as wire
+from headway.client._api_base import APIBase
+from headway.client._routes import EXPERIMENT_ACTIONS, TRIAL_ACTIONS
+
+
+def _model(name: str) -> str:
+    # The server refuses names outside [A-Za-z0-9._-]; quoting keeps any other text in one
+    # path segment, so it is answered 404 instead of reaching another route.
+    return quote(name, safe="")
+
+
+class UserAPI(APIBase):
+    """The calls of a user's tools (see ``RegistryAPI``)."""
+
+    def login(self, username: str, password: str | None) -> wire.LoginAnswer:
+        """Exchange credentials for the user's API token (no token needed)."""
+        answer = self._post("login", {"username": username, "password": password})
+        return wire.LoginAnswer.model_validate(answer)
+
+    # -- experiments ---------------------------------------------------------------------------
+
+    def experiment_create(self, config: str, model_definition: str) -> wire.Row:
+        """Create an experiment from its YAML ``config`` text and base64 model definition."""
+        body = {"config": config, "model_definition": model_definition}
+        row: wire.Row = self._post("experiment_create", body)
+        return row
+
+    def experiment_list(self) -> list[wire.Row]:
+        """Every experiment the user may see, newest first."""
+        return self._list("experiment_list")
+
+    def experiment_get(self, experiment_id: int) -> wire.Row:
+        """One experiment (``ExperimentSerializer``: state, progress, config, best_validation...)."""
+        row: wire.Row = self._get("experiment_get", experiment_id=experiment_id)
+        return row
+
+    def experiment_delete(self, experiment_id: int) -> wire.Row | None:
+        """Delete an ended experiment (its row answers in state DELETING; 409 while running)."""
+        row: wire.Row | None = self._delete("experiment_delete", experiment_id=experiment_id)
+        return row
+
+    def experiment_trials(self, experiment_id: int) -> list[wire.Row]:
+        """The experiment's trials."""
+        return self._list("experiment_trials", experiment_id=experiment_id)
+
+    def experiment_checkpoints(
+        self, experiment_id: int, *, order_by: str | None = None
+    ) -> list[wire.Row]:
+        """The experiment's checkpoints, newest first or by ``order_by``."""
+        params = {"order_by": order_by} if order_by else None
+        return self._list("experiment_checkpoints", params, experiment_id=experiment_id)
+
+    def experiment_control(self, experiment_id: int, action: str) -> wire.Row:
+        """POST ``action`` (pause, activate, cancel, kill, archive, unarchive: one route each);
+        the experiment's row after it. 409 names the state when the transition is illegal."""
+        if action not in EXPERIMENT_ACTIONS:
+            raise ValueError(f"unknown experiment action {action!r}; one of {EXPERIMENT_ACTIONS}")
+        row: wire.Row = self._post(f"experiment_{action}", experiment_id=experiment_id)
+        return row
+
+    # -- trials --------------------------------------------------------------------------------
+
+    def trial_get(self, trial_id: int) -> wire.Row:
+        """One trial (``TrialSerializer``: state, hparams, summary_metrics...)."""
+        row: wire.Row = self._get("trial_get", trial_id=trial_id)
+        return row
+
+    def trial_checkpoints(self, trial_id: int) -> list[wire.Row]:
+        """The trial's checkpoints."""
+        return self._list("trial_checkpoints", trial_id=trial_id)
+
+    def trial_logs(self, trial_id: int, *, after: int | None = None) -> list[wire.Row]:
+        """One page of the trial's log lines (``id``, ``message``, ``timestamp``), oldest first,
+        after line id ``after``."""
+        params = {} if after is None else {"after": after}
+        page = self._get("trial_logs", params, trial_id=trial_id)
+        return list(page.get("results", [])) if isinstance(page, dict) else list(page)
+
+    def trial_metrics_csv(
+        self, trial_id: int, params: dict[str, Any] | None = None
+    ) -> requests.Response:
+        """The trial's metric points as CSV, streamed (``group``, ``name`` filters); the caller
+        iterates ``iter_content`` and closes it."""
+        return self._stream("trial_metrics_csv", params, trial_id=trial_id)
+
+    def trial_control(self, trial_id: int, action: str) -> wire.Row:
+        """POST ``action`` (pause, activate, cancel, kill: one route each); the trial's row."""
+        if action not in TRIAL_ACTIONS:
+            raise ValueError(f"unknown trial action {action!r}; one of {TRIAL_ACTIONS}")
+        row: wire.Row = self._post(f"trial_{action}", trial_id=trial_id)
+        return row
+
+    def trial_continue(self, trial_id: int, body: dict[str, Any]) -> wire.Row:
+        """A new experiment continuing the trial (``checkpoint``, ``max_length``, ``hparams``);
+        its row."""
+        row: wire.Row = self._post("trial_continue", body, trial_id=trial_id)
+        return row
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def checkpoint_get(self, uuid: str) -> wire.Row:
+        """One checkpoint (``CheckpointSerializer``: metadata, resources, state...)."""
+        row: wire.Row = self._get("checkpoint_get", uuid=uuid)
+        return row
+
+    def checkpoint_delete(self, uuid: str) -> None:
+        """Delete the checkpoint's files (the row stays, DELETED; 409 when a model version or a
+        resumable trial holds it)."""
+        self._delete("checkpoint_delete", uuid=uuid)
+
+    def checkpoint_download(
+        self,
+        uuid: str,
+        *,
+        path: str | None = None,
+        format: str | None = None,
+        offset: int = 0,
+    ) -> requests.Response:
+        """Stream the checkpoint as a tar (default), ``format`` tar|tgz|zip, or its one file
+        ``path`` from byte ``offset`` on (a ``Range`` request: 206 when honoured). The caller
+        iterates the response and closes it."""
+        params = {k: v for k, v in (("path", path), ("format", format)) if v is not None}
+        route = self.path("checkpoint_download", "GET", uuid=uuid)
+        if offset:
+            headers = {"Range": f"bytes={offset}-"}
+            return self.session.request("GET", route, params=params, headers=headers, stream=True)
+        return self.session.stream(route, params or None)
+
+    # -- hosts and pools -----------------------------------------------------------------------
+
+    def worker_list(self) -> list[wire.Row]:
+        """The registered worker hosts and the runs on each."""
+        return self._list("worker_list")
+
+    def resource_pool_list(self) -> list[wire.Row]:
+        """The resource pools with their hosts, slots and queued runs."""
+        return self._list("resource_pool_list")
+
+    # -- the model registry --------------------------------------------------------------------
+
+    def model_create(self, body: dict[str, Any]) -> wire.Row:
+        """Create a model (``name``, ``description``, ``labels``, ``metadata``); 409 when taken."""
+        row: wire.Row = self._post("model_create", body)
+        return row
+
+    def model_list(self, params: dict[str, Any] | None = None) -> list[wire.Row]:
+        """Models by name (``archived``, ``label`` filters)."""
+        return self._list("model_list", params)
+
+    def model_get(self, name: str) -> wire.Row:
+        """One model (``latest_version``: its newest version number or None)."""
+        row: wire.Row = self._get("model_get", name=_model(name))
+        return row
+
+    def model_versions(self, name: str, *, limit: int | None = None) -> list[wire.Row]:
+        """The model's versions, newest first: all of them, or the first page of ``limit``."""
+        if limit is None:
+            return self._list("model_versions", name=_model(name))
+        page = self._get("model_versions", {"limit": limit}, name=_model(name))
+        return list(page["results"])
+
+    def model_version_create(self, name: str, body: dict[str, Any]) -> wire.Row:
+        """Register checkpoint ``checkpoint_uuid`` as the model's next version."""
+        row: wire.Row = self._post("model_version_create", body, name=_model(name))
+        return row
+
+    def model_version_get(self, name: str, version: int) -> wire.Row:
+        """Version ``version`` with its ``checkpoint`` row."""
+        row: wire.Row = self._get("model_version_get", name=_model(name), version=int(version))
+        return row

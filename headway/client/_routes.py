@@ -1,0 +1,95 @@
+"""The route table of ``RegistryAPI``: every REST call of the SDK, the CLI, the experimental
+client and the host agent, by name -> (HTTP method, path template under ``/api/v1/``).
+
+One entry per endpoint (as mlflow's ``rest_store`` routes each call through
+``_METHOD_TO_INFO``); a test resolves every entry against the registry's URLconf
+(``tests/registry/api/test_client_routes.py``) and another finds no API path written anywhere
+else in ``headway/`` or ``workers/`` (``tests/headway/client/test_no_raw_api_paths.py``).
+Placeholders are filled by ``str.format`` with the method's arguments.
+"""
+
+from __future__ import annotations
+
+_RUN = "host-agent/trials/{trial_id}/runs/{run_id}/"
+_SHARE = _RUN + "shares/{node_rank}/"
+
+# The host agent's routes (host token) and the host-token admin routes (issue #21): every one
+# answers a wire model (a test checks the OpenAPI schema documents it).
+HOST_ROUTES: dict[str, tuple[str, str]] = {
+    "host_heartbeat": ("POST", "host-agent/heartbeat/"),
+    "host_stopped": ("POST", "host-agent/stopped/"),
+    "run_claim": ("POST", _RUN + "claim/"),
+    "run_spec": ("GET", _RUN + "spec/"),
+    "run_model_definition": ("GET", _RUN + "model-definition/"),
+    "run_token": ("GET", _RUN + "token/"),
+    "run_running": ("POST", _RUN + "running/"),
+    "run_heartbeat": ("POST", _RUN + "heartbeat/"),
+    "run_preempt": ("POST", _RUN + "preempt/"),
+    "run_exit": ("POST", _RUN + "exit/"),
+    "run_logs": ("POST", _RUN + "logs/"),
+    "run_rendezvous": ("POST", _RUN + "rendezvous/"),
+    "run_shares": ("GET", _RUN + "shares/"),
+    "share_claim": ("POST", _SHARE + "claim/"),
+    "share_spec": ("GET", _SHARE + "spec/"),
+    "share_model_definition": ("GET", _SHARE + "model-definition/"),
+    "share_token": ("GET", _SHARE + "token/"),
+    "share_rendezvous": ("GET", _SHARE + "rendezvous/"),
+    "share_running": ("POST", _SHARE + "running/"),
+    "share_heartbeat": ("POST", _SHARE + "heartbeat/"),
+    "share_logs": ("POST", _SHARE + "logs/"),
+    "share_exit": ("POST", _SHARE + "exit/"),
+    "host_token_list": ("GET", "host-tokens/"),
+    "host_token_create": ("POST", "host-tokens/"),
+    "host_token_revoke": ("DELETE", "host-tokens/{name}/"),
+}
+
+_TRIAL = "trials/{trial_id}/"
+
+# A trial's own process (trial token): the Core API's reports and reads.
+TRIAL_ROUTES: dict[str, tuple[str, str]] = {
+    "trial_metrics_report": ("POST", _TRIAL + "metrics/"),
+    "trial_checkpoint_report": ("POST", _TRIAL + "checkpoints/"),
+    "trial_preempt_poll": ("GET", _TRIAL + "preempt/"),
+    "trial_preempt_ack": ("POST", _TRIAL + "preempt/ack/"),
+    "trial_progress": ("POST", _TRIAL + "progress/"),
+    "trial_searcher_completed": ("POST", _TRIAL + "searcher/completed/"),
+    "trial_searcher_early_exit": ("POST", _TRIAL + "searcher/early_exit/"),
+    "checkpoint_metadata_add": ("POST", "checkpoints/{uuid}/metadata/"),
+}
+
+_EXPERIMENT = "experiments/{experiment_id}/"
+_MODEL = "models/{name}/"
+EXPERIMENT_ACTIONS = ("pause", "activate", "cancel", "kill", "archive", "unarchive")
+TRIAL_ACTIONS = ("pause", "activate", "cancel", "kill")
+
+# A user's calls (user token): the CLI's and the experimental client's.
+USER_ROUTES: dict[str, tuple[str, str]] = {
+    "login": ("POST", "auth/login/"),
+    "experiment_create": ("POST", "experiments/"),
+    "experiment_list": ("GET", "experiments/"),
+    "experiment_get": ("GET", _EXPERIMENT),
+    "experiment_delete": ("DELETE", _EXPERIMENT),
+    "experiment_trials": ("GET", _EXPERIMENT + "trials/"),
+    "experiment_checkpoints": ("GET", _EXPERIMENT + "checkpoints/"),
+    **{f"experiment_{a}": ("POST", _EXPERIMENT + f"{a}/") for a in EXPERIMENT_ACTIONS},
+    "trial_get": ("GET", _TRIAL),
+    "trial_checkpoints": ("GET", _TRIAL + "checkpoints/"),
+    "trial_logs": ("GET", _TRIAL + "logs/"),
+    "trial_metrics_csv": ("GET", "trials/{trial_id}/metrics.csv"),
+    "trial_continue": ("POST", _TRIAL + "continue/"),
+    **{f"trial_{a}": ("POST", _TRIAL + f"{a}/") for a in TRIAL_ACTIONS},
+    "checkpoint_get": ("GET", "checkpoints/{uuid}/"),
+    "checkpoint_delete": ("DELETE", "checkpoints/{uuid}/"),
+    # The router takes both forms; the clients have always sent it without the slash.
+    "checkpoint_download": ("GET", "checkpoints/{uuid}/download"),
+    "model_create": ("POST", "models/"),
+    "model_list": ("GET", "models/"),
+    "model_get": ("GET", _MODEL),
+    "model_versions": ("GET", _MODEL + "versions/"),
+    "model_version_create": ("POST", _MODEL + "versions/"),
+    "model_version_get": ("GET", _MODEL + "versions/{version}/"),
+    "worker_list": ("GET", "workers/"),
+    "resource_pool_list": ("GET", "resource-pools/"),
+}
+
+ROUTES: dict[str, tuple[str, str]] = {**HOST_ROUTES, **TRIAL_ROUTES, **USER_ROUTES}
