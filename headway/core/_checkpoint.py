@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from headway.client import NotFoundError, Session, wire
+from headway.client import NotFoundError, RegistryAPI, Session
 from headway.core._disk_full import disk_full_is_reported
 from headway.core._distributed import DistributedContext
 from headway.core._metrics import json_safe_metrics
@@ -88,7 +88,7 @@ class LocalCheckpointRegistry:
 
 
 class RESTCheckpointRegistry:
-    """Managed mode: ``POST trials/{id}/checkpoints/`` and ``GET checkpoints/{uuid}/``.
+    """Managed mode: ``RegistryAPI.trial_checkpoint_report`` and ``checkpoint_get``.
 
     Arguments:
         flush_metrics: called before a checkpoint is registered, to deliver the metrics
@@ -103,7 +103,7 @@ class RESTCheckpointRegistry:
         run_id: int,
         flush_metrics: Callable[[], object] | None = None,
     ) -> None:
-        self._session = session
+        self._api = RegistryAPI.from_session(session)
         self._trial_id = trial_id
         self._run_id = run_id
         self._flush_metrics = flush_metrics
@@ -118,32 +118,27 @@ class RESTCheckpointRegistry:
         """Register a stored checkpoint (idempotent on uuid, so the Session's retries are safe)."""
         if self._flush_metrics is not None:
             self._flush_metrics()
-        self._session.post(
-            f"trials/{self._trial_id}/checkpoints/",
-            json={
-                "uuid": storage_id,
-                "steps_completed": steps_completed,
-                "run_id": self._run_id,
-                "resources": resources,
-                "metadata": metadata,
-            },
+        self._api.trial_checkpoint_report(
+            self._trial_id,
+            uuid=storage_id,
+            steps_completed=steps_completed,
+            run_id=self._run_id,
+            resources=resources,
+            metadata=metadata,
         )
 
     def get_metadata(self, storage_id: str) -> dict[str, Any] | None:
-        """The ``metadata`` of ``GET checkpoints/{uuid}/``; None (read ``metadata.json`` from
+        """The checkpoint's ``metadata`` in the registry; None (read ``metadata.json`` from
         storage instead) when the registry does not know the checkpoint."""
         try:
-            answer = self._session.get(f"checkpoints/{storage_id}/")
+            answer = self._api.checkpoint_get(storage_id)
         except NotFoundError:
             return None
         return dict(answer.get("metadata") or {})
 
     def add_metadata(self, storage_id: str, metadata: dict[str, Any]) -> dict[str, Any] | None:
-        """``POST checkpoints/{uuid}/metadata/``; the registry's merged metadata."""
-        answer = self._session.post(
-            f"checkpoints/{storage_id}/metadata/", json={"metadata": metadata}
-        )
-        return wire.CheckpointMetadataMerged.model_validate(answer).metadata
+        """Merge ``metadata`` into the registry's copy; the registry's merged metadata."""
+        return self._api.checkpoint_metadata_add(storage_id, metadata).metadata
 
 
 class CheckpointContext:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import orjson
 import requests
 
-from headway.client import APIError, MasterUnreachableError, Session
+from headway.client import APIError, MasterUnreachableError, RegistryAPI, Session
 from headway.metric_values import MAX_INT, MAX_TEXT_CHARS, encode_float
 
 logger = logging.getLogger("headway.core")
@@ -200,7 +200,6 @@ class _Flush:
 
 
 _STOP = object()
-_JSON = {"Content-Type": "application/json"}
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
@@ -219,7 +218,8 @@ def _encode(report: dict[str, Any]) -> bytes:
 
 
 class RegistryMetricReporter:
-    """Managed mode: a background thread that POSTs ``trials/{id}/metrics/`` in batches.
+    """Managed mode: a background thread that sends the reports in batches
+    (``RegistryAPI.trial_metrics_report``).
 
     ``submit`` appends to a deque (atomic under the GIL: no lock, no wake-up per report), so
     reporting every step costs the training loop a few microseconds. The thread wakes when
@@ -243,10 +243,10 @@ class RegistryMetricReporter:
     def __init__(
         self, session: Session, trial_id: int, outage_seconds: float | None = None
     ) -> None:
-        self._session = session
+        self._api = RegistryAPI.from_session(session)
+        self._trial_id = trial_id
         self._outage_seconds = outage_seconds
         self._gave_up = False
-        self._path = f"trials/{trial_id}/metrics/"
         self._pending: collections.deque[Any] = collections.deque()
         self._wake = threading.Event()
         self._thread = threading.Thread(
@@ -356,7 +356,7 @@ class RegistryMetricReporter:
         first_failure = time.monotonic()
         while not self._gave_up:
             try:
-                self._session.request("POST", self._path, data=body, headers=_JSON)
+                self._api.trial_metrics_report(self._trial_id, body)
                 if failures:
                     logger.info("metric reporter: delivered after %d retries", failures)
                 return

@@ -16,8 +16,9 @@ import threading
 import time
 
 import requests
+from pydantic import ValidationError
 
-from headway.client import APIError, NotFoundError, Session
+from headway.client import APIError, NotFoundError, RegistryAPI, Session
 from headway.core._distributed import DistributedContext
 
 logger = logging.getLogger("headway.core")
@@ -52,7 +53,7 @@ class PreemptMode(enum.Enum):
 
 
 class PreemptionWatcher:
-    """Background thread long-polling ``GET trials/{id}/preempt/?run_id=&timeout=S``.
+    """Background thread long-polling ``RegistryAPI.trial_preempt_poll`` (``timeout=S``).
 
     The registry holds each request open until the run gets a stop request or ``S`` seconds
     pass, so a pause reaches ``should_preempt`` within about 0.1 s while an idle trial makes one
@@ -78,10 +79,10 @@ class PreemptionWatcher:
         long_poll: int = 20,
     ) -> None:
         self.should_preempt = False
-        self._session = session
-        self._path = f"trials/{trial_id}/preempt/"
+        self._api = RegistryAPI.from_session(session)
+        self._trial_id = trial_id
+        self._run_id = run_id
         self._long_poll = long_poll
-        self._params = {"run_id": run_id, "timeout": long_poll}
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -109,14 +110,16 @@ class PreemptionWatcher:
         while not self._stop.is_set():
             began = time.monotonic()
             try:
-                answer = self._session.get(self._path, params=self._params)
-            except (APIError, requests.RequestException) as exc:
+                answer = self._api.trial_preempt_poll(
+                    self._trial_id, run_id=self._run_id, timeout=self._long_poll
+                )
+            except (APIError, requests.RequestException, ValidationError) as exc:
                 failures += 1
                 log = logger.warning if failures in (1, 10) or failures % 300 == 0 else logger.debug
                 log("preemption watcher: poll %d failed: %s", failures, exc)
             else:
                 failures = 0
-                if isinstance(answer, dict) and answer.get("should_preempt"):
+                if answer.should_preempt:
                     logger.info("preemption requested by the registry")
                     self.should_preempt = True
                     return
@@ -153,7 +156,7 @@ class PreemptContext:
         self._dist = distributed
         self._watcher = watcher
         self._mode = mode
-        self._session = session
+        self._api = RegistryAPI.from_session(session) if session is not None else None
         self._trial_id = trial_id
         self._run_id = run_id
         self._acked = False
@@ -209,20 +212,18 @@ class PreemptContext:
 
         Only the chief acknowledges, once; on other ranks and on repeated calls this does nothing.
 
-        POSTs ``trials/{id}/preempt/ack/`` ``{"run_id": n}``. A registry without that endpoint
+        Sends ``RegistryAPI.trial_preempt_ack`` for this run. A registry without that endpoint
         (404) or an unreachable one is logged, not raised: the trial exits either way.
         """
         if self._acked or self._dist.rank != 0:
             return
         self._acked = True
-        if self._session is None or self._trial_id is None:
+        if self._api is None or self._trial_id is None:
             logger.info("preemption acknowledged (local mode)")
             return
         try:
-            self._session.post(
-                f"trials/{self._trial_id}/preempt/ack/", json={"run_id": self._run_id}
-            )
+            self._api.trial_preempt_ack(self._trial_id, run_id=self._run_id)
         except NotFoundError as exc:
             logger.info("registry has no preemption ack endpoint (%s); continuing", exc)
-        except (APIError, requests.RequestException) as exc:
+        except (APIError, requests.RequestException, ValidationError) as exc:
             logger.warning("could not acknowledge preemption: %s", exc)

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import requests
+from pydantic import ValidationError
 
-from headway.client import APIError, NotFoundError, Session
+from headway.client import APIError, NotFoundError, RegistryAPI, Session
 from headway.core._distributed import DistributedContext
 from headway.early_exit import EarlyExitReason
 from headway.expconf import Unit
@@ -65,7 +66,7 @@ class LocalSearcherReporter:
 
 
 class RegistrySearcherReporter:
-    """Managed mode: POST ``trials/{id}/progress/`` and ``trials/{id}/searcher/completed/``.
+    """Managed mode: ``RegistryAPI.trial_progress`` and ``trial_searcher_completed``.
 
     A registry without these endpoints (404) is logged once, not raised.
     """
@@ -73,18 +74,16 @@ class RegistrySearcherReporter:
     def __init__(self, session: Session, trial_id: int) -> None:
         # Reports are idempotent on the registry, so they retry with the session's budget;
         # progress is cosmetic and must never hold up training: one attempt.
-        self._session = session
-        self._progress_session = session.with_retry(0)
+        self._api = RegistryAPI.from_session(session)
+        self._progress_api = RegistryAPI.from_session(session.with_retry(0))
         self._trial_id = trial_id
         self._missing_logged = False
 
     def progress(self, fraction: float) -> None:
         """Best effort: failures are logged, never raised (progress is cosmetic)."""
         try:
-            self._progress_session.post(
-                f"trials/{self._trial_id}/progress/", json={"progress": fraction}
-            )
-        except (APIError, requests.RequestException) as exc:
+            self._progress_api.trial_progress(self._trial_id, fraction)
+        except (APIError, requests.RequestException, ValidationError) as exc:
             self._log_failure("progress", exc)
 
     def completed(self, length: int, metric: Any) -> int | None:
@@ -94,23 +93,18 @@ class RegistrySearcherReporter:
         no further operation.
         """
         try:
-            answer = self._session.post(
-                f"trials/{self._trial_id}/searcher/completed/",
-                json={"length": length, "metric": metric},
+            answer = self._api.trial_searcher_completed(
+                self._trial_id, length=length, metric=metric
             )
         except NotFoundError as exc:
             self._log_failure("searcher/completed", exc)
             return None
-        if isinstance(answer, dict) and isinstance(answer.get("next_length"), int):
-            return int(answer["next_length"])
-        return None
+        return answer.next_length
 
     def early_exit(self, reason: EarlyExitReason) -> None:
-        """POST ``trials/{id}/searcher/early_exit/``; raises ``APIError`` when it fails (the
+        """``RegistryAPI.trial_searcher_early_exit``; raises ``APIError`` when it fails (the
         searcher must hear it, or it waits for this trial's result)."""
-        self._session.post(
-            f"trials/{self._trial_id}/searcher/early_exit/", json={"reason": reason.value}
-        )
+        self._api.trial_searcher_early_exit(self._trial_id, reason.value)
 
     def _log_failure(self, what: str, exc: Exception) -> None:
         if not self._missing_logged:

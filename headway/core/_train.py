@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from headway.client import NotFoundError, Session
+from headway.client import NotFoundError, RegistryAPI, Session
 from headway.core._distributed import DistributedContext
 from headway.core._metrics import LocalMetricSink, MetricSink, json_safe_metrics, utc_timestamp
 from headway.core._searcher import (
@@ -83,7 +83,7 @@ class TrainContext:
         self._sink = sink
         self._dist = distributed
         self._run_id = run_id
-        self._session = session
+        self._api = RegistryAPI.from_session(session) if session is not None else None
         self._experiment_id = experiment_id
         self._warned_non_chief = False
         # Set by core.Context: the searcher's check that the script asked for its operations.
@@ -225,13 +225,13 @@ class TrainContext:
     def get_experiment_best_validation(self) -> float | None:
         """Best value of the searcher metric over the experiment's trials, or None.
 
-        Managed mode reads ``best_validation`` of ``GET experiments/{id}/``; local mode returns
-        None.
+        Managed mode reads the experiment's ``best_validation`` from the registry; local mode
+        returns None.
         """
-        if self._session is None or self._experiment_id is None:
+        if self._api is None or self._experiment_id is None:
             return None
         try:
-            experiment = self._session.get(f"experiments/{self._experiment_id}/")
+            experiment = self._api.experiment_get(self._experiment_id)
         except NotFoundError:
             return None
         value = experiment.get("best_validation")

@@ -55,6 +55,15 @@ class FakeRegistry:
             return 404, {"detail": "not found"}
         if path.endswith("/metrics/"):
             return 200, {"accepted": len(body["reports"])}
+        # The registry's answers (headway.client.wire) to the other Core API reports.
+        if path.endswith("/preempt/ack/"):
+            return 200, {"acknowledged": True}
+        if path.endswith("/progress/"):
+            return 200, {"progress": body["progress"]}
+        if path.endswith("/searcher/completed/"):
+            return 200, {"recorded": True, "next_length": None}
+        if path.endswith("/searcher/early_exit/"):
+            return 200, {"early_exit": body["reason"]}
         return 200, {}
 
 
@@ -339,7 +348,10 @@ def test_operations_follow_the_searchers_lengths(
     info["searcher_length"] = 31
     info_path.write_text(json.dumps(info))
     path = "/api/v1/trials/3/searcher/completed/"
-    fake.scripts[("POST", path)] = [(200, {"next_length": 125}), (200, {"next_length": None})]
+    fake.scripts[("POST", path)] = [
+        (200, {"recorded": True, "next_length": 125}),
+        (200, {"recorded": True, "next_length": None}),
+    ]
     with core.init() as ctx:
         lengths = []
         for op in ctx.searcher.operations():
