@@ -7,8 +7,8 @@ import getpass
 
 from pydantic import ValidationError
 
-from headway.cli._common import CLIError, make_session, master_url
-from headway.client import save_token, wire
+from headway.cli._common import CLIError, make_api, master_url
+from headway.client import save_token
 
 
 def cmd_login(args: argparse.Namespace) -> int:
@@ -20,14 +20,12 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise CLIError("no username/password given (use --username and --password)", 2) from None
     if not username:
         raise CLIError("a username is required", 2)
-    session = make_session(args, authenticated=False)
-    answer = session.post("auth/login/", json={"username": username, "password": password})
     try:
-        token = wire.LoginAnswer.model_validate(answer).token
-    except ValidationError:
-        token = ""
+        token = make_api(args, authenticated=False).login(username, password).token
+    except ValidationError as exc:
+        raise CLIError(f"the master answered the login without a token: {exc}") from None
     if not token:
-        raise CLIError(f"the master answered the login without a token: {answer!r}")
+        raise CLIError("the master answered the login with an empty token")
     path = save_token(master_url(args), token, username)
     print(f"Logged in to {master_url(args)} as {username} (token saved in {path})")
     return 0

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from headway.cli._common import make_session
+from headway.cli._common import make_api
 from headway.cli._output import fmt, fmt_size, fmt_time, print_table
-from headway.client import fetch_all
 
 ORDERINGS = ("steps_completed", "-steps_completed", "searcher_metric", "-searcher_metric")
 
@@ -19,10 +18,7 @@ def _flags(checkpoint: dict[str, Any]) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     """Table of an experiment's checkpoints (newest first, or ``--order-by``) with the searcher
     metric of the validation at each one's step and its ``best``/``latest`` flags."""
-    params = {"order_by": args.order_by} if args.order_by else None
-    checkpoints = fetch_all(
-        make_session(args), f"experiments/{args.experiment_id}/checkpoints/", params
-    )
+    checkpoints = make_api(args).experiment_checkpoints(args.experiment_id, order_by=args.order_by)
     print_table(
         [
             "uuid",
@@ -52,10 +48,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    """``DELETE checkpoints/UUID/``: remove its files from storage (the registry keeps a
+    """Delete checkpoint UUID: remove its files from storage (the registry keeps a
     DELETED row). The registry refuses (409) a checkpoint a model version holds or a trial may
     still resume from."""
-    make_session(args).delete(f"checkpoints/{args.uuid}/")
+    make_api(args).checkpoint_delete(args.uuid)
     print(f"Checkpoint {args.uuid}: DELETED")
     return 0
 

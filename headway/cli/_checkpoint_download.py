@@ -19,8 +19,8 @@ import requests
 from tqdm import tqdm
 
 from headway.archive import UnsafeArchivePath, check_member_path
-from headway.cli._common import CLIError, make_session
-from headway.client import APIError, Session
+from headway.cli._common import CLIError, make_api
+from headway.client import APIError, RegistryAPI
 
 CHUNK_BYTES = 1 << 20
 # Attempts per file after a dropped connection, each resuming where the last one stopped.
@@ -63,15 +63,15 @@ def cmd_download(args: argparse.Namespace) -> int:
             size differs from the registry's ``resources``, a file missing from storage, or a
             connection lost more than ``RESUME_ATTEMPTS`` times (run again to resume).
     """
-    session = make_session(args)
+    api = make_api(args)
     disable = None if args.progress is None else not args.progress  # None: tqdm checks isatty
     if args.format:
         target = Path(args.output or f"{args.uuid}.{ARCHIVE_EXTENSIONS[args.format]}")
-        _download_archive(session, args.uuid, args.format, target, disable)
+        _download_archive(api, args.uuid, args.format, target, disable)
         print(target.resolve())
         return 0
     dest = Path(args.output or Path("checkpoints") / args.uuid)
-    resources = session.get(f"checkpoints/{args.uuid}/").get("resources") or {}
+    resources = api.checkpoint_get(args.uuid).get("resources") or {}
     plan = {_local_path(dest, args.uuid, rel): (rel, int(size)) for rel, size in resources.items()}
     present = {path: _size_on_disk(path) for path in plan}
     done = sum(have for path, have in present.items() if have <= plan[path][1])
@@ -79,7 +79,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     try:
         with _bar(total, done, args.uuid, disable) as bar:
             for path, (rel, size) in sorted(plan.items(), key=lambda item: item[1][0]):
-                _download_file(session, args.uuid, rel, size, path, bar)
+                _download_file(api, args.uuid, rel, size, path, bar)
     except OSError as exc:
         raise CLIError(f"cannot write checkpoint into {dest}: {exc}") from None
     for path, (rel, size) in plan.items():
@@ -118,7 +118,7 @@ def _bar(total: int | None, initial: int, uuid: str, disable: bool | None) -> tq
 
 
 def _download_file(
-    session: Session, uuid: str, rel: str, size: int, path: Path, bar: tqdm[Any]
+    api: RegistryAPI, uuid: str, rel: str, size: int, path: Path, bar: tqdm[Any]
 ) -> None:
     """Bring ``path`` to the ``size`` bytes of file ``rel``, resuming what is already there."""
     have = _size_on_disk(path)
@@ -129,15 +129,8 @@ def _download_file(
     for attempt in range(RESUME_ATTEMPTS + 1):
         if have == size and path.exists():
             break  # already complete (or resumed to completion)
-        headers = {"Range": f"bytes={have}-"} if have else {}
         try:
-            response = session.request(
-                "GET",
-                f"checkpoints/{uuid}/download",
-                params={"path": rel},
-                headers=headers,
-                stream=True,
-            )
+            response = api.checkpoint_download(uuid, path=rel, offset=have)
         except APIError as exc:
             raise CLIError(f"checkpoint {uuid}: cannot download {rel}: {exc}") from None
         try:
@@ -166,14 +159,12 @@ def _download_file(
 
 
 def _download_archive(
-    session: Session, uuid: str, kind: str, target: Path, disable: bool | None
+    api: RegistryAPI, uuid: str, kind: str, target: Path, disable: bool | None
 ) -> None:
     """Stream the server's ``kind`` archive into ``target`` (via ``target.part``)."""
     partial = target.with_name(target.name + ".part")
     try:
-        response = session.request(
-            "GET", f"checkpoints/{uuid}/download", params={"format": kind}, stream=True
-        )
+        response = api.checkpoint_download(uuid, format=kind)
     except APIError as exc:
         raise CLIError(f"checkpoint {uuid}: {exc}") from None
     length = response.headers.get("Content-Length")

@@ -1,11 +1,11 @@
-"""What every command shares: the master URL, the authenticated session, list fetching."""
+"""What every command shares: the master URL, the authenticated client (``RegistryAPI``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from headway.client import Session, resolve_token
+from headway.client import RegistryAPI, Session, resolve_token
 
 DEFAULT_MASTER = "http://127.0.0.1:8000"
 # Experiments and trials stop changing in these states (PAUSED waits for a user to activate).
@@ -35,3 +35,8 @@ def make_session(args: argparse.Namespace, *, authenticated: bool = True) -> Ses
     master = master_url(args)
     token = resolve_token(master) if authenticated else None
     return Session(master, token, max_retries=CLI_MAX_RETRIES)
+
+
+def make_api(args: argparse.Namespace, *, authenticated: bool = True) -> RegistryAPI:
+    """The typed client over ``make_session(args)``: every command's calls go through it."""
+    return RegistryAPI.from_session(make_session(args, authenticated=authenticated))

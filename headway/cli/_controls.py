@@ -11,17 +11,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from headway.cli._common import CLIError, make_session
+from headway.cli._common import CLIError, make_api
 from headway.cli._experiment import follow_experiment
+from headway.client import EXPERIMENT_ACTIONS, TRIAL_ACTIONS
 from headway.expconf import (
     OverrideError,
     merge_hparam_overrides,
     parse_hparam_overrides,
     parse_max_length,
 )
-
-EXPERIMENT_ACTIONS = ("pause", "activate", "cancel", "kill", "archive", "unarchive")
-TRIAL_ACTIONS = ("pause", "activate", "cancel", "kill")
 
 
 def cmd_experiment_control(args: argparse.Namespace) -> int:
@@ -30,7 +28,7 @@ def cmd_experiment_control(args: argparse.Namespace) -> int:
     ``archive``/``unarchive`` append ``(archived)`` when the experiment is archived. Pausing a
     paused experiment (and activating an active one) is a no-op, not an error.
     """
-    experiment = make_session(args).post(f"experiments/{args.id}/{args.action}/")
+    experiment = make_api(args).experiment_control(args.id, args.action)
     suffix = " (archived)" if experiment.get("archived") else ""
     print(f"Experiment {experiment.get('id', args.id)}: {experiment.get('state')}{suffix}")
     return 0
@@ -38,7 +36,7 @@ def cmd_experiment_control(args: argparse.Namespace) -> int:
 
 def cmd_trial_control(args: argparse.Namespace) -> int:
     """POST ``trials/ID/<action>/`` and print ``Trial ID: STATE`` from the answer."""
-    trial = make_session(args).post(f"trials/{args.id}/{args.action}/")
+    trial = make_api(args).trial_control(args.id, args.action)
     print(f"Trial {trial.get('id', args.id)}: {trial.get('state')}")
     return 0
 
@@ -79,16 +77,16 @@ def cmd_trial_continue(args: argparse.Namespace) -> int:
     group is kept (``merge_hparam_overrides``).
     """
     body = continue_body(args)
-    session = make_session(args)
+    api = make_api(args)
     overrides = body.get("hparams") or {}
     if any(isinstance(value, dict) for value in overrides.values()):
-        current = session.get(f"trials/{args.id}/").get("hparams") or {}
+        current = api.trial_get(args.id).get("hparams") or {}
         body["hparams"] = merge_hparam_overrides(current, overrides)
-    experiment = session.post(f"trials/{args.id}/continue/", json=body)
+    experiment = api.trial_continue(args.id, body)
     print(f"Created experiment {experiment['id']} (continues trial {args.id})")
     if not args.follow:
         return 0
-    return follow_experiment(session, int(experiment["id"]))
+    return follow_experiment(api, int(experiment["id"]))
 
 
 def add_experiment_controls(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

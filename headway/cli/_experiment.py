@@ -17,7 +17,7 @@ from headway.archive import (
     pack_model_definition,
 )
 from headway.cli import _common
-from headway.cli._common import CLIError, make_session
+from headway.cli._common import CLIError, make_api
 from headway.cli._output import (
     fmt,
     fmt_percent,
@@ -27,7 +27,7 @@ from headway.cli._output import (
     print_table,
     truncate,
 )
-from headway.client import Session, fetch_all
+from headway.client import RegistryAPI
 from headway.expconf import ConfigError, parse_experiment_config
 
 
@@ -57,25 +57,22 @@ def cmd_create(args: argparse.Namespace) -> int:
         )
     except ModelDefinitionError as exc:
         raise CLIError(str(exc), 2) from None
-    session = make_session(args)
-    experiment = session.post(
-        "experiments/",
-        json={"config": config_text, "model_definition": base64.b64encode(archive).decode()},
-    )
+    api = make_api(args)
+    experiment = api.experiment_create(config_text, base64.b64encode(archive).decode())
     print(f"Created experiment {experiment['id']}")
     if not args.follow:
         return 0
-    return follow_experiment(session, int(experiment["id"]))
+    return follow_experiment(api, int(experiment["id"]))
 
 
-def follow_experiment(session: Session, experiment_id: int) -> int:
+def follow_experiment(api: RegistryAPI, experiment_id: int) -> int:
     """Show a progress bar until the experiment stops; 0 when it COMPLETED, else 1."""
     state = "?"
     # No rate or ETA: progress comes from the searcher in uneven steps, so they would mislead.
     bar_format = "{desc}: {percentage:3.0f}%|{bar}| {elapsed}{postfix}"
     with tqdm(total=100, desc=f"experiment {experiment_id}", bar_format=bar_format) as bar:
         while True:
-            experiment = session.get(f"experiments/{experiment_id}/")
+            experiment = api.experiment_get(experiment_id)
             state = str(experiment.get("state"))
             progress = experiment.get("progress") or 0.0
             bar.n = round(min(max(float(progress), 0.0), 1.0) * 100, 1)
@@ -90,7 +87,7 @@ def follow_experiment(session: Session, experiment_id: int) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Table of experiments, newest as the server orders them; archived ones only with --all."""
-    experiments = fetch_all(make_session(args), "experiments/")
+    experiments = make_api(args).experiment_list()
     if not args.all:
         experiments = [e for e in experiments if not e.get("archived")]
     print_table(
@@ -112,9 +109,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_describe(args: argparse.Namespace) -> int:
     """One experiment and its trials; ``--json`` prints ``{"experiment", "trials"}`` raw."""
-    session = make_session(args)
-    experiment = session.get(f"experiments/{args.id}/")
-    trials = fetch_all(session, f"experiments/{args.id}/trials/")
+    api = make_api(args)
+    experiment = api.experiment_get(args.id)
+    trials = api.experiment_trials(args.id)
     if args.json:
         print_json({"experiment": experiment, "trials": trials})
         return 0
@@ -162,7 +159,7 @@ def _print_experiment(experiment: dict[str, Any]) -> None:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    """``DELETE experiments/ID/`` after a confirmation (skipped with ``--yes``).
+    """Delete experiment ID after a confirmation (skipped with ``--yes``).
 
     The registry deletes an ended experiment's stored checkpoints and then its rows in the
     background (state DELETING); it refuses (409) a running experiment or one with a checkpoint
@@ -177,7 +174,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             raise CLIError("aborted; nothing deleted (pass --yes to skip this question)", 1)
-    experiment = make_session(args).delete(f"experiments/{args.id}/")
+    experiment = make_api(args).experiment_delete(args.id)
     print(f"Experiment {args.id}: {(experiment or {}).get('state', 'DELETING')}")
     return 0
 

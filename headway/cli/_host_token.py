@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from headway.cli._common import make_session
+from headway.cli._common import make_api
 from headway.cli._output import print_json, print_table
-from headway.client import RegistryAPI
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,14 +24,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     revoke.set_defaults(func=cmd_revoke)
 
 
-def _api(args: argparse.Namespace) -> RegistryAPI:
-    return RegistryAPI.from_session(make_session(args))
-
-
 def cmd_create(args: argparse.Namespace) -> int:
     """Print the new key alone on stdout (for ``HEADWAY_HOST_TOKEN=$(headway host-token
     create NAME)``); the note that it is shown once goes to stderr."""
-    created = _api(args).host_token_create(args.name)
+    created = make_api(args).host_token_create(args.name)
     print(f"issued a token for host {created.name}; it is shown only now:", file=sys.stderr)
     print(created.key)
     return 0
@@ -40,7 +35,7 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """One row per token: host, created (by whom), last used, revoked."""
-    tokens = _api(args).host_token_list()
+    tokens = make_api(args).host_token_list()
     if args.json:
         print_json([token.model_dump(mode="json") for token in tokens])
         return 0
@@ -62,6 +57,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_revoke(args: argparse.Namespace) -> int:
     """Revoke the host's live token; the host's next call is refused (401)."""
-    token = _api(args).host_token_revoke(args.name)
+    token = make_api(args).host_token_revoke(args.name)
     print(f"revoked the token of host {token.name}")
     return 0

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import argparse
 from typing import Any
-from urllib.parse import quote
 
 from headway.cli import _checkpoint_download
-from headway.cli._common import CLIError, make_session
+from headway.cli._common import CLIError, make_api
 from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
-from headway.client import fetch_all
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,16 +57,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     download.set_defaults(func=cmd_download)
 
 
-def _model_path(name: str) -> str:
-    # The server refuses names outside [A-Za-z0-9._-]; quoting keeps any other text in one
-    # path segment, so it is answered 404 instead of reaching another route.
-    return f"models/{quote(name, safe='')}/"
-
-
 def cmd_create(args: argparse.Namespace) -> int:
     """Create a model; print ``Model NAME created``."""
     body = {"name": args.name, "description": args.description, "labels": args.label}
-    model = make_session(args).post("models/", json=body)
+    model = make_api(args).model_create(body)
     print(f"Model {model['name']} created")
     return 0
 
@@ -80,7 +72,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         params["archived"] = "false"
     if args.label:
         params["label"] = args.label
-    models = fetch_all(make_session(args), "models/", params)
+    models = make_api(args).model_list(params)
     if args.json:
         print_json(models)
         return 0
@@ -105,9 +97,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     """The model's fields, then its versions (newest first); ``--json`` prints
     ``{"model", "versions"}`` raw."""
-    session = make_session(args)
-    model = session.get(_model_path(args.name))
-    versions = fetch_all(session, _model_path(args.name) + "versions/")
+    api = make_api(args)
+    model = api.model_get(args.name)
+    versions = api.model_versions(args.name)
     if args.json:
         print_json({"model": model, "versions": versions})
         return 0
@@ -141,7 +133,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 def cmd_register(args: argparse.Namespace) -> int:
     """Register checkpoint UUID as model NAME's next version; print ``NAME version N``."""
     body = {"checkpoint_uuid": args.uuid, "comment": args.comment}
-    version = make_session(args).post(_model_path(args.name) + "versions/", json=body)
+    version = make_api(args).model_version_create(args.name, body)
     print(f"Registered checkpoint {args.uuid} as {args.name} version {version['version']}")
     return 0
 
@@ -149,9 +141,9 @@ def cmd_register(args: argparse.Namespace) -> int:
 def cmd_download(args: argparse.Namespace) -> int:
     """Download version ``--version`` (default: the latest) of model NAME's checkpoint into
     ``-o DIR`` with ``headway checkpoint download``'s code; print the directory."""
-    session = make_session(args)
+    api = make_api(args)
     if args.version is None:
-        latest = session.get(_model_path(args.name)).get("latest_version")
+        latest = api.model_get(args.name).get("latest_version")
         if latest is None:
             raise CLIError(f"model {args.name} has no versions")
         version = int(latest)
@@ -159,7 +151,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         raise CLIError("--version must be 1 or more", exit_code=2)
     else:
         version = args.version
-    found = session.get(_model_path(args.name) + f"versions/{version}/")
+    found = api.model_version_get(args.name, version)
     uuid = str(found["checkpoint"]["uuid"])
     return _checkpoint_download.cmd_download(_checkpoint_download_args(args, uuid))
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from headway.cli._common import make_session
+from headway.cli._common import make_api
 from headway.cli._output import print_json, print_table
-from headway.client import fetch_all
 
 
 def add_pool_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,11 +18,10 @@ def add_pool_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """One row per pool of ``GET resource-pools/`` (name, type, alive hosts, slots, slots in
+    """One row per resource pool (name, type, alive hosts, slots, slots in
     use, queued runs, description; a pool the admin's file no longer lists is marked); ``--json``
     prints the REST answer."""
-    session = make_session(args)
-    pools = fetch_all(session, "resource-pools/")
+    pools = make_api(args).resource_pool_list()
     if args.json:
         print_json(pools)
         return 0

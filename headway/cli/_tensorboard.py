@@ -2,7 +2,7 @@
 
 TensorBoard files travel inside checkpoints (``tensorboard/``, see
 ``headway.pytorch._tensorboard``), so the latest completed checkpoint of each trial holds that
-trial's whole history. They are downloaded file by file (``checkpoints/{uuid}/download?path=``)
+trial's whole history. They are downloaded file by file (``Checkpoint.download_file``)
 into ``<dir>/trial_<id>/`` and ``tensorboard --logdir <dir>`` is started, as Determined's
 ``det tensorboard start EXPERIMENT_ID`` shows one run per trial.
 """
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from headway.cli._common import CLIError, make_session
+from headway.cli._common import CLIError, make_api
 from headway.experimental.client import Experiment
 
 TB_PREFIX = "tensorboard/"
@@ -40,14 +40,14 @@ def download_event_files(experiment: Experiment, dest: Path) -> int:
 
 def cmd_tensorboard(args: argparse.Namespace) -> int:
     """Download the experiment's TensorBoard files; print the folder or run TensorBoard on it."""
-    session = make_session(args)
-    data = session.get(f"experiments/{args.experiment_id}/")
+    api = make_api(args)
+    data = api.experiment_get(args.experiment_id)
     experiment = Experiment(
         id=int(data["id"]),
         name=data.get("name"),
         state=data.get("state"),
         config=dict(data.get("config") or {}),
-        _session=session,
+        _api=api,
     )
     dest = Path(args.output or tempfile.mkdtemp(prefix=f"headway-tb-exp{args.experiment_id}-"))
     dest.mkdir(parents=True, exist_ok=True)

@@ -9,17 +9,16 @@ from contextlib import nullcontext
 from typing import Any
 
 from headway.cli import _common
-from headway.cli._common import make_session
+from headway.cli._common import make_api
 from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
-from headway.client import Session, fetch_all
 from headway.expconf import flatten_hparams
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
     """Trial fields, hyperparameters, summary metrics and checkpoints; ``--json`` for raw JSON."""
-    session = make_session(args)
-    trial = session.get(f"trials/{args.id}/")
-    checkpoints = fetch_all(session, f"trials/{args.id}/checkpoints/")
+    api = make_api(args)
+    trial = api.trial_get(args.id)
+    checkpoints = api.trial_checkpoints(args.id)
     if args.json:
         print_json({"trial": trial, "checkpoints": checkpoints})
         return 0
@@ -72,12 +71,6 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_batch(session: Session, trial_id: int, after: int | None) -> list[dict[str, Any]]:
-    params = {} if after is None else {"after": after}
-    page = session.get(f"trials/{trial_id}/logs/", params=params)
-    return list(page.get("results", [])) if isinstance(page, dict) else list(page)
-
-
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print a trial's log lines oldest first; with ``--follow`` until the trial stops.
 
@@ -85,11 +78,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
     the trial is COMPLETED, CANCELED, ERROR or PAUSED one more page is read (lines written just
     before it stopped) and the command ends.
     """
-    session = make_session(args)
+    api = make_api(args)
     after: int | None = None
     stopping = False
     while True:
-        batch = _log_batch(session, args.id, after)
+        batch = api.trial_logs(args.id, after=after)
         for line in batch:
             message = str(line.get("message", "")).rstrip("\n")
             if args.timestamps:
@@ -100,7 +93,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             continue
         if not args.follow or stopping:
             return 0
-        state = session.get(f"trials/{args.id}/").get("state")
+        state = api.trial_get(args.id).get("state")
         if state in _common.STOP_FOLLOWING_STATES:
             stopping = True
             continue
@@ -110,21 +103,21 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_metrics(args: argparse.Namespace) -> int:
     """A trial's metric series: a summary table, or with ``--csv`` every point as CSV.
 
-    ``--csv`` streams ``GET trials/{id}/metrics.csv`` (one line per point:
+    ``--csv`` streams the trial's ``metrics.csv`` (one line per point:
     ``group,name,steps_completed,value,epoch,reported_at,run_id``) to stdout or ``--output``
     chunk by chunk, so a series of millions of points never sits in memory.
     """
     if args.output and not args.csv:
         print("error: --output needs --csv", file=sys.stderr)
         return 2
-    session = make_session(args)
+    api = make_api(args)
     params: dict[str, Any] = {}
     if args.group:
         params["group"] = args.group
     if args.name:
         params["name"] = args.name
     if not args.csv:
-        trial = session.get(f"trials/{args.id}/")
+        trial = api.trial_get(args.id)
         rows = [
             [
                 group,
@@ -142,7 +135,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         ]
         print_table(["GROUP", "NAME", "COUNT", "LAST STEP", "LAST", "MIN", "MAX"], rows)
         return 0
-    response = session.stream(f"trials/{args.id}/metrics.csv", params=params)
+    response = api.trial_metrics_csv(args.id, params)
     try:
         with open(args.output, "wb") if args.output else nullcontext(sys.stdout.buffer) as out:
             for chunk in response.iter_content(chunk_size=1 << 16):

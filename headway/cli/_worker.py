@@ -5,17 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from headway.cli._common import make_session
+from headway.cli._common import make_api
 from headway.cli._output import fmt_time, print_json, print_table
-from headway.client import fetch_all
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """One row per host (slots in use / slots, devices, alive, last heartbeat, start, resource
     pool), then one row per trial run holding slots (host, trial, experiment, run, devices,
     state); ``--json`` prints the REST answer."""
-    session = make_session(args)
-    hosts = fetch_all(session, "workers/")
+    hosts = make_api(args).worker_list()
     if args.json:
         print_json(hosts)
         return 0

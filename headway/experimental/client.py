@@ -6,8 +6,8 @@ import client``. Supported: ``login``, ``get_checkpoint(uuid).download(path)``,
 ``list_checkpoints()``, the ``uuid`` / ``metadata`` / ``steps_completed`` attributes,
 ``Checkpoint.add_metadata``, and the
 model registry: ``create_model``, ``get_model(name).register_version(uuid)``,
-``get_version(n).checkpoint``, ``list_models``. The
-HTTP work is ``headway.client.Session``'s; tokens are the CLI's (``headway login``).
+``get_version(n).checkpoint``, ``list_models``. Every call is a ``headway.client.RegistryAPI``
+method; tokens are the CLI's (``headway login``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ import pathlib
 import shutil
 import tarfile
 from typing import Any
-from urllib.parse import quote
 
-from headway.client import NotFoundError, Session, fetch_all, resolve_token, save_token, wire
+from headway.client import NotFoundError, RegistryAPI, resolve_token, save_token
 
 DEFAULT_MASTER = "http://127.0.0.1:8000"
-_session: Session | None = None
+_api: RegistryAPI | None = None
 
 
 def login(master: str | None = None, user: str | None = None, password: str | None = None) -> None:
@@ -40,23 +39,22 @@ def login(master: str | None = None, user: str | None = None, password: str | No
     Raises:
         headway.client.UnauthenticatedError: wrong credentials.
     """
-    global _session
+    global _api
     url = (master or os.environ.get("HEADWAY_MASTER") or DEFAULT_MASTER).rstrip("/")
     token: str | None
     if user is not None:
-        answer = Session(url).post("auth/login/", json={"username": user, "password": password})
-        token = wire.LoginAnswer.model_validate(answer).token
+        token = RegistryAPI(url).login(user, password).token
         save_token(url, token, user)
     else:
         token = resolve_token(url)
-    _session = Session(url, token)
+    _api = RegistryAPI(url, token)
 
 
-def _get_session() -> Session:
-    if _session is None:
+def _get_api() -> RegistryAPI:
+    if _api is None:
         login()  # Determined logs in with defaults on first use too
-    assert _session is not None
-    return _session
+    assert _api is not None
+    return _api
 
 
 @dataclasses.dataclass
@@ -75,10 +73,10 @@ class Checkpoint:
     state: str | None
     metadata: dict[str, Any]
     resources: dict[str, int]
-    _session: Session = dataclasses.field(repr=False)
+    _api: RegistryAPI = dataclasses.field(repr=False)
 
     @classmethod
-    def _from_json(cls, data: dict[str, Any], session: Session) -> Checkpoint:
+    def _from_json(cls, data: dict[str, Any], api: RegistryAPI) -> Checkpoint:
         return cls(
             uuid=str(data["uuid"]),
             trial_id=data.get("trial_id"),
@@ -87,7 +85,7 @@ class Checkpoint:
             state=data.get("state"),
             metadata=dict(data.get("metadata") or {}),
             resources=dict(data.get("resources") or {}),
-            _session=session,
+            _api=api,
         )
 
     def download(self, path: str | os.PathLike[str] | None = None) -> str:
@@ -103,7 +101,7 @@ class Checkpoint:
         """
         dest = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
         dest.mkdir(parents=True, exist_ok=True)
-        response = self._session.stream(f"checkpoints/{self.uuid}/download")
+        response = self._api.checkpoint_download(self.uuid)
         try:
             response.raw.decode_content = True
             with tarfile.open(fileobj=response.raw, mode="r|") as archive:
@@ -117,7 +115,8 @@ class Checkpoint:
         ``Checkpoint.add_metadata``). ``self.metadata`` becomes the registry's merged copy.
 
         As in Determined, ``metadata.json`` in checkpoint storage is not changed: the registry
-        (``GET checkpoints/{uuid}/``, ``core_context.checkpoint.get_metadata`` on the cluster)
+        (``get_checkpoint(uuid).metadata``, ``core_context.checkpoint.get_metadata`` on the
+        cluster)
         has the merged metadata. Only the experiment's owner (or the trial's own run) may add.
 
         Raises:
@@ -127,14 +126,11 @@ class Checkpoint:
         """
         if not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
-        answer = self._session.post(
-            f"checkpoints/{self.uuid}/metadata/", json={"metadata": metadata}
-        )
-        self.metadata = wire.CheckpointMetadataMerged.model_validate(answer).metadata
+        self.metadata = self._api.checkpoint_metadata_add(self.uuid, metadata).metadata
 
     def download_file(self, relpath: str, dest: str | os.PathLike[str]) -> None:
         """Download one file of the checkpoint (a key of ``resources``) to ``dest``."""
-        response = self._session.stream(f"checkpoints/{self.uuid}/download", {"path": relpath})
+        response = self._api.checkpoint_download(self.uuid, path=relpath)
         try:
             pathlib.Path(dest).parent.mkdir(parents=True, exist_ok=True)
             response.raw.decode_content = True
@@ -153,12 +149,12 @@ class Trial:
     experiment_id: int | None
     hparams: dict[str, Any]
     state: str | None
-    _session: Session = dataclasses.field(repr=False)
+    _api: RegistryAPI = dataclasses.field(repr=False)
 
     def list_checkpoints(self) -> list[Checkpoint]:
         """The trial's checkpoints, newest (most steps) first."""
-        items = fetch_all(self._session, f"trials/{self.id}/checkpoints/")
-        ckpts = [Checkpoint._from_json(c, self._session) for c in items]
+        items = self._api.trial_checkpoints(self.id)
+        ckpts = [Checkpoint._from_json(c, self._api) for c in items]
         return sorted(ckpts, key=lambda c: c.steps_completed or 0, reverse=True)
 
     def top_checkpoint(
@@ -191,56 +187,52 @@ class Experiment:
     name: str | None
     state: str | None
     config: dict[str, Any]
-    _session: Session = dataclasses.field(repr=False)
+    _api: RegistryAPI = dataclasses.field(repr=False)
 
     def get_trials(self) -> list[Trial]:
         """The experiment's trials, in id order."""
-        items = fetch_all(self._session, f"experiments/{self.id}/trials/")
-        return sorted((_trial(t, self._session) for t in items), key=lambda t: t.id)
+        items = self._api.experiment_trials(self.id)
+        return sorted((_trial(t, self._api) for t in items), key=lambda t: t.id)
 
     def list_checkpoints(self) -> list[Checkpoint]:
         """Every checkpoint of the experiment, as the registry lists them."""
-        items = fetch_all(self._session, f"experiments/{self.id}/checkpoints/")
-        return [Checkpoint._from_json(c, self._session) for c in items]
+        items = self._api.experiment_checkpoints(self.id)
+        return [Checkpoint._from_json(c, self._api) for c in items]
 
 
-def _trial(data: dict[str, Any], session: Session) -> Trial:
+def _trial(data: dict[str, Any], api: RegistryAPI) -> Trial:
     return Trial(
         id=int(data["id"]),
         experiment_id=data.get("experiment_id"),
         hparams=dict(data.get("hparams") or {}),
         state=data.get("state"),
-        _session=session,
+        _api=api,
     )
 
 
 def get_checkpoint(uuid: str) -> Checkpoint:
     """Determined's ``client.get_checkpoint``. Raises ``NotFoundError`` for an unknown uuid."""
-    session = _get_session()
-    return Checkpoint._from_json(session.get(f"checkpoints/{uuid}/"), session)
+    api = _get_api()
+    return Checkpoint._from_json(api.checkpoint_get(uuid), api)
 
 
 def get_trial(trial_id: int) -> Trial:
     """Determined's ``client.get_trial``. Raises ``NotFoundError`` for an unknown id."""
-    session = _get_session()
-    return _trial(session.get(f"trials/{int(trial_id)}/"), session)
+    api = _get_api()
+    return _trial(api.trial_get(int(trial_id)), api)
 
 
 def get_experiment(experiment_id: int) -> Experiment:
     """Determined's ``client.get_experiment``. Raises ``NotFoundError`` for an unknown id."""
-    session = _get_session()
-    data = session.get(f"experiments/{int(experiment_id)}/")
+    api = _get_api()
+    data = api.experiment_get(int(experiment_id))
     return Experiment(
         id=int(data["id"]),
         name=data.get("name"),
         state=data.get("state"),
         config=dict(data.get("config") or {}),
-        _session=session,
+        _api=api,
     )
-
-
-def _model_path(name: str) -> str:
-    return f"models/{quote(name, safe='')}/"
 
 
 @dataclasses.dataclass
@@ -262,11 +254,11 @@ class ModelVersion:
     metadata: dict[str, Any]
 
     @classmethod
-    def _from_json(cls, data: dict[str, Any], session: Session) -> ModelVersion:
+    def _from_json(cls, data: dict[str, Any], api: RegistryAPI) -> ModelVersion:
         return cls(
             model_name=str(data["model"]),
             model_version=int(data["version"]),
-            checkpoint=Checkpoint._from_json(data["checkpoint"], session),
+            checkpoint=Checkpoint._from_json(data["checkpoint"], api),
             name=data.get("name") or "",
             comment=data.get("comment") or "",
             labels=list(data.get("labels") or []),
@@ -285,17 +277,17 @@ class Model:
     labels: list[str]
     metadata: dict[str, Any]
     archived: bool
-    _session: Session = dataclasses.field(repr=False)
+    _api: RegistryAPI = dataclasses.field(repr=False)
 
     @classmethod
-    def _from_json(cls, data: dict[str, Any], session: Session) -> Model:
+    def _from_json(cls, data: dict[str, Any], api: RegistryAPI) -> Model:
         return cls(
             name=str(data["name"]),
             description=data.get("description") or "",
             labels=list(data.get("labels") or []),
             metadata=dict(data.get("metadata") or {}),
             archived=bool(data.get("archived")),
-            _session=session,
+            _api=api,
         )
 
     def register_version(self, checkpoint_uuid: str) -> ModelVersion:
@@ -306,10 +298,8 @@ class Model:
             headway.client.UnauthenticatedError: not the model's owner (nor an admin).
             headway.client.ConflictError: the model is archived.
         """
-        data = self._session.post(
-            _model_path(self.name) + "versions/", json={"checkpoint_uuid": str(checkpoint_uuid)}
-        )
-        return ModelVersion._from_json(data, self._session)
+        data = self._api.model_version_create(self.name, {"checkpoint_uuid": str(checkpoint_uuid)})
+        return ModelVersion._from_json(data, self._api)
 
     def get_version(self, version: int = -1) -> ModelVersion:
         """Version ``version``; ``-1`` (the default) is the latest.
@@ -318,17 +308,17 @@ class Model:
             headway.client.NotFoundError: no such version (or, for ``-1``, none at all).
         """
         if version == -1:
-            versions = self._session.get(_model_path(self.name) + "versions/", {"limit": 1})
-            if not versions["results"]:
+            versions = self._api.model_versions(self.name, limit=1)
+            if not versions:
                 raise NotFoundError(f"model {self.name} has no versions", 404, None)
-            return ModelVersion._from_json(versions["results"][0], self._session)
-        data = self._session.get(_model_path(self.name) + f"versions/{int(version)}/")
-        return ModelVersion._from_json(data, self._session)
+            return ModelVersion._from_json(versions[0], self._api)
+        data = self._api.model_version_get(self.name, int(version))
+        return ModelVersion._from_json(data, self._api)
 
     def get_versions(self) -> list[ModelVersion]:
         """Every version, newest (highest number) first."""
-        items = fetch_all(self._session, _model_path(self.name) + "versions/")
-        return [ModelVersion._from_json(v, self._session) for v in items]
+        items = self._api.model_versions(self.name)
+        return [ModelVersion._from_json(v, self._api) for v in items]
 
 
 def create_model(
@@ -339,26 +329,26 @@ def create_model(
 ) -> Model:
     """Determined's ``client.create_model``. Raises ``BadRequestError`` for an invalid name,
     ``ConflictError`` when it is taken."""
-    session = _get_session()
+    api = _get_api()
     body = {
         "name": name,
         "description": description,
         "metadata": metadata or {},
         "labels": labels or [],
     }
-    return Model._from_json(session.post("models/", json=body), session)
+    return Model._from_json(api.model_create(body), api)
 
 
 def get_model(name: str) -> Model:
     """Determined's ``client.get_model``. Raises ``NotFoundError`` for an unknown name."""
-    session = _get_session()
-    return Model._from_json(session.get(_model_path(name)), session)
+    api = _get_api()
+    return Model._from_json(api.model_get(name), api)
 
 
 def list_models() -> list[Model]:
     """Determined's ``client.list_models`` (alias ``get_models``): every model, by name."""
-    session = _get_session()
-    return [Model._from_json(m, session) for m in fetch_all(session, "models/")]
+    api = _get_api()
+    return [Model._from_json(m, api) for m in api.model_list()]
 
 
 get_models = list_models
