@@ -116,6 +116,8 @@ class NetnsCluster(HostProcesses):
         host_env: ``{host: {...}}``: variables for that host's agent only.
         master_env: variables for the master (e.g. ``HEADWAY_LEASE_SECONDS``: the hosts
             adopt the master's timing from its heartbeat answers).
+        agents: start a host agent in each host's namespace (False: the namespaces only, for
+            other daemons, e.g. ``tests.netns_slurm``'s slurmd).
         private_dirs: ``{host: [folders]}`` hidden behind an empty tmpfs on that host.
         shared_fs: more ``shared_fs`` storage locations, ``{name: folder}`` (the location
             ``shared`` is ``base/shared``).
@@ -131,6 +133,7 @@ class NetnsCluster(HostProcesses):
         private_dirs: Mapping[str, Sequence[str]] | None = None,
         shared_fs: Mapping[str, str] | None = None,
         master_env: Mapping[str, str] | None = None,
+        agents: bool = True,
     ) -> None:
         self.base = Path(base)
         self.names = list(hosts)
@@ -138,6 +141,7 @@ class NetnsCluster(HostProcesses):
         self.worker_env = dict(worker_env or {})
         self.host_env_overrides = {k: dict(v) for k, v in (host_env or {}).items()}
         self.master_env = dict(master_env or {})
+        self.agents = agents
         self.private_dirs = {k: list(v) for k, v in (private_dirs or {}).items()}
         self.shared_fs = {"shared": str(self.base / "shared"), **(shared_fs or {})}
         self.hosts: dict[str, Host] = {}
@@ -175,7 +179,7 @@ class NetnsCluster(HostProcesses):
             self._s3()
             self._web()
             self._master_worker()
-            for name in self.names:
+            for name in self.names if self.agents else ():
                 self.start_worker(name)
         except BaseException:
             self.stop()
@@ -357,7 +361,14 @@ class NetnsCluster(HostProcesses):
             self.issue_token(name)
         env = self.host_env(name)
         host.env = env
-        # Own host name (UTS namespace) and, if asked, folders this host does not share.
+        cmd = self.host_command(name, [sys.executable, "-m", "workers"])
+        host.worker = self._spawn(cmd, host.log, env=env)
+        return host.worker
+
+    def host_command(self, name: str, argv: Sequence[str]) -> list[str]:
+        """``argv`` as run on host ``name``: inside its namespace, under its own host name (a
+        UTS namespace) and, if asked, with its private folders (``private_dirs``)."""
+        host = self.hosts[name]
         setup = 'hostname "$1"; shift; '
         mounts = self.private_dirs.get(name, [])
         for folder in mounts:
@@ -365,9 +376,13 @@ class NetnsCluster(HostProcesses):
         script = setup + 'exec "$@"'
         unshare = ["unshare", "--uts"] + (["--mount", "--propagation", "private"] if mounts else [])
         cmd = ["ip", "netns", "exec", host.namespace, *unshare, "sh", "-c", script, "sh"]
-        cmd += [self._hostname(name), sys.executable, "-m", "workers"]
-        host.worker = self._spawn(cmd, host.log, env=env)
-        return host.worker
+        return [*cmd, self._hostname(name), *argv]
+
+    def spawn(
+        self, cmd: Sequence[str], log: Path, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
+        """Start ``cmd`` in its own session, output to ``log``; ``stop()`` ends it."""
+        return self._spawn(cmd, log, env=env)
 
     def wait_hosts_alive(self, timeout: float = 180) -> None:
         """Wait until the master lists every worker host as alive."""

@@ -27,13 +27,18 @@ POOLS = """
   partition: debug
   time_limit: "2"
   preempt_grace_seconds: 60
+- name: hpc-broken
+  type: slurm
+  partition: debug
+  python: /nonexistent/bin/python
 """
 
 
 @pytest.fixture(scope="module")
 def slurm_pool(cluster, tmp_path_factory):
     """The master worker of a namespace with slurm pools ``hpc`` (no time limit to speak of)
-    and ``hpc-short`` (a 2-minute limit, USR1 60 s before it)."""
+    , ``hpc-short`` (a 2-minute limit, USR1 60 s before it) and ``hpc-broken`` (a ``python``
+    the node does not have)."""
     require(slurm_up(), "no Slurm cluster answers sinfo (deploy/slurm/test-cluster.sh start)")
     base = tmp_path_factory.mktemp("slurm-pool")
     pools = base / "pools.yaml"

@@ -220,3 +220,29 @@ def test_a_pending_job_says_slurms_reason_on_its_trial_and_the_workers_page(
         slurm.cancel(holder)
     done = slurm_api.wait_trial(trial["id"], lambda t: t["state"] == "COMPLETED", "COMPLETED", 180)
     assert done["scheduling_message"] == "" and done["restarts"] == 0
+
+
+def test_a_trial_whose_code_fails_is_the_users_failure_as_on_agents(slurm_api, slurm_pool):
+    trial = slurm_api.submit(
+        CORE_API / "exp.yaml", CORE_API, resources={"resource_pool": "hpc"}, max_restarts=0,
+        entrypoint="python -c \"print('the trial fails'); raise SystemExit(3)\"",
+    )  # fmt: skip
+    done = slurm_api.wait_trial(trial["id"], lambda t: t["state"] == "ERROR", "ERROR", 180)
+    assert done["run_id"] == 1  # not re-queued: the code failed, not Slurm
+    logs = slurm_api.logs(trial["id"])
+    assert "the trial fails" in logs and "[headway] run 1 exited with code 3" in logs
+
+
+def test_a_job_whose_node_process_cannot_start_fails_with_slurms_output(slurm_api, slurm_pool):
+    trial = slurm_api.submit(
+        CORE_API / "exp.yaml", CORE_API, resources={"resource_pool": "hpc-broken"},
+        max_restarts=0,
+    )  # fmt: skip
+    done = slurm_api.wait_trial(trial["id"], lambda t: t["state"] == "ERROR", "ERROR", 180)
+    assert done["run_id"] == 1
+    logs = slurm_api.logs(trial["id"])
+    job_id = _jobs_of(trial["id"])[0].job_id
+    ended = [line for line in logs if line.startswith(f"[headway] Slurm job {job_id} ended FAILED")]
+    assert ended, logs
+    # The job's own output (srun's error about the missing interpreter) is in the trial's log.
+    assert any(line.startswith("[slurm] ") and "/nonexistent/bin/python" in line for line in logs)

@@ -9,10 +9,10 @@ from registry.pools._slurm import SlurmPoolSettings
 from registry.slurm._script import JobLayout, job_name, job_script
 
 
-def _script(settings: SlurmPoolSettings, layout=JobLayout(1, 2), env=None) -> str:
+def _script(settings: SlurmPoolSettings, layout: JobLayout | None = None, env=None) -> str:
     return job_script(
         settings,
-        layout,
+        layout or JobLayout(1, 2),
         name=job_name("ns", 7, 3),
         python="/opt/hw/bin/python",
         work_dir="/scratch/hw",
