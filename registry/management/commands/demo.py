@@ -18,7 +18,7 @@ from rest_framework.authtoken.models import Token
 
 from config.env import envint
 from config.services import Services
-from headway.client import Session
+from headway.client import RegistryAPI
 
 
 class Command(BaseCommand):
@@ -60,7 +60,7 @@ class Command(BaseCommand):
                    "create", str(example / "const.yaml"), str(example), "--follow"]  # fmt: skip
             env = dict(os.environ, HEADWAY_TOKEN=token)
             subprocess.run(cli, env=env, check=False)
-            completed = self._summary(Session(master, token), master)
+            completed = self._summary(RegistryAPI(master, token), master)
             if once:
                 if not completed:
                     raise CommandError("the example experiment did not complete")
@@ -70,11 +70,11 @@ class Command(BaseCommand):
         finally:
             services.stop()
 
-    def _summary(self, session: Session, master: str) -> bool:
-        experiment = next(iter(session.get("experiments/", {"limit": 1})["results"]), None)
+    def _summary(self, api: RegistryAPI, master: str) -> bool:
+        experiment = next(iter(api.experiment_list()), None)  # newest first
         if experiment is None:
             raise CommandError("no experiment was created")
-        trials = session.get(f"experiments/{experiment['id']}/trials/")["results"]
+        trials = api.experiment_trials(experiment["id"])
         metric = experiment["searcher_metric"]
         self.stdout.write("")
         self.stdout.write(
