@@ -19,6 +19,7 @@ import requests
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from headway.cli.main import main as cli_main
@@ -230,3 +231,15 @@ def test_the_schema_documents_every_host_route_with_its_model(live_server, users
             )
         elif expected == "binary":
             assert "application/gzip" in responses[ok]["content"], name
+
+
+def test_a_host_agent_cannot_join_a_slurm_pool(live_server, settings, tmp_path) -> None:
+    # A slurm pool's hosts are the nodes of its jobs, made by the master (registry.slurm): an
+    # agent that names it is refused, so it can never be handed a run meant for a job.
+    pools = tmp_path / "pools.yaml"
+    pools.write_text("- {name: hpc, type: slurm, partition: debug}\n")
+    settings.HEADWAY_RESOURCE_POOLS = str(pools)
+    agent = host_api(live_server, "hx-agent")
+    with pytest.raises(BadRequestError, match="pool 'hpc' is a slurm pool"):
+        agent.host_heartbeat(pool="hpc", devices=["cpu0"], gpu=False, started_at=timezone.now())
+    assert beat(agent, "hx-agent").name == "hx-agent"  # the default (agent) pool still takes it
