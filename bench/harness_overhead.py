@@ -36,7 +36,8 @@ accelerator=<device>, devices=1)`` (bench/_lightning_peer.py), in raw vs Lightni
 alternated like raw vs harness, with the same threads; the JSON's ``"lightning"`` holds its
 figures, or null when it is not installed. Determined: the JSON only says whether it is
 installed (docs/performance.md quotes its figures from an earlier run). ``--profile`` prints
-a cProfile of one tiny harness run. A last row runs the tiny harness with the system-metrics
+a cProfile of one tiny harness run; bench/harness_instructions.py counts the instructions the
+harness runs per batch beyond raw, which a busy machine's load does not move. A last row runs the tiny harness with the system-metrics
 sampler (``headway.core._system_metrics``) off and on, alternated, sampling every
 ``--system-interval`` s (0.1: 100 times its default rate, so that its cost would show).
 The last line printed is a JSON object of the figures.
