@@ -53,13 +53,18 @@ def netns(tmp_path_factory):
         yield cluster
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    """The Core API example plus a startup hook reporting each host's view."""
-    target = tmp_path_factory.mktemp("model") / "core_api_distributed"
+def hooked_example(root: Path) -> Path:
+    """The Core API example plus a startup hook reporting each host's view, copied into
+    ``root``."""
+    target = root / "core_api_distributed"
     shutil.copytree(CORE_API, target)
     (target / "startup-hook.sh").write_text(HOOK)
     return target
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return hooked_example(tmp_path_factory.mktemp("model"))
 
 
 def host_checks(lines: list[str]) -> list[dict[str, str]]:

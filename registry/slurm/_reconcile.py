@@ -95,8 +95,9 @@ def _active(job: SlurmJob, found: SeenJob) -> None:
     elif run["stop_requested"] == StopReason.KILL:
         cancel(found.job_id)  # kill is scancel: SIGTERM to every process, SIGKILL after KillWait
     elif run["state"] == RunState.QUEUED and found.state == "PENDING":
-        reason = found.reason if found.reason not in ("", "None") else "queued"
-        _say(job, f"waiting in Slurm: job {found.job_id} pending ({reason})")
+        # Slurm sets a reason at its first scheduling pass; until then it says "None".
+        why = f" ({found.reason})" if found.reason not in ("", "None") else ""
+        _say(job, f"waiting in Slurm: job {found.job_id} pending{why}")
 
 
 def _exited_before(ended_at: datetime | None, age: timedelta) -> bool:

@@ -7,12 +7,11 @@ routed address."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
-from e2e_tests.workers.test_distributed_e2e import CORE_API, core_api_config, submit
-from e2e_tests.workers.test_multihost_netns import HOOK, host_checks, placement
+from e2e_tests.workers.test_distributed_e2e import core_api_config, submit
+from e2e_tests.workers.test_multihost_netns import hooked_example, host_checks, placement
 from tests.helpers import require, wait_for
 from tests.helpers_slurm import slurm_up
 from tests.netns_cluster import NetnsCluster, require_netns
@@ -50,10 +49,7 @@ def slurm_netns(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    target = tmp_path_factory.mktemp("model") / "core_api_distributed"
-    shutil.copytree(CORE_API, target)
-    (target / "startup-hook.sh").write_text(HOOK)
-    return target
+    return hooked_example(tmp_path_factory.mktemp("model"))
 
 
 def test_a_two_node_trial_runs_as_one_job_over_both_namespaced_nodes(slurm_netns, model_dir):

@@ -3,6 +3,7 @@ experiment completes and its checkpoint downloads; controls; infrastructure fail
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -203,8 +204,12 @@ def test_a_pending_job_says_slurms_reason_on_its_trial_and_the_workers_page(
             CORE_API / "exp.yaml", CORE_API, resources={"resource_pool": "hpc"},
             hyperparameters={"lr": 0.5, "sleep": 0.1},
         )  # fmt: skip
+        # Slurm names a reason at its first scheduling pass (before it: "None", no reason).
         waiting = slurm_api.wait_trial(
-            trial["id"], lambda t: "pending (" in t["scheduling_message"], "Slurm's reason", 60
+            trial["id"],
+            lambda t: re.search(r"pending \((Resources|Priority)\)", t["scheduling_message"]),
+            "Slurm's reason",
+            90,
         )
         job_id = _jobs_of(trial["id"])[0].job_id
         assert waiting["scheduling_message"] in (
