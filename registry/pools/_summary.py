@@ -17,7 +17,7 @@ from django.db.models import Count
 
 from registry.models import RunState, SlurmJob, State, TrialRun, WorkerHost
 from registry.models.host import alive_cutoff
-from registry.pools._file import resource_pools
+from registry.pools._file import SLURM, resource_pools
 
 
 @dataclasses.dataclass
@@ -120,7 +120,7 @@ def hosts_by_pool() -> list[tuple[PoolSummary, list[WorkerHost]]]:
             grouped[host.pool] = []
         grouped[host.pool].append(host)
     for summary in summaries.values():
-        if summary.type == "slurm":
+        if summary.type == SLURM:
             summary.slurm_jobs = list(
                 SlurmJob.objects.filter(
                     pool=summary.name, run__namespace=settings.CELERY_TASK_DEFAULT_QUEUE

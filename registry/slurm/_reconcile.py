@@ -27,11 +27,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from registry.models import HostToken, RunState, StopReason, Trial, TrialLog, TrialRun
+from registry.models import HostToken, RunState, StopReason, TrialLog, TrialRun
 from registry.models.slurm_job import SlurmJob
 from registry.pools import ResourcePool
 from registry.slurm._commands import SlurmJob as SeenJob
 from registry.slurm._commands import cancel, jobs
+from registry.slurm._submit import job_work_dir, say
 
 logger = logging.getLogger("headway.slurm")
 
@@ -97,17 +98,11 @@ def _active(job: SlurmJob, found: SeenJob) -> None:
     elif run["state"] == RunState.QUEUED and found.state == "PENDING":
         # Slurm sets a reason at its first scheduling pass; until then it says "None".
         why = f" ({found.reason})" if found.reason not in ("", "None") else ""
-        _say(job, f"waiting in Slurm: job {found.job_id} pending{why}")
+        say(job.run_id, f"waiting in Slurm: job {found.job_id} pending{why}")
 
 
 def _exited_before(ended_at: datetime | None, age: timedelta) -> bool:
     return ended_at is not None and timezone.now() - ended_at > age
-
-
-def _say(job: SlurmJob, message: str) -> None:
-    Trial.objects.filter(runs__id=job.run_id).exclude(scheduling_message=message).update(
-        scheduling_message=message[:500]
-    )
 
 
 def _ended(
@@ -146,9 +141,7 @@ def _ended(
 def _copy_output(job: SlurmJob, pool: ResourcePool | None, run: TrialRun) -> None:
     """The last lines of the job's output file (``--output``), when the master can read it
     (a shared work directory), so the trial's failure box shows why the job failed."""
-    work_dir = (pool.slurm.work_dir if pool and pool.slurm else None) or str(
-        settings.HEADWAY_WORK_DIR
-    )
+    work_dir = job_work_dir(pool) if pool is not None else str(settings.HEADWAY_WORK_DIR)
     path = Path(work_dir) / f"slurm-{job.job_id}.out"
     try:
         lines = path.read_text(errors="replace").splitlines()[-OUTPUT_TAIL_LINES:]

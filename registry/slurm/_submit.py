@@ -58,17 +58,26 @@ def submit_queued_runs(namespace: str, pools: dict[str, ResourcePool]) -> list[i
             job_id = _submit_run(pk, pools[pool], namespace)
         except SlurmError as exc:
             logger.warning("run %s could not be submitted to Slurm: %s", pk, exc)
-            _say(pk, f"waiting: Slurm refused the job ({exc}); trying again")
+            say(pk, f"waiting: Slurm refused the job ({exc}); trying again")
             continue
         if job_id is not None:
             submitted.append(job_id)
     return submitted
 
 
-def _say(run_pk: int, message: str) -> None:
-    trial_id = TrialRun.objects.filter(id=run_pk).values_list("trial_id", flat=True).first()
-    if trial_id is not None:
-        Trial.objects.filter(id=trial_id).update(scheduling_message=message[:500])
+def say(run_pk: int, message: str) -> None:
+    """Show ``message`` as the scheduling message of run ``run_pk``'s trial (no write when it
+    says that already: the reconciliation repeats it every poll)."""
+    message = message[:500]
+    Trial.objects.filter(runs__id=run_pk).exclude(scheduling_message=message).update(
+        scheduling_message=message
+    )
+
+
+def job_work_dir(pool: ResourcePool) -> str:
+    """Where a job of ``pool`` runs its runs and writes its output: the pool's ``work_dir``,
+    else the master's ``HEADWAY_WORK_DIR``."""
+    return (pool.slurm.work_dir if pool.slurm else None) or str(settings.HEADWAY_WORK_DIR)
 
 
 def _submit_run(run_pk: int, pool: ResourcePool, namespace: str) -> int | None:
@@ -91,7 +100,7 @@ def _submit_run(run_pk: int, pool: ResourcePool, namespace: str) -> int | None:
             return None  # its stored config did not validate: the trial already says so
         layout = pool.slurm.nodes_for(max(run.slots_needed, 1))
         if layout is None:
-            _say(
+            say(
                 run.pk,
                 f"not submitted: slots_per_trial {run.slots_needed} is not a multiple of pool "
                 f"{pool.name}'s slots_per_node {pool.slurm.slots_per_node}",
@@ -121,7 +130,7 @@ def _submit_run(run_pk: int, pool: ResourcePool, namespace: str) -> int | None:
             RunShare(run=run, node_rank=node, host=host, slots=per_node, devices=devices)
             for node, host in enumerate(hosts[1:], start=1)
         )
-        work_dir = pool.slurm.work_dir or str(settings.HEADWAY_WORK_DIR)
+        work_dir = job_work_dir(pool)
         python = pool.slurm.python or sys.executable
         Path(work_dir).mkdir(parents=True, exist_ok=True)  # the job's output file goes there
         script = job_script(
@@ -139,7 +148,7 @@ def _submit_run(run_pk: int, pool: ResourcePool, namespace: str) -> int | None:
         "trial %s run %s submitted as Slurm job %s (%s node(s) x %s slot(s))",
         run.trial_id, run.run_id, job.job_id, nodes, per_node,
     )  # fmt: skip
-    _say(run.pk, f"waiting in Slurm: job {job.job_id} submitted to pool {pool.name}")
+    say(run.pk, f"waiting in Slurm: job {job.job_id} submitted to pool {pool.name}")
     return job.job_id
 
 
