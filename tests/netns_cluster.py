@@ -70,7 +70,6 @@ from tests.helpers import REPO, free_port, wait_for
 from tests.netns_inspect import HostProcesses
 from tests.netns_master import (
     PG_BIN,
-    S3_KEYS,
     S3_KEYS_ENV,
     Postgres,
     connects,
@@ -78,6 +77,7 @@ from tests.netns_master import (
     run_checked,
 )
 from tests.netns_network import SECOND_OCTET, Host, build_network, hostname
+from tests.netns_storage import ClusterStorage
 
 # The worker hosts' DATABASE_URL: no route leads there from a host's namespace (its only route
 # is the bridge's /24), so a host that tried to open the database would fail at once.
@@ -105,7 +105,7 @@ def require_netns() -> None:
         pytest.skip(why)
 
 
-class NetnsCluster(HostProcesses):
+class NetnsCluster(HostProcesses, ClusterStorage):
     """A master and worker hosts in network namespaces (see the module docstring).
 
     Args:
@@ -211,33 +211,6 @@ class NetnsCluster(HostProcesses):
         self._moto.start()
         host, port = self._moto.get_host_and_port()
         self.s3_url = f"http://{host}:{port}"
-
-    def storage_locations(self) -> str:
-        """The admin's storage locations file: the ``shared_fs`` folders (``shared`` and those
-        given) and the moto server's bucket ``checkpoints`` (location ``s3``)."""
-        path = self.base / "storage-locations.yaml"
-        lines = ["default: shared", "locations:"]
-        for name, folder in self.shared_fs.items():
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            lines.append(f"  {name}: {{type: shared_fs, host_path: '{folder}'}}")
-        lines.append(f"  s3: {{type: s3, bucket: checkpoints, endpoint_url: '{self.s3_url}'}}")
-        path.write_text("\n".join(lines) + "\n")
-        return str(path)
-
-    def s3_storage(self, prefix: str = "") -> dict:
-        """A ``checkpoint_storage`` in the cluster's S3 bucket ``checkpoints`` (created on
-        first use), under ``prefix``."""
-        import boto3
-
-        client = boto3.client("s3", endpoint_url=self.s3_url, **S3_KEYS)
-        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
-            client.create_bucket(Bucket="checkpoints")
-        storage = {"type": "s3", "bucket": "checkpoints", "endpoint_url": self.s3_url}
-        return {**storage, "prefix": prefix} if prefix else storage
-
-    def shared_storage(self, name: str = "shared") -> dict:
-        """A ``checkpoint_storage`` on the ``shared_fs`` location ``name``."""
-        return {"type": "shared_fs", "host_path": self.shared_fs[name]}
 
     @staticmethod
     def _base_env() -> dict[str, str]:
