@@ -13,11 +13,13 @@ from headway.storage._archive_stream import (
 )
 from headway.storage._base import StorageManager
 from headway.storage._build import build, build_storage_manager
+from headway.storage._read_ahead import ReadAhead
 from headway.storage._shared_fs import SharedFSStorageManager
 from headway.storage._tar import iter_tar_chunks
 
 __all__ = [
     "FileRange",
+    "ReadAhead",
     "S3StorageManager",
     "SharedFSStorageManager",
     "StorageManager",

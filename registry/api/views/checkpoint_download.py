@@ -23,6 +23,7 @@ from werkzeug.http import parse_range_header
 
 from headway.archive import UnsafeArchivePath, check_member_path
 from headway.storage import (
+    ReadAhead,
     StorageManager,
     iter_tar_chunks,
     iter_tgz_chunks,
@@ -176,12 +177,14 @@ def _archive(manager: StorageManager, storage_id: str, resources: dict, params: 
     kind = params.get("format", "tar")
     content_type, extension = FORMATS[kind]
     if kind == "zip":
-        body = zip_stream(manager, storage_id, files)
+        # Built in a second thread (ReadAhead): the CRC-32 of its bytes overlaps the send.
+        archive = zip_stream(manager, storage_id, files)
+        body = ReadAhead(archive, len(archive))
         response = StreamingHttpResponse(body, content_type=content_type)
         response["Content-Length"] = str(len(body))
     elif kind == "tgz":
         response = StreamingHttpResponse(
-            iter_tgz_chunks(manager, storage_id, files=files), content_type=content_type
+            ReadAhead(iter_tgz_chunks(manager, storage_id, files=files)), content_type=content_type
         )
     else:
         response = StreamingHttpResponse(
