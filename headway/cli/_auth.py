@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from pydantic import ValidationError
-
 from headway.cli._common import CLIError, make_api, master_url
 from headway.client import save_token
 
@@ -20,6 +18,8 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise CLIError("no username/password given (use --username and --password)", 2) from None
     if not username:
         raise CLIError("a username is required", 2)
+    from pydantic import ValidationError  # loaded with the wire models the answer is read into
+
     try:
         token = make_api(args, authenticated=False).login(username, password).token
     except ValidationError as exc:

@@ -13,12 +13,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
-from tqdm import tqdm
 
-from headway.archive import UnsafeArchivePath, check_member_path
 from headway.cli._common import CLIError, make_api
 from headway.client import APIError, RegistryAPI
 
@@ -26,6 +24,9 @@ CHUNK_BYTES = 1 << 20
 # Attempts per file after a dropped connection, each resuming where the last one stopped.
 RESUME_ATTEMPTS = 3
 ARCHIVE_EXTENSIONS = {"tar": "tar", "tgz": "tar.gz", "zip": "zip"}
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 
 def add_parser(ckpt_cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,6 +91,8 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 
 def _local_path(dest: Path, uuid: str, rel: str) -> Path:
+    from headway.archive import UnsafeArchivePath, check_member_path
+
     try:
         return dest / check_member_path(rel, what="checkpoint file path")
     except UnsafeArchivePath as exc:
@@ -104,6 +107,8 @@ def _size_on_disk(path: Path) -> int:
 
 
 def _bar(total: int | None, initial: int, uuid: str, disable: bool | None) -> tqdm[Any]:
+    from tqdm import tqdm  # ~30 ms: loaded by the command that draws a bar, not by every command
+
     return tqdm(
         total=total,
         initial=initial,

@@ -14,12 +14,6 @@ from typing import Any
 from headway.cli._common import CLIError, make_api
 from headway.cli._experiment import follow_experiment
 from headway.client import EXPERIMENT_ACTIONS, TRIAL_ACTIONS
-from headway.expconf import (
-    OverrideError,
-    merge_hparam_overrides,
-    parse_hparam_overrides,
-    parse_max_length,
-)
 
 
 def cmd_experiment_control(args: argparse.Namespace) -> int:
@@ -55,6 +49,8 @@ def continue_body(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         CLIError: exit 2 for a malformed ``--max-length`` or ``--hparam``.
     """
+    from headway.expconf import OverrideError, parse_hparam_overrides, parse_max_length
+
     body: dict[str, Any] = {}
     try:
         if args.checkpoint:
@@ -80,6 +76,8 @@ def cmd_trial_continue(args: argparse.Namespace) -> int:
     api = make_api(args)
     overrides = body.get("hparams") or {}
     if any(isinstance(value, dict) for value in overrides.values()):
+        from headway.expconf import merge_hparam_overrides
+
         current = api.trial_get(args.id).get("hparams") or {}
         body["hparams"] = merge_hparam_overrides(current, overrides)
     experiment = api.trial_continue(args.id, body)

@@ -8,14 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
-from headway.archive import (
-    MAX_MODEL_DEF_BYTES,
-    ModelDefinitionError,
-    check_model_definition,
-    pack_model_definition,
-)
 from headway.cli import _common
 from headway.cli._common import CLIError, make_api
 from headway.cli._output import (
@@ -28,7 +20,6 @@ from headway.cli._output import (
     truncate,
 )
 from headway.client import RegistryAPI
-from headway.expconf import ConfigError, parse_experiment_config
 
 
 def cmd_create(args: argparse.Namespace) -> int:
@@ -38,6 +29,15 @@ def cmd_create(args: argparse.Namespace) -> int:
     goes through the registry's own check (``headway.archive.check_model_definition``, with the
     default size limit), so a refusal here reads exactly as the registry's would.
     """
+    # Loaded here, not at the top: every command imports this module (see headway/cli/main.py).
+    from headway.archive import (
+        MAX_MODEL_DEF_BYTES,
+        ModelDefinitionError,
+        check_model_definition,
+        pack_model_definition,
+    )
+    from headway.expconf import ConfigError, parse_experiment_config
+
     config_path = Path(args.config)
     try:
         config_text = config_path.read_text(encoding="utf-8")
@@ -67,6 +67,8 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 def follow_experiment(api: RegistryAPI, experiment_id: int) -> int:
     """Show a progress bar until the experiment stops; 0 when it COMPLETED, else 1."""
+    from tqdm import tqdm
+
     state = "?"
     # No rate or ETA: progress comes from the searcher in uneven steps, so they would mislead.
     bar_format = "{desc}: {percentage:3.0f}%|{bar}| {elapsed}{postfix}"

@@ -14,9 +14,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from headway.cli._common import CLIError, make_api
-from headway.experimental.client import Experiment
+
+if TYPE_CHECKING:
+    from headway.experimental.client import Experiment
 
 TB_PREFIX = "tensorboard/"
 
@@ -40,6 +43,8 @@ def download_event_files(experiment: Experiment, dest: Path) -> int:
 
 def cmd_tensorboard(args: argparse.Namespace) -> int:
     """Download the experiment's TensorBoard files; print the folder or run TensorBoard on it."""
+    from headway.experimental.client import Experiment
+
     api = make_api(args)
     data = api.experiment_get(args.experiment_id)
     experiment = Experiment(

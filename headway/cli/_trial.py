@@ -11,7 +11,6 @@ from typing import Any
 from headway.cli import _common
 from headway.cli._common import make_api
 from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
-from headway.expconf import flatten_hparams
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -43,6 +42,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
             ("ended", fmt_time(trial.get("ended_at"))),
         ]
     )
+    from headway.expconf import flatten_hparams
+
     print("\nHyperparameters:")
     print_fields(flatten_hparams(trial.get("hparams") or {}))
     print("\nSummary metrics:")

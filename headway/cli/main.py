@@ -23,7 +23,6 @@ from headway.cli import (
 )
 from headway.cli._common import DEFAULT_MASTER, CLIError, master_url
 from headway.client import APIError, ConflictError, UnauthenticatedError
-from headway.expconf import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,9 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     master = master_url(args)
     try:
         return int(args.func(args))
-    except (CLIError, ConfigError) as exc:
+    except CLIError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code if isinstance(exc, CLIError) else 2
+        return exc.exit_code
     except ConflictError as exc:
         # An illegal transition: the master's reason already names the current state.
         detail = exc.body.get("detail") if isinstance(exc.body, dict) else None
@@ -141,6 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
+    except Exception as exc:
+        # A ConfigError can only come from a command that loaded the config models; importing
+        # them here, not at the top, keeps them out of every other command's start (~0.2 s).
+        from headway.expconf import ConfigError
+
+        if not isinstance(exc, ConfigError):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

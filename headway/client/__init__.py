@@ -1,6 +1,5 @@
 """REST client for the Headway registry: token auth, retries with backoff, typed errors."""
 
-from headway.client import _wire as wire
 from headway.client._errors import (
     APIError,
     BadRequestError,
@@ -9,6 +8,7 @@ from headway.client._errors import (
     NotFoundError,
     UnauthenticatedError,
 )
+from headway.client._lazy_wire import wire
 from headway.client._registry_api import RegistryAPI
 from headway.client._routes import EXPERIMENT_ACTIONS, TRIAL_ACTIONS
 from headway.client._session import Session, fetch_all

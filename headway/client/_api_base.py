@@ -7,11 +7,11 @@ from typing import Any, Self, TypeVar
 
 import requests
 
-from headway.client import _wire as wire
+from headway.client._lazy_wire import wire
 from headway.client._routes import ROUTES
 from headway.client._session import Session, fetch_all
 
-Model = TypeVar("Model", bound=wire.WireModel)
+Model = TypeVar("Model", bound="wire.WireModel")  # a string: wire loads on first use
 
 
 class APIBase:

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from headway.client import _wire as wire
 from headway.client._api_base import APIBase
+from headway.client._lazy_wire import wire
 
 LogLine = str | tuple[str, datetime | None]
 

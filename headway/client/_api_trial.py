@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from headway.client import _wire as wire
 from headway.client._api_base import APIBase
+from headway.client._lazy_wire import wire
 
 _JSON = {"Content-Type": "application/json"}
 

@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 import requests
 
-from headway.client import _wire as wire
 from headway.client._api_base import APIBase
+from headway.client._lazy_wire import wire
 from headway.client._routes import EXPERIMENT_ACTIONS, TRIAL_ACTIONS
 
 
