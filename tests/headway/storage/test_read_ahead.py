@@ -27,7 +27,7 @@ def test_an_error_of_the_source_is_raised_in_the_consumer_after_the_pieces_befor
         raise FileNotFoundError("gone.bin")
 
     seen = []
-    with pytest.raises(FileNotFoundError, match="gone.bin"):
+    with pytest.raises(FileNotFoundError, match=r"gone\.bin"):
         for piece in ReadAhead(source()):
             seen.append(piece)
     assert seen == [b"first"]
