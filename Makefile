@@ -3,7 +3,9 @@ VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PYTEST_ARGS ?= -n 2
+# loadgroup: tests marked xdist_group(NAME) run on one worker (the shared test Slurm's), the rest
+# are spread test by test as with --dist load.
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: install migrate demo serve test test-fast test-e2e lint format bench clean
 

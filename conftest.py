@@ -2,4 +2,4 @@
 e2e_tests/ (full-stack). They live in tests/plugin.py; a conftest.py below the root may not
 register plugins, so this one does (docs/decisions/code-layout.md)."""
 
-pytest_plugins = ["tests.plugin"]
+pytest_plugins = ["tests.plugin", "tests.ordering"]

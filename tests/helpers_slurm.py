@@ -6,6 +6,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+# The xdist group of the tests that use the shared test Slurm (deploy/slurm/test-cluster.sh).
+SLURM_GROUP = "slurm"
+
 
 def slurm_up() -> bool:
     """Whether a Slurm controller answers ``sinfo`` with at least one node."""

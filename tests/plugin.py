@@ -180,6 +180,9 @@ CLUSTER_TIMING = {
     "HEADWAY_LEASE_SECONDS": 10.0,
     "HEADWAY_LEASE_MARGIN_SECONDS": 8.0,
     "HEADWAY_HOST_TIMEOUT_SECONDS": 5.5,
+    # A lost task message is sent again after 20 s, not the default 2 min: a duplicate is
+    # harmless (the claim lets one delivery in), and the lost-message test waits this long.
+    "HEADWAY_DISPATCH_TIMEOUT_SECONDS": 20.0,
 }
 
 

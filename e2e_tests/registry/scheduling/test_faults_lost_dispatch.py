@@ -50,7 +50,8 @@ def test_finding_lost_broker_message_queued_trial_runs_after_redispatch(
     cluster, cluster_api, settings, tmp_path
 ):
     """The host's worker runs; its queue loses the run's message (consumer paused, queue
-    purged); the reaper sends it again and the trial runs to completion."""
+    purged); the master's reaper sends it again (the cluster's dispatch timeout, 20 s) and the
+    trial runs to completion."""
     from config.celery import app
     from registry.models import TrialRun
     from workers.hosts import host_queue
@@ -64,8 +65,6 @@ def test_finding_lost_broker_message_queued_trial_runs_after_redispatch(
         HEADWAY_QUEUE=pool,
         HEADWAY_HOST_NAME=name,
         HEADWAY_SLOTS="1",
-        HEADWAY_REAPER_INTERVAL_SECONDS="2",
-        HEADWAY_DISPATCH_TIMEOUT_SECONDS="4",
     )
     # Its own node name: the control commands below must reach this worker alone (a broadcast
     # add_consumer would make every test worker on the broker take this host's messages).

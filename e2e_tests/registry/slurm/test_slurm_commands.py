@@ -10,9 +10,11 @@ import pytest
 
 from registry import slurm
 from tests.helpers import require, wait_for
-from tests.helpers_slurm import slurm_up
+from tests.helpers_slurm import SLURM_GROUP, slurm_up
 
-pytestmark = pytest.mark.integration
+# One xdist worker runs every test of the shared test Slurm (SLURM_GROUP): its one node, shared
+# by two workers' jobs, made each wait for the other's.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group(SLURM_GROUP)]
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,11 @@ import pytest
 
 from registry import slurm
 from tests.helpers import REPO, wait_for
-from tests.helpers_slurm import squeue_names
+from tests.helpers_slurm import SLURM_GROUP, squeue_names
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# One xdist worker runs every test of the shared test Slurm (SLURM_GROUP, `make test`'s
+# --dist loadgroup): a second worker's jobs would wait for its node.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group(SLURM_GROUP)]
 
 RESUMABLE = REPO / "tests" / "fixtures" / "resumable"
 CORE_API = REPO / "tests" / "fixtures" / "core_api"
