@@ -18,13 +18,13 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import requests
 
 from bench._server import Backend, Server, postgres_recreate, single_file_model_definition
 from tests.helpers import REPO, require
+from tests.helpers_postgres import PrivatePostgres
 
 REPORTERS = 20
 READERS = 20
@@ -234,25 +234,22 @@ def test_load_on_sqlite_loses_nothing_and_never_answers_5xx(server_kind):
         backend.cleanup()
 
 
-def _load_postgres_url() -> str | None:
-    """``HEADWAY_LOAD_DATABASE_URL``, else ``DATABASE_URL``'s server with a database of this
-    test's own (``<name>_load``: recreated, so never the suite's database)."""
-    explicit = os.environ.get("HEADWAY_LOAD_DATABASE_URL")
-    if explicit:
-        return explicit
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        return None
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}_load"))
-
-
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("server_kind", sorted(SERVERS))
 def test_load_on_postgres_loses_nothing_and_never_answers_5xx(server_kind):
-    url = _load_postgres_url()
-    require(url is not None, "set DATABASE_URL=postgres://... (or HEADWAY_LOAD_DATABASE_URL)")
+    """On ``HEADWAY_LOAD_DATABASE_URL`` when set, else on a private PostgreSQL server: the
+    server's pools and the load's clients take tens of connections, which on the suite's shared
+    server left other tests' servers none (their requests answered 503 after the pool's wait)."""
+    explicit = os.environ.get("HEADWAY_LOAD_DATABASE_URL")
+    if explicit:
+        _load_postgres(explicit, server_kind)
+        return
+    with PrivatePostgres() as server:
+        _load_postgres(server.url("headway_load"), server_kind)
+
+
+def _load_postgres(url: str, server_kind: str) -> None:
     why = postgres_recreate(url)
     require(why is None, f"PostgreSQL unreachable: {why}")
     backend = Backend.postgres(url)

@@ -52,15 +52,18 @@ def schemathesis_command(url: str, token: str, report_dir) -> list[str]:
     ]  # fmt: skip
 
 
-def fuzz_backend() -> Backend:
+def fuzz_backend(name: str = "fuzz") -> Backend:
     """The suite's database kind: a fresh PostgreSQL database beside ``DATABASE_URL``'s (named
-    ``<name>_fuzz``; CI) when it names PostgreSQL, else a fresh SQLite file (issue #23: the
-    audit found failures on PostgreSQL that SQLite never shows, e.g. NUL characters)."""
+    ``<its name>_<name>_<xdist worker>``; CI) when it names PostgreSQL, else a fresh SQLite
+    file (issue #23: the audit found failures on PostgreSQL that SQLite never shows, e.g. NUL
+    characters). Each xdist worker has its own: a module's tests may run on both at once, and
+    recreating one shared name dropped the other worker's database under its server."""
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
         return Backend.sqlite()
     parts = urlsplit(url)
-    fuzz_url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_fuzz"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    fuzz_url = urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}_{name}_{worker}"))
     why = postgres_recreate(fuzz_url)
     if why is not None:
         pytest.fail(f"cannot create the fuzzing database {fuzz_url}: {why}")

@@ -13,33 +13,20 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import requests
 
-from bench._server import Backend, Server, postgres_recreate, single_file_model_definition
+from bench._server import Server, single_file_model_definition
 from tests.helpers import REPO
-from tests.registry.api.test_api_fuzz import CONFIG, schemathesis_command
+from tests.registry.api.test_api_fuzz import CONFIG, fuzz_backend, schemathesis_command
 
 EXAMPLES = os.environ.get("HEADWAY_FUZZ_EXAMPLES", "50")
 
 
-def _backend() -> Backend:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        return Backend.sqlite()
-    parts = urlsplit(url)
-    fuzz_url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_hostfuzz"))
-    why = postgres_recreate(fuzz_url)
-    if why is not None:
-        pytest.fail(f"cannot create the fuzzing database {fuzz_url}: {why}")
-    return Backend.postgres(fuzz_url)
-
-
 @pytest.mark.slow
 def test_schemathesis_finds_no_failure_on_the_host_routes(tmp_path):
-    backend = _backend()
+    backend = fuzz_backend("hostfuzz")
     backend.env["SECRET_KEY"] = "host-fuzz-" + "k" * 40
     user_token = backend.prepare("fuzz")
     host_key = backend.manage("headway_host_token", "fuzz-host", "--create").strip()
