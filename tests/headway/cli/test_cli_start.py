@@ -12,8 +12,7 @@ import json
 import subprocess
 import sys
 
-# The wire models sit in sys.modules unexecuted (LazyLoader): pydantic's absence says they did not load.
-HEAVY = ("pydantic", "yaml", "tqdm", "headway.expconf", "headway.archive")
+HEAVY = ("pydantic", "yaml", "tqdm", "headway.expconf", "headway.archive", "headway.client._wire")
 
 
 def _loaded_after(code: str) -> list[str]:
@@ -29,12 +28,29 @@ def test_importing_the_command_line_loads_none_of_the_heavy_modules():
     assert [name for name in HEAVY if name in loaded] == []
 
 
-def test_the_wire_models_load_at_first_use_and_are_the_same_module_by_either_name():
+def test_the_wire_models_load_at_first_use_and_are_the_same_classes_by_either_name():
     loaded = _loaded_after(
         "from headway.client import wire, _wire\n"
-        "assert wire is _wire and wire.HostInfo.__module__ == 'headway.client._wire'"
+        "assert wire.HostInfo is _wire.HostInfo and wire.Claim is _wire.Claim"
     )
     assert "pydantic" in loaded
+
+
+def test_threads_reading_the_wire_models_first_at_once_all_get_them():
+    # Before Python 3.12 importlib.util.LazyLoader let a second thread see a half-run module.
+    loaded = _loaded_after(
+        "import threading\n"
+        "from headway.client import wire\n"
+        "start, got = threading.Barrier(8), []\n"
+        "def read():\n"
+        "    start.wait()\n"
+        "    got.append(wire.ShareStatusList)\n"
+        "threads = [threading.Thread(target=read) for _ in range(8)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "assert len(got) == 8 and len(set(got)) == 1, got"
+    )
+    assert "headway.client._wire" in loaded
 
 
 def test_a_config_error_still_exits_2_naming_the_file(tmp_path):
