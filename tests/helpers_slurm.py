@@ -6,7 +6,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-# The xdist group of the tests that use the shared test Slurm (deploy/slurm/test-cluster.sh).
+# The xdist group of the tests that use the shared test Slurm (deploy/slurm/test-cluster.sh):
+# `make test`'s --dist loadgroup runs them on one worker, since a second worker's jobs would
+# wait for the one node.
 SLURM_GROUP = "slurm"
 
 

@@ -12,8 +12,6 @@ from registry import slurm
 from tests.helpers import require, wait_for
 from tests.helpers_slurm import SLURM_GROUP, slurm_up
 
-# One xdist worker runs every test of the shared test Slurm (SLURM_GROUP): its one node, shared
-# by two workers' jobs, made each wait for the other's.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group(SLURM_GROUP)]
 
 

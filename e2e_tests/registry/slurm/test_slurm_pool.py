@@ -12,8 +12,6 @@ from registry import slurm
 from tests.helpers import REPO, wait_for
 from tests.helpers_slurm import SLURM_GROUP, squeue_names
 
-# One xdist worker runs every test of the shared test Slurm (SLURM_GROUP, `make test`'s
-# --dist loadgroup): a second worker's jobs would wait for its node.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group(SLURM_GROUP)]
 
 RESUMABLE = REPO / "tests" / "fixtures" / "resumable"
