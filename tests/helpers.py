@@ -115,6 +115,15 @@ def process_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
+def is_rank_wrapper(pid: int) -> bool:
+    """Whether ``pid`` runs ``headway.launch.wrap_rank`` (the launcher puts one in front of each
+    rank: it shares the rank's environment, so only its command line tells them apart)."""
+    try:
+        return b"headway.launch.wrap_rank" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 # A valid experiment with one trial whose entrypoint class exists in TINY_MODEL.
 TINY_CONFIG = """
 name: tiny

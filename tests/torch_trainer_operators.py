@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import torch
@@ -88,3 +90,10 @@ def mark_hook() -> None:
 
 def device_type(operator: TrainingOperator) -> str:
     return operator.device.type
+
+
+def print_in_two_writes() -> None:
+    """Prints a JSON line as ``print`` does unbuffered: the text, a pause, then the newline."""
+    print(json.dumps({"rank": int(os.environ["RANK"])}), end="")
+    time.sleep(0.3)  # the agent's tee polls each worker's output file every 0.1 s
+    print()

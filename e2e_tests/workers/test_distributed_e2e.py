@@ -18,6 +18,7 @@ import yaml
 
 from tests.helpers import (
     REPO,
+    is_rank_wrapper,
     process_alive,
     renew_host_tokens,
     start_host_workers,
@@ -72,6 +73,11 @@ def processes_of(master_url: str, trial_id: int, *extra: bytes) -> list[int]:
             if wanted <= environ:
                 pids.append(int(entry.name))
     return pids
+
+
+def rank_processes_of(master_url: str, trial_id: int, *extra: bytes) -> list[int]:
+    """``processes_of`` without the ``wrap_rank`` process in front of each rank."""
+    return [pid for pid in processes_of(master_url, trial_id, *extra) if not is_rank_wrapper(pid)]
 
 
 def submit(cluster_api, directory: Path, config: dict) -> dict:
@@ -149,8 +155,8 @@ def test_a_rank_that_dies_takes_its_trial_down_and_max_restarts_restarts_both(cl
     config["max_restarts"] = 1
     trial = submit(cluster_api, CORE_API, config)
     cluster_api.wait_trial(trial["id"], lambda t: t["steps_completed"] >= 8, "training")
-    (victim,) = processes_of(cluster_api.url, trial["id"], b"RANK=1")
-    (survivor,) = processes_of(cluster_api.url, trial["id"], b"RANK=0")
+    (victim,) = rank_processes_of(cluster_api.url, trial["id"], b"RANK=1")
+    (survivor,) = rank_processes_of(cluster_api.url, trial["id"], b"RANK=0")
     os.kill(victim, signal.SIGKILL)
     done = cluster_api.wait_trial(
         trial["id"], lambda t: t["state"] in ("COMPLETED", "ERROR"), "the trial to end"
@@ -283,7 +289,7 @@ def test_digits_trial_on_four_slots_over_two_hosts_resumes_after_pause(cluster_a
 def test_killing_a_trial_over_two_hosts_stops_every_rank(cluster_api, two_hosts):
     trial = submit(cluster_api, CORE_API, core_api_config(4, sleep=1.0))
     cluster_api.wait_trial(trial["id"], lambda t: t["steps_completed"] >= 4, "training")
-    assert len(processes_of(cluster_api.url, trial["id"], b"LOCAL_RANK=0")) == 2  # both hosts
+    assert len(rank_processes_of(cluster_api.url, trial["id"], b"LOCAL_RANK=0")) == 2  # both hosts
     cluster_api.post(f"trials/{trial['id']}/kill")
     cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "CANCELED", "CANCELED", timeout=60)
     wait_for(lambda: not processes_of(cluster_api.url, trial["id"]), 30, "no rank left behind")
@@ -298,7 +304,7 @@ def test_a_rank_that_dies_on_one_host_stops_every_rank_and_the_group_restarts(
     config["max_restarts"] = 1
     trial = submit(cluster_api, CORE_API, config)
     cluster_api.wait_trial(trial["id"], lambda t: t["steps_completed"] >= 8, "training")
-    (victim,) = processes_of(cluster_api.url, trial["id"], b"RANK=3")
+    (victim,) = rank_processes_of(cluster_api.url, trial["id"], b"RANK=3")
     os.kill(victim, signal.SIGKILL)  # rank 3, on the second host, dies
     done = cluster_api.wait_trial(
         trial["id"], lambda t: t["state"] in ("COMPLETED", "ERROR"), "the trial to end"

@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 
 from e2e_tests.workers.test_distributed_e2e import CORE_API, core_api_config, submit
-from tests.helpers import wait_for
+from tests.helpers import is_rank_wrapper, wait_for
 from tests.netns_cluster import NetnsCluster, require_netns
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -46,6 +46,7 @@ def rank_pids(netns: NetnsCluster, host: str, trial_id: int, run_id: int | None 
         for pid, environ in netns.trial_processes(host, trial_id)
         if (run_id is None or f"HEADWAY_RUN_ID={run_id}".encode() in environ)
         and any(item.startswith(b"LOCAL_RANK=") for item in environ)
+        and not is_rank_wrapper(pid)
     ]
 
 

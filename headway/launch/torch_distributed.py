@@ -23,8 +23,10 @@ The worker tells this launcher what the run holds on this host through its envir
 
 ``--max-restarts 0``: a rank that fails stops every rank of this host (torchrun terminates
 them) and the launcher exits non-zero; the registry then restarts the whole group from the
-latest checkpoint while ``max_restarts`` allows. Output lines carry ``[rank=N] || `` (torchrun's
-``--tee`` with Determined's prefix). ``TORCH_OVERRIDES`` (ending in ``--``) are appended to the
+latest checkpoint while ``max_restarts`` allows. Each rank runs under
+``headway.launch.wrap_rank RANK --``, as in Determined's launcher: its output lines carry
+``[rank=N] || `` and come out whole (not torchrun's ``--tee``, which can cut a line a rank writes
+in two calls). ``TORCH_OVERRIDES`` (ending in ``--``) are appended to the
 torchrun arguments, so they win over the ones derived here (torchrun's parser keeps the last
 value), e.g. ``--nproc-per-node 2 --`` to try the launcher outside a cluster.
 
@@ -41,7 +43,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-RANK_PREFIX = "[rank=${rank}] || "  # Determined's wrap_rank prefix, rendered by torchrun
 _USAGE = "%(prog)s [TORCH_OVERRIDES... --] (--trial MODULE:CLASS | CMD...)"
 
 
@@ -126,8 +127,9 @@ def torchrun_command(
 
     ``script[0]`` is run as an executable (``--no-python``), so ``python train.py`` and
     ``./run.sh`` both work; a bare ``python`` / ``python3`` is this interpreter (the one with
-    ``headway`` installed). ``log_dir`` is where torchrun keeps each rank's teed output
-    (default: a temporary directory of its own).
+    ``headway`` installed). Each rank is ``python -m headway.launch.wrap_rank RANK -- script``
+    (module docstring). ``log_dir`` is where torchrun keeps each rank's error file (default: a
+    temporary directory of its own).
     """
     script = list(script)
     if script and script[0] in ("python", "python3"):
@@ -140,8 +142,6 @@ def torchrun_command(
         str(plan.nproc_per_node),
         "--max-restarts",
         "0",
-        "--tee",
-        "3",
     ]
     # Not the host name's resolution (torchrun's default): see the module docstring.
     cmd += ["--local-addr", plan.local_addr]
@@ -161,15 +161,14 @@ def torchrun_command(
     if log_dir is not None:
         cmd += ["--log-dir", log_dir]
     cmd += list(overrides)
-    cmd += ["--no-python", *script]
+    cmd += ["--no-python", sys.executable, "-m", "headway.launch.wrap_rank", "RANK", "--", *script]
     return cmd
 
 
 def child_environment(plan: LaunchPlan, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment torchrun (and so every rank) gets: this one plus the rank prefix,
-    ``HEADWAY_CHIEF_IP`` and per-rank thread counts."""
+    """The environment torchrun (and so every rank) gets: this one plus ``HEADWAY_CHIEF_IP``
+    and per-rank thread counts."""
     env = dict(os.environ if environ is None else environ)
-    env.setdefault("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", RANK_PREFIX)
     env["HEADWAY_CHIEF_IP"] = plan.chief_addr
     env.setdefault("PYTHONUNBUFFERED", "1")
     if plan.threads_per_slot:

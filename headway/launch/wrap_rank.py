@@ -1,16 +1,23 @@
 """``python -m headway.launch.wrap_rank [--no-redirect-stdio] RANK [--] CMD...``.
 
-Runs ``CMD`` and prefixes every line it writes with its rank, ``[rank=N] || `` (the prefix
-``headway.launch.torch_distributed`` gives torchrun's ranks, so a trial's log reads the same
-whichever launcher started a rank). For custom launchers that start one process per slot
-themselves, as Determined's ``determined.launch.wrap_rank`` (``core_api/4_distributed.py``).
+Runs ``CMD`` and prefixes every line it writes with its rank, ``[rank=N] || ``, as Determined's
+``determined.launch.wrap_rank``. ``headway.launch.torch_distributed`` runs each of torchrun's
+ranks under it (as Determined's launcher does), and custom launchers that start one process per
+slot themselves use it too (``core_api/4_distributed.py``), so a trial's log reads the same
+whichever launcher started a rank.
 
 - ``RANK``: an integer, or a comma-separated list of environment variable names tried in
   order (e.g. ``RANK,OMPI_COMM_WORLD_RANK``).
 - Lines end at ``\\n`` or ``\\r`` (progress bars), and are cut every 8 KiB; the child's stdout
   goes to stdout and its stderr to stderr.
+- A line is written only once it is whole: a rank that writes ``{"a": 1}`` and its ``\\n``
+  in two calls (as ``print`` does under ``PYTHONUNBUFFERED``) still gives one line. (torchrun's
+  own ``--tee`` prefixes whatever it reads at the end of a rank's log file, so such a line could
+  come out cut in two, with a stray prefix in its middle.)
 - Signals sent to this process (SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2) are passed on to the
-  command; the exit status is the command's (128 + N when a signal N ended it).
+  command, except those it started with ignored: they stay ignored, for the command too (Slurm's
+  time-limit SIGUSR1 under ``headway.exec.guard --ignore-usr1``). The exit status is the
+  command's (128 + N when a signal N ended it).
 - ``--no-redirect-stdio`` is accepted for Determined's command lines: there it stops the output
   from going to the container's own stdout files; Headway always writes to this process's
   stdout / stderr, which the worker captures as the trial's log.
@@ -22,12 +29,14 @@ import argparse
 import os
 import re
 import signal
+import string
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO
 
+RANK_PREFIX = "[rank=${rank}] || "  # a string.Template, as torchrun's log_line_prefix_template
 LINE_LIMIT = 8192  # bytes per line at most (Determined: io.DEFAULT_BUFFER_SIZE)
 _LINE_END = re.compile(rb"[\r\n]")
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -38,8 +47,8 @@ class WrapRankError(Exception):
 
 
 def prefix(rank: int) -> bytes:
-    """The bytes put before each line of rank ``rank``."""
-    return f"[rank={rank}] || ".encode()
+    """The bytes put before each line of rank ``rank`` (``RANK_PREFIX`` filled in)."""
+    return string.Template(RANK_PREFIX).substitute(rank=rank).encode()
 
 
 def resolve_rank(value: str, environ: Mapping[str, str] | None = None) -> int:
@@ -121,8 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     sys.stdout.flush()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    # After the start: the command inherits this process's dispositions, ignored ones included.
     for signum in _FORWARDED:
-        signal.signal(signum, lambda signum, _frame: proc.send_signal(signum))
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, lambda signum, _frame: proc.send_signal(signum))
     assert proc.stdout is not None and proc.stderr is not None
     threads = [
         threading.Thread(target=forward, args=(proc.stdout, sys.stdout.fileno(), rank)),

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from headway.launch.torch_distributed import RANK_PREFIX
+from headway.launch.wrap_rank import RANK_PREFIX
 from headway.torch_trainer import _transport as transport
 from headway.torch_trainer._worker import WorkerSpec, worker_main
 

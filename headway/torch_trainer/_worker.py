@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import io
 import os
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -191,8 +193,18 @@ class _Runner:
         raise ValueError(f"unknown command {op!r}")
 
 
+def _whole_lines() -> None:
+    # The agent tees each worker's output file with a prefix per line, but it prefixes whatever
+    # it reads at the file's end: text and newline written in two calls (print, when unbuffered)
+    # could come out as two prefixed halves. Line buffering writes each line of up to 8 KiB at once.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True, write_through=False)
+
+
 def worker_main(spec: WorkerSpec) -> None:
     """Entry point of one worker process (started by ``elastic_launch``)."""
+    _whole_lines()
     rank = int(os.environ["RANK"])
     local_rank = int(os.environ["LOCAL_RANK"])
     world_size = int(os.environ["WORLD_SIZE"])

@@ -60,7 +60,12 @@ def test_one_host_uses_a_standalone_rendezvous_with_one_process_per_slot() -> No
     assert "--standalone" in cmd and "--nnodes" not in cmd
     # Overrides come after ours (torchrun keeps the last value), the script last.
     assert cmd.index("--monitor-interval") > cmd.index("--standalone")
-    assert cmd[-3:] == ["--no-python", sys.executable, "train.py"]
+    # Each rank under wrap_rank (Determined's layout), whose prefix comes from RANK.
+    assert cmd[-8:] == [
+        "--no-python", sys.executable, "-m", "headway.launch.wrap_rank", "RANK", "--",
+        sys.executable, "train.py",
+    ]  # fmt: skip
+    assert "--tee" not in cmd
 
 
 def test_several_hosts_meet_at_the_chief_with_a_static_rendezvous() -> None:
@@ -81,7 +86,7 @@ def test_several_hosts_meet_at_the_chief_with_a_static_rendezvous() -> None:
     assert "--standalone" not in cmd and cmd[-1] == "./run.sh"
     child = launch.child_environment(plan, {"OMP_NUM_THREADS": "6"})
     assert child["OMP_NUM_THREADS"] == "3" and child["HEADWAY_CHIEF_IP"] == "10.0.0.5"
-    assert child["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] == "[rank=${rank}] || "
+    assert "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE" not in child
 
 
 @pytest.mark.parametrize(
@@ -138,6 +143,19 @@ print(json.dumps({"rank": d.rank, "before": before, "after": after}), flush=True
 # ("terminate called without an active exception", an exit code of -6 now and then).
 d.close()
 dist.destroy_process_group()
+"""
+
+# What the registry reads back from a trial's log: one JSON object per line. Written as print
+# does unbuffered (the text, then the newline), with a pause between that torchrun's --tee (which
+# polls each rank's file every 0.1 s) would have seen as the end of a line.
+TWO_WRITES = """
+import json, os, sys, time
+for i in range(3):
+    sys.stdout.write(json.dumps({"rank": int(os.environ["RANK"]), "i": i}))
+    sys.stdout.flush()
+    time.sleep(0.3)
+    sys.stdout.write("\\n")
+    sys.stdout.flush()
 """
 
 # Rank 1 dies once rank 0 has written its pid; rank 0 would sleep for a long time.
@@ -211,3 +229,13 @@ def test_a_rank_that_dies_stops_the_others_and_fails_the_launch(tmp_path: Path) 
     assert done.returncode != 0  # within the 120 s timeout: rank 0 did not sleep its 300 s
     rank0 = int((tmp_path / "rank0.pid").read_text())
     assert not process_alive(rank0)  # no orphan rank
+
+
+@pytest.mark.slow
+def test_a_line_written_in_two_calls_comes_out_whole_with_one_prefix(tmp_path: Path) -> None:
+    done = launch_script(tmp_path, TWO_WRITES)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("[rank=")]
+    assert sorted(lines) == sorted(
+        f'[rank={rank}] || {{"rank": {rank}, "i": {i}}}' for rank in (0, 1) for i in range(3)
+    )

@@ -304,3 +304,34 @@ def test_the_seed_example_trains_two_gloo_workers_and_returns_averaged_stats(tmp
     assert stats[NUM_SAMPLES] == 400  # validation: both workers' 200 rows
     assert stats["batch_count"] == 7  # 200 rows per worker, 32 per batch
     assert stats["val_loss"] < 10 and math.isfinite(stats["train_loss"])
+
+
+# Runs as its own program: the agent tees the workers' output to that program's stdout.
+TWO_WRITES = f"""
+import sys
+sys.path.insert(0, {str(REPO)!r})
+from headway.torch_trainer import BATCH_SIZE, TorchTrainer
+from tests.torch_trainer_operators import LinearOperator, print_in_two_writes
+trainer = TorchTrainer(
+    training_operator_cls=LinearOperator, num_workers=2, config={{BATCH_SIZE: 4}},
+    scheduler_step_freq="manual",
+)
+trainer.apply_all_workers(print_in_two_writes)
+trainer.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_line_written_in_two_calls_comes_out_whole_with_one_prefix(tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_WRITES],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("[rank=")]
+    assert sorted(lines) == [f'[rank={rank}] || {{"rank": {rank}}}' for rank in (0, 1)]
