@@ -77,7 +77,8 @@ def host_checks(lines: list[str]) -> list[dict[str, str]]:
 
 
 def placement(netns: NetnsCluster, trial_id: int, run_id: int) -> tuple[str, list[tuple]]:
-    """The run's chief host and its shares' ``(host, rendezvous)``, from the master's database."""
+    """The run's chief host and its shares' ``(host, rendezvous)``, from the master's database
+    (a share's host is ``""`` once it is gone: a Slurm job's hosts go when the job is cleaned)."""
     chief = netns.psql(
         "SELECT h.name FROM registry_trialrun r JOIN registry_workerhost h ON h.id = r.host_id"
         f" WHERE r.trial_id = {int(trial_id)} AND r.run_id = {int(run_id)}"
@@ -85,7 +86,7 @@ def placement(netns: NetnsCluster, trial_id: int, run_id: int) -> tuple[str, lis
     shares = netns.psql(
         "SELECT h.name, s.rendezvous FROM registry_runshare s"
         " JOIN registry_trialrun r ON r.id = s.run_id"
-        " JOIN registry_workerhost h ON h.id = s.host_id"
+        " LEFT JOIN registry_workerhost h ON h.id = s.host_id"
         f" WHERE r.trial_id = {int(trial_id)} AND r.run_id = {int(run_id)} ORDER BY s.node_rank"
     )
     return chief, [tuple(row.split("|")) for row in shares.splitlines() if row]
