@@ -283,19 +283,19 @@ def test_a_worker_exception_is_raised_with_its_traceback_and_not_retried(trainer
     assert trainer.validate()[NUM_SAMPLES] == 40
 
 
+def run_program(args: list[str], cwd, **extra: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` in ``cwd`` outside any cluster, one torch thread, output captured."""
+    outside = ("HEADWAY_CLUSTER_INFO", "HEADWAY_SLOT_IDS")
+    env = {k: v for k, v in os.environ.items() if k not in outside}
+    env.update(OMP_NUM_THREADS="1", **extra)
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
 @pytest.mark.slow
 def test_the_seed_example_trains_two_gloo_workers_and_returns_averaged_stats(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env.pop("HEADWAY_CLUSTER_INFO", None)
-    env.pop("HEADWAY_SLOT_IDS", None)
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--seed-only"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_program([str(EXAMPLE), "--seed-only"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert any(line.startswith("trained weight:") for line in lines)
@@ -323,15 +323,7 @@ trainer.shutdown()
 
 @pytest.mark.slow
 def test_a_worker_line_written_in_two_calls_comes_out_whole_with_one_prefix(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    done = subprocess.run(
-        [sys.executable, "-c", TWO_WRITES],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_program(["-c", TWO_WRITES], tmp_path, PYTHONUNBUFFERED="1")
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("[rank=")]
     assert sorted(lines) == [f'[rank={rank}] || {{"rank": {rank}}}' for rank in (0, 1)]
