@@ -19,7 +19,7 @@ import pytest
 from tests.helpers import REPO
 
 TRAINER = """
-import json, sys
+import gc, json, sys
 import torch
 import torch.distributed as dist
 from headway import pytorch
@@ -71,6 +71,10 @@ with pytorch.init(hparams={"global_batch_size": 4}, checkpoint_storage=sys.argv[
     }
 out["group_after"] = dist.is_initialized()
 print(json.dumps(out), flush=True)
+# Free the DDP model before the interpreter exits, as docs/distributed.md asks: torch's gloo
+# teardown at exit aborts a rank now and then otherwise.
+del trial
+gc.collect()
 """
 
 CORE = """
