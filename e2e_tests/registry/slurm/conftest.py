@@ -4,6 +4,7 @@ from this checkout's Python on the Slurm node, which reaches the live server ove
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import types
 import uuid
@@ -12,7 +13,7 @@ import pytest
 
 from tests.helpers import require, start_master_worker
 from tests.helpers_cluster import ClusterAPI
-from tests.helpers_slurm import slurm_up, squeue_names
+from tests.helpers_slurm import SLURM_LOCK, slurm_up, squeue_names
 
 POOLS = """
 - name: default
@@ -74,3 +75,16 @@ def slurm_api(slurm_pool, cluster_token, settings) -> ClusterAPI:
     settings.HEADWAY_RESOURCE_POOLS = str(slurm_pool.pools)
     settings.HEADWAY_WORK_DIR = slurm_pool.work
     return ClusterAPI(settings.HEADWAY_MASTER_URL, cluster_token)
+
+
+@pytest.fixture(scope="module")
+def shared_slurm():
+    """Hold the shared test Slurm for the whole module: another xdist worker's module waits
+    (an ``flock``, released by the kernel if this process dies), so no other test's jobs take
+    the node's CPUs from under this module's."""
+    with open(SLURM_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -12,7 +12,11 @@ from registry import slurm
 from tests.helpers import require, wait_for
 from tests.helpers_slurm import SLURM_GROUP, slurm_up
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group(SLURM_GROUP)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group(SLURM_GROUP),
+    pytest.mark.usefixtures("shared_slurm"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,12 @@ from registry import slurm
 from tests.helpers import REPO, wait_for
 from tests.helpers_slurm import SLURM_GROUP, squeue_names
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group(SLURM_GROUP)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.xdist_group(SLURM_GROUP),
+    pytest.mark.usefixtures("shared_slurm"),
+]
 
 RESUMABLE = REPO / "tests" / "fixtures" / "resumable"
 CORE_API = REPO / "tests" / "fixtures" / "core_api"
