@@ -21,13 +21,13 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from _baseline import worktree
+from _pairs import median_range
 from _server import REPO
 from _tiny import pick
 
@@ -66,12 +66,6 @@ def run_round(tree: Path, batches: int, repeats: int) -> dict[str, Any]:
     return figures
 
 
-def summary(rounds: list[dict[str, Any]], key: str) -> tuple[float, list[float]]:
-    """The median of ``key`` over rounds and its ``[min, max]``."""
-    values = [r[key] for r in rounds]
-    return round(statistics.median(values), 4), [min(values), max(values)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="the commit to compare with, e.g. HEAD~1")
@@ -102,9 +96,11 @@ def main() -> None:
         remove()
     out: dict[str, Any] = {"baseline_ref": args.baseline, "rounds": args.rounds}
     for name, rounds in results.items():
-        out[f"{name}_tiny_ratio"], out[f"{name}_tiny_ratio_range"] = summary(rounds, "tiny_ratio")
-        out[f"{name}_overhead_us"], out[f"{name}_overhead_us_range"] = summary(
-            rounds, "tiny_overhead_us_per_batch"
+        out[f"{name}_tiny_ratio"], out[f"{name}_tiny_ratio_range"] = median_range(
+            [r["tiny_ratio"] for r in rounds], 4
+        )
+        out[f"{name}_overhead_us"], out[f"{name}_overhead_us_range"] = median_range(
+            [r["tiny_overhead_us_per_batch"] for r in rounds], 1
         )
     out["tree_over_baseline"] = round(out["tree_tiny_ratio"] / out["baseline_tiny_ratio"], 4)
     print(json.dumps(out))

@@ -80,11 +80,8 @@ def slurm_api(slurm_pool, cluster_token, settings) -> ClusterAPI:
 @pytest.fixture(scope="module")
 def shared_slurm():
     """Hold the shared test Slurm for the whole module: another xdist worker's module waits
-    (an ``flock``, released by the kernel if this process dies), so no other test's jobs take
-    the node's CPUs from under this module's."""
+    (an ``flock``, released when the file closes, or by the kernel if this process dies), so no
+    other test's jobs take the node's CPUs from under this module's."""
     with open(SLURM_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield
