@@ -8,7 +8,7 @@ index, so a list page never issues one query per row.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db.models import JSONField, OuterRef, QuerySet, Subquery
@@ -30,13 +30,18 @@ TRAINING = "training"
 VALIDATION = "validation"
 
 
+def _validation_at_step() -> Subquery:
+    """The ``metrics`` of the validation report at the outer checkpoint's step (or NULL)."""
+    validation = MetricReport.objects.filter(
+        trial_id=OuterRef("trial_id"), group=VALIDATION, steps_completed=OuterRef("steps_completed")
+    ).values("metrics")[:1]
+    return Subquery(validation, output_field=JSONField())
+
+
 def with_metrics(queryset: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
     """Annotate ``validation_metrics`` (the validation report at the checkpoint's step, or None)
     and ``training_metrics`` (the latest training report at or before its step, or None), and
     join the trial and its experiment (without the model definition)."""
-    validation = MetricReport.objects.filter(
-        trial_id=OuterRef("trial_id"), group=VALIDATION, steps_completed=OuterRef("steps_completed")
-    ).values("metrics")[:1]
     training = (
         MetricReport.objects.filter(
             trial_id=OuterRef("trial_id"),
@@ -50,7 +55,7 @@ def with_metrics(queryset: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
         queryset.select_related("trial__experiment")
         .defer(*blob_fields("trial__experiment__"))
         .annotate(
-            validation_metrics=Subquery(validation, output_field=JSONField()),
+            validation_metrics=_validation_at_step(),
             training_metrics=Subquery(training, output_field=JSONField()),
         )
     )
@@ -58,8 +63,11 @@ def with_metrics(queryset: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
 
 def searcher_value(checkpoint: Checkpoint, experiment: Experiment) -> float | None:
     """The experiment's searcher metric in the checkpoint's annotated ``validation_metrics``."""
-    metrics = getattr(checkpoint, "validation_metrics", None) or {}
-    return decode_number(metrics.get(experiment.searcher_metric))
+    return _metric_value(getattr(checkpoint, "validation_metrics", None), experiment)
+
+
+def _metric_value(metrics: dict[str, Any] | None, experiment: Experiment) -> float | None:
+    return decode_number((metrics or {}).get(experiment.searcher_metric))
 
 
 def facts(checkpoint: Checkpoint, experiment: Experiment) -> CheckpointFacts:
@@ -73,21 +81,35 @@ def facts(checkpoint: Checkpoint, experiment: Experiment) -> CheckpointFacts:
     )
 
 
-def best_per_trial(trial_ids: Iterable[int]) -> set[str]:
+def best_per_trial(experiments: Mapping[int, Experiment]) -> set[str]:
     """The uuid of each trial's best COMPLETED checkpoint by its experiment's searcher metric
-    (trials with no validated checkpoint have none). One query."""
-    rows = with_metrics(
-        Checkpoint.objects.filter(trial_id__in=set(trial_ids), state=CheckpointState.COMPLETED)
-    ).defer("resources", "metadata", "storage")
-    by_trial: dict[int, list[Checkpoint]] = defaultdict(list)
-    for row in rows:
-        by_trial[row.trial_id].append(row)
-    best: set[str] = set()
-    for checkpoints in by_trial.values():
-        experiment = checkpoints[0].trial.experiment
-        ranked = best_first(
-            (facts(c, experiment) for c in checkpoints), experiment.smaller_is_better
+    (trials with no validated checkpoint have none).
+
+    Arguments:
+        experiments: trial id -> that trial's experiment (loaded already by the caller).
+
+    One query whatever the number of checkpoints, read as tuples: model instances (a checkpoint,
+    its trial and its experiment per row) made every registration and single-checkpoint answer
+    cost ~0.15 ms per checkpoint of the trial.
+    """
+    ids = set(experiments)
+    if not ids:
+        return set()
+    rows = (
+        Checkpoint.objects.filter(trial_id__in=ids, state=CheckpointState.COMPLETED)
+        .annotate(validation_metrics=_validation_at_step())
+        .filter(validation_metrics__isnull=False)
+        .values_list("uuid", "trial_id", "steps_completed", "created_at", "validation_metrics")
+    )
+    by_trial: dict[int, list[CheckpointFacts]] = defaultdict(list)
+    for uuid, trial_id, steps_completed, created_at, metrics in rows:
+        value = _metric_value(metrics, experiments[trial_id])
+        by_trial[trial_id].append(
+            CheckpointFacts(str(uuid), trial_id, steps_completed, created_at, value)
         )
+    best: set[str] = set()
+    for trial_id, checkpoints in by_trial.items():
+        ranked = best_first(checkpoints, experiments[trial_id].smaller_is_better)
         if ranked:
             best.add(ranked[0].uuid)
     return best
@@ -106,7 +128,7 @@ def attach_metadata(checkpoints: Sequence[Checkpoint]) -> Sequence[Checkpoint]:
                 checkpoint.validation_metrics = source.validation_metrics  # type: ignore[attr-defined]
                 checkpoint.training_metrics = source.training_metrics  # type: ignore[attr-defined]
                 checkpoint.trial = source.trial
-    best = best_per_trial(c.trial_id for c in checkpoints)
+    best = best_per_trial({c.trial_id: c.trial.experiment for c in checkpoints})
     for checkpoint in checkpoints:
         trial = checkpoint.trial
         metrics: dict[str, Any] = checkpoint.validation_metrics or {}  # type: ignore[attr-defined]
