@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid as uuid_lib
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
 
 from registry.errors import InvalidInput
-from registry.models import Checkpoint, lock_trial
+from registry.models import Checkpoint, Trial, lock_trial
 from registry.storage_locations import resolve_storage
 
 FIELD = "checkpoint_storage"
@@ -22,6 +23,7 @@ def checkpoint_register(
     run_id: int | None,
     resources: dict[str, int],
     metadata: dict[str, Any],
+    authorize: Callable[[Trial], None] | None = None,
 ) -> tuple[Checkpoint, bool]:
     """Register a checkpoint; idempotent on ``uuid``. Returns ``(checkpoint, created)``.
 
@@ -32,13 +34,20 @@ def checkpoint_register(
     ``checkpoint_storage`` resolved against the admin's locations, never a place from the
     request) under a uuid no checkpoint had: downloads and deletion use only that.
 
+    ``authorize(trial)`` is called on the locked trial (its experiment loaded) before anything
+    is read or written, so an access check costs no query of its own.
+
     Raises:
+        Trial.DoesNotExist: when the trial is gone.
+        Exception: whatever ``authorize`` raises (nothing is written then).
         InvalidInput: when ``uuid`` is already registered for another trial, or the
             experiment's storage is outside the admin's locations (``checkpoint_storage.<field>``,
             an experiment stored before they existed).
     """
     with transaction.atomic():
         trial = lock_trial(trial_id)
+        if authorize is not None:
+            authorize(trial)
         existing = Checkpoint.objects.filter(uuid=uuid).first()
         if existing is not None:
             if existing.trial_id != trial_id:

@@ -1,5 +1,7 @@
 """``/api/v1/trials/{id}/``: the trial, and the endpoints its SDK calls with a trial token."""
 
+from collections.abc import Callable
+
 from django.db.models import Count
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
@@ -77,6 +79,28 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
             raise PermissionDenied(f"This trial token may only access trial {run.trial_id}.")
         return trial
 
+    def _writer_check(self, trial_id: int) -> Callable[[Trial], None]:
+        """For the writes that lock the trial row anyway (metrics, checkpoint registration):
+        a run token of another trial is refused now, without a query; the returned check runs
+        on the locked row (its experiment loaded), so a user's access costs no fetch of its own.
+
+        Raises:
+            NotPermitted: a run token of another trial (now), or a user who does not own the
+                trial (when the returned check runs).
+        """
+        run = trial_run_of(self.request)
+        run_trial_id = run.trial_id if run else None
+        if run_trial_id is not None:
+            ensure_can_write_trial_data(self.request.user, trial_id, run_trial_id=run_trial_id)
+        user = self.request.user
+
+        def authorize(trial: Trial) -> None:
+            ensure_can_write_trial_data(
+                user, trial.id, run_trial_id=run_trial_id, owner_id=trial.experiment.owner_id
+            )
+
+        return authorize
+
     def _writable_trial(self) -> Trial:
         """``get_object`` for the SDK's writes: the trial's own run token or its owner
         (``registry.authz.ensure_can_write_trial_data``), else 403."""
@@ -102,23 +126,12 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
             # access is checked on that row (authorize), without a fetch of its own.
             trial_id = _trial_pk(pk)
             run = trial_run_of(request)
-            run_trial_id = run.trial_id if run else None
-            if run_trial_id is not None:  # no query: a run token writes its own trial only
-                ensure_can_write_trial_data(request.user, trial_id, run_trial_id=run_trial_id)
+            authorize = self._writer_check(trial_id)
             # Validate the JSON bytes directly (pydantic's parser): a tenth of the cost of
             # DRF's json.loads then validating the Python objects, for 10,000-report batches.
             json_body = request.content_type.startswith("application/json")
             stream = request.stream if json_body else None
             reports = metrics.parse_reports(stream.read() if stream else request.data)
-
-            def authorize(trial: Trial) -> None:
-                ensure_can_write_trial_data(
-                    request.user,
-                    trial.id,
-                    run_trial_id=run_trial_id,
-                    owner_id=trial.experiment.owner_id,
-                )
-
             try:
                 accepted = metrics.metrics_report(
                     trial_id=trial_id,
@@ -151,7 +164,9 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
     @action(detail=True, methods=["get", "post"])
     def checkpoints(self, request, pk=None):
         if request.method == "POST":
-            trial = self._writable_trial()
+            # Like metrics: checkpoint_register locks the trial, access is checked on that row.
+            trial_id = _trial_pk(pk)
+            authorize = self._writer_check(trial_id)
             data = CheckpointRegisterSerializer(data=request.data)
             data.is_valid(raise_exception=True)
             run = trial_run_of(request)
@@ -161,14 +176,18 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
                 raise InvalidInput(
                     {"run_id": [f"This token belongs to run {run.run_id}, not run {run_id}."]}
                 )
-            checkpoint, created = lifecycle.checkpoint_register(
-                trial_id=trial.id,
-                uuid=data.validated_data["uuid"],
-                steps_completed=data.validated_data["steps_completed"],
-                run_id=run_id if run_id is not None else (run.run_id if run else None),
-                resources=data.validated_data["resources"],
-                metadata=data.validated_data["metadata"],
-            )
+            try:
+                checkpoint, created = lifecycle.checkpoint_register(
+                    trial_id=trial_id,
+                    uuid=data.validated_data["uuid"],
+                    steps_completed=data.validated_data["steps_completed"],
+                    run_id=run_id if run_id is not None else (run.run_id if run else None),
+                    resources=data.validated_data["resources"],
+                    metadata=data.validated_data["metadata"],
+                    authorize=authorize,
+                )
+            except Trial.DoesNotExist:
+                raise Http404("No Trial matches the given query.") from None
             return Response(
                 CheckpointSerializer(checkpoint).data,
                 status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
