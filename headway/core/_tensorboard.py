@@ -31,9 +31,9 @@ TENSORBOARD_DIR = "tensorboard"
 """Name of the folder holding TensorBoard files inside a checkpoint."""
 
 TAG_PREFIX = "Headway/"
+"""Prefix of the tags of automatically written metrics (Determined writes ``Determined/``)."""
 # The writer thread writes (and flushes) at most this often; drain() and close() do not wait.
 WRITE_INTERVAL_S = 1.0
-"""Prefix of the tags of automatically written metrics (Determined writes ``Determined/``)."""
 
 
 class TensorboardMode(enum.Enum):
