@@ -3,6 +3,8 @@ flags, ``?order_by=`` / ``?state=`` on both list endpoints, bounded queries per 
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -154,3 +156,38 @@ def test_a_list_page_costs_the_same_queries_for_3_or_30_checkpoints(api, storage
         assert _queries(
             api, f"/api/v1/experiments/{few.experiment_id}/checkpoints/{order}"
         ) == _queries(api, f"/api/v1/experiments/{many.experiment_id}/checkpoints/{order}")
+
+
+def _register(api, trial, steps: int, loss: float) -> tuple[dict, int]:
+    """Report a validation at ``steps`` and register a checkpoint there over the API, as a
+    trial's SDK does; returns the answer and the queries it took."""
+    metrics.metrics_report(
+        trial_id=trial.id,
+        reports=[
+            {"group": "validation", "steps_completed": steps, "metrics": {"validation_loss": loss}}
+        ],
+    )
+    body = {"uuid": str(uuid.uuid4()), "steps_completed": steps, "resources": {"a.pth": 10}}
+    with CaptureQueriesContext(connection) as context:
+        response = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json(), len(context.captured_queries)
+
+
+def test_a_registration_answers_its_flags_in_queries_that_do_not_grow_with_the_trial(api, storage):
+    """The answer ranks the trial's checkpoints to say ``best`` (bench/checkpoint_io.py measures
+    its cost): right against 2 or 30 earlier checkpoints, in as many queries for both."""
+    few = retention_experiment(api, storage)
+    many = retention_experiment(api, storage)
+    for step in range(1, 3):
+        stored_checkpoint(few, step, validation={"validation_loss": 1.0})
+    for step in range(1, 31):
+        stored_checkpoint(many, step, validation={"validation_loss": 1.0})
+    worse, few_queries = _register(api, few, 40, 2.0)
+    better, many_queries = _register(api, many, 40, 0.5)
+    assert few_queries == many_queries
+    assert (worse["best"], worse["latest"]) == (False, True)
+    assert (better["best"], better["latest"]) == (True, True)
+    assert better["searcher_metric"] == 0.5 and better["validation_metrics"] == {
+        "validation_loss": 0.5
+    }
