@@ -82,8 +82,8 @@ def host_beat(
     First the leases the host holds are renewed (``runs``: ``{"trial_id", "run_id"}``,
     ``shares``: with ``"node_rank"``; one UPDATE per table, as ``workers.leases.renew``): only
     those placed on ``host`` and not EXITED. ``namespace``: the cluster namespace the host
-    serves (default: this master's ``HEADWAY_QUEUE``). The placement pass never waits for a running one
-    (``place_queued_runs(wait=False)``), as the worker's heartbeat.
+    serves (default: this master's ``HEADWAY_QUEUE``). The placement pass is that namespace's
+    and never waits for a running one (``place_queued_runs(wait=False)``).
 
     Returns the host row, how many runs were sent again and how many leases were renewed.
 
@@ -111,7 +111,8 @@ def host_beat(
         started_at=started_at,
     )
     resent = scheduling.host_redispatch(name=host) if redispatch else 0
-    transaction.on_commit(partial(scheduling.place_queued_runs, wait=False), robust=True)
+    place = partial(scheduling.place_queued_runs, wait=False, namespace=row.namespace)
+    transaction.on_commit(place, robust=True)
     return row, resent, renewed
 
 

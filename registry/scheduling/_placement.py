@@ -68,9 +68,12 @@ INVALID_CONFIG = (
 __all__ = ["NO_HOSTS", "gang_size", "place_queued_runs", "unplaceable_message"]
 
 
-def place_queued_runs(*, wait: bool = True) -> list[tuple[int, int]]:
-    """Place the queued runs of this registry's pools that fit now; return their (trial, run)
-    ids, in placement order.
+def place_queued_runs(*, wait: bool = True, namespace: str | None = None) -> list[tuple[int, int]]:
+    """Place the queued runs of ``namespace``'s pools that fit now (default this registry's,
+    ``HEADWAY_QUEUE``); return their (trial, run) ids, in placement order.
+
+    A host heartbeat passes its host's namespace: the pass it asks for is the one whose
+    capacity the beat announced, whichever namespace the process serving it is set to.
 
     Call it outside a transaction (on commit): the tasks of placed runs are sent when their
     assignment commits. Inside a transaction that never commits (a test's), runs are assigned
@@ -79,7 +82,8 @@ def place_queued_runs(*, wait: bool = True) -> list[tuple[int, int]]:
     while this thread is already placing returns [] at once.
     """
     placed: list[tuple[int, int]] = []
-    namespace = settings.CELERY_TASK_DEFAULT_QUEUE  # once: the lock's and every pass's
+    # Read once: the lock's namespace and every pass's.
+    namespace = namespace or settings.CELERY_TASK_DEFAULT_QUEUE
     passes = serialized_passes(wait=wait, namespace=namespace)
     try:
         for _ in passes:

@@ -208,6 +208,30 @@ def test_hosts_and_runs_of_another_namespace_are_left_alone(host, submit, settin
     assert placement(mine)[0] == "a"
 
 
+def test_a_heartbeat_asks_for_the_pass_of_its_own_host_s_namespace(
+    submit, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    # The process serving the beat may be set to another namespace (one web server answering
+    # hosts of two registries): the pass the beat asks for is the one whose capacity it added.
+    from registry.lifecycle import host_agent
+    from registry.pools import DEFAULT_POOL
+
+    monkeypatch.setattr(_placement, "send_run_task", lambda *args: None)
+    mine = submit()
+    namespace = TrialRun.objects.get(trial=mine).namespace
+    settings.CELERY_TASK_DEFAULT_QUEUE = "another-registry"
+    with django_capture_on_commit_callbacks(execute=True):
+        host_agent.host_beat(
+            "a",
+            pool=DEFAULT_POOL,
+            devices=["cpu0"],
+            gpu=False,
+            started_at=timezone.now(),
+            namespace=namespace,
+        )
+    assert placement(mine) == ("a", ["cpu0"])
+
+
 def test_the_task_goes_to_the_host_s_queue_once_the_placement_commits(
     host, submit, monkeypatch, django_capture_on_commit_callbacks
 ):
