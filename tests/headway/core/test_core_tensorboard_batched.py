@@ -30,3 +30,23 @@ def test_a_burst_of_reports_is_written_once_each_in_order(
         "Headway/loss": [(s, s / 100) for s in range(1, 52)],
         "Headway/val_loss": [(51, 0.4)],
     }
+
+
+def test_each_step_is_one_event_holding_every_metric_of_that_step(
+    managed: tuple[FakeRegistry, pathlib.Path],  # noqa: F811
+) -> None:
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    # Four batches ending at step 4: batch i is written at step i (0..3).
+    batches = [{"loss": 1.0 / (i + 1), "accuracy": i / 10} for i in range(4)]
+    with core.init() as ctx:
+        folder = ctx.train.get_tensorboard_path()
+        ctx.train.report_training_metrics(4, {"loss": 0.5, "lr": 0.1}, batch_metrics=batches)
+    assert _scalars(folder) == {
+        "Headway/loss": [(i, 1.0 / (i + 1)) for i in range(4)],
+        "Headway/accuracy": [(i, i / 10) for i in range(4)],
+        "Headway/lr": [(4, 0.1)],  # the average of a name no batch reported, at the report's step
+    }
+    (events,) = folder.glob("events.out.tfevents.*")
+    steps = [e.step for e in EventFileLoader(str(events)).Load() if e.HasField("summary")]
+    assert steps == [0, 1, 2, 3, 4]  # one record a step, not one a metric
