@@ -41,12 +41,9 @@ class ScalarEventFile:
 
     def __init__(self, logdir: pathlib.Path) -> None:
         logdir.mkdir(parents=True, exist_ok=True)
-        name = "events.out.tfevents.%010d.%s.%s.%s%s" % (
-            time.time(),
-            socket.gethostname(),
-            os.getpid(),
-            next(_numbers),
-            _SUFFIX,
+        name = (
+            f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+            f"{os.getpid()}.{next(_numbers)}{_SUFFIX}"
         )
         self.path = logdir / name
         self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close())
