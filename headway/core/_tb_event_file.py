@@ -1,13 +1,16 @@
 """Scalars into a TensorBoard event file, written on the caller's thread into a buffered file.
 
 ``SummaryWriter.add_scalar`` costs ~50 us of CPU an event on a machine without TensorFlow:
-TensorBoard's stand-in ``gfile`` opens, appends to and closes the file for every record, and a
-second thread takes each record through a 10-slot queue. The automatic metric writer
-(``_tensorboard.TensorboardFiles``) already writes from a thread of its own once a second, so it
-writes the same records (TensorBoard's protos, framed by its ``RecordWriter``) straight into one
-open file: ~12 us an event, and one event per step carries every metric of that step. The
-format is TensorBoard's event file (``EventFileWriter``: a ``brain.Event:2`` version record,
-then one ``Event`` per step with a ``Summary`` of ``simple_value`` scalars).
+TensorBoard's stand-in ``gfile`` opens, appends to and closes the file for every record, a
+second thread takes each record through a 10-slot queue, and the records' CRC-32C is computed
+in pure Python (~8 us a record). The automatic metric writer (``_tensorboard.TensorboardFiles``)
+already writes from a thread of its own once a second, so it writes TensorBoard's protos
+straight into one open file, framed as TFRecords with ``google-crc32c``'s C CRC: ~5 us a step,
+and one event per step carries every metric of that step. The format is TensorBoard's event
+file (``EventFileWriter``: a ``brain.Event:2`` version record, then one ``Event`` per step with
+a ``Summary`` of ``simple_value`` scalars); the framing is TFRecord's (TensorFlow's
+``core/lib/io/record_writer.cc``: length, masked CRC of the length, data, masked CRC of the
+data, little-endian).
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import itertools
 import os
 import pathlib
 import socket
+import struct
 import time
 from collections.abc import Iterable
 
+import google_crc32c
 from tensorboard.compat.proto.event_pb2 import Event, SourceMetadata
 from tensorboard.compat.proto.summary_pb2 import Summary
-from tensorboard.summary.writer.record_writer import RecordWriter
 
 # A file of this process's own numbering: never the name of a user's SummaryWriter file
 # (TensorBoard numbers those with its own counter) in the same folder and second.
@@ -47,7 +51,6 @@ class ScalarEventFile:
         )
         self.path = logdir / name
         self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close())
-        self._records = RecordWriter(self._file)
         self._write(
             Event(
                 wall_time=time.time(),
@@ -64,11 +67,30 @@ class ScalarEventFile:
 
     def flush(self) -> None:
         """Hand what is buffered to the operating system (readers see it from then on)."""
-        self._records.flush()
+        self._file.flush()
 
     def close(self) -> None:
         """Flush and close the file."""
-        self._records.close()
+        self._file.close()
 
     def _write(self, event: Event) -> None:
-        self._records.write(event.SerializeToString())
+        self._file.write(tf_record(event.SerializeToString()))
+
+
+def masked_crc32c(data: bytes) -> int:
+    """TFRecord's masked CRC-32C of ``data`` (a 32-bit unsigned int): the CRC rotated right by
+    15 bits plus ``0xA282EAD8``, so that a CRC of data holding CRCs stays well distributed."""
+    crc: int = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tf_record(data: bytes) -> bytes:
+    """``data`` framed as one TFRecord: its length (8 bytes), the length's masked CRC, ``data``,
+    the data's masked CRC (4 bytes each), all little-endian."""
+    length = struct.pack("<Q", len(data))
+    return (
+        length
+        + struct.pack("<I", masked_crc32c(length))
+        + data
+        + struct.pack("<I", masked_crc32c(data))
+    )
