@@ -132,7 +132,7 @@ def trial_run_exited(
         RunShare.objects.filter(run=run, state=RunState.QUEUED).update(
             state=RunState.EXITED, ended_at=run.ended_at
         )
-        request_placement()  # its slots are free for a queued run once this commits
+        request_placement(run.namespace)  # its slots are free for a queued run on commit
         if trial.run_id != run_id:
             return trial  # a superseded run; the trial moved on already
         if trial.state in (State.STOPPING_CANCELED, State.STOPPING_KILLED):

@@ -6,6 +6,8 @@ there yet, and a test's transaction (which never commits) never dispatches anyth
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.db import transaction
 
 from registry.models import Trial, TrialRun
@@ -13,20 +15,22 @@ from registry.scheduling._placement import place_queued_runs
 from registry.scheduling._queue import close_queued_run, queue_run
 
 
-def request_placement() -> None:
-    """Run a placement pass once the current transaction commits (at once outside one).
+def request_placement(namespace: str | None = None) -> None:
+    """Run a placement pass of ``namespace`` (default this registry's) once the current
+    transaction commits (at once outside one). A change to a run passes the run's namespace:
+    the pass is the one whose queue or slots changed, whatever the serving process is set to.
 
     ``robust``: a failed pass (broker or database down) is logged, not raised into the request
     or task whose transaction already committed; the next heartbeat or reaper pass retries.
     """
-    transaction.on_commit(place_queued_runs, robust=True)
+    transaction.on_commit(partial(place_queued_runs, namespace=namespace), robust=True)
 
 
 def schedule_run(trial: Trial) -> TrialRun:
     """Create the trial's next run (QUEUED, no host; ``_queue.queue_run``: the caller holds the
     trial row lock) and request a placement pass on commit."""
     run = queue_run(trial)
-    request_placement()
+    request_placement(run.namespace)
     return run
 
 
@@ -35,4 +39,4 @@ def drop_queued_run(run: TrialRun) -> None:
     slots are free on commit, so a pass is requested then."""
     close_queued_run(run)
     if run.host_id is not None:
-        request_placement()
+        request_placement(run.namespace)

@@ -232,6 +232,20 @@ def test_a_heartbeat_asks_for_the_pass_of_its_own_host_s_namespace(
     assert placement(mine) == ("a", ["cpu0"])
 
 
+def test_a_run_s_exit_asks_for_the_pass_of_the_run_s_namespace(
+    host, submit, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    monkeypatch.setattr(_placement, "send_run_task", lambda *args: None)
+    host("a", 1)
+    first, second = submit(), submit()
+    assert scheduling.place_queued_runs() == [(first.id, 1)]
+    start_run(first)
+    settings.CELERY_TASK_DEFAULT_QUEUE = "another-registry"  # the process serving the exit
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.trial_run_exited(trial_id=first.id, run_id=1, exit_code=0)
+    assert placement(second) == ("a", ["cpu0"])  # the slot `first` freed, at once
+
+
 def test_the_task_goes_to_the_host_s_queue_once_the_placement_commits(
     host, submit, monkeypatch, django_capture_on_commit_callbacks
 ):
