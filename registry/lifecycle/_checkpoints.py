@@ -64,7 +64,10 @@ def checkpoint_register(
             size=sum(resources.values()),
             storage=storage,
         )
-        latest = trial.checkpoints.order_by("-steps_completed", "-created_at").first()
-        trial.latest_checkpoint = latest.uuid if latest else None
+        trial.latest_checkpoint = (
+            trial.checkpoints.order_by("-steps_completed", "-created_at")
+            .values_list("uuid", flat=True)
+            .first()
+        )
         trial.save(update_fields=["latest_checkpoint"])
     return checkpoint, True
