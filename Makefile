@@ -58,7 +58,7 @@ format: install
 	$(VENV)/bin/ruff format .
 
 ## make bench [TINY=1]: every benchmark of bench/run_all.py (harness_overhead, metrics_ingest, sdk_reporting,
-## metrics_read, hparam_importance, dashboard, preempt_latency, scheduling, scheduling_scale, ddp_overhead,
+## tensorboard_writer, metrics_read, hparam_importance, dashboard, preempt_latency, scheduling, scheduling_scale, ddp_overhead,
 ## serving, checkpoint_io) to its JSON line on SQLite, then on PostgreSQL + Redis (moto S3 in
 ## checkpoint_io); cleans up after itself.
 bench: migrate

@@ -30,6 +30,7 @@ EXPECTED_KEYS = {
     },
     "metrics_ingest": {"sqlite_batched_points_per_s", "sqlite_single_p50_ms"},
     "sdk_reporting": {"sqlite_steps_per_s", "sqlite_reporting_cpu_us_per_step", "sqlite_verified"},
+    "tensorboard_writer": {"headway_steps_per_s", "baseline_steps_per_s", "ratio", "verified"},
     "metrics_read": {"sqlite_overview_ms", "sqlite_zoom_ms"},
     "hparam_importance": {"sqlite_fit_10_ms", "sqlite_cached_10_ms"},
     "dashboard": {"sqlite_overview_total_ms", "sqlite_trial_total_ms"},
