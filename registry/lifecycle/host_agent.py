@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.utils import timezone
@@ -111,8 +109,7 @@ def host_beat(
         started_at=started_at,
     )
     resent = scheduling.host_redispatch(name=host) if redispatch else 0
-    place = partial(scheduling.place_queued_runs, wait=False, namespace=row.namespace)
-    transaction.on_commit(place, robust=True)
+    scheduling.request_placement(row.namespace, wait=False)
     return row, resent, renewed
 
 

@@ -72,8 +72,8 @@ def place_queued_runs(*, wait: bool = True, namespace: str | None = None) -> lis
     """Place the queued runs of ``namespace``'s pools that fit now (default this registry's,
     ``HEADWAY_QUEUE``); return their (trial, run) ids, in placement order.
 
-    A host heartbeat passes its host's namespace: the pass it asks for is the one whose
-    capacity the beat announced, whichever namespace the process serving it is set to.
+    A change passes the namespace it concerns (``request_placement``: a run's, a heartbeat's
+    host's), whichever namespace the process serving it is set to.
 
     Call it outside a transaction (on commit): the tasks of placed runs are sent when their
     assignment commits. Inside a transaction that never commits (a test's), runs are assigned

@@ -15,15 +15,17 @@ from registry.scheduling._placement import place_queued_runs
 from registry.scheduling._queue import close_queued_run, queue_run
 
 
-def request_placement(namespace: str | None = None) -> None:
+def request_placement(namespace: str | None = None, *, wait: bool = True) -> None:
     """Run a placement pass of ``namespace`` (default this registry's) once the current
-    transaction commits (at once outside one). A change to a run passes the run's namespace:
-    the pass is the one whose queue or slots changed, whatever the serving process is set to.
+    transaction commits (at once outside one). A change to a run passes the run's namespace, a
+    heartbeat its host's: the pass is the one whose queue or slots changed, whatever the serving
+    process is set to. ``wait=False`` (heartbeats): never wait for a running pass
+    (``place_queued_runs``).
 
     ``robust``: a failed pass (broker or database down) is logged, not raised into the request
     or task whose transaction already committed; the next heartbeat or reaper pass retries.
     """
-    transaction.on_commit(partial(place_queued_runs, namespace=namespace), robust=True)
+    transaction.on_commit(partial(place_queued_runs, wait=wait, namespace=namespace), robust=True)
 
 
 def schedule_run(trial: Trial) -> TrialRun:
