@@ -92,7 +92,9 @@ def _query(sql: str, params: list[int] | None = None) -> Any:
 
 
 def _requests() -> int:
-    return int(_query(f"SELECT last_value FROM {REQUESTS_SEQUENCE}"))
+    # ``last_value`` alone misses the first request a database ever gets: a fresh sequence has
+    # last_value 1 before its first nextval (is_called false) and still 1 after it.
+    return int(_query(f"SELECT last_value + is_called::int FROM {REQUESTS_SEQUENCE}"))
 
 
 def _in_transaction(wait: bool, key: list[int]) -> Iterator[None]:

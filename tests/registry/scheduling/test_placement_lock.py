@@ -121,6 +121,18 @@ def test_a_request_made_during_a_pass_makes_that_pass_run_again(trial, monkeypat
     assert reload(trial).scheduling_message == ""
 
 
+def test_the_first_request_a_database_ever_gets_is_seen(trial):
+    # A fresh sequence reads last_value 1 before its first nextval and after it: a pass that
+    # compared last_value alone missed the first request (the test above failed when it ran
+    # first in a fresh test database).
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER SEQUENCE {_lock.REQUESTS_SEQUENCE} RESTART")
+    before = _lock._requests()
+    register_host("a", 1)
+    assert scheduling.place_queued_runs(wait=False) == [(trial.id, 1)]  # one nextval
+    assert _lock._requests() != before
+
+
 def test_a_pass_releases_its_own_lock_when_the_namespace_setting_changes_meanwhile(
     trial, monkeypatch, settings
 ):
