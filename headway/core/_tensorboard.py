@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -220,7 +221,7 @@ class TensorboardFiles:
                     if writer is not None:
                         for events in batch:
                             # A report's events come step by step: one event file record each.
-                            for step, scalars in itertools.groupby(events or (), _step):
+                            for step, scalars in itertools.groupby(events or (), itemgetter(2)):
                                 writer.add_scalars(step, ((t, v) for t, v, _ in scalars))
                         writer.flush()
             except Exception:  # a broken writer must not kill the thread (drain() would hang)
@@ -240,11 +241,7 @@ class TensorboardFiles:
                 self._writer = ScalarEventFile(self.path)
             except ImportError as exc:
                 self._warned_missing = True
-                logger.warning(
-                    "metrics are not written to TensorBoard: the 'tensorboard' package is "
-                    "missing (pip install tensorboard): %s",
-                    exc,
-                )
+                logger.warning("metrics are not written to TensorBoard: %s", exc)
         return self._writer
 
     def upload(
@@ -314,10 +311,6 @@ class TensorboardFiles:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-
-
-def _step(event: tuple[str, float, int]) -> int:
-    return event[2]
 
 
 def _add(events: list[tuple[str, float, int]], name: str, value: Any, step: int) -> None:
