@@ -34,6 +34,7 @@ DEFAULT_POOL_MIN_SIZE = 2
 DEFAULT_POOL_TIMEOUT_SECONDS = 10.0
 DEFAULT_CONN_MAX_AGE = 600  # SQLite, or PostgreSQL without the pool
 POOL_MAX_IDLE_SECONDS = 30.0
+PREPARE_THRESHOLD = 5
 
 
 def database_settings(url: str) -> dict[str, Any]:
@@ -103,7 +104,15 @@ def database_settings(url: str) -> dict[str, Any]:
             f"HEADWAY_DB_POOL_TIMEOUT_SECONDS must be above 0, got {timeout:g}"
         )
     database["CONN_MAX_AGE"] = 0  # Django's pool requires it: connections return after use
-    database.setdefault("OPTIONS", {})["pool"] = {
+    options = database.setdefault("OPTIONS", {})
+    # Our own pool, so no external pooler between us and PostgreSQL: a statement run this many
+    # times on a connection through a server-binding cursor is prepared there (psycopg's
+    # default threshold; Django turns preparing off for poolers such as PgBouncer, and with the
+    # pool off it stays off). Only the metric store's writes and a report's trial read use
+    # such a cursor (registry.metrics._sql.prepared_cursor): parsing and planning a one-point
+    # report's 8 kB write was half of that write's time.
+    options["prepare_threshold"] = PREPARE_THRESHOLD
+    options["pool"] = {
         "min_size": min_size,
         "max_size": max_size,
         "timeout": timeout,

@@ -15,13 +15,47 @@ through PostgreSQL's ``COPY`` instead (``copy_rows``), about twice as fast again
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
 from django.db import connection
 
 _SQLITE_MAX_PARAMS = 30_000
+
+
+@contextmanager
+def prepared_cursor() -> Iterator[Any]:
+    """Django's cursor for a statement run on every report, prepared by PostgreSQL when it can be.
+
+    On PostgreSQL the cursor binds its parameters server-side (Django's ``ServerBindingCursor``
+    instead of its default client-side one), so psycopg prepares a statement that ran
+    ``prepare_threshold`` times on a connection (``config.database``: set with Headway's own
+    pool, off with the pool off, where an external pooler may sit) and PostgreSQL stops parsing
+    and planning it: the one-point report's 8 kB write went from 1.5-1.8 to 0.8 ms
+    (docs/performance.md). Elsewhere (SQLite), and while Django logs queries (``DEBUG``, a
+    test's ``CaptureQueriesContext``: psycopg keeps no SQL text of a prepared execution for the
+    log), Django's usual cursor. Either way the cursor is Django's wrapper, so
+    ``execute_wrapper`` sees its statements. The SQL must use ``%s`` placeholders and no
+    literal ``%``.
+    """
+    if connection.vendor != "postgresql" or connection.queries_logged:
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    connection.ensure_connection()
+    raw = connection.connection
+    default = raw.cursor_factory
+    raw.cursor_factory = ServerBindingCursor  # the lent connection is this thread's alone
+    try:
+        cursor = connection.cursor()
+    finally:
+        raw.cursor_factory = default
+    with cursor:
+        yield cursor
 
 
 def quote(name: str) -> str:
@@ -103,11 +137,12 @@ def insert_rows(
     head, tail = insert_clauses(
         table, [c for c, _ in columns], conflict=conflict, updates=updates, returning=returning
     )
-    out: list[tuple] = []
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":
+        with prepared_cursor() as cursor:
             cursor.execute(head + recordset(columns) + tail, [recordset_payload(columns, rows)])
             return list(cursor.fetchall()) if returning else []
+    out: list[tuple] = []
+    with connection.cursor() as cursor:
         json_cols = [i for i, (_, t) in enumerate(columns) if t == "jsonb"]
         per_chunk = max(1, _SQLITE_MAX_PARAMS // len(columns))
         placeholder = f"({', '.join(['%s'] * len(columns))})"

@@ -36,6 +36,7 @@ from registry.metrics._aggregate import (
 from registry.metrics._sql import (
     insert_clauses,
     insert_rows,
+    prepared_cursor,
     quote,
     recordset,
     recordset_payload,
@@ -224,7 +225,7 @@ def _append_in_one_statement(
         for (group, name), buckets in per_series.items()
         for (level, bucket), agg in buckets.items()
     ]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             f"WITH {_series_and_buckets_ctes()}, {', '.join(others)} SELECT * FROM s",
             [

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import connection, models
 
+from registry.metrics._sql import prepared_cursor
 from registry.models import Experiment, Trial
 from registry.models.experiment import BLOB_FIELDS
 
@@ -58,7 +59,7 @@ def lock_trial(trial_id: int) -> Trial:
         Trial.DoesNotExist: when there is no such trial.
     """
     sql, trial_cols, exp_cols = _select_sql(connection.vendor)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [trial_id])
         row = cursor.fetchone()
     if row is None:
@@ -117,5 +118,5 @@ def update_statement(trial: Trial, fields: Sequence[str]) -> tuple[str, list[Any
 def save_trial(trial: Trial, fields: Sequence[str]) -> None:
     """``UPDATE`` the trial's ``fields`` (attribute names) with its current values, in one statement."""
     sql, params = update_statement(trial, fields)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)

@@ -69,6 +69,14 @@ def test_finding_db_connections_pool_off_keeps_persistent_connections(clean_env)
     assert database["CONN_MAX_AGE"] == 60
 
 
+def test_statements_are_prepared_only_behind_our_own_pool(clean_env):
+    """With the pool on nothing sits between us and PostgreSQL, so repeated statements may be
+    prepared; with it off an external pooler may, and Django's default (never) stays."""
+    assert database_settings(PG_URL)["OPTIONS"]["prepare_threshold"] >= 1
+    clean_env.setenv("HEADWAY_DB_POOL_MAX_SIZE", "0")
+    assert "prepare_threshold" not in database_settings(PG_URL).get("OPTIONS", {})
+
+
 @pytest.mark.parametrize(
     ("url", "env", "named"),
     [

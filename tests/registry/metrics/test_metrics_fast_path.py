@@ -77,6 +77,27 @@ def test_one_report_is_one_transaction_of_few_statements(api, trial, clock, toke
     assert sorted(stored) == [20, 21]
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
+def test_a_reports_statements_are_prepared_on_postgresql(api, trial, clock):
+    """The trial's locked read and the one write are prepared on the connection after a few
+    reports (parsing and planning the 8 kB write was half its time); while queries are
+    captured they run unprepared, so the capture holds their SQL."""
+    path = f"/api/v1/trials/{trial.id}/metrics/"
+    for step in range(1, 8):
+        assert api.post(path, report(step), format="json").status_code == 200
+    with CaptureQueriesContext(connection) as queries:
+        assert api.post(path, report(8), format="json").status_code == 200
+    assert any(q["sql"].startswith("WITH s AS") for q in queries.captured_queries)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] or "" for row in cursor.fetchall()]
+    assert any("FOR UPDATE OF t" in sql for sql in prepared), prepared
+    assert any(sql.startswith("WITH s AS (INSERT INTO") for sql in prepared), prepared
+    summary = api.get(f"/api/v1/trials/{trial.id}/").json()["summary_metrics"]
+    assert summary["training"]["loss"]["count"] == 8
+    assert summary["training"]["loss"]["last_step"] == 8
+
+
 def test_another_owners_user_token_is_refused_and_writes_nothing(trial, django_user_model, clock):
     bob = django_user_model.objects.create_user("bob")
     response = client_for(Token.objects.create(user=bob).key).post(
