@@ -23,7 +23,7 @@ from registry.lifecycle._time_search import deliver_validation_reports
 from registry.metrics import _store as store
 from registry.metrics._aggregate import COUNT, LAST_STEP, LAST_VALUE, MAX_VALUE, MIN_VALUE, Agg
 from registry.metrics._parse import ReportIn
-from registry.metrics._raw import COPY_MIN_ROWS, datetime_adapter, raw_upsert, store_raw
+from registry.metrics._raw import datetime_adapter, raw_upsert, store_raw
 from registry.metrics._trial_row import lock_trial, save_trial, update_statement
 from registry.models import Experiment, MetricReport, Trial
 
@@ -146,8 +146,8 @@ def metrics_report(
     the later wins. ``authorize(trial)`` is called on the locked trial (its experiment loaded)
     before anything is written, so an access check costs no query of its own.
 
-    A small PostgreSQL batch of new steps (the one-point report) is one statement after the
-    trial's lock: raw rows, series, buckets and the trial's update, its summary predicted from
+    A PostgreSQL batch of new steps only (the one-point report, the SDK's batches) is one
+    statement after the trial's lock, whatever its size: raw rows, series, buckets and the trial's update, its summary predicted from
     the stored summary and the batch (``_merged_entry``); the series' aggregates that statement
     returns are the truth, and a summary they contradict (series loaded without a summary,
     ``registry.metrics._bulk``) is written again with them, so the outcome is the same.
@@ -190,7 +190,7 @@ def metrics_report(
         if _fallback_progress(trial, experiment):
             fields.append("progress")
         written: dict | None = None  # the summary the one statement wrote, if it ran
-        if not replaced and len(rows) < COPY_MIN_ROWS and connection.vendor == "postgresql":
+        if not replaced and connection.vendor == "postgresql":
             written = {group: dict(names) for group, names in summary.items()}
             for (group, name), root in plan.roots.items():
                 old = summary.get(group, {}).get(name)
@@ -200,7 +200,7 @@ def metrics_report(
             added = store.append(trial.id, plan, with_statements=[raw_upsert(rows), trial_update])
             fields = []
         else:
-            store_raw(rows, append_only=not replaced)
+            store_raw(rows)
             added = store.append(trial.id, plan)
         changed: dict[tuple[str, str], Agg | None] = dict(added)
         for group in replaced:

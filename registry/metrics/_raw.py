@@ -1,8 +1,9 @@
 """The raw report rows of a metric batch: how they are written on each database.
 
 Upserted on ``(trial, group, steps_completed)`` (a retry or a restarted run replaces what it
-re-reports); on PostgreSQL, a batch known to hold only new steps is appended with ``COPY``, and a
-small one joins its series' and buckets' upserts in one statement (``raw_upsert``).
+re-reports); on PostgreSQL a batch known to hold only new steps joins its series' and buckets'
+upserts in one statement (``raw_upsert``), and one that replaces stored steps is upserted alone
+(``store_raw``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 
 from registry.metrics._sql import (
-    copy_rows,
     insert_clauses,
     insert_rows,
     quote,
@@ -23,9 +23,6 @@ from registry.metrics._sql import (
     recordset_payload,
 )
 from registry.models import MetricReport
-
-# Smaller batches are upserted in one statement on PostgreSQL rather than COPYed (store_raw).
-COPY_MIN_ROWS = 64
 
 RAW_COLUMNS = [
     ("trial_id", "bigint"),
@@ -74,22 +71,9 @@ def raw_upsert(rows: list[tuple]) -> tuple[str, list[str]]:
     return _raw_upsert_sql(), [recordset_payload(RAW_COLUMNS, rows)]
 
 
-def store_raw(rows: list[tuple], *, append_only: bool) -> None:
-    """Write the raw report rows: upserted, or on PostgreSQL appended with ``COPY`` when no stored
-    row has their steps (``append_only``, known from the summary's high-water marks).
-
-    Fewer than ``COPY_MIN_ROWS`` rows are upserted: ``COPY`` inside its savepoint costs four
-    round trips where the upsert costs one. A stored row the summary does not know of (a
-    report without metrics) makes the ``COPY`` fail inside its savepoint; the batch is then
-    upserted as usual, so nothing is lost.
-    """
-    if append_only and len(rows) >= COPY_MIN_ROWS and connection.vendor == "postgresql":
-        try:
-            with transaction.atomic():
-                copy_rows(MetricReport._meta.db_table, RAW_COLUMNS, rows)
-            return
-        except IntegrityError:
-            pass
+def store_raw(rows: list[tuple]) -> None:
+    """Upsert the raw report rows on ``(trial, group, steps_completed)``: a stored step's report
+    is replaced, never duplicated."""
     insert_rows(
         MetricReport._meta.db_table, RAW_COLUMNS, rows, conflict=_RAW_KEY, updates=_RAW_UPDATES
     )

@@ -196,14 +196,19 @@ def test_two_reports_of_one_step_in_a_batch_keep_the_later(trial):
     assert (loss["steps"], loss["values"]) == ([5], [2.0])
 
 
-def test_a_step_stored_without_metrics_is_replaced_not_duplicated(trial):
-    # The summary knows no series at step 5, so the next batch looks append-only (COPY on
-    # PostgreSQL); the stored row still wins over a duplicate, through the upsert.
+@pytest.mark.parametrize("size", [2, 150])
+def test_a_step_stored_without_metrics_is_replaced_not_duplicated(trial, size):
+    # The summary knows no series at step 5, so the next batch looks append-only (on PostgreSQL
+    # one statement, whatever its size); the stored row is replaced through the upsert.
     assert report(trial, "training", [(5, {})]) == 1
-    assert report(trial, "training", [(5, {"loss": 1.0}), (6, {"loss": 2.0})]) == 2
-    assert MetricReport.objects.filter(trial=trial).count() == 2
+    batch = [(step, {"loss": float(step)}) for step in range(5, 5 + size)]
+    assert report(trial, "training", batch) == size
+    assert MetricReport.objects.filter(trial=trial).count() == size
     (loss,) = read_series(trial_id=trial.id, max_points=0)
-    assert (loss["steps"], loss["values"]) == ([5, 6], [1.0, 2.0])
+    assert (loss["steps"], loss["values"]) == ([s for s, _ in batch], [m["loss"] for _, m in batch])
+    assert stored_buckets(trial) == expected_buckets(trial)
+    trial.refresh_from_db()
+    assert trial.summary_metrics["training"]["loss"]["count"] == size
 
 
 SPIKES = {123_457: 100.0, 654_321: -100.0, 876_543: None}
