@@ -147,10 +147,11 @@ def metrics_report(
     before anything is written, so an access check costs no query of its own.
 
     A PostgreSQL batch of new steps only (the one-point report, the SDK's batches) is one
-    statement after the trial's lock, whatever its size: raw rows, series, buckets and the trial's update, its summary predicted from
-    the stored summary and the batch (``_merged_entry``); the series' aggregates that statement
-    returns are the truth, and a summary they contradict (series loaded without a summary,
-    ``registry.metrics._bulk``) is written again with them, so the outcome is the same.
+    statement after the trial's lock, whatever its size: raw rows, series, buckets and the
+    trial's update, its summary predicted from the stored summary and the batch
+    (``_merged_entry``); the series' aggregates that statement returns are the truth, and a
+    summary they contradict (series loaded without a summary, ``registry.metrics._bulk``) is
+    written again with them, so the outcome is the same.
 
     Raises:
         Trial.DoesNotExist: when the trial is gone.
