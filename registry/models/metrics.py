@@ -20,7 +20,11 @@ class MetricReport(models.Model):
     (trial, group, name) is read in step order through the unique index below.
     """
 
-    trial = models.ForeignKey("registry.Trial", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the unique constraint's (trial, ...) prefix serves every lookup by
+    # trial, and each index is one more insert (and WAL record) per report.
+    trial = models.ForeignKey(
+        "registry.Trial", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     group = models.CharField(max_length=32)
     steps_completed = models.BigIntegerField()
     run_id = models.PositiveIntegerField(default=0)
@@ -66,7 +70,10 @@ class SeriesAggregate(models.Model):
 class MetricSeries(SeriesAggregate):
     """One metric of one group of a trial, with the aggregate of all its points."""
 
-    trial = models.ForeignKey("registry.Trial", on_delete=models.CASCADE, related_name="+")
+    # Indexed by the unique constraint's prefix, as MetricReport.trial.
+    trial = models.ForeignKey(
+        "registry.Trial", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     group = models.CharField(max_length=32)
     name = models.CharField(max_length=256)
 
@@ -84,6 +91,8 @@ class MetricBucket(SeriesAggregate):
     """
 
     pk = models.CompositePrimaryKey("series_id", "level", "bucket")
-    series = models.ForeignKey(MetricSeries, on_delete=models.CASCADE, related_name="+")
+    series = models.ForeignKey(
+        MetricSeries, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     level = models.SmallIntegerField()
     bucket = models.BigIntegerField()

@@ -1,0 +1,49 @@
+"""The metric tables carry no index that another one's leading columns already provide: each
+index costs one more insert (and on PostgreSQL one more WAL record) per stored row."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from registry.models import MetricBucket, MetricReport, MetricSeries
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("model", [MetricReport, MetricSeries, MetricBucket])
+def test_no_metric_index_is_a_prefix_of_another(model):
+    table = model._meta.db_table
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    indexes = {
+        name: tuple(info["columns"])
+        for name, info in constraints.items()
+        if info["index"] or info["unique"] or info["primary_key"]
+    }
+    assert indexes, f"{table} has no index at all"
+    redundant = [
+        (name, columns, other)
+        for name, columns in indexes.items()
+        for other_name, other in indexes.items()
+        if other_name != name and len(other) > len(columns) and other[: len(columns)] == columns
+    ]
+    assert redundant == [], f"{table}: indexes covered by a longer one's prefix: {redundant}"
+
+
+def test_lookups_by_trial_still_use_an_index():
+    """Dropping the foreign-key indexes left each table's trial (or series) column as the first
+    column of its unique key, which serves ``WHERE trial_id = ..`` and cascading deletes."""
+    for model, column in (
+        (MetricReport, "trial_id"),
+        (MetricSeries, "trial_id"),
+        (MetricBucket, "series_id"),
+    ):
+        with connection.cursor() as cursor:
+            constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
+        leading = {
+            info["columns"][0]
+            for info in constraints.values()
+            if info["columns"] and (info["index"] or info["unique"] or info["primary_key"])
+        }
+        assert column in leading, f"{model.__name__}: no index leads with {column}"
