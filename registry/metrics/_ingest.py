@@ -23,7 +23,7 @@ from registry.lifecycle._time_search import deliver_validation_reports
 from registry.metrics import _store as store
 from registry.metrics._aggregate import COUNT, LAST_STEP, LAST_VALUE, MAX_VALUE, MIN_VALUE, Agg
 from registry.metrics._parse import ReportIn
-from registry.metrics._raw import datetime_adapter, raw_upsert, store_raw
+from registry.metrics._raw import COPY_MIN_ROWS, datetime_adapter, raw_upsert, store_raw
 from registry.metrics._trial_row import lock_trial, save_trial, update_statement
 from registry.models import Experiment, MetricReport, Trial
 
@@ -146,12 +146,14 @@ def metrics_report(
     the later wins. ``authorize(trial)`` is called on the locked trial (its experiment loaded)
     before anything is written, so an access check costs no query of its own.
 
-    A PostgreSQL batch of new steps only (the one-point report, the SDK's batches) is one
-    statement after the trial's lock, whatever its size: raw rows, series, buckets and the
-    trial's update, its summary predicted from the stored summary and the batch
-    (``_merged_entry``); the series' aggregates that statement returns are the truth, and a
-    summary they contradict (series loaded without a summary, ``registry.metrics._bulk``) is
-    written again with them, so the outcome is the same.
+    A PostgreSQL batch of new steps of fewer than ``COPY_MIN_ROWS`` reports (the one-point
+    report, a dashboard's or a logger's batch) is one statement after the trial's lock: raw
+    rows, series, buckets and the trial's update, its summary predicted from the stored summary
+    and the batch (``_merged_entry``); the series' aggregates that statement returns are the
+    truth, and a summary they contradict (series loaded without a summary,
+    ``registry.metrics._bulk``) is written again with them, so the outcome is the same. A larger
+    one (the SDK's reporter sends thousands of reports a POST) appends its raw rows with ``COPY``
+    (``store_raw``).
 
     Raises:
         Trial.DoesNotExist: when the trial is gone.
@@ -191,7 +193,7 @@ def metrics_report(
         if _fallback_progress(trial, experiment):
             fields.append("progress")
         written: dict | None = None  # the summary the one statement wrote, if it ran
-        if not replaced and connection.vendor == "postgresql":
+        if not replaced and len(rows) < COPY_MIN_ROWS and connection.vendor == "postgresql":
             written = {group: dict(names) for group, names in summary.items()}
             for (group, name), root in plan.roots.items():
                 old = summary.get(group, {}).get(name)
@@ -201,7 +203,7 @@ def metrics_report(
             added = store.append(trial.id, plan, with_statements=[raw_upsert(rows), trial_update])
             fields = []
         else:
-            store_raw(rows)
+            store_raw(rows, append_only=not replaced)
             added = store.append(trial.id, plan)
         changed: dict[tuple[str, str], Agg | None] = dict(added)
         for group in replaced:

@@ -1,9 +1,8 @@
 """The raw report rows of a metric batch: how they are written on each database.
 
 Upserted on ``(trial, group, steps_completed)`` (a retry or a restarted run replaces what it
-re-reports); on PostgreSQL a batch known to hold only new steps joins its series' and buckets'
-upserts in one statement (``raw_upsert``), and one that replaces stored steps is upserted alone
-(``store_raw``).
+re-reports); on PostgreSQL, a batch known to hold only new steps is appended with ``COPY``, and a
+small one joins its series' and buckets' upserts in one statement (``raw_upsert``).
 """
 
 from __future__ import annotations
@@ -13,9 +12,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
 from registry.metrics._sql import (
+    copy_rows,
     insert_clauses,
     insert_rows,
     quote,
@@ -23,6 +23,10 @@ from registry.metrics._sql import (
     recordset_payload,
 )
 from registry.models import MetricReport
+
+# From this many reports a PostgreSQL batch of new steps appends its raw rows with COPY; below,
+# they join the one statement (measured crossover ~250 rows: docs/decisions/metrics.md).
+COPY_MIN_ROWS = 256
 
 RAW_COLUMNS = [
     ("trial_id", "bigint"),
@@ -71,9 +75,24 @@ def raw_upsert(rows: list[tuple]) -> tuple[str, list[str]]:
     return _raw_upsert_sql(), [recordset_payload(RAW_COLUMNS, rows)]
 
 
-def store_raw(rows: list[tuple]) -> None:
-    """Upsert the raw report rows on ``(trial, group, steps_completed)``: a stored step's report
-    is replaced, never duplicated."""
+def store_raw(rows: list[tuple], *, append_only: bool) -> None:
+    """Write the raw report rows: upserted, or on PostgreSQL appended with ``COPY`` when no stored
+    row has their steps (``append_only``, known from the summary's high-water marks).
+
+    Fewer than ``COPY_MIN_ROWS`` rows are upserted (``metrics_report`` sends those through its
+    one statement instead): ``COPY`` inside its savepoint costs four round trips and separate
+    statements for series and buckets, which a few hundred rows do not pay back; from 1,000
+    one-metric rows on it takes 0.65-0.85 of the one statement's time. A stored row the summary does not know of (a
+    report without metrics) makes the ``COPY`` fail inside its savepoint; the batch is then
+    upserted as usual, so nothing is lost.
+    """
+    if append_only and len(rows) >= COPY_MIN_ROWS and connection.vendor == "postgresql":
+        try:
+            with transaction.atomic():
+                copy_rows(MetricReport._meta.db_table, RAW_COLUMNS, rows)
+            return
+        except IntegrityError:
+            pass
     insert_rows(
         MetricReport._meta.db_table, RAW_COLUMNS, rows, conflict=_RAW_KEY, updates=_RAW_UPDATES
     )

@@ -8,7 +8,8 @@ thousands of placeholders nor waits once per row (``executemany`` is one pipelin
 row). On SQLite, ``executemany`` of a one-row statement (the driver steps one prepared statement
 per row), or with ``RETURNING`` one multi-row ``VALUES`` per chunk under its 32,766-parameter
 limit. JSON values are written with orjson (``json_text``). Valid for
-SQLite >= 3.35 (``RETURNING``) and PostgreSQL >= 9.5.
+SQLite >= 3.35 (``RETURNING``) and PostgreSQL >= 9.5. Rows known not to conflict can go
+through PostgreSQL's ``COPY`` instead (``copy_rows``), about twice as fast again.
 """
 
 from __future__ import annotations
@@ -163,3 +164,33 @@ def insert_rows(
             if returning:
                 out.extend(cursor.fetchall())
     return out
+
+
+def copy_rows(
+    table: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Append ``rows`` to ``table`` with PostgreSQL's ``COPY FROM STDIN`` (no conflict handling).
+
+    For rows that cannot collide with stored ones (the caller knows): a unique violation raises
+    ``IntegrityError`` and aborts the transaction, so call it inside a savepoint when unsure.
+    ``jsonb`` columns take any JSON-able value, as in ``insert_rows``.
+
+    Raises:
+        NotImplementedError: on another database than PostgreSQL.
+    """
+    if connection.vendor != "postgresql":
+        raise NotImplementedError("copy_rows needs PostgreSQL")
+    if not rows:
+        return
+    json_cols = {i for i, (_, t) in enumerate(columns) if t == "jsonb"}
+    names = ", ".join(quote(c) for c, _ in columns)
+    # The driver's own cursor (Django's has no COPY); its errors still become Django's.
+    with (
+        connection.wrap_database_errors,
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {quote(table)} ({names}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            if json_cols:
+                row = [json_text(v) if i in json_cols else v for i, v in enumerate(row)]
+            copy.write_row(row)
