@@ -10,11 +10,11 @@ tens of millions of points. ``SeparateDatabaseAndState`` records the field chang
 import django.db.models.deletion
 from django.db import migrations, models
 
-# (table, column, index name as Django created it in 0001)
+# (model, field, the model it points to, index name as Django created it in 0001)
 _INDEXES = [
-    ("registry_metricbucket", "series_id", "registry_metricbucket_series_id_6b412018"),
-    ("registry_metricreport", "trial_id", "registry_metricreport_trial_id_671361f4"),
-    ("registry_metricseries", "trial_id", "registry_metricseries_trial_id_255afdd8"),
+    ("metricbucket", "series", "registry.metricseries", "registry_metricbucket_series_id_6b412018"),
+    ("metricreport", "trial", "registry.trial", "registry_metricreport_trial_id_671361f4"),
+    ("metricseries", "trial", "registry.trial", "registry_metricseries_trial_id_255afdd8"),
 ]
 
 
@@ -27,42 +27,23 @@ class Migration(migrations.Migration):
         migrations.SeparateDatabaseAndState(
             database_operations=[
                 migrations.RunSQL(
-                    f'DROP INDEX IF EXISTS "{name}"',
-                    reverse_sql=f'CREATE INDEX "{name}" ON "{table}" ("{column}")',
+                    f'DROP INDEX IF EXISTS "{index}"',
+                    reverse_sql=f'CREATE INDEX "{index}" ON "registry_{model}" ("{field}_id")',
                 )
-                for table, column, name in _INDEXES
+                for model, field, _to, index in _INDEXES
             ],
             state_operations=[
                 migrations.AlterField(
-                    model_name="metricbucket",
-                    name="series",
+                    model_name=model,
+                    name=field,
                     field=models.ForeignKey(
                         db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="+",
-                        to="registry.metricseries",
+                        to=to,
                     ),
-                ),
-                migrations.AlterField(
-                    model_name="metricreport",
-                    name="trial",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="registry.trial",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="metricseries",
-                    name="trial",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="registry.trial",
-                    ),
-                ),
+                )
+                for model, field, to, _index in _INDEXES
             ],
         ),
     ]
