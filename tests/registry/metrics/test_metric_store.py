@@ -27,6 +27,8 @@ from registry.metrics import (
 )
 from registry.metrics._aggregate import (
     AGG_FIELDS,
+    SMALL_BATCH_POINTS,
+    aggregates_from_arrays,
     bucket_aggregates,
     many_bucket_aggregates,
     merge_all,
@@ -62,6 +64,23 @@ def test_vectorised_buckets_equal_point_by_point_merges():
         "b": naive_buckets(other),
         "c": {},
     }
+
+
+def test_small_batches_merged_in_python_equal_the_vectorised_buckets():
+    """Up to SMALL_BATCH_POINTS points skip numpy; the aggregates are the same either way."""
+    rng = random.Random(11)
+    for _ in range(300):
+        size = rng.randint(1, SMALL_BATCH_POINTS)
+        steps = sorted(rng.sample(range(3 * BASE_WIDTH), size))
+        # Few distinct values, so ties on the minimum and maximum are common.
+        points = [(s, None if rng.random() < 0.2 else float(rng.randint(-2, 2))) for s in steps]
+        as_arrays = aggregates_from_arrays(
+            np.array(steps, dtype=np.int64),
+            np.array([np.nan if v is None else v for _, v in points], dtype=np.float64),
+        )
+        assert bucket_aggregates(points) == naive_buckets(points) == as_arrays
+    halves = {"a": [(1, 1.0), (40, None)], "b": [(2, 3.0)], "c": []}
+    assert many_bucket_aggregates(halves) == {k: naive_buckets(v) for k, v in halves.items()}
 
 
 def test_a_bucket_of_only_gaps_has_no_extremes():
