@@ -75,11 +75,14 @@ def test_a_job_waiting_for_cpus_says_resources_and_a_cancelled_job_is_infrastruc
 
 
 def test_a_signal_reaches_the_batch_script_without_ending_the_job(cluster_cpus, tmp_path):
-    marker = tmp_path / "got-usr1"
-    body = f"trap 'touch {marker}; exit 0' USR1\nsleep 120 & wait\n"
+    marker, trapping = tmp_path / "got-usr1", tmp_path / "trapping"
+    # RUNNING comes before bash reaches `trap`: a USR1 sent then would end the job (its default
+    # action), so the signal waits until the script says its trap is set.
+    body = f"trap 'touch {marker}; exit 0' USR1\ntouch {trapping}\nsleep 120 & wait\n"
     job_id = slurm.submit(_script(body))
     try:
         wait_for(lambda: slurm.jobs([job_id])[job_id].state == "RUNNING", 60, "the job to run")
+        wait_for(trapping.exists, 60, "the batch script to set its trap")
         slurm.cancel(job_id, signal="USR1")
         wait_for(marker.exists, 60, "the batch script to get USR1")
     finally:
