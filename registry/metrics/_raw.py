@@ -1,8 +1,9 @@
 """The raw report rows of a metric batch: how they are written on each database.
 
 Upserted on ``(trial, group, steps_completed)`` (a retry or a restarted run replaces what it
-re-reports); on PostgreSQL, a batch known to hold only new steps is appended with ``COPY``, and a
-small one joins its series' and buckets' upserts in one statement (``raw_upsert``).
+re-reports); on PostgreSQL a batch known to hold only new steps joins its series' and buckets'
+upserts in one statement (``raw_upsert``) below ``COPY_MIN_ROWS`` reports, and is appended with
+``COPY`` from there (``store_raw``).
 """
 
 from __future__ import annotations
@@ -79,14 +80,14 @@ def store_raw(rows: list[tuple], *, append_only: bool) -> None:
     """Write the raw report rows: upserted, or on PostgreSQL appended with ``COPY`` when no stored
     row has their steps (``append_only``, known from the summary's high-water marks).
 
-    Fewer than ``COPY_MIN_ROWS`` rows are upserted (``metrics_report`` sends those through its
-    one statement instead): ``COPY`` inside its savepoint costs four round trips and separate
-    statements for series and buckets, which a few hundred rows do not pay back; from 1,000
-    one-metric rows on it takes 0.65-0.85 of the one statement's time. A stored row the summary does not know of (a
-    report without metrics) makes the ``COPY`` fail inside its savepoint; the batch is then
-    upserted as usual, so nothing is lost.
+    ``metrics_report`` sends an append-only batch of fewer than ``COPY_MIN_ROWS`` reports through
+    its one statement (``raw_upsert``) instead: ``COPY`` inside its savepoint costs four round
+    trips and separate statements for series and buckets, which a few hundred rows do not pay
+    back; from 1,000 one-metric rows on it takes 0.65-0.85 of the one statement's time. A stored
+    row the summary does not know of (a report without metrics) makes the ``COPY`` fail inside
+    its savepoint; the batch is then upserted as usual, so nothing is lost.
     """
-    if append_only and len(rows) >= COPY_MIN_ROWS and connection.vendor == "postgresql":
+    if append_only and connection.vendor == "postgresql":
         try:
             with transaction.atomic():
                 copy_rows(MetricReport._meta.db_table, RAW_COLUMNS, rows)

@@ -9,7 +9,8 @@ row). On SQLite, ``executemany`` of a one-row statement (the driver steps one pr
 per row), or with ``RETURNING`` one multi-row ``VALUES`` per chunk under its 32,766-parameter
 limit. JSON values are written with orjson (``json_text``). Valid for
 SQLite >= 3.35 (``RETURNING``) and PostgreSQL >= 9.5. Rows known not to conflict can go
-through PostgreSQL's ``COPY`` instead (``copy_rows``), about twice as fast again.
+through PostgreSQL's ``COPY`` instead (``copy_rows``), faster from a few hundred rows
+(docs/decisions/metrics.md).
 """
 
 from __future__ import annotations
