@@ -6,7 +6,9 @@ For SQLite (a fresh temp file) and PostgreSQL (``headway_bench``, recreated; ski
 when the server is unreachable) this migrates a fresh database, makes a user token, starts the
 web server as a subprocess (``manage.py runserver``, what the embedded setup runs; also
 gunicorn when it is importable, and runserver with TCP_NODELAY when the stock one shows the 40 ms
-Nagle/delayed-ACK floor) and measures, from one keep-alive ``requests.Session``:
+Nagle/delayed-ACK floor) and measures, from one keep-alive session configured as the SDK's
+(``headway.client._session.http_session``), bodies encoded (compact JSON) before the clock
+starts, as the SDK's reporter sends them:
 
 - batched: 10 metrics x 10,000 steps = 100,000 points for one trial, 1,000 points per POST
   (100 reports of 10 metrics); points/s = points / summed wall time of the POSTs;
@@ -66,6 +68,8 @@ from _server import (
 )
 from _tiny import pick, tiny
 from sdk_reporting import bench_sdk  # its one-pair row; sdk_reporting.py has more
+
+from headway.client._session import http_session
 
 POSTGRES_URL = os.environ.get(
     "HEADWAY_BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/headway_bench"
@@ -148,9 +152,12 @@ def _post(session: requests.Session, url: str, body: dict) -> float:
     ``Retry-After`` (at most 5 times, as the SDK would), counted in ``RETRIED_503``; the time
     returned is the successful attempt's.
     """
+    # Encoded before the clock starts, compact, as the SDK's reporter sends its batches.
+    data = json.dumps(body, separators=(",", ":")).encode()
+    headers = {"Content-Type": "application/json"}
     for attempt in range(6):
         t0 = time.perf_counter()
-        resp = session.post(url, json=body, timeout=60)
+        resp = session.post(url, data=data, headers=headers, timeout=60)
         elapsed = time.perf_counter() - t0
         if resp.status_code != 503 or attempt == 5:
             break
@@ -215,8 +222,8 @@ def verify(session: requests.Session, url: str, trial_id: int) -> bool:
 
 def measure(backend: Backend, token: str, kind: str) -> dict[str, float | bool]:
     """All figures for one backend behind one server kind."""
-    with Server(backend, kind) as server, requests.Session() as session:
-        session.headers["Authorization"] = f"Token {token}"
+    # The SDK's own HTTP session (its token auth, the environment read once).
+    with Server(backend, kind) as server, http_session(token) as session:
         batched_trial = create_trial(session, server.url)
         single_trial = create_trial(session, server.url)
         out: dict[str, float | bool] = {"healthz_p50_ms": bench_healthz(session, server.url)}

@@ -56,7 +56,7 @@ class TokenAuth(AuthBase):
         return request
 
 
-def _http_session(token: str | None) -> requests.Session:
+def http_session(token: str | None) -> requests.Session:
     """The ``requests.Session`` under a ``Session``: its token as ``TokenAuth``, and the
     environment read once when no proxy is configured.
 
@@ -115,7 +115,7 @@ class Session:
         self.backoff = backoff
         self.timeout = timeout
         self.outage_seconds = outage_seconds
-        self._http = _http_session(token)
+        self._http = http_session(token)
 
     def with_retry(self, max_retries: int) -> Session:
         """Return a copy sharing the token with another retry budget (and no outage budget)."""
