@@ -197,6 +197,10 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
+    # registry/path_converters.py: ids the database can hold, larger ones are a 404.
+    "PATH_CONVERTER_OVERRIDES": {
+        "db_id": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+    },
     "TITLE": "Headway REST API",
     "DESCRIPTION": "Experiments, trials, metrics and checkpoints.",
     "VERSION": "1",

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+import registry.path_converters  # noqa: F401 (registers the <db_id:...> converter)
 from dashboard.views import (
     compare,
     experiment,
@@ -18,36 +19,36 @@ urlpatterns = [
     path("", experiments.experiment_list, name="experiments"),
     path("experiments/bulk", experiments.experiment_bulk_control, name="experiments-bulk"),
     path("experiments/live", experiments.experiment_list_live, name="experiments-live"),
-    path("experiments/<int:experiment_id>/", experiment.experiment_detail, name="experiment"),
+    path("experiments/<db_id:experiment_id>/", experiment.experiment_detail, name="experiment"),
     path(
-        "experiments/<int:experiment_id>/live", experiment.experiment_live, name="experiment-live"
+        "experiments/<db_id:experiment_id>/live", experiment.experiment_live, name="experiment-live"
     ),
     path(
-        "experiments/<int:experiment_id>/files/",
+        "experiments/<db_id:experiment_id>/files/",
         experiment.experiment_files,
         name="experiment-files",
     ),
     path(
-        "experiments/<int:experiment_id>/control/<str:action>",
+        "experiments/<db_id:experiment_id>/control/<str:action>",
         experiment.experiment_control,
         name="experiment-control",
     ),
     path(
-        "experiments/<int:experiment_id>/edit", experiment.experiment_edit, name="experiment-edit"
+        "experiments/<db_id:experiment_id>/edit", experiment.experiment_edit, name="experiment-edit"
     ),
     path(
-        "experiments/<int:experiment_id>/notes",
+        "experiments/<db_id:experiment_id>/notes",
         experiment.experiment_notes,
         name="experiment-notes",
     ),
-    path("trials/<int:trial_id>/", trial.trial_detail, name="trial"),
-    path("trials/<int:trial_id>/control/<str:action>", trial.trial_control, name="trial-control"),
-    path("trials/<int:trial_id>/continue", trial.trial_continue, name="trial-continue"),
-    path("trials/<int:trial_id>/menu", trial.trial_menu, name="trial-menu"),
-    path("trials/<int:trial_id>/notes", trial.trial_notes, name="trial-notes"),
-    path("trials/<int:trial_id>/logs/", trial_logs.trial_log_list, name="trial-logs"),
+    path("trials/<db_id:trial_id>/", trial.trial_detail, name="trial"),
+    path("trials/<db_id:trial_id>/control/<str:action>", trial.trial_control, name="trial-control"),
+    path("trials/<db_id:trial_id>/continue", trial.trial_continue, name="trial-continue"),
+    path("trials/<db_id:trial_id>/menu", trial.trial_menu, name="trial-menu"),
+    path("trials/<db_id:trial_id>/notes", trial.trial_notes, name="trial-notes"),
+    path("trials/<db_id:trial_id>/logs/", trial_logs.trial_log_list, name="trial-logs"),
     path(
-        "trials/<int:trial_id>/logs/download",
+        "trials/<db_id:trial_id>/logs/download",
         trial_logs.trial_log_download,
         name="trial-logs-download",
     ),
@@ -60,12 +61,12 @@ urlpatterns = [
     path("models/<str:name>/archive", model.model_archive, name="model-archive"),
     path("models/<str:name>/edit", model.model_edit, name="model-edit"),
     path(
-        "models/<str:name>/versions/<int:version>/delete",
+        "models/<str:name>/versions/<db_id:version>/delete",
         model.model_version_delete,
         name="model-version-delete",
     ),
     path(
-        "models/<str:name>/versions/<int:version>/edit",
+        "models/<str:name>/versions/<db_id:version>/edit",
         model.model_version_edit,
         name="model-version-edit",
     ),

@@ -31,9 +31,12 @@ class TrialAPI(APIBase):
         run_id: int,
         resources: dict[str, int],
         metadata: dict[str, Any],
+        minimal: bool = False,
     ) -> dict[str, Any]:
         """Register a checkpoint stored by run ``run_id`` (``resources``: relative path ->
-        bytes); idempotent on ``uuid``. Returns the ``CheckpointSerializer`` row."""
+        bytes); idempotent on ``uuid``. Returns the ``CheckpointSerializer`` row, or with
+        ``minimal`` (``Prefer: return=minimal``) only ``wire.CheckpointRegistered``'s fields,
+        which spares the registry the row's metrics and ranking."""
         body = {
             "uuid": uuid,
             "steps_completed": steps_completed,
@@ -41,7 +44,12 @@ class TrialAPI(APIBase):
             "resources": resources,
             "metadata": metadata,
         }
-        row: dict[str, Any] = self._post("trial_checkpoint_report", body, trial_id=trial_id)
+        path = self.path("trial_checkpoint_report", "POST", trial_id=trial_id)
+        if minimal:
+            headers = {"Prefer": "return=minimal"}
+            answer = self.session.request("POST", path, json=body, headers=headers).json()
+            return wire.CheckpointRegistered.model_validate(answer).model_dump()
+        row: dict[str, Any] = self.session.post(path, json=body)
         return row
 
     def trial_preempt_poll(self, trial_id: int, *, run_id: int, timeout: int) -> wire.ShouldPreempt:

@@ -337,6 +337,16 @@ class EarlyExitRecorded(WireModel):
 # -- checkpoints ---------------------------------------------------------------------------------
 
 
+class CheckpointRegistered(WireModel):
+    """``POST trials/{id}/checkpoints/`` with ``Prefer: return=minimal`` (RFC 7240): the
+    registered checkpoint's identity, without the full row's metrics and ranking."""
+
+    uuid: str
+    trial_id: int
+    steps_completed: int
+    state: str
+
+
 class CheckpointMetadataMerged(WireModel):
     """``POST checkpoints/{uuid}/metadata/``: the checkpoint's whole metadata after the merge."""
 

@@ -125,6 +125,7 @@ class RESTCheckpointRegistry:
             run_id=self._run_id,
             resources=resources,
             metadata=metadata,
+            minimal=True,  # the answer is not read: spare the registry the full row
         )
 
     def get_metadata(self, storage_id: str) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
+import registry.path_converters  # noqa: F401 (registers the <db_id:...> converter)
 from registry.api import views
 from registry.api.views import host_agent, host_tokens
 from registry.model_registry import MODEL_NAME_PATTERN
@@ -26,8 +27,8 @@ router.register(
 )
 
 # Worker hosts' routes (host tokens only; registry/api/views/host_agent.py).
-_RUN = "host-agent/trials/<int:trial_id>/runs/<int:run_id>/"
-_SHARE = _RUN + "shares/<int:node_rank>/"
+_RUN = "host-agent/trials/<db_id:trial_id>/runs/<db_id:run_id>/"
+_SHARE = _RUN + "shares/<db_id:node_rank>/"
 host_agent_urls = [
     path("host-agent/heartbeat/", host_agent.HostHeartbeatView.as_view(), name="host-heartbeat"),
     path("host-agent/stopped/", host_agent.HostStoppedView.as_view(), name="host-stopped"),
@@ -76,7 +77,9 @@ host_agent_urls = [
 urlpatterns = [
     *host_agent_urls,
     path("auth/login/", views.LoginView.as_view(), name="login"),
-    path("trials/<int:pk>/metrics.csv", views.TrialMetricsCSV.as_view(), name="trial-metrics-csv"),
+    path(
+        "trials/<db_id:pk>/metrics.csv", views.TrialMetricsCSV.as_view(), name="trial-metrics-csv"
+    ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path(
         "schema/ui/",

@@ -16,6 +16,7 @@ from registry import lifecycle, metrics
 from registry.api.answers import answer
 from registry.api.params import int_param, int_query_parameter
 from registry.api.permissions import trial_run_of
+from registry.api.prefer import PREFER_PARAMETER, minimal, prefers_minimal
 from registry.api.schema import openapi_30
 from registry.api.serializers import (
     RUN_ID_MAX,
@@ -37,17 +38,20 @@ from registry.api.views.metrics import SERIES_PARAMETERS, series_params
 from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data
 from registry.errors import InvalidInput
 from registry.models import Experiment, Trial, TrialLog
+from registry.path_converters import DB_ID_MAX
 from registry.preemption import wait_for_stop_request
 
 
 def _trial_pk(pk: str | None) -> int:
-    """The trial id from the URL; 404 (as get_object would) when it is not an integer."""
-    if pk is None:
-        raise Http404("No Trial matches the given query.")
+    """The trial id from the URL; 404 (as get_object would) when it is not an integer or
+    larger than any database id (SQLite's driver would raise OverflowError: a 500)."""
     try:
-        return int(pk)
+        trial_id = int(pk) if pk is not None else -1
     except ValueError:
-        raise Http404("No Trial matches the given query.") from None
+        trial_id = -1
+    if not 0 <= trial_id <= DB_ID_MAX:
+        raise Http404("No Trial matches the given query.")
+    return trial_id
 
 
 TRIAL_MAX_POINTS = 2000
@@ -158,7 +162,9 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
     @extend_schema(
         methods=["POST"],
         request=CheckpointRegisterSerializer,
-        # 201 for a new registration, 200 when the same one is registered again.
+        parameters=[PREFER_PARAMETER],
+        # 201 for a new registration, 200 when the same one is registered again; with
+        # Prefer: return=minimal, the body is wire.CheckpointRegistered.
         responses={200: CheckpointSerializer, 201: CheckpointSerializer},
     )
     @action(detail=True, methods=["get", "post"])
@@ -188,10 +194,16 @@ class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericV
                 )
             except Trial.DoesNotExist:
                 raise Http404("No Trial matches the given query.") from None
-            return Response(
-                CheckpointSerializer(checkpoint).data,
-                status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
-            )
+            code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+            if prefers_minimal(request):
+                registered = {
+                    "uuid": str(checkpoint.uuid),
+                    "trial_id": checkpoint.trial_id,
+                    "steps_completed": checkpoint.steps_completed,
+                    "state": checkpoint.state,
+                }
+                return minimal(answer(wire.CheckpointRegistered, registered, status=code))
+            return Response(CheckpointSerializer(checkpoint).data, status=code)
         trial = self.get_object()
         return checkpoint_list_response(
             self, trial.checkpoints.all(), default_order=("-steps_completed", "-created_at")

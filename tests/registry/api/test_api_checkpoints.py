@@ -78,3 +78,38 @@ def test_it_rejects_a_bad_registration(api, stored):
 
 def test_unknown_checkpoint_is_404(api):
     assert api.get(f"/api/v1/checkpoints/{uuid.uuid4()}/").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "prefer",
+    ["return=minimal", 'respond-async, RETURN="minimal"; x=1', "wait=5,return=minimal"],
+)
+def test_prefer_return_minimal_answers_the_identity_only(api, stored, prefer):
+    """RFC 7240: the same registration, answered with its identity and Preference-Applied."""
+    trial, _, _ = stored
+    storage_id = str(uuid.uuid4())
+    body = {"uuid": storage_id, "steps_completed": 50, "resources": {"a.bin": 3}, "metadata": {}}
+    path = f"/api/v1/trials/{trial.id}/checkpoints/"
+    created = api.post(path, body, format="json", HTTP_PREFER=prefer)
+    assert created.status_code == 201
+    assert created["Preference-Applied"] == "return=minimal"
+    assert created.json() == {
+        "uuid": storage_id,
+        "trial_id": trial.id,
+        "steps_completed": 50,
+        "state": "COMPLETED",
+    }
+    again = api.post(path, body, format="json", HTTP_PREFER=prefer)
+    assert again.status_code == 200 and again.json() == created.json()
+    full = api.get(f"/api/v1/checkpoints/{storage_id}/").json()
+    assert full["resources"] == {"a.bin": 3} and full["latest"] is True
+
+
+@pytest.mark.parametrize("prefer", ["", "return=representation", "minimal", "respond-async"])
+def test_other_preferences_answer_the_full_row(api, stored, prefer):
+    trial, _, _ = stored
+    body = {"uuid": str(uuid.uuid4()), "steps_completed": 60, "resources": {}, "metadata": {}}
+    path = f"/api/v1/trials/{trial.id}/checkpoints/"
+    response = api.post(path, body, format="json", HTTP_PREFER=prefer)
+    assert response.status_code == 201 and "Preference-Applied" not in response
+    assert {"validation_metrics", "best", "latest", "storage"} <= set(response.json())
