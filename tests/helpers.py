@@ -21,6 +21,7 @@ import time
 import uuid as uuid_module
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,6 +70,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def answer_json(handler: Any, payload: object, status: int = 200) -> None:
+    """Send ``payload`` as a JSON answer from an ``http.server.BaseHTTPRequestHandler``."""
+    body = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def requirement_names(requirements: list[str]) -> set[str]:

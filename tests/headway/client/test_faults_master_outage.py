@@ -9,7 +9,6 @@ it on the same port: the trial must complete with no restart and every step's me
 from __future__ import annotations
 
 import http.server
-import json
 import os
 import threading
 import time
@@ -17,7 +16,7 @@ import time
 import pytest
 
 from headway.client import MasterUnreachableError, Session
-from tests.helpers import REPO, free_port
+from tests.helpers import REPO, answer_json, free_port
 
 # The acceptance of issue #12 is a 2-minute outage; the suite's default is shorter (the
 # 120 s run was made by hand: HEADWAY_TEST_OUTAGE_SECONDS=120).
@@ -28,12 +27,7 @@ FIXTURE = REPO / "tests" / "fixtures" / "core_api"
 class _OK(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # http.server's naming
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        body = json.dumps({"ok": True}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer_json(self, {"ok": True})
 
     def log_message(self, *args: object) -> None:
         pass

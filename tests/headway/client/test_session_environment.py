@@ -8,7 +8,6 @@ it saw, the other plays an HTTP proxy (a proxied request names the absolute URL)
 from __future__ import annotations
 
 import http.server
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 import requests
 
 from headway.client import APIError, Session
+from tests.helpers import answer_json
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
@@ -27,14 +27,7 @@ class _Echo(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:  # http.server's naming
-        body = json.dumps(
-            {"path": self.path, "authorization": self.headers.get("Authorization")}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer_json(self, {"path": self.path, "authorization": self.headers.get("Authorization")})
 
     def log_message(self, *args: object) -> None:
         pass
