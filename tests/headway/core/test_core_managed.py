@@ -21,7 +21,7 @@ import torch
 from headway import core
 from headway.client import BadRequestError
 from headway.core import _metrics
-from tests.helpers import REPO, wait_for
+from tests.helpers import REPO, answer_json, wait_for
 
 
 class FakeRegistry:
@@ -47,7 +47,10 @@ class FakeRegistry:
             return 200, {"should_preempt": self.should_preempt}
         if method == "POST" and path.endswith("/checkpoints/"):
             self.checkpoints[body["uuid"]] = body
-            return 201, body
+            # The registry's answer to Prefer: return=minimal (wire.CheckpointRegistered).
+            trial_id = int(path.split("/")[4])
+            registered = {"trial_id": trial_id, "state": "COMPLETED", **body}
+            return 201, registered
         if method == "GET" and path.startswith("/api/v1/checkpoints/"):
             uuid = path.split("/")[4]
             if uuid in self.checkpoints:
@@ -86,12 +89,7 @@ def _handler(registry: FakeRegistry) -> type[BaseHTTPRequestHandler]:
                     }
                 )
             status, answer = registry.answer(method, url.path, body)
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            answer_json(self, answer, status)
 
         def do_GET(self) -> None:  # http.server's naming
             self._serve("GET")
