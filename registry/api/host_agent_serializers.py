@@ -91,7 +91,7 @@ class RunExitRequestSerializer(ExitRequestSerializer):
     """A run's exit; ``reason``: why a run its host stopped (exit code null) was lost, e.g.
     ``host gpu-b lost its lease``, for the trial's message."""
 
-    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    reason = StrictCharField(max_length=500, required=False, allow_blank=True, default="")
 
 
 class LogLineRequestSerializer(StrictSerializer):

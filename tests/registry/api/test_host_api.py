@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from headway.client import RegistryAPI, UnauthenticatedError
+from headway.client import BadRequestError, RegistryAPI, UnauthenticatedError
 from registry import lifecycle
 from registry.models import RunShare, RunState, State, TrialLog, TrialRun
 from tests.helpers import TINY_CONFIG, TINY_MODEL, reload
@@ -184,3 +184,15 @@ def _user_key(user) -> str:
     from rest_framework.authtoken.models import Token
 
     return Token.objects.get_or_create(user=user)[0].key
+
+
+def test_an_exit_reason_that_is_not_text_is_refused(live_server, owner) -> None:
+    """schemathesis: a number as ``reason`` was stored as its text (DRF's lenient CharField)."""
+    api = host_api(live_server, "hx-r")
+    _, trial = _submit(owner)
+    api.run_claim(trial.id, 1, worker="w")
+    path = f"host-agent/trials/{trial.id}/runs/1/exit/"
+    with pytest.raises(BadRequestError, match="reason"):
+        api.session.post(path, json={"exit_code": 1, "reason": 0.5})
+    assert reload(trial).restarts == 0  # nothing was recorded
+    assert api.run_exit(trial.id, 1, exit_code=0, reason="done").state == "EXITED"
