@@ -92,7 +92,13 @@ def populate() -> tuple[Any, dict[str, str]]:
     return owner, pages
 
 
-TWO_FRAMES = "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+# Bounded: page.evaluate has no timeout, and a page that is not rendering never runs its
+# animation-frame callbacks (a full run sat 60 minutes in a Playwright call while an
+# experiment page polled); after 2 s the caller's own checks, which time out, take over.
+TWO_FRAMES = """new Promise((done) => {
+  requestAnimationFrame(() => requestAnimationFrame(done));
+  setTimeout(done, 2000);
+})"""
 # Every metric chart and the importance chart drawn (or its message shown), and every Plotly div.
 DRAWN = """() => {
   const charts = Array.from(document.querySelectorAll('.plot[data-key], div#hparam-importance'));
