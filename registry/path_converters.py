@@ -23,8 +23,11 @@ class DatabaseIdConverter:
         """The id as an int.
 
         Raises:
-            ValueError: past ``DB_ID_MAX`` (Django answers 404).
+            ValueError: not ASCII digits (a caller outside the URL resolver, whose ``regex``
+                already checked them), or past ``DB_ID_MAX`` (Django answers 404).
         """
+        if not (value.isascii() and value.isdigit()):
+            raise ValueError(f"{value!r} is not a database id")
         number = int(value)
         if number > DB_ID_MAX:
             raise ValueError(f"{value} is larger than any database id")

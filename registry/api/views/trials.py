@@ -38,7 +38,7 @@ from registry.api.views.metrics import SERIES_PARAMETERS, series_params
 from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data
 from registry.errors import InvalidInput
 from registry.models import Experiment, Trial, TrialLog
-from registry.path_converters import DB_ID_MAX
+from registry.path_converters import DatabaseIdConverter
 from registry.preemption import wait_for_stop_request
 
 
@@ -46,12 +46,9 @@ def _trial_pk(pk: str | None) -> int:
     """The trial id from the URL; 404 (as get_object would) when it is not an integer or
     larger than any database id (SQLite's driver would raise OverflowError: a 500)."""
     try:
-        trial_id = int(pk) if pk is not None else -1
+        return DatabaseIdConverter().to_python(pk or "")
     except ValueError:
-        trial_id = -1
-    if not 0 <= trial_id <= DB_ID_MAX:
-        raise Http404("No Trial matches the given query.")
-    return trial_id
+        raise Http404("No Trial matches the given query.") from None
 
 
 TRIAL_MAX_POINTS = 2000
