@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend with Headway's check of pooled connections (``base``)."""
