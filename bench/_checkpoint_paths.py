@@ -32,6 +32,7 @@ PAIRS = (
     ("fs_rest_tar", "cp_download"),
     ("fs_rest_zip", "cp_download"),
     ("fs_cli", "copy_process"),
+    ("fs_cli_master", "copy_process"),
 )
 _BOTO3_PROCESS = """
 import sys, boto3
@@ -183,16 +184,21 @@ class Paths:
         return self._cli(self.s3_id)
 
     def fs_cli(self) -> Meter:
+        """The default ``--mode auto``: a copy from the shared_fs folder, mounted here."""
         return self._cli(self.fs_id)
 
-    def _cli(self, storage_id: str) -> Meter:
+    def fs_cli_master(self) -> Meter:
+        """``--mode master``: the same files through the registry's web server."""
+        return self._cli(self.fs_id, "--mode", "master")
+
+    def _cli(self, storage_id: str, *options: str) -> Meter:
         """``headway checkpoint download UUID -o DIR`` as a user runs it."""
         target, meter = self.out("cli"), self.meter()
         env = {**os.environ, "HEADWAY_MASTER": self.env["url"], "HEADWAY_TOKEN": self.env["token"]}
         command = [sys.executable, "-m", "headway.cli", "checkpoint", "download", storage_id]
         meter.start()
         subprocess.run(
-            [*command, "-o", str(target), "--no-progress"],
+            [*command, "-o", str(target), "--no-progress", *options],
             env=env,
             cwd=REPO,
             check=True,

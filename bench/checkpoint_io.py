@@ -25,7 +25,9 @@ Paths (Headway, then the baseline it is paired with):
   same of the shared_fs checkpoint vs ``cp -r`` of its folder.
 - ``cli``: ``headway checkpoint download`` (a process) vs a process that downloads the same files
   with boto3 (``python -c``): both pay an interpreter start; ``fs_cli``: the same of the
-  shared_fs checkpoint vs a process copying its folder with ``shutil.copytree``.
+  shared_fs checkpoint (``--mode auto``: copied from the folder, mounted here) vs a process
+  copying its folder with ``shutil.copytree``; ``fs_cli_master``: the same with ``--mode master``
+  (through the registry's web server).
 
 Modules: ``_checkpoint_setup`` (bytes, moto, the trial), ``_checkpoint_meter`` (time, RSS),
 ``_checkpoint_paths`` (the steps and ``PAIRS``), this file (rounds, figures, the report).

@@ -1,10 +1,13 @@
 """``headway checkpoint download``: a checkpoint's files, resumable, with a progress bar.
 
-Default: every file of the registry's ``resources`` is fetched on its own
-(``checkpoints/<uuid>/download?path=FILE``) into ``DIR``; a file already there with the registered
-size is skipped, a shorter one is resumed with an HTTP ``Range`` request, and every file's size
-is checked against ``resources`` at the end. ``--format tar|tgz|zip`` instead saves the archive
-the server builds on the fly as one file (not resumable: the archive is generated per request).
+Default: every file of the registry's ``resources`` is fetched on its own into ``DIR``: copied
+from the checkpoint's shared file system when this machine mounts it (``--mode auto``, the
+default, as Determined's ``det checkpoint download``; ``--mode direct`` insists on it), else
+through the registry (``checkpoints/<uuid>/download?path=FILE``; ``--mode master`` always). A
+file already there with the registered size is skipped, a shorter one is resumed (an HTTP
+``Range`` request, or a copy from its size on), and every file's size is checked against
+``resources`` at the end. ``--format tar|tgz|zip`` instead saves the archive the server builds on
+the fly as one file (not resumable: the archive is generated per request).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ CHUNK_BYTES = 1 << 20
 # Attempts per file after a dropped connection, each resuming where the last one stopped.
 RESUME_ATTEMPTS = 3
 ARCHIVE_EXTENSIONS = {"tar": "tar", "tgz": "tar.gz", "zip": "zip"}
+# headway.storage.DownloadMode's values (not imported here: the storage package takes ~15 ms
+# to load, which `--mode master` does not need).
+MODES = ("auto", "direct", "master")
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -48,6 +54,13 @@ def add_parser(ckpt_cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="save the archive the server streams instead of the files (not resumable)",
     )
     download.add_argument(
+        "--mode",
+        choices=MODES,
+        default="auto",
+        help="where to read the files: 'direct' from the checkpoint's shared file system "
+        "mounted here, 'master' through the registry, 'auto' (default) direct when it can",
+    )
+    download.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -61,18 +74,23 @@ def cmd_download(args: argparse.Namespace) -> int:
 
     Raises:
         CLIError: naming the file, for an unsafe path in the registry's listing, a file whose
-            size differs from the registry's ``resources``, a file missing from storage, or a
-            connection lost more than ``RESUME_ATTEMPTS`` times (run again to resume).
+            size differs from the registry's ``resources``, a file missing from storage, a
+            connection lost more than ``RESUME_ATTEMPTS`` times (run again to resume), ``--mode
+            direct`` where the storage cannot be read here (saying why) or with ``--format``.
     """
     api = make_api(args)
     disable = None if args.progress is None else not args.progress  # None: tqdm checks isatty
+    if args.format and args.mode == "direct":
+        raise CLIError("--mode direct copies the files; --format asks the registry for an archive")
     if args.format:
         target = Path(args.output or f"{args.uuid}.{ARCHIVE_EXTENSIONS[args.format]}")
         _download_archive(api, args.uuid, args.format, target, disable)
         print(target.resolve())
         return 0
     dest = Path(args.output or Path("checkpoints") / args.uuid)
-    resources = api.checkpoint_get(args.uuid).get("resources") or {}
+    checkpoint = api.checkpoint_get(args.uuid)
+    resources = checkpoint.get("resources") or {}
+    reader = None if args.mode == "master" else _direct_reader(checkpoint, args.mode)
     plan = {_local_path(dest, args.uuid, rel): (rel, int(size)) for rel, size in resources.items()}
     present = {path: _size_on_disk(path) for path in plan}
     done = sum(have for path, have in present.items() if have <= plan[path][1])
@@ -80,6 +98,8 @@ def cmd_download(args: argparse.Namespace) -> int:
     try:
         with _bar(total, done, args.uuid, disable) as bar:
             for path, (rel, size) in sorted(plan.items(), key=lambda item: item[1][0]):
+                if reader is not None and _copied_direct(reader, args, rel, size, path, bar):
+                    continue
                 _download_file(api, args.uuid, rel, size, path, bar)
     except OSError as exc:
         raise CLIError(f"cannot write checkpoint into {dest}: {exc}") from None
@@ -88,6 +108,41 @@ def cmd_download(args: argparse.Namespace) -> int:
             raise CLIError(f"checkpoint {args.uuid}: {rel} is not {size} bytes as registered")
     print(dest.resolve())
     return 0
+
+
+def _direct_reader(checkpoint: dict[str, Any], mode: str) -> Any:
+    """The storage manager reading ``checkpoint`` here, or None (``auto``: go through the
+    registry instead)."""
+    from headway.storage import DirectReadUnavailable, direct_reader
+
+    try:
+        return direct_reader(checkpoint)
+    except DirectReadUnavailable as exc:
+        if mode == "direct":
+            raise CLIError(f"--mode direct: {exc}") from None
+        return None
+
+
+def _copied_direct(
+    reader: Any, args: argparse.Namespace, rel: str, size: int, path: Path, bar: tqdm[Any]
+) -> bool:
+    """Copy ``rel`` from storage into ``path`` (resuming); False when storage cannot give it and
+    ``--mode auto`` may ask the registry instead."""
+    from headway.storage import DirectReadUnavailable, copy_direct
+
+    have = _size_on_disk(path)
+    if have > size:  # not a prefix of this file: start over
+        path.unlink()
+    elif have == size and path.exists():
+        return True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        copy_direct(reader, args.uuid, rel, path, bar.update)
+    except DirectReadUnavailable as exc:
+        if args.mode == "direct":
+            raise CLIError(f"--mode direct: {exc}") from None
+        return False
+    return True
 
 
 def _local_path(dest: Path, uuid: str, rel: str) -> Path:

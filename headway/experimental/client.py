@@ -1,7 +1,8 @@
 """``headway.experimental.client``: Determined's Python SDK names over Headway's REST API.
 
 Port by changing ``from determined.experimental import client`` to ``from headway.experimental
-import client``. Supported: ``login``, ``get_checkpoint(uuid).download(path)``,
+import client``. Supported: ``login``, ``get_checkpoint(uuid).download(path, mode=)``
+(``DownloadMode``),
 ``get_experiment(id).get_trials()``, ``get_trial(id).top_checkpoint()`` /
 ``list_checkpoints()``, the ``uuid`` / ``metadata`` / ``steps_completed`` attributes,
 ``Checkpoint.add_metadata``, and the
@@ -20,6 +21,7 @@ import tarfile
 from typing import Any
 
 from headway.client import NotFoundError, RegistryAPI, resolve_token, save_token
+from headway.storage import DirectReadUnavailable, DownloadMode, copy_direct, direct_reader
 
 DEFAULT_MASTER = "http://127.0.0.1:8000"
 _api: RegistryAPI | None = None
@@ -63,7 +65,8 @@ class Checkpoint:
 
     Attributes:
         uuid (str), trial_id (int), experiment_id (int), steps_completed (int),
-        state (str), metadata (dict), resources (dict: relative path -> bytes).
+        state (str), metadata (dict), resources (dict: relative path -> bytes),
+        storage (dict: the experiment's ``checkpoint_storage`` as the registry resolved it).
     """
 
     uuid: str
@@ -73,6 +76,7 @@ class Checkpoint:
     state: str | None
     metadata: dict[str, Any]
     resources: dict[str, int]
+    storage: dict[str, Any]
     _api: RegistryAPI = dataclasses.field(repr=False)
 
     @classmethod
@@ -85,22 +89,34 @@ class Checkpoint:
             state=data.get("state"),
             metadata=dict(data.get("metadata") or {}),
             resources=dict(data.get("resources") or {}),
+            storage=dict(data.get("storage") or {}),
             _api=api,
         )
 
-    def download(self, path: str | os.PathLike[str] | None = None) -> str:
+    def download(
+        self, path: str | os.PathLike[str] | None = None, mode: DownloadMode = DownloadMode.AUTO
+    ) -> str:
         """Download the checkpoint's files into ``path`` (default ``checkpoints/<uuid>``);
         return the directory (Determined's ``Checkpoint.download``).
 
-        Extraction uses ``tarfile``'s ``"data"`` filter, so a hostile archive cannot write
-        outside the directory.
+        ``mode``: ``DIRECT`` copies the files from the checkpoint's shared file system mounted
+        on this machine, ``MASTER`` streams them through the registry as a tar, ``AUTO`` (the
+        default) is DIRECT when this machine can read the storage, else MASTER. Extraction uses
+        ``tarfile``'s ``"data"`` filter and a direct copy only the registered file names, so
+        neither can write outside the directory.
 
         Raises:
+            ValueError: ``mode`` is not a ``DownloadMode``, or ``DIRECT`` where this machine
+                cannot read the checkpoint's storage (saying why).
             headway.client.APIError: the registry refused (e.g. 410: files gone from storage).
             tarfile.TarError: unsafe or corrupt archive.
         """
+        if not isinstance(mode, DownloadMode):
+            raise ValueError(f"mode must be a DownloadMode (direct, master, auto), got {mode!r}")
         dest = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
         dest.mkdir(parents=True, exist_ok=True)
+        if mode is not DownloadMode.MASTER and self._copied_direct(dest, mode):
+            return str(dest)
         response = self._api.checkpoint_download(self.uuid)
         try:
             response.raw.decode_content = True
@@ -109,6 +125,31 @@ class Checkpoint:
         finally:
             response.close()
         return str(dest)
+
+    def _copied_direct(self, dest: pathlib.Path, mode: DownloadMode) -> bool:
+        """Copy every registered file from storage into ``dest``; False when storage cannot be
+        read here and ``mode`` is AUTO."""
+        from headway.archive import check_member_path
+
+        try:
+            reader = direct_reader(
+                {"uuid": self.uuid, "state": self.state, "storage": self.storage}
+            )
+            for rel, size in sorted(self.resources.items()):
+                target = dest / check_member_path(rel, what="checkpoint file path")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.unlink(missing_ok=True)
+                copy_direct(reader, self.uuid, rel, target)
+                if target.stat().st_size != size:
+                    raise ValueError(
+                        f"checkpoint {self.uuid}: {rel} in storage is "
+                        f"{target.stat().st_size} bytes, the registry's resources say {size}"
+                    )
+        except DirectReadUnavailable as exc:
+            if mode is DownloadMode.DIRECT:
+                raise ValueError(f"DownloadMode.DIRECT: {exc}") from None
+            return False
+        return True
 
     def add_metadata(self, metadata: dict[str, Any]) -> None:
         """Add keys to the checkpoint's metadata; keys already there are replaced (Determined's

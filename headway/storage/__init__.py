@@ -13,11 +13,14 @@ from headway.storage._archive_stream import (
 )
 from headway.storage._base import StorageManager
 from headway.storage._build import build, build_storage_manager
+from headway.storage._direct import DirectReadUnavailable, DownloadMode, copy_direct, direct_reader
 from headway.storage._read_ahead import ReadAhead
 from headway.storage._shared_fs import SharedFSStorageManager
 from headway.storage._tar import iter_tar_chunks
 
 __all__ = [
+    "DirectReadUnavailable",
+    "DownloadMode",
     "FileRange",
     "ReadAhead",
     "S3StorageManager",
@@ -25,6 +28,8 @@ __all__ = [
     "StorageManager",
     "build",
     "build_storage_manager",
+    "copy_direct",
+    "direct_reader",
     "iter_file_chunks",
     "iter_tar_chunks",
     "iter_tgz_chunks",

@@ -1,5 +1,7 @@
 """``headway checkpoint download`` against a live server: per-file download, resume, size checks
-against the registry's ``resources``, archives, and the progress bar."""
+against the registry's ``resources``, archives, and the progress bar; each through the registry
+(``--mode master``) and straight from the mounted shared file system (``--mode direct``), and
+``--mode auto`` choosing between them."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import zipfile
 import pytest
 
 from headway.cli.main import main
+from headway.client import RegistryAPI
 from headway.storage import build_storage_manager
 from registry.models import Trial
 from tests.helpers import TINY_CONFIG, create_experiment
-from tests.helpers_checkpoints import store_over_rest
+from tests.helpers_checkpoints import store_over_rest, trial_on_storage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,17 +58,71 @@ def read_tree(root) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def test_it_downloads_every_file_into_the_directory(cli, register, tmp_path, capsys):
+@pytest.fixture
+def served(monkeypatch) -> list[str]:
+    """The files the registry was asked to serve (``RegistryAPI.checkpoint_download`` calls,
+    each still made)."""
+    calls: list[str] = []
+    real = RegistryAPI.checkpoint_download
+
+    def counted(self, uuid, **params):
+        calls.append(params.get("path") or params.get("format"))
+        return real(self, uuid, **params)
+
+    monkeypatch.setattr(RegistryAPI, "checkpoint_download", counted)
+    return calls
+
+
+MODES = ["master", "direct"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_it_downloads_every_file_into_the_directory(cli, register, tmp_path, capsys, served, mode):
     storage_id = register(FILES)
     out = tmp_path / "out"
-    assert cli(["checkpoint", "download", storage_id, "-o", str(out)]) == 0
+    assert cli(["checkpoint", "download", storage_id, "-o", str(out), "--mode", mode]) == 0
     assert read_tree(out) == FILES
     captured = capsys.readouterr()
     assert captured.out.strip() == str(out.resolve())
     assert captured.err == ""  # no progress bar when stderr is not a terminal
+    assert sorted(served) == (sorted(FILES) if mode == "master" else [])
 
 
-def test_it_resumes_partial_files_and_skips_complete_ones(cli, register, tmp_path):
+def test_auto_copies_from_a_mounted_shared_fs_without_the_registry_serving_a_byte(
+    cli, register, tmp_path, served
+):
+    storage_id = register(FILES)
+    out = tmp_path / "out"
+    assert cli(["checkpoint", "download", storage_id, "-o", str(out)]) == 0  # --mode auto
+    assert read_tree(out) == FILES
+    assert served == []
+
+
+@pytest.mark.parametrize("checkpoint_storage", ["s3"], indirect=True)
+def test_auto_goes_through_the_registry_for_s3_and_direct_says_why_not(
+    cli, api, checkpoint_storage, tmp_path, served, capsys
+):
+    storage_id = store_over_rest(api, trial_on_storage(api, checkpoint_storage), FILES, 1)
+    out = tmp_path / "out"
+    assert cli(["checkpoint", "download", storage_id, "-o", str(out)]) == 0
+    assert read_tree(out) == FILES
+    assert sorted(served) == sorted(FILES)
+    capsys.readouterr()
+    assert cli(["checkpoint", "download", storage_id, "-o", str(out), "--mode", "direct"]) == 1
+    err = capsys.readouterr().err
+    assert "--mode direct" in err and "s3 storage" in err
+
+
+def test_direct_with_an_archive_format_is_refused(cli, register, tmp_path, capsys):
+    storage_id = register(FILES)
+    argv = ["checkpoint", "download", storage_id, "--format", "tar", "--mode", "direct"]
+    assert cli([*argv, "-o", str(tmp_path / "a.tar")]) == 1
+    assert "--mode direct" in capsys.readouterr().err
+    assert not (tmp_path / "a.tar").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_it_resumes_partial_files_and_skips_complete_ones(cli, register, tmp_path, mode):
     storage_id = register(FILES)
     out = tmp_path / "out"
     (out / "code").mkdir(parents=True)
@@ -74,29 +131,37 @@ def test_it_resumes_partial_files_and_skips_complete_ones(cli, register, tmp_pat
     (out / "state.pth").write_bytes(b"P" * 1000)
     (out / "code" / "model_def.py").write_bytes(b"y = 2\n")  # the registered size: kept as is
     (out / "empty.bin").write_bytes(b"too long")  # longer than registered: fetched again
-    assert cli(["checkpoint", "download", storage_id, "-o", str(out)]) == 0
+    assert cli(["checkpoint", "download", storage_id, "-o", str(out), "--mode", mode]) == 0
     tree = read_tree(out)
     assert tree["state.pth"] == b"P" * 1000 + FILES["state.pth"][1000:]
     assert tree["code/model_def.py"] == b"y = 2\n"
     assert tree["empty.bin"] == b"" and tree["code/deep/er/notes.txt"] == b"nested"
 
 
+@pytest.mark.parametrize("mode", MODES)
 def test_a_file_whose_size_differs_from_the_registry_is_an_error_naming_it(
-    cli, register, tmp_path, capsys
+    cli, register, tmp_path, capsys, mode
 ):
     resources = {name: len(data) for name, data in FILES.items()}
     resources["code/deep/er/notes.txt"] = 3  # storage holds 6 bytes
     storage_id = register(FILES, resources)
-    assert cli(["checkpoint", "download", storage_id, "-o", str(tmp_path / "out")]) == 1
+    argv = ["checkpoint", "download", storage_id, "-o", str(tmp_path / "out"), "--mode", mode]
+    assert cli(argv) == 1
     err = capsys.readouterr().err
     assert "code/deep/er/notes.txt" in err and "3" in err
 
 
-def test_a_file_missing_from_storage_is_an_error_naming_it(cli, register, tmp_path, capsys):
+@pytest.mark.parametrize("mode", [*MODES, "auto"])
+def test_a_file_missing_from_storage_is_an_error_naming_it(
+    cli, register, tmp_path, capsys, served, mode
+):
     storage_id = register(FILES)
     os.remove(register.manager.base_path / storage_id / "code" / "model_def.py")
-    assert cli(["checkpoint", "download", storage_id, "-o", str(tmp_path / "out")]) == 1
+    argv = ["checkpoint", "download", storage_id, "-o", str(tmp_path / "out"), "--mode", mode]
+    assert cli(argv) == 1
     assert "code/model_def.py" in capsys.readouterr().err
+    # auto copies what storage has and asks the registry for the rest (which answers 404).
+    assert ("code/model_def.py" in served) == (mode != "direct")
 
 
 def test_unknown_checkpoint_is_an_error(cli, tmp_path, capsys):
@@ -120,9 +185,11 @@ def test_format_saves_the_archive(cli, register, tmp_path, capsys, kind):
         assert got == FILES
 
 
-def test_progress_bar_on_request(cli, register, tmp_path, capsys):
+@pytest.mark.parametrize("mode", MODES)
+def test_progress_bar_on_request(cli, register, tmp_path, capsys, mode):
     storage_id = register(FILES)
-    assert cli(["checkpoint", "download", storage_id, "-o", str(tmp_path / "o"), "--progress"]) == 0
+    argv = ["checkpoint", "download", storage_id, "-o", str(tmp_path / "o"), "--mode", mode]
+    assert cli([*argv, "--progress"]) == 0
     err = capsys.readouterr().err
     assert storage_id[:8] in err and "100%" in err
 

@@ -53,3 +53,65 @@ def test_login_saves_a_token_reused_without_credentials(stored, live_server) -> 
     trial, _ = stored
     client.login(master=live_server.url)  # the token saved by the fixture's login
     assert client.get_trial(trial.id).id == trial.id
+
+
+@pytest.fixture
+def served(monkeypatch) -> list[dict]:
+    """The registry's downloads asked for (``RegistryAPI.checkpoint_download``, still made)."""
+    from headway.client import RegistryAPI
+
+    calls: list[dict] = []
+    real = RegistryAPI.checkpoint_download
+
+    def counted(self, uuid, **params):
+        calls.append(params)
+        return real(self, uuid, **params)
+
+    monkeypatch.setattr(RegistryAPI, "checkpoint_download", counted)
+    return calls
+
+
+def _tree(root: pathlib.Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("mode", "through_registry"),
+    [
+        (client.DownloadMode.DIRECT, False),
+        (client.DownloadMode.AUTO, False),  # the storage is mounted here
+        (client.DownloadMode.MASTER, True),
+    ],
+)
+def test_download_modes_on_shared_fs(stored, tmp_path, served, mode, through_registry) -> None:
+    _, (first, _) = stored
+    path = client.get_checkpoint(first).download(tmp_path / "dl", mode=mode)
+    assert _tree(pathlib.Path(path)) == FILES
+    assert bool(served) is through_registry
+
+
+@pytest.mark.django_db(transaction=True)
+def test_download_mode_must_be_a_download_mode(stored, tmp_path) -> None:
+    _, (first, _) = stored
+    with pytest.raises(ValueError, match="mode must be a DownloadMode"):
+        client.get_checkpoint(first).download(tmp_path / "dl", mode="direct")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("checkpoint_storage", ["s3"], indirect=True)
+def test_s3_checkpoints_come_through_the_registry(
+    api, live_server, checkpoint_storage, tmp_path, monkeypatch, served
+) -> None:
+    monkeypatch.setenv("HEADWAY_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HEADWAY_TOKEN", raising=False)
+    trial = trial_on_storage(api, checkpoint_storage)
+    storage_id = store_over_rest(api, trial, FILES, 5)
+    client.login(master=live_server.url, user="alice", password="alice-password")
+    ckpt = client.get_checkpoint(storage_id)
+    with pytest.raises(ValueError, match=r"DIRECT: .*s3 storage"):
+        ckpt.download(tmp_path / "direct", mode=client.DownloadMode.DIRECT)
+    assert served == []
+    path = ckpt.download(tmp_path / "auto")  # AUTO falls back to the registry
+    assert _tree(pathlib.Path(path)) == FILES
+    assert len(served) == 1
