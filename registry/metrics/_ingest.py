@@ -36,18 +36,20 @@ def _check_series_budget(summary: dict, reports: list[ReportIn]) -> None:
     """
     limit = settings.HEADWAY_MAX_METRIC_SERIES_PER_TRIAL
     known = sum(len(names) for names in summary.values())
-    new = {
-        (r["group"], name)
-        for r in reports
-        for name in r["metrics"]
-        if name not in summary.get(r["group"], {})
-    }
-    if known + len(new) > limit:
+    # Names per group as sets (filled from each report's keys in C), not a tuple per point.
+    by_group: dict[str, set[str]] = {}
+    for r in reports:
+        names = by_group.get(r["group"])
+        if names is None:
+            names = by_group[r["group"]] = set()
+        names.update(r["metrics"])
+    new = sum(len(names.difference(summary.get(g, ()))) for g, names in by_group.items())
+    if known + new > limit:
         raise InvalidInput(
             {
                 "reports": [
                     f"A trial may have at most {limit} metric series; this batch adds"
-                    f" {len(new)} to {known}."
+                    f" {new} to {known}."
                 ]
             }
         )
@@ -110,11 +112,22 @@ def _encoded_rows(
     rows: list[tuple] = []
     points: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
     for r in reports:
-        stored = {}
         group, step = r["group"], r["steps_completed"]
-        for name, value in r["metrics"].items():
-            stored[name], number = encode_and_chart(value)
-            points.setdefault((group, name), []).append((step, number))
+        stored = metrics = r["metrics"]
+        for name, value in metrics.items():
+            # A finite float (nearly every value) is stored and charted as it is: no call, and
+            # the report's own dict is stored unless some value needs encoding.
+            if type(value) is float and value - value == 0.0:
+                number: float | None = value
+            else:
+                if stored is metrics:
+                    stored = dict(metrics)
+                stored[name], number = encode_and_chart(value)
+            key = (group, name)
+            series = points.get(key)
+            if series is None:
+                series = points[key] = []
+            series.append((step, number))
         rows.append(
             (
                 trial.id,

@@ -15,6 +15,8 @@ through PostgreSQL's ``COPY`` instead (``copy_rows``), faster from a few hundred
 
 from __future__ import annotations
 
+import functools
+
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -85,7 +87,24 @@ def insert_clauses(
     returning: Sequence[str] = (),
 ) -> tuple[str, str]:
     """``("INSERT INTO table (names) ", " ON CONFLICT .. RETURNING ..")``: the SQL around the
-    rows' source (``VALUES ..`` or ``SELECT ..``); the arguments are ``insert_rows``'s."""
+    rows' source (``VALUES ..`` or ``SELECT ..``); the arguments are ``insert_rows``'s.
+
+    Built once per database vendor and arguments: quoting every name of a batch's three inserts
+    was ~0.15 ms of a 1,000-point POST's server time."""
+    return _insert_clauses(
+        connection.vendor, table, tuple(names), tuple(conflict), tuple(updates), tuple(returning)
+    )
+
+
+@functools.cache
+def _insert_clauses(
+    vendor: str,
+    table: str,
+    names: tuple[str, ...],
+    conflict: tuple[str, ...],
+    updates: tuple[str, ...],
+    returning: tuple[str, ...],
+) -> tuple[str, str]:
     head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in names)}) "
     tail = ""
     if conflict:

@@ -65,8 +65,13 @@ BUCKET_TABLE = MetricBucket._meta.db_table
 
 
 @functools.cache
-def _merge_updates(table: str) -> list[str]:
+def _merge_updates(table: str) -> tuple[str, ...]:
     """``SET`` clauses merging ``EXCLUDED``'s aggregate into the stored one (disjoint points)."""
+    return _merge_updates_sql(connection.vendor, table)
+
+
+@functools.cache
+def _merge_updates_sql(vendor: str, table: str) -> tuple[str, ...]:
     t, x = quote(table), "EXCLUDED"
 
     def col(name: str) -> str:
@@ -88,7 +93,7 @@ def _merge_updates(table: str) -> list[str]:
         f" AND {x}.{col('max_step')} < {t}.{col('max_step')})"
     )
     gap = f"{t}.{col('gap_step')} IS NULL OR {x}.{col('gap_step')} < {t}.{col('gap_step')}"
-    return [
+    return (
         f"{col('count')} = {t}.{col('count')} + {x}.{col('count')}",
         pick(first, "first_step"),
         pick(first, "first_value"),
@@ -99,7 +104,7 @@ def _merge_updates(table: str) -> list[str]:
         pick(high, "max_step"),
         pick(high, "max_value"),
         pick(gap, "gap_step"),
-    ]
+    )
 
 
 class AppendPlan(NamedTuple):

@@ -255,6 +255,16 @@ def test_finding_100k_metric_names_series_per_trial_are_bounded(api, trial, sett
         api, trial, [{"group": "training", "steps_completed": 3, "metrics": first}]
     )
     assert again.status_code == 200  # known series are still reported
+    # A series is a (group, name): training's names are new in validation.
+    other_group = post_reports(
+        api, trial, [{"group": "validation", "steps_completed": 3, "metrics": {"a0": 1.0}}]
+    )
+    assert other_group.status_code == 200  # 4 + 1 = 5 series: at the limit
+    over = post_reports(
+        api, trial, [{"group": "validation", "steps_completed": 4, "metrics": {"a1": 1.0}}]
+    )
+    assert over.status_code == 400
+    assert "adds 1 to 5" in over.json()["errors"]["reports"][0]
 
 
 def test_finding_postgresql_nul_in_a_metric_is_refused_and_loses_nothing_else(api, trial):
