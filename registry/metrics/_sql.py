@@ -16,7 +16,6 @@ through PostgreSQL's ``COPY`` instead (``copy_rows``), faster from a few hundred
 from __future__ import annotations
 
 import functools
-
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
