@@ -106,8 +106,9 @@ class Checkpoint:
         neither can write outside the directory.
 
         Raises:
-            ValueError: ``mode`` is not a ``DownloadMode``, or ``DIRECT`` where this machine
-                cannot read the checkpoint's storage (saying why).
+            ValueError: ``mode`` is not a ``DownloadMode``, ``DIRECT`` where this machine
+                cannot read the checkpoint's storage (saying why), or a file copied from
+                storage whose size is not the registered one.
             headway.client.APIError: the registry refused (e.g. 410: files gone from storage).
             tarfile.TarError: unsafe or corrupt archive.
         """
