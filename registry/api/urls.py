@@ -14,8 +14,10 @@ app_name = "registry-api"
 router = DefaultRouter()
 # Accept both `checkpoints/{uuid}/download` and the trailing-slash form (regex routes).
 router.trailing_slash = "/?"
-router.register("experiments", views.ExperimentViewSet, basename="experiment")
+# Trials first: a route is found by trying each pattern in order, and a trial's metric reports
+# are the hottest requests (the experiments' 26 patterns were tried and failed before each one).
 router.register("trials", views.TrialViewSet, basename="trial")
+router.register("experiments", views.ExperimentViewSet, basename="experiment")
 router.register("checkpoints", views.CheckpointViewSet, basename="checkpoint")
 router.register("workers", views.WorkerHostViewSet, basename="worker")
 router.register("resource-pools", views.ResourcePoolViewSet, basename="resource-pool")
@@ -26,12 +28,12 @@ router.register(
     basename="model-version",
 )
 
-# Worker hosts' routes (host tokens only; registry/api/views/host_agent.py).
-_RUN = "host-agent/trials/<db_id:trial_id>/runs/<db_id:run_id>/"
+# Worker hosts' routes under host-agent/ (host tokens only; registry/api/views/host_agent.py).
+_RUN = "trials/<db_id:trial_id>/runs/<db_id:run_id>/"
 _SHARE = _RUN + "shares/<db_id:node_rank>/"
 host_agent_urls = [
-    path("host-agent/heartbeat/", host_agent.HostHeartbeatView.as_view(), name="host-heartbeat"),
-    path("host-agent/stopped/", host_agent.HostStoppedView.as_view(), name="host-stopped"),
+    path("heartbeat/", host_agent.HostHeartbeatView.as_view(), name="host-heartbeat"),
+    path("stopped/", host_agent.HostStoppedView.as_view(), name="host-stopped"),
     path(_RUN + "claim/", host_agent.RunClaimView.as_view(), name="host-run-claim"),
     path(_RUN + "spec/", host_agent.RunSpecView.as_view(), name="host-run-spec"),
     path(
@@ -66,6 +68,8 @@ host_agent_urls = [
     ),
     path(_SHARE + "logs/", host_agent.RunLogsView.as_view(), name="host-share-logs"),
     path(_SHARE + "exit/", host_agent.ShareExitView.as_view(), name="host-share-exit"),
+]
+host_token_urls = [
     path("host-tokens/", host_tokens.HostTokenListView.as_view(), name="host-token-list"),
     path(
         "host-tokens/<str:name>/",
@@ -75,7 +79,9 @@ host_agent_urls = [
 ]
 
 urlpatterns = [
-    *host_agent_urls,
+    # Behind one prefix: any other request is refused by one match here, not one per route.
+    path("host-agent/", include(host_agent_urls)),
+    *host_token_urls,
     path("auth/login/", views.LoginView.as_view(), name="login"),
     path(
         "trials/<db_id:pk>/metrics.csv", views.TrialMetricsCSV.as_view(), name="trial-metrics-csv"
