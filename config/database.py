@@ -8,10 +8,11 @@ that waits longer than ``HEADWAY_DB_POOL_TIMEOUT_SECONDS`` for one is answered 5
 (``HEADWAY_DB_CONN_MAX_AGE``) kept one connection per gunicorn thread that ever served a
 request: 50 reporting trials and 20 readers exhausted PostgreSQL's default
 ``max_connections=100`` and the server answered 500 until restarted (issue #23). A pooled
-connection is checked before it is lent (``check_pooled_connection``), so a database restart
-costs no request a dead connection: a full check (an empty query, one round trip) only when
-its socket has something to read, which is how a server that ended the session announces it. ``HEADWAY_DB_POOL_MAX_SIZE=0`` turns the pool off (behind an
-external pooler such as PgBouncer), and ``HEADWAY_DB_CONN_MAX_AGE`` applies again.
+connection is checked before it is lent (``config.postgresql.base.check_pooled_connection``), so
+a database restart costs no request a dead connection: a full check (an empty query, one round
+trip) only when its socket has something to read, which is how a server that ended the session
+announces it. ``HEADWAY_DB_POOL_MAX_SIZE=0`` turns the pool off (behind an external pooler such
+as PgBouncer), and ``HEADWAY_DB_CONN_MAX_AGE`` applies again.
 
 SQLite (the embedded default) has no connection limit: connections stay persistent per thread
 (opening one costs a WAL checkpoint at close; bench/metrics_ingest.py), and the pool variables
@@ -21,7 +22,6 @@ are refused there rather than ignored.
 from __future__ import annotations
 
 import os
-import select
 from typing import Any
 
 import dj_database_url
@@ -37,34 +37,6 @@ DEFAULT_POOL_TIMEOUT_SECONDS = 10.0
 DEFAULT_CONN_MAX_AGE = 600  # SQLite, or PostgreSQL without the pool
 POOL_MAX_IDLE_SECONDS = 30.0
 PREPARE_THRESHOLD = 5
-
-
-def check_pooled_connection(conn: Any) -> None:
-    """The pool's check before it lends ``conn`` (a psycopg ``Connection``): raise if it is dead.
-
-    An idle healthy connection has nothing to read: PostgreSQL sends nothing unasked between
-    statements, while a server that shuts down, restarts or terminates the backend
-    (``pg_terminate_backend``) sends an error and closes the socket, which makes it readable.
-    So the full check (psycopg_pool's ``check_connection``, an empty query: one round trip,
-    ~0.2 ms of a 3 ms metric report) runs only when the socket is readable; a quiet socket is
-    lent as it is. The same liveness test as go-sql-driver/mysql's ``connCheck`` (a
-    non-blocking read before reuse). A connection dropped without a word (a firewall's idle
-    timeout) is not seen here: its first statement fails, and the request is answered 503 with
-    ``Retry-After`` (``registry.overload``), which clients retry.
-
-    Raises:
-        psycopg.OperationalError: the connection is closed, broken or fails the full check
-            (the pool then discards it and lends another).
-    """
-    import psycopg
-    from psycopg_pool import ConnectionPool
-
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("the pooled connection is closed")
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
-    if poller.poll(0):
-        ConnectionPool.check_connection(conn)
 
 
 def database_settings(url: str) -> dict[str, Any]:

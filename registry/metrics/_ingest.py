@@ -115,8 +115,9 @@ def _encoded_rows(
         group, step = r["group"], r["steps_completed"]
         stored = metrics = r["metrics"]
         for name, value in metrics.items():
-            # A finite float (nearly every value) is stored and charted as it is: no call, and
-            # the report's own dict is stored unless some value needs encoding.
+            # encode_and_chart's own first case, inlined: a finite float (nearly every value)
+            # is stored and charted as it is, and the report's own dict is stored unless some
+            # value needs encoding (a call per value was a third of this loop).
             if type(value) is float and value - value == 0.0:
                 number: float | None = value
             else:

@@ -13,7 +13,8 @@ import pytest
 from django.db import connection
 from psycopg_pool import ConnectionPool
 
-from config.database import check_pooled_connection, database_settings
+from config.database import database_settings
+from config.postgresql.base import check_pooled_connection
 from tests.helpers import require, wait_for
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
