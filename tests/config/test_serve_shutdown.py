@@ -57,6 +57,15 @@ class Serve:
         they started)."""
         return psutil.Process(self.proc.pid).children(recursive=True)
 
+    def commands(self) -> list[str]:
+        """The command lines of ``processes()``; one that exited meanwhile (gone, or a zombie
+        not yet reaped, which has no command line) is left out."""
+        out = []
+        for proc in self.processes():
+            with contextlib.suppress(psutil.NoSuchProcess):  # ZombieProcess is one
+                out.append(" ".join(proc.cmdline()))
+        return out
+
     def stop_and_check(self, signum: int) -> float:
         """Send ``signum``; assert serve and every process seen exit; return the seconds taken."""
         self.family = self.processes()
@@ -112,7 +121,7 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_serve_stops_its_web_server_master_worker_and_agent_on_a_signal(signum, tmp_path):
     with serve(tmp_path) as running:
-        commands = " ".join(" ".join(proc.cmdline()) for proc in running.processes())
+        commands = " ".join(running.commands())
         assert "gunicorn" in commands, commands
         assert "-A config worker" in commands, commands  # the master's worker
         assert "-A workers worker" in commands, commands  # the host agent
@@ -149,7 +158,7 @@ def test_serve_stops_while_a_trial_is_starting(signum, tmp_path):
         assert answer.status_code == 201, answer.text
 
         def trial_started() -> bool:
-            return any("starting.py" in " ".join(p.cmdline()) for p in running.processes())
+            return any("starting.py" in command for command in running.commands())
 
         wait_for(trial_started, 120, "the trial process to start")
         took = running.stop_and_check(signum)
