@@ -60,6 +60,31 @@ def prepared_cursor() -> Iterator[Any]:
         yield cursor
 
 
+@contextmanager
+def one_round_trip() -> Iterator[Any]:
+    """PostgreSQL: the statements executed inside go to the server together, and their answers
+    come back together when the block ends (psycopg's pipeline mode), one round trip in all
+    instead of one each. Yields the driver's connection (for ``transaction_command``).
+
+    A cursor's rows are read after the block. An error of any statement is raised when the
+    block ends, as Django's (``IntegrityError``, ...); the statements after it were skipped, and
+    an open transaction is left failed (the caller rolls it back).
+    """
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.wrap_database_errors, raw.pipeline():
+        yield raw
+
+
+def transaction_command(raw: Any, command: str) -> None:
+    """Send ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` on the driver's connection ``raw`` while Django
+    is in autocommit mode (the caller runs the transaction; inside ``one_round_trip`` it is
+    queued). Never prepared; psycopg's ``rollback()`` is not used because it also forgets every
+    prepared statement of the connection."""
+    with connection.wrap_database_errors:
+        raw.execute(command, prepare=False)
+
+
 def quote(name: str) -> str:
     """The column or table name quoted for the current database."""
     return connection.ops.quote_name(name)

@@ -36,10 +36,12 @@ from registry.metrics._aggregate import (
 from registry.metrics._sql import (
     insert_clauses,
     insert_rows,
+    one_round_trip,
     prepared_cursor,
     quote,
     recordset,
     recordset_payload,
+    transaction_command,
 )
 from registry.models import MetricBucket, MetricReport, MetricSeries
 
@@ -140,6 +142,7 @@ def append(
     plan: AppendPlan,
     *,
     with_statements: Sequence[tuple[str, list[Any]]] = (),
+    commit: bool = False,
 ) -> dict[SeriesKey, Agg]:
     """Merge a plan's never-stored points into their series and buckets; return the series' new
     aggregates (stored and batch merged, as the database holds them now).
@@ -149,10 +152,13 @@ def append(
         with_statements: PostgreSQL only: ``(data-modifying SQL, its parameters)`` run in the
             same statement (CTEs), e.g. the batch's raw rows and the trial's update: one round
             trip for all of them. They must not touch the series or bucket tables.
+        commit: with ``with_statements``, in a transaction the caller opened while Django is in
+            autocommit mode (``lock_trial(begin=True)``): its ``COMMIT`` travels with the
+            statement (``one_round_trip``). On an error the transaction is left failed.
     """
     series_rows = [(trial_id, group, name, *root) for (group, name), root in plan.roots.items()]
     if with_statements:
-        return _append_in_one_statement(plan.buckets, series_rows, with_statements)
+        return _append_in_one_statement(plan.buckets, series_rows, with_statements, commit)
     returned = insert_rows(
         SERIES_TABLE,
         SERIES_COLUMNS,
@@ -212,8 +218,10 @@ def _append_in_one_statement(
     per_series: Mapping[SeriesKey, Mapping[tuple[int, int], Agg]],
     series_rows: list[tuple],
     with_statements: Sequence[tuple[str, list[Any]]],
+    commit: bool,
 ) -> dict[SeriesKey, Agg]:
-    """``append``'s two upserts and ``with_statements`` as one PostgreSQL statement.
+    """``append``'s two upserts and ``with_statements`` as one PostgreSQL statement (and the
+    transaction's ``COMMIT`` in the same round trip when ``commit``).
 
     The buckets find their series' ids by joining the series upsert's ``RETURNING`` rows (a
     data-modifying CTE), so nothing waits for a first answer; every part sees the same
@@ -221,24 +229,27 @@ def _append_in_one_statement(
     """
     others = [f"o{i} AS ({sql})" for i, (sql, _) in enumerate(with_statements)]
     params: list[Any] = [p for _, ps in with_statements for p in ps]
-    if not series_rows:  # reports without metrics: only the other statements
-        with connection.cursor() as cursor:
-            cursor.execute(f"WITH {', '.join(others)} SELECT 1", params)
-        return {}
-    bucket_rows = [
-        (group, name, level, bucket, *agg)
-        for (group, name), buckets in per_series.items()
-        for (level, bucket), agg in buckets.items()
-    ]
+    if series_rows:
+        bucket_rows = [
+            (group, name, level, bucket, *agg)
+            for (group, name), buckets in per_series.items()
+            for (level, bucket), agg in buckets.items()
+        ]
+        sql = f"WITH {_series_and_buckets_ctes()}, {', '.join(others)} SELECT * FROM s"
+        params = [
+            recordset_payload(SERIES_COLUMNS, series_rows),
+            recordset_payload(_BUCKET_SOURCE, bucket_rows),
+            *params,
+        ]
+    else:  # reports without metrics: only the other statements
+        sql = f"WITH {', '.join(others)} SELECT NULL, NULL, NULL WHERE false"
     with prepared_cursor() as cursor:
-        cursor.execute(
-            f"WITH {_series_and_buckets_ctes()}, {', '.join(others)} SELECT * FROM s",
-            [
-                recordset_payload(SERIES_COLUMNS, series_rows),
-                recordset_payload(_BUCKET_SOURCE, bucket_rows),
-                *params,
-            ],
-        )
+        if commit:
+            with one_round_trip() as raw:
+                cursor.execute(sql, params)
+                transaction_command(raw, "COMMIT")
+        else:
+            cursor.execute(sql, params)
         returned = cursor.fetchall()
     return {(group, name): tuple(agg) for _id, group, name, *agg in returned}
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import connection, models
 
-from registry.metrics._sql import prepared_cursor
+from registry.metrics._sql import one_round_trip, prepared_cursor, transaction_command
 from registry.models import Experiment, Trial
 from registry.models.experiment import BLOB_FIELDS
 
@@ -52,15 +52,25 @@ def _select_sql(vendor: str) -> tuple[str, list[str], list[str]]:
     return sql, trial_cols, exp_cols
 
 
-def lock_trial(trial_id: int) -> Trial:
+def lock_trial(trial_id: int, *, begin: bool = False) -> Trial:
     """The trial, row locked for the transaction, with ``trial.experiment`` loaded (not locked).
+
+    Arguments:
+        begin: PostgreSQL, Django in autocommit mode: open the transaction here, its ``BEGIN``
+            sent with the locking read (one round trip, ``one_round_trip``); the caller ends
+            it (``transaction_command``), also when this raises.
 
     Raises:
         Trial.DoesNotExist: when there is no such trial.
     """
     sql, trial_cols, exp_cols = _select_sql(connection.vendor)
     with prepared_cursor() as cursor:
-        cursor.execute(sql, [trial_id])
+        if begin:
+            with one_round_trip() as raw:
+                transaction_command(raw, "BEGIN")
+                cursor.execute(sql, [trial_id])
+        else:
+            cursor.execute(sql, [trial_id])
         row = cursor.fetchone()
     if row is None:
         raise Trial.DoesNotExist(f"Trial {trial_id} does not exist.")

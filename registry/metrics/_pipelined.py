@@ -1,0 +1,152 @@
+"""A small PostgreSQL batch of new steps in two round trips: the one-point report's path.
+
+``metrics_report`` in a transaction costs four round trips: ``BEGIN``, the trial's locked
+read, the one statement (raw rows, series, buckets, the trial's row), ``COMMIT``. Here, while
+Django is in autocommit mode (a request, not inside ``atomic``), ``BEGIN`` is sent with the
+locked read and ``COMMIT`` with the statement (psycopg's pipeline mode, ``one_round_trip``),
+the transaction run on the driver's connection. The writes are ``metrics_report``'s, locked
+and atomic as there; what a batch needs beyond them sends it back to ``metrics_report``'s
+transaction, so the code that writes elsewhere never runs inside this one:
+
+- a validation report (the trial's and experiment's ``best_validation``, a time-metric
+  searcher): known before the lock, the batch never comes here;
+- a step at or below the group's stored high-water mark (it may replace a stored report) or
+  progress passing a whole percent (the experiment's progress is refreshed): known after the
+  lock; the transaction is rolled back (nothing was written) and ``report`` returns False.
+
+The statement's returned aggregates are the truth; a summary entry they contradict (series
+loaded without a summary, ``registry.metrics._bulk``) is written again from the stored series
+right after, under the trial's lock in a transaction of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.db import connection, transaction
+
+from registry.lifecycle._time_search import VALIDATION_GROUP
+from registry.metrics import _store as store
+from registry.metrics._aggregate import AGG_FIELDS
+from registry.metrics._batch import (
+    check_series_budget,
+    crosses_percent,
+    encoded_rows,
+    group_high_water,
+    predicted_summary,
+    raised_progress,
+    steps_by_group,
+    summary_entry,
+)
+from registry.metrics._parse import ReportIn
+from registry.metrics._raw import COPY_MIN_ROWS, raw_upsert
+from registry.metrics._sql import transaction_command
+from registry.metrics._trial_row import lock_trial, save_trial, update_statement
+from registry.models import MetricSeries, Trial
+
+
+def eligible(reports: list[ReportIn]) -> bool:
+    """Whether ``report`` may take this batch: PostgreSQL, Django in autocommit mode, fewer
+    than ``COPY_MIN_ROWS`` reports, none of them a validation report."""
+    return (
+        connection.vendor == "postgresql"
+        and len(reports) < COPY_MIN_ROWS
+        and not connection.in_atomic_block
+        and connection.get_autocommit()
+        and all(r["group"] != VALIDATION_GROUP for r in reports)
+    )
+
+
+def report(
+    trial_id: int,
+    reports: list[ReportIn],
+    run_id: int | None,
+    authorize: Callable[[Trial], None] | None,
+) -> bool:
+    """Store an ``eligible`` batch (one report per ``(group, steps_completed)``) in two round
+    trips; False, with nothing written, when it needs ``metrics_report``'s transaction.
+
+    Raises:
+        Trial.DoesNotExist, InvalidInput, whatever ``authorize`` raises: as
+            ``metrics_report``; the transaction is rolled back first.
+    """
+    try:
+        trial = lock_trial(trial_id, begin=True)
+        if authorize is not None:
+            authorize(trial)
+        summary = trial.summary_metrics or {}
+        check_series_budget(summary, reports)
+        written = _write_and_commit(trial, summary, reports, run_id)
+    except BaseException:
+        _roll_back()
+        raise
+    if written is None:
+        _roll_back()
+        return False
+    added, predicted = written
+    stale = [
+        key
+        for key, agg in added.items()
+        if predicted.get(key[0], {}).get(key[1]) != summary_entry(agg)
+    ]
+    if stale:
+        _rewrite_summary_entries(trial_id, stale)
+    return True
+
+
+def _write_and_commit(
+    trial: Trial, summary: dict, reports: list[ReportIn], run_id: int | None
+) -> tuple[dict, dict] | None:
+    """The one statement and ``COMMIT`` (one round trip): ``(the series' returned aggregates,
+    the summary written)``; None, before anything is sent, when the batch is not this path's."""
+    experiment = trial.experiment
+    if any(min(s) <= group_high_water(summary, g) for g, s in steps_by_group(reports).items()):
+        return None
+    trial.steps_completed = max([trial.steps_completed, *(r["steps_completed"] for r in reports)])
+    fields = ["steps_completed"]
+    progress = raised_progress(trial, experiment)
+    if progress is not None:
+        if crosses_percent(trial.progress, progress):
+            return None
+        trial.progress = progress
+        fields.append("progress")
+    rows, points = encoded_rows(trial, reports, run_id)
+    plan = store.plan_append(points)
+    predicted = predicted_summary(summary, plan.roots)
+    trial.summary_metrics = predicted
+    trial_update = update_statement(trial, [*fields, "summary_metrics"])
+    added = store.append(
+        trial.id, plan, with_statements=[raw_upsert(rows), trial_update], commit=True
+    )
+    return added, predicted
+
+
+def _roll_back() -> None:
+    """End the transaction ``lock_trial(begin=True)`` opened, if it is still open. A connection
+    too broken for that is discarded by the pool when Django returns it."""
+    raw = connection.connection
+    if raw is None:
+        return
+    try:
+        transaction_command(raw, "ROLLBACK")
+    except Exception:  # the caller raises the first error, not this one
+        connection.errors_occurred = True
+
+
+def _rewrite_summary_entries(trial_id: int, keys: list[tuple[str, str]]) -> None:
+    """Write the ``(group, name)`` entries of the trial's summary from the series as stored,
+    under the trial's lock (a report committed meanwhile is read, not overwritten)."""
+    with transaction.atomic():
+        trial = lock_trial(trial_id)
+        summary = trial.summary_metrics or {}
+        wanted = set(keys)
+        stored = MetricSeries.objects.filter(
+            trial_id=trial_id,
+            group__in={group for group, _ in keys},
+            name__in={name for _, name in keys},
+        ).values_list("group", "name", *AGG_FIELDS)
+        for group, name, *agg in stored:
+            if (group, name) in wanted:
+                summary.setdefault(group, {})[name] = summary_entry(tuple(agg))
+        trial.summary_metrics = summary
+        save_trial(trial, ["summary_metrics"])
