@@ -1,7 +1,7 @@
 """Checkpoint storage backends, shared by the SDK (writes) and the registry (downloads).
 
 Never imports Django. ``build_storage_manager(config)`` picks the backend from an experiment's
-``checkpoint_storage``; ``iter_tar_chunks`` streams a checkpoint as a tar; ``direct_reader`` /
+``checkpoint_storage``; ``iter_tar_chunks`` streams a checkpoint as a tar (``tar_size`` bytes); ``direct_reader`` /
 ``copy_direct`` read a registered checkpoint straight from a mounted shared_fs folder
 (``DownloadMode.DIRECT``).
 """
@@ -18,7 +18,7 @@ from headway.storage._build import build, build_storage_manager
 from headway.storage._direct import DirectReadUnavailable, DownloadMode, copy_direct, direct_reader
 from headway.storage._read_ahead import ReadAhead
 from headway.storage._shared_fs import SharedFSStorageManager
-from headway.storage._tar import iter_tar_chunks
+from headway.storage._tar import iter_tar_chunks, tar_size
 
 __all__ = [
     "DirectReadUnavailable",
@@ -36,6 +36,7 @@ __all__ = [
     "iter_tar_chunks",
     "iter_tgz_chunks",
     "open_file_range",
+    "tar_size",
     "zip_stream",
 ]
 

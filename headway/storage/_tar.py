@@ -58,11 +58,7 @@ def iter_tar_chunks(
         # Never emit a member that could escape on extraction (the rule every archive follows).
         check_member_path(relpath, what="checkpoint file path")
         size = files[relpath]
-        info = tarfile.TarInfo(relpath)
-        info.size = size
-        info.mtime = mtime
-        info.mode = 0o644
-        header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+        header = _member_header(relpath, size, mtime)
         buffer += header
         total += len(header)
         with manager.open_file(storage_id, relpath) as fh:
@@ -93,6 +89,34 @@ def iter_tar_chunks(
     while buffer:
         yield bytes(buffer[:chunk_size])
         del buffer[:chunk_size]
+
+
+def tar_size(files: dict[str, int]) -> int:
+    """The exact length in bytes of ``iter_tar_chunks(..., files=files)``'s archive, known
+    before a byte is read (the registry's ``Content-Length``, so clients show progress).
+
+    Each member is its header (512 bytes, more with PAX records for a long or non-ASCII name),
+    its size rounded up to 512, then the end blocks up to a 10,240-byte record. The member's
+    modification time does not change a header's length (an integer second within the octal
+    field), so any time gives the length.
+
+    Raises:
+        UnsafeArchiveMember: a path that could escape on extraction (as ``iter_tar_chunks``).
+    """
+    total = 0
+    for relpath, size in files.items():
+        check_member_path(relpath, what="checkpoint file path")
+        total += len(_member_header(relpath, size, 0)) + size + (-size) % _BLOCK
+    end = 2 * _BLOCK
+    return total + end + (-(total + end)) % _RECORD
+
+
+def _member_header(relpath: str, size: int, mtime: int) -> bytes:
+    info = tarfile.TarInfo(relpath)
+    info.size = size
+    info.mtime = mtime
+    info.mode = 0o644
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
 
 
 def _read_exactly(fh: BinaryIO, size: int, chunk_size: int, relpath: str) -> Iterator[bytes]:

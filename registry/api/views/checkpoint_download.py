@@ -28,6 +28,7 @@ from headway.storage import (
     iter_tar_chunks,
     iter_tgz_chunks,
     open_file_range,
+    tar_size,
     zip_stream,
 )
 from headway.storage._archive_stream import CHUNK_SIZE
@@ -66,6 +67,13 @@ class CheckpointFileMissing(RegistryError):
     """404: a file the registry lists for the checkpoint is missing from storage."""
 
     status = 404
+
+
+class CheckpointNotArchivable(RegistryError):
+    """409: storage holds a file of the checkpoint whose path no archive may carry (one that
+    could escape on extraction); its files can still be fetched one by one (``?path=``)."""
+
+    status = 409
 
 
 def _check_params(query_params) -> dict[str, str]:
@@ -187,9 +195,16 @@ def _archive(manager: StorageManager, storage_id: str, resources: dict, params: 
             ReadAhead(iter_tgz_chunks(manager, storage_id, files=files)), content_type=content_type
         )
     else:
+        try:
+            size = tar_size(files)  # every path checked before a byte is sent
+        except UnsafeArchivePath as exc:
+            raise CheckpointNotArchivable(
+                f"Checkpoint {storage_id} cannot be archived: {exc}."
+            ) from None
         response = StreamingHttpResponse(
             iter_tar_chunks(manager, storage_id, files=files), content_type=content_type
         )
+        response["Content-Length"] = str(size)
     response["Content-Disposition"] = f'attachment; filename="{storage_id}.{extension}"'
     return response
 

@@ -9,10 +9,12 @@ import tarfile
 
 import pytest
 
+from headway.archive import UnsafeArchivePath
 from headway.storage import (
     SharedFSStorageManager,
     build_storage_manager,
     iter_tar_chunks,
+    tar_size,
 )
 
 SID = "0b7e4c1e-9a51-4c52-8d5e-5a1f7a3a2f10"
@@ -101,6 +103,21 @@ def test_tar_stream_contains_exactly_the_files(tmp_path: pathlib.Path, chunk_siz
         for member in members:
             assert member.isfile()
             assert archive.extractfile(member).read() == files[member.name]
+
+
+def test_tar_size_is_the_streams_length_before_it_is_read(tmp_path: pathlib.Path) -> None:
+    manager = SharedFSStorageManager(tmp_path)
+    files = _write_checkpoint(manager)
+    # PAX headers for a long and a non-ASCII name, an empty file, sizes on and off 512.
+    files["é/ü.bin"] = b"\0" * 512
+    (manager.base_path / SID / "é").mkdir()
+    (manager.base_path / SID / "é" / "ü.bin").write_bytes(files["é/ü.bin"])
+    sizes = manager.list_files(SID)
+    assert sorted(sizes) == sorted(files)
+    assert tar_size(sizes) == len(b"".join(iter_tar_chunks(manager, SID, files=sizes)))
+    assert tar_size({}) == tarfile.RECORDSIZE
+    with pytest.raises(UnsafeArchivePath, match="checkpoint file path"):
+        tar_size({"../escape": 1})
 
 
 def test_build_shared_fs_with_storage_path(tmp_path: pathlib.Path) -> None:

@@ -42,7 +42,9 @@ def test_each_archive_format_holds_every_file(api, stored):
     storage_id, _ = stored
     tar = api.get(URL.format(storage_id))
     assert tar.status_code == 200 and tar["Content-Type"] == "application/x-tar"
-    with tarfile.open(fileobj=io.BytesIO(body_of(tar))) as archive:
+    data = body_of(tar)
+    assert int(tar["Content-Length"]) == len(data)  # known before the first byte: progress
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
         assert {m.name: archive.extractfile(m).read() for m in archive.getmembers()} == FILES
     tgz = api.get(URL.format(storage_id), {"format": "tgz"})
     assert tgz.status_code == 200 and tgz["Content-Type"] == "application/gzip"
