@@ -179,3 +179,17 @@ def test_presigned_redirect_needs_s3_and_serves_the_file_without_credentials(
     assert "state.pth" in fetched.headers["Content-Disposition"]
     ranged = requests.get(location, headers={"Range": "bytes=3-6"}, timeout=30)
     assert ranged.status_code == 206 and ranged.content == FILES["model/state.pth"][3:7]
+
+
+def test_a_tar_of_a_path_no_archive_may_carry_is_409_before_any_byte(api, stored):
+    storage_id, manager = stored
+    if not hasattr(manager, "base_path"):
+        pytest.skip("a shared_fs folder can hold such a name; an S3 key list is the registry's")
+    from registry.models import Checkpoint
+
+    # Registered without resources: the archive is whatever storage holds.
+    Checkpoint.objects.filter(uuid=storage_id).update(resources={})
+    (manager.base_path / storage_id / "a\\b.txt").write_bytes(b"x")
+    answer = api.get(URL.format(storage_id))
+    assert answer.status_code == 409 and "a\\\\b.txt" in answer.json()["detail"]
+    assert not answer.streaming  # a JSON error, not a stream cut after its first bytes
