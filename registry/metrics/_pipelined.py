@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.db import connection, transaction
+from psycopg import Pipeline
 
 from registry.lifecycle._time_search import VALIDATION_GROUP
 from registry.metrics import _store as store
@@ -44,12 +45,16 @@ from registry.metrics._sql import transaction_command
 from registry.metrics._trial_row import lock_trial, save_trial, update_statement
 from registry.models import MetricSeries, Trial
 
+# Pipeline mode needs libpq >= 14 (psycopg[binary] bundles a newer one; a system libpq may not).
+_PIPELINE_SUPPORTED = Pipeline.is_supported()
+
 
 def eligible(reports: list[ReportIn]) -> bool:
-    """Whether ``report`` may take this batch: PostgreSQL, Django in autocommit mode, fewer
-    than ``COPY_MIN_ROWS`` reports, none of them a validation report."""
+    """Whether ``report`` may take this batch: PostgreSQL with pipeline mode, Django in
+    autocommit mode, fewer than ``COPY_MIN_ROWS`` reports, none of them a validation report."""
     return (
-        connection.vendor == "postgresql"
+        _PIPELINE_SUPPORTED
+        and connection.vendor == "postgresql"
         and len(reports) < COPY_MIN_ROWS
         and not connection.in_atomic_block
         and connection.get_autocommit()
