@@ -70,7 +70,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def gunicorn_available() -> bool:
-    """Whether gunicorn can be imported by this interpreter (it is not a Headway dependency)."""
+    """Whether gunicorn can be imported by this interpreter (a dependency; a partial install may lack it)."""
     return importlib.util.find_spec("gunicorn") is not None
 
 

@@ -4,9 +4,10 @@ Run from the repository root: ``.venv/bin/python bench/metrics_ingest.py`` (``ma
 
 For SQLite (a fresh temp file) and PostgreSQL (``headway_bench``, recreated; skipped with a note
 when the server is unreachable) this migrates a fresh database, makes a user token, starts the
-web server as a subprocess (``manage.py runserver``, what the embedded setup runs; also
-gunicorn when it is importable, and runserver with TCP_NODELAY when the stock one shows the 40 ms
-Nagle/delayed-ACK floor) and measures, from one keep-alive session configured as the SDK's
+web server as a subprocess (``manage.py runserver``, what the embedded setup runs; then ``serve``,
+gunicorn with ``config/gunicorn.py`` as ``manage.py serve`` and the Docker image run it: gthread
+workers keeping the client's connection alive; and runserver with TCP_NODELAY when the stock one
+shows the 40 ms Nagle/delayed-ACK floor) and measures, from one keep-alive session configured as the SDK's
 (``headway.client._session.http_session``), bodies encoded (compact JSON) before the clock
 starts, as the SDK's reporter sends them:
 
@@ -336,9 +337,11 @@ def main() -> None:
     if args.profile_child:
         return _profile_child(args.profile_child)
 
-    kinds = ["runserver"] + (["gunicorn"] if gunicorn_available() else [])
-    if "gunicorn" not in kinds:
-        print("note: gunicorn is not installed (not a dependency); measuring runserver only.")
+    # The deployed server (gthread, keep-alive), not gunicorn's sync workers: those close the
+    # connection after every request, so each report would also pay a TCP handshake.
+    kinds = ["runserver"] + (["serve"] if gunicorn_available() else [])
+    if "serve" not in kinds:
+        print("note: gunicorn cannot be imported here; measuring runserver only.")
     skip_baseline = args.no_baseline or args.pairs_only or tiny()
     baseline_ref = None if skip_baseline else wanted(BASELINE_REF)
     baseline: dict[str, float | bool] = {}
