@@ -70,7 +70,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def gunicorn_available() -> bool:
-    """Whether gunicorn can be imported by this interpreter (a dependency; a partial install may lack it)."""
+    """Whether gunicorn (a dependency) can be imported by this interpreter."""
     return importlib.util.find_spec("gunicorn") is not None
 
 

@@ -7,8 +7,8 @@ when the server is unreachable) this migrates a fresh database, makes a user tok
 web server as a subprocess (``manage.py runserver``, what the embedded setup runs; then ``serve``,
 gunicorn with ``config/gunicorn.py`` as ``manage.py serve`` and the Docker image run it: gthread
 workers keeping the client's connection alive; and runserver with TCP_NODELAY when the stock one
-shows the 40 ms Nagle/delayed-ACK floor) and measures, from one keep-alive session configured as the SDK's
-(``headway.client._session.http_session``), bodies encoded (compact JSON) before the clock
+shows the 40 ms Nagle/delayed-ACK floor) and measures, from one keep-alive session configured as
+the SDK's (``headway.client._session.http_session``), bodies encoded (compact JSON) before the clock
 starts, as the SDK's reporter sends them:
 
 - batched: 10 metrics x 10,000 steps = 100,000 points for one trial, 1,000 points per POST

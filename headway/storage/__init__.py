@@ -1,9 +1,9 @@
 """Checkpoint storage backends, shared by the SDK (writes) and the registry (downloads).
 
 Never imports Django. ``build_storage_manager(config)`` picks the backend from an experiment's
-``checkpoint_storage``; ``iter_tar_chunks`` streams a checkpoint as a tar (``tar_size`` bytes); ``direct_reader`` /
-``copy_direct`` read a registered checkpoint straight from a mounted shared_fs folder
-(``DownloadMode.DIRECT``).
+``checkpoint_storage``; ``iter_tar_chunks`` streams a checkpoint as a tar (``tar_size`` bytes);
+``direct_reader`` / ``copy_direct`` read a registered checkpoint straight from a mounted
+shared_fs folder (``DownloadMode.DIRECT``).
 """
 
 from headway.storage._archive_stream import (

@@ -82,10 +82,7 @@ def iter_tar_chunks(
         if len(buffer) >= chunk_size:
             yield bytes(buffer)
             buffer.clear()
-    # End of archive: two zero blocks, then zeros up to the record boundary (as tarfile writes).
-    end = 2 * _BLOCK
-    end += (-(total + end)) % _RECORD
-    buffer += b"\0" * end
+    buffer += b"\0" * _end_length(total)
     while buffer:
         yield bytes(buffer[:chunk_size])
         del buffer[:chunk_size]
@@ -107,8 +104,14 @@ def tar_size(files: dict[str, int]) -> int:
     for relpath, size in files.items():
         check_member_path(relpath, what="checkpoint file path")
         total += len(_member_header(relpath, size, 0)) + size + (-size) % _BLOCK
+    return total + _end_length(total)
+
+
+def _end_length(members: int) -> int:
+    """Bytes after ``members`` bytes of members: two zero blocks, then zeros up to the record
+    boundary (as tarfile writes)."""
     end = 2 * _BLOCK
-    return total + end + (-(total + end)) % _RECORD
+    return end + (-(members + end)) % _RECORD
 
 
 def _member_header(relpath: str, size: int, mtime: int) -> bytes:

@@ -135,7 +135,7 @@ def encoded_rows(
     return rows, points
 
 
-def raised_progress(trial: Trial, experiment: Experiment) -> float | None:
+def _raised_progress(trial: Trial, experiment: Experiment) -> float | None:
     """The trial's fallback progress after its ``steps_completed`` rose: ``steps_completed /
     length`` (batches), or None when it does not rise.
 
@@ -165,7 +165,7 @@ def raised_progress(trial: Trial, experiment: Experiment) -> float | None:
     return progress if progress > trial.progress else None
 
 
-def crosses_percent(old: float, new: float) -> bool:
+def _crosses_percent(old: float, new: float) -> bool:
     """Whether progress going from ``old`` to ``new`` passes a whole percent: the experiment's
     progress is refreshed then only, keeping its row lock off the per-batch path."""
     return int(new * 100) > int(old * 100)
@@ -187,3 +187,23 @@ def predicted_summary(summary: dict, roots: dict[tuple[str, str], Agg]) -> dict:
         old = summary.get(group, {}).get(name)
         written.setdefault(group, {})[name] = merged_entry(old, root)
     return written
+
+
+def advance(
+    trial: Trial, experiment: Experiment, reports: list[ReportIn]
+) -> tuple[list[str], bool]:
+    """Raise the trial's ``steps_completed`` to the batch's highest step and its fallback
+    ``progress`` with it (``_raised_progress``), in memory; return ``(the fields changed, whether
+    progress passed a whole percent)``. Neither depends on what is stored.
+
+    Raises:
+        StoredConfigInvalid: as ``_raised_progress``.
+    """
+    # A list, not varargs: an empty batch ({"reports": []}) leaves the step as it is.
+    trial.steps_completed = max([trial.steps_completed, *(r["steps_completed"] for r in reports)])
+    progress = _raised_progress(trial, experiment)
+    if progress is None:
+        return ["steps_completed"], False
+    crossed = _crosses_percent(trial.progress, progress)
+    trial.progress = progress
+    return ["steps_completed", "progress"], crossed

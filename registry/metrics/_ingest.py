@@ -20,19 +20,17 @@ from registry.metrics import _pipelined as pipelined
 from registry.metrics import _store as store
 from registry.metrics._aggregate import MAX_VALUE, MIN_VALUE, Agg
 from registry.metrics._batch import (
+    advance,
     check_series_budget,
-    crosses_percent,
     encoded_rows,
     group_high_water,
     latest_per_step,
-    predicted_summary,
-    raised_progress,
     steps_by_group,
     summary_entry,
 )
 from registry.metrics._parse import ReportIn
-from registry.metrics._raw import COPY_MIN_ROWS, raw_upsert, store_raw
-from registry.metrics._trial_row import lock_trial, save_trial, update_statement
+from registry.metrics._raw import COPY_MIN_ROWS, store_raw
+from registry.metrics._trial_row import append_with_trial, lock_trial, save_trial
 from registry.models import Experiment, MetricReport, Trial
 
 
@@ -102,24 +100,13 @@ def _store_batch(trial: Trial, reports: list[ReportIn], run_id: int | None) -> N
         ).exists()
     }
     plan = store.plan_append({k: pts for k, pts in points.items() if k[0] not in replaced})
-    # The step and the fallback progress do not depend on what is stored: known before.
-    # A list, not varargs: an empty batch ({"reports": []}) leaves the step as it is.
-    trial.steps_completed = max([trial.steps_completed, *(r["steps_completed"] for r in reports)])
-    fields = ["steps_completed"]
-    progress = raised_progress(trial, experiment)
-    if progress is not None:
-        crossed = crosses_percent(trial.progress, progress)
-        trial.progress = progress
-        fields.append("progress")
-        if crossed:
-            trial.save(update_fields=["progress"])
-            refresh_experiment(experiment.id)
+    fields, crossed = advance(trial, experiment, reports)
+    if crossed:
+        trial.save(update_fields=["progress"])
+        refresh_experiment(experiment.id)
     written: dict | None = None  # the summary the one statement wrote, if it ran
     if not replaced and len(rows) < COPY_MIN_ROWS and connection.vendor == "postgresql":
-        written = predicted_summary(summary, plan.roots)
-        trial.summary_metrics = written
-        trial_update = update_statement(trial, [*fields, "summary_metrics"])
-        added = store.append(trial.id, plan, with_statements=[raw_upsert(rows), trial_update])
+        added, written = append_with_trial(trial, summary, plan, rows, fields)
         fields = []
     else:
         store_raw(rows, append_only=not replaced)

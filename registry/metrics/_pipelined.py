@@ -3,7 +3,7 @@
 ``metrics_report`` in a transaction costs four round trips: ``BEGIN``, the trial's locked
 read, the one statement (raw rows, series, buckets, the trial's row), ``COMMIT``. Here, while
 Django is in autocommit mode (a request, not inside ``atomic``), ``BEGIN`` is sent with the
-locked read and ``COMMIT`` with the statement (psycopg's pipeline mode, ``one_round_trip``),
+locked read and ``COMMIT`` with the statement (psycopg's pipeline mode, ``execute_pipelined``),
 the transaction run on the driver's connection. The writes are ``metrics_report``'s, locked
 and atomic as there; what a batch needs beyond them sends it back to ``metrics_report``'s
 transaction, so the code that writes elsewhere never runs inside this one:
@@ -30,19 +30,17 @@ from registry.lifecycle._time_search import VALIDATION_GROUP
 from registry.metrics import _store as store
 from registry.metrics._aggregate import AGG_FIELDS
 from registry.metrics._batch import (
+    advance,
     check_series_budget,
-    crosses_percent,
     encoded_rows,
     group_high_water,
-    predicted_summary,
-    raised_progress,
     steps_by_group,
     summary_entry,
 )
 from registry.metrics._parse import ReportIn
-from registry.metrics._raw import COPY_MIN_ROWS, raw_upsert
+from registry.metrics._raw import COPY_MIN_ROWS
 from registry.metrics._sql import transaction_command
-from registry.metrics._trial_row import lock_trial, save_trial, update_statement
+from registry.metrics._trial_row import append_with_trial, lock_trial, save_trial
 from registry.models import MetricSeries, Trial
 
 # Pipeline mode needs libpq >= 14 (psycopg[binary] bundles a newer one; a system libpq may not).
@@ -102,38 +100,24 @@ def report(
 def _write_and_commit(
     trial: Trial, summary: dict, reports: list[ReportIn], run_id: int | None
 ) -> tuple[dict, dict] | None:
-    """The one statement and ``COMMIT`` (one round trip): ``(the series' returned aggregates,
-    the summary written)``; None, before anything is sent, when the batch is not this path's."""
-    experiment = trial.experiment
+    """The one statement and ``COMMIT`` (one round trip): ``append_with_trial``'s answer; None,
+    before anything is sent, when the batch is not this path's."""
     if any(min(s) <= group_high_water(summary, g) for g, s in steps_by_group(reports).items()):
         return None
-    trial.steps_completed = max([trial.steps_completed, *(r["steps_completed"] for r in reports)])
-    fields = ["steps_completed"]
-    progress = raised_progress(trial, experiment)
-    if progress is not None:
-        if crosses_percent(trial.progress, progress):
-            return None
-        trial.progress = progress
-        fields.append("progress")
+    fields, crossed = advance(trial, trial.experiment, reports)
+    if crossed:
+        return None
     rows, points = encoded_rows(trial, reports, run_id)
-    plan = store.plan_append(points)
-    predicted = predicted_summary(summary, plan.roots)
-    trial.summary_metrics = predicted
-    trial_update = update_statement(trial, [*fields, "summary_metrics"])
-    added = store.append(
-        trial.id, plan, with_statements=[raw_upsert(rows), trial_update], commit=True
-    )
-    return added, predicted
+    return append_with_trial(trial, summary, store.plan_append(points), rows, fields, commit=True)
 
 
 def _roll_back() -> None:
     """End the transaction ``lock_trial(begin=True)`` opened, if it is still open. A connection
     too broken for that is discarded by the pool when Django returns it."""
-    raw = connection.connection
-    if raw is None:
+    if connection.connection is None:
         return
     try:
-        transaction_command(raw, "ROLLBACK")
+        transaction_command("ROLLBACK")
     except Exception:  # the caller raises the first error, not this one
         connection.errors_occurred = True
 

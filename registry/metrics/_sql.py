@@ -60,29 +60,35 @@ def prepared_cursor() -> Iterator[Any]:
         yield cursor
 
 
-@contextmanager
-def one_round_trip() -> Iterator[Any]:
-    """PostgreSQL: the statements executed inside go to the server together, and their answers
-    come back together when the block ends (psycopg's pipeline mode), one round trip in all
-    instead of one each. Yields the driver's connection (for ``transaction_command``).
+def execute_pipelined(
+    cursor: Any, sql: str, params: Sequence[Any], *, begin: bool = False, commit: bool = False
+) -> None:
+    """Execute ``sql`` on ``cursor``; with ``begin`` / ``commit``, PostgreSQL's ``BEGIN`` before it
+    / ``COMMIT`` after it go in the same round trip (psycopg's pipeline mode), on a transaction
+    the caller runs while Django is in autocommit mode. Rows are read after this returns.
 
-    A cursor's rows are read after the block. An error of any statement is raised when the
-    block ends, as Django's (``IntegrityError``, ...); the statements after it were skipped, and
-    an open transaction is left failed (the caller rolls it back).
+    An error of any of them is raised at the end, as Django's (``IntegrityError``, ...); what
+    came after it was skipped and an open transaction is left failed (the caller sends
+    ``ROLLBACK`` with ``transaction_command``).
     """
+    if not (begin or commit):
+        cursor.execute(sql, params)
+        return
     connection.ensure_connection()
-    raw = connection.connection
-    with connection.wrap_database_errors, raw.pipeline():
-        yield raw
+    with connection.wrap_database_errors, connection.connection.pipeline():
+        if begin:
+            transaction_command("BEGIN")
+        cursor.execute(sql, params)
+        if commit:
+            transaction_command("COMMIT")
 
 
-def transaction_command(raw: Any, command: str) -> None:
-    """Send ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` on the driver's connection ``raw`` while Django
-    is in autocommit mode (the caller runs the transaction; inside ``one_round_trip`` it is
-    queued). Never prepared; psycopg's ``rollback()`` is not used because it also forgets every
-    prepared statement of the connection."""
+def transaction_command(command: str) -> None:
+    """Send ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` on the driver's connection while Django is in
+    autocommit mode (the caller runs the transaction). Never prepared; psycopg's ``rollback()``
+    is not used because it also forgets every prepared statement of the connection."""
     with connection.wrap_database_errors:
-        raw.execute(command, prepare=False)
+        connection.connection.execute(command, prepare=False)
 
 
 def quote(name: str) -> str:

@@ -34,14 +34,13 @@ from registry.metrics._aggregate import (
     point,
 )
 from registry.metrics._sql import (
+    execute_pipelined,
     insert_clauses,
     insert_rows,
-    one_round_trip,
     prepared_cursor,
     quote,
     recordset,
     recordset_payload,
-    transaction_command,
 )
 from registry.models import MetricBucket, MetricReport, MetricSeries
 
@@ -154,7 +153,7 @@ def append(
             trip for all of them. They must not touch the series or bucket tables.
         commit: with ``with_statements``, in a transaction the caller opened while Django is in
             autocommit mode (``lock_trial(begin=True)``): its ``COMMIT`` travels with the
-            statement (``one_round_trip``). On an error the transaction is left failed.
+            statement (``execute_pipelined``). On an error the transaction is left failed.
     """
     series_rows = [(trial_id, group, name, *root) for (group, name), root in plan.roots.items()]
     if with_statements:
@@ -244,12 +243,7 @@ def _append_in_one_statement(
     else:  # reports without metrics: only the other statements
         sql = f"WITH {', '.join(others)} SELECT NULL, NULL, NULL WHERE false"
     with prepared_cursor() as cursor:
-        if commit:
-            with one_round_trip() as raw:
-                cursor.execute(sql, params)
-                transaction_command(raw, "COMMIT")
-        else:
-            cursor.execute(sql, params)
+        execute_pipelined(cursor, sql, params, commit=commit)
         returned = cursor.fetchall()
     return {(group, name): tuple(agg) for _id, group, name, *agg in returned}
 

@@ -14,7 +14,11 @@ from typing import Any
 
 from django.db import connection, models
 
-from registry.metrics._sql import one_round_trip, prepared_cursor, transaction_command
+from registry.metrics import _store as store
+from registry.metrics._aggregate import Agg
+from registry.metrics._batch import predicted_summary
+from registry.metrics._raw import raw_upsert
+from registry.metrics._sql import execute_pipelined, prepared_cursor
 from registry.models import Experiment, Trial
 from registry.models.experiment import BLOB_FIELDS
 
@@ -57,20 +61,15 @@ def lock_trial(trial_id: int, *, begin: bool = False) -> Trial:
 
     Arguments:
         begin: PostgreSQL, Django in autocommit mode: open the transaction here, its ``BEGIN``
-            sent with the locking read (one round trip, ``one_round_trip``); the caller ends
-            it (``transaction_command``), also when this raises.
+            sent with the locking read (one round trip, ``execute_pipelined``); the caller
+            ends it (``transaction_command``), also when this raises.
 
     Raises:
         Trial.DoesNotExist: when there is no such trial.
     """
     sql, trial_cols, exp_cols = _select_sql(connection.vendor)
     with prepared_cursor() as cursor:
-        if begin:
-            with one_round_trip() as raw:
-                transaction_command(raw, "BEGIN")
-                cursor.execute(sql, [trial_id])
-        else:
-            cursor.execute(sql, [trial_id])
+        execute_pipelined(cursor, sql, [trial_id], begin=begin)
         row = cursor.fetchone()
     if row is None:
         raise Trial.DoesNotExist(f"Trial {trial_id} does not exist.")
@@ -130,3 +129,26 @@ def save_trial(trial: Trial, fields: Sequence[str]) -> None:
     sql, params = update_statement(trial, fields)
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def append_with_trial(
+    trial: Trial,
+    summary: dict,
+    plan: store.AppendPlan,
+    rows: list[tuple],
+    fields: Sequence[str],
+    *,
+    commit: bool = False,
+) -> tuple[dict[tuple[str, str], Agg], dict]:
+    """PostgreSQL: a batch of new steps in one statement: its raw ``rows``, its series and
+    buckets (``plan``) and the trial's ``fields`` with its ``summary_metrics`` predicted from the
+    stored ``summary`` (``predicted_summary``). Returns ``(the series' aggregates as stored now,
+    the summary written)``; the aggregates are the truth when the two disagree. ``commit``: as
+    ``registry.metrics._store.append``."""
+    written = predicted_summary(summary, plan.roots)
+    trial.summary_metrics = written
+    trial_update = update_statement(trial, [*fields, "summary_metrics"])
+    added = store.append(
+        trial.id, plan, with_statements=[raw_upsert(rows), trial_update], commit=commit
+    )
+    return added, written
