@@ -56,8 +56,20 @@ _NO_NUL = r"^[^\x00]+$"
 _NONBLANK_NO_NUL = r"^[^\x00]*[^\x00\s][^\x00]*$"
 
 
+_BLANK = {"type": "string", "maxLength": 0}
+
+
 class HeadwayAutoSchema(AutoSchema):
     """drf-spectacular's schema with the error answers above added to every operation."""
+
+    def _insert_field_validators(self, field: Any, schema: dict[str, Any]) -> None:
+        """drf-spectacular's validators, with an ``allow_blank`` string's "blank or this" as
+        ``anyOf``: it writes ``oneOf``, which a blank value breaks whenever the constrained form
+        also accepts it (a pattern with ``*``), so the schema called valid blank text invalid."""
+        super()._insert_field_validators(field, schema)
+        choices = schema.get("oneOf")
+        if isinstance(choices, list) and len(choices) == 2 and choices[1] == _BLANK:
+            schema["anyOf"] = schema.pop("oneOf")
 
     def _error_codes(self, operation: dict[str, Any]) -> list[int]:
         locations = {p.get("in") for p in operation.get("parameters", [])}

@@ -150,3 +150,22 @@ def test_the_schema_validates_as_openapi_30_with_no_generator_warning(tmp_path) 
     text = out.read_text()
     assert "StateEnum:" in text and "State71dEnum" not in text
     assert "propertyNames" not in text and "type: 'null'" not in text and "type: null" not in text
+
+
+def test_blank_text_that_the_api_accepts_is_valid_by_the_schema(api, trial):
+    """An ``allow_blank`` field is "blank or the constrained form": ``anyOf``, never a ``oneOf``
+    that a blank value matching both alternatives would break (schemathesis flagged the API for
+    accepting ``{"notes": ""}``)."""
+    import jsonschema
+
+    schema = _schema(api)
+    notes = schema["components"]["schemas"]["PatchedTrialPatch"]["properties"]["notes"]
+    jsonschema.validate("", notes)
+    jsonschema.validate("line one\nline two", notes)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate("bell \x07", notes)
+    assert api.patch(f"/api/v1/trials/{trial.id}/", {"notes": ""}, format="json").status_code == 200
+    blank = {"type": "string", "maxLength": 0}
+    for component in schema["components"]["schemas"].values():
+        for prop in component.get("properties", {}).values():
+            assert blank not in prop.get("oneOf", []), prop
