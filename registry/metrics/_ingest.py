@@ -30,8 +30,8 @@ from registry.metrics._batch import (
 )
 from registry.metrics._parse import ReportIn
 from registry.metrics._raw import COPY_MIN_ROWS, store_raw
-from registry.metrics._trial_row import append_with_trial, lock_trial, save_trial
-from registry.models import Experiment, MetricReport, Trial
+from registry.metrics._trial_row import append_with_trial, save_trial
+from registry.models import Experiment, MetricReport, Trial, lock_trial
 
 
 def metrics_report(

@@ -39,9 +39,9 @@ from registry.metrics._batch import (
 )
 from registry.metrics._parse import ReportIn
 from registry.metrics._raw import COPY_MIN_ROWS
-from registry.metrics._sql import transaction_command
-from registry.metrics._trial_row import append_with_trial, lock_trial, save_trial
-from registry.models import MetricSeries, Trial
+from registry.metrics._trial_row import append_with_trial, save_trial
+from registry.models import MetricSeries, Trial, lock_trial
+from registry.sql_cursor import transaction_command
 
 # Pipeline mode needs libpq >= 14 (psycopg[binary] bundles a newer one; a system libpq may not).
 _PIPELINE_SUPPORTED = Pipeline.is_supported()

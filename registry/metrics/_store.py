@@ -34,15 +34,14 @@ from registry.metrics._aggregate import (
     point,
 )
 from registry.metrics._sql import (
-    execute_pipelined,
     insert_clauses,
     insert_rows,
-    prepared_cursor,
     quote,
     recordset,
     recordset_payload,
 )
 from registry.models import MetricBucket, MetricReport, MetricSeries
+from registry.sql_cursor import execute_pipelined, prepared_cursor
 
 SeriesKey = tuple[str, str]  # (group, name)
 _AGG_TYPES = {

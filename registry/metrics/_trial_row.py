@@ -1,113 +1,24 @@
-"""The trial row of a metric report: read locked with its experiment, written back, in plain SQL.
+"""The trial row of a metric report written back in plain SQL (read locked with
+``registry.models.lock_trial``).
 
-Every report reads the trial (locked) and its experiment, and writes the trial's summary back.
-Through the ORM, compiling those two statements was about a third of a one-point report's
-server time; here each statement is built once per database vendor and the instances come from
-``Model.from_db`` (the fields not read are deferred: reading one loads it, as the ORM would).
+Through the ORM, compiling the trial's UPDATE was part of the third of a one-point report's
+server time that the locked read and this write took; here the statement is built from the
+fields written, with no ORM compiler.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection, models
+from django.db import connection
 
 from registry.metrics import _store as store
 from registry.metrics._aggregate import Agg
 from registry.metrics._batch import predicted_summary
 from registry.metrics._raw import raw_upsert
-from registry.metrics._sql import execute_pipelined, prepared_cursor
-from registry.models import Experiment, Trial
-from registry.models.experiment import BLOB_FIELDS
-
-# Never read on the report path: the packed model definition (up to megabytes) and the texts.
-_SKIPPED: dict[type[models.Model], set[str]] = {
-    Trial: {"notes"},
-    Experiment: {*BLOB_FIELDS, "description", "notes"},
-}
-
-
-def _fields(model: type[models.Model]) -> list[Any]:
-    return [f for f in model._meta.concrete_fields if f.attname not in _SKIPPED[model]]
-
-
-def _columns(model: type[models.Model]) -> list[str]:
-    return [f.attname for f in _fields(model)]
-
-
-@functools.cache
-def _select_sql(vendor: str) -> tuple[str, list[str], list[str]]:
-    q = connection.ops.quote_name
-    trial_cols, exp_cols = _columns(Trial), _columns(Experiment)
-    select = ", ".join(
-        [f"t.{q(f.column)}" for f in _fields(Trial)]
-        + [f"e.{q(f.column)}" for f in _fields(Experiment)]
-    )
-    sql = (
-        f"SELECT {select} FROM {q(Trial._meta.db_table)} t"
-        f" JOIN {q(Experiment._meta.db_table)} e ON e.{q('id')} = t.{q('experiment_id')}"
-        f" WHERE t.{q('id')} = %s"
-    )
-    # SQLite has no row locks: its IMMEDIATE transactions already hold the write lock.
-    if vendor == "postgresql":
-        sql += " FOR UPDATE OF t"
-    return sql, trial_cols, exp_cols
-
-
-def lock_trial(trial_id: int, *, begin: bool = False) -> Trial:
-    """The trial, row locked for the transaction, with ``trial.experiment`` loaded (not locked).
-
-    Arguments:
-        begin: PostgreSQL, Django in autocommit mode: open the transaction here, its ``BEGIN``
-            sent with the locking read (one round trip, ``execute_pipelined``); the caller
-            ends it (``transaction_command``), also when this raises.
-
-    Raises:
-        Trial.DoesNotExist: when there is no such trial.
-    """
-    sql, trial_cols, exp_cols = _select_sql(connection.vendor)
-    with prepared_cursor() as cursor:
-        execute_pipelined(cursor, sql, [trial_id], begin=begin)
-        row = cursor.fetchone()
-    if row is None:
-        raise Trial.DoesNotExist(f"Trial {trial_id} does not exist.")
-    converters = _converters(connection.vendor)
-    values = [convert(v) if convert else v for convert, v in zip(converters, row, strict=True)]
-    trial = Trial.from_db(connection.alias, trial_cols, values[: len(trial_cols)])
-    experiment = Experiment.from_db(connection.alias, exp_cols, values[len(trial_cols) :])
-    Trial.experiment.field.set_cached_value(trial, experiment)
-    return trial
-
-
-@functools.cache
-def _converters(vendor: str) -> list[Any]:
-    """Per selected column, the function turning the driver's value into the field's (or None).
-
-    The database backend's converters (SQLite: text to datetime, JSON text to Python) and the
-    field's ``from_db_value`` (JSON fields), as the ORM's compiler applies them.
-    """
-    out: list[Any] = []
-    models_read: tuple[type[models.Model], ...] = (Trial, Experiment)
-    for model in models_read:
-        for field in _fields(model):
-            expression = field.get_col(model._meta.db_table)
-            steps = [
-                *connection.ops.get_db_converters(expression),
-                *expression.get_db_converters(connection),
-            ]
-            out.append(_chain(steps) if steps else None)
-    return out
-
-
-def _chain(steps: Sequence[Any]) -> Any:
-    def convert(value: Any) -> Any:
-        for step in steps:
-            value = step(value, None, connection)
-        return value
-
-    return convert
+from registry.models import Trial
+from registry.sql_cursor import prepared_cursor
 
 
 def update_statement(trial: Trial, fields: Sequence[str]) -> tuple[str, list[Any]]:

@@ -1,5 +1,6 @@
 """Registry models, one module per resource (re-exported here, as NetBox does)."""
 
+from registry.models._locked_trial import lock_trial
 from registry.models.checkpoint import Checkpoint, CheckpointState
 from registry.models.experiment import Experiment, blob_fields
 from registry.models.host import RunShare, WorkerHost
@@ -9,7 +10,7 @@ from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
 from registry.models.model_registry import ModelVersion, RegisteredModel
 from registry.models.slurm_job import SlurmJob
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
-from registry.models.trial import Trial, TrialRun, lock_trial
+from registry.models.trial import Trial, TrialRun
 
 __all__ = [
     "TERMINAL_STATES",

@@ -77,18 +77,6 @@ class Trial(models.Model):
         return self.state in TERMINAL_STATES
 
 
-def lock_trial(trial_id: int) -> Trial:
-    """The trial row, locked until the transaction ends (raises ``Trial.DoesNotExist``).
-
-    Only the trial row (``of=self``): on PostgreSQL a ``FOR UPDATE`` over the join with the
-    experiment would lock the experiment row too, at the same time, against the lock order
-    (trials before their experiment); concurrent pauses and reports deadlocked (issue #23).
-    """
-    return (
-        Trial.objects.select_for_update(of=("self",)).select_related("experiment").get(id=trial_id)
-    )
-
-
 def _new_token() -> str:
     return secrets.token_hex(20)
 

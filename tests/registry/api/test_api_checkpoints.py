@@ -113,3 +113,24 @@ def test_other_preferences_answer_the_full_row(api, stored, prefer):
     response = api.post(path, body, format="json", HTTP_PREFER=prefer)
     assert response.status_code == 201 and "Preference-Applied" not in response
     assert {"validation_metrics", "best", "latest", "storage"} <= set(response.json())
+
+
+def test_latest_checkpoint_follows_the_most_steps_and_ties_go_to_the_newest(api, stored):
+    trial, first, _ = stored  # 40 steps
+
+    def register(steps):
+        storage_id = str(uuid.uuid4())
+        body = {"uuid": storage_id, "steps_completed": steps, "resources": {"w.pth": 1}}
+        answer = api.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
+        assert answer.status_code == 201
+        trial.refresh_from_db()
+        return storage_id
+
+    register(20)
+    assert str(trial.latest_checkpoint) == first  # fewer steps: the latest stays
+    tie = register(40)
+    assert str(trial.latest_checkpoint) == tie  # as many steps, registered later
+    most = register(60)
+    assert str(trial.latest_checkpoint) == most
+    detail = api.get(f"/api/v1/checkpoints/{most}/").json()
+    assert detail["latest"] is True and detail["steps_completed"] == 60
