@@ -20,7 +20,8 @@ from registry.models.experiment import BLOB_FIELDS, Experiment
 from registry.models.trial import Trial
 from registry.sql_cursor import execute_pipelined, prepared_cursor
 
-# Never read by the writes that lock a trial: the packed model definition (up to megabytes) and the texts.
+# Never read by the writes that lock a trial: the packed model definition (up to megabytes)
+# and the free texts.
 _SKIPPED: dict[type[models.Model], set[str]] = {
     Trial: {"notes"},
     Experiment: {*BLOB_FIELDS, "description", "notes"},

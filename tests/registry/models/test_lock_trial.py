@@ -32,3 +32,15 @@ def test_it_is_refused_outside_a_transaction(trial):
 def test_an_unknown_trial_is_does_not_exist(trial):
     with transaction.atomic(), pytest.raises(Trial.DoesNotExist):
         lock_trial(trial.id + 1000)
+
+
+def test_a_lifecycle_write_through_it_keeps_and_answers_the_fields_it_did_not_read(trial):
+    from registry import lifecycle
+    from registry.models import State
+
+    Trial.objects.filter(id=trial.id).update(notes="lr too high?", state=State.ACTIVE)
+    paused = lifecycle.trial_pause(trial_id=trial.id)
+    assert paused.state == State.PAUSED
+    assert paused.notes == "lr too high?"  # deferred by the read, loaded when read
+    stored = Trial.objects.get(id=trial.id)
+    assert (stored.state, stored.notes) == (State.PAUSED, "lr too high?")
