@@ -134,3 +134,18 @@ def test_latest_checkpoint_follows_the_most_steps_and_ties_go_to_the_newest(api,
     assert str(trial.latest_checkpoint) == most
     detail = api.get(f"/api/v1/checkpoints/{most}/").json()
     assert detail["latest"] is True and detail["steps_completed"] == 60
+
+
+def test_a_download_reads_the_checkpoint_once_without_its_trial_or_metadata(api, stored):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    _, storage_id, _ = stored
+    for params in ({"path": "code/notes.txt"}, {"format": "tar"}):
+        with CaptureQueriesContext(connection) as queries:
+            response = api.get(f"/api/v1/checkpoints/{storage_id}/download", params)
+            assert response.status_code == 200
+            b"".join(response.streaming_content)
+        reads = [q["sql"] for q in queries if "registry_checkpoint" in q["sql"]]
+        assert len(reads) == 1, reads
+        assert "registry_trial" not in reads[0] and "metadata" not in reads[0]
