@@ -17,17 +17,18 @@ from registry.storage_locations import resolve_storage
 FIELD = "checkpoint_storage"
 
 
-# Registration's two statements besides the locked read and the INSERT, built once: through
-# the ORM, compiling them (and the read) was about half a registration's server time.
+# Registration's two statements besides the locked read and the INSERT, built once per database
+# vendor (as ``lock_trial``'s): through the ORM, compiling them (and the read) was about half a
+# registration's server time.
 @functools.cache
-def _owner_sql() -> str:
+def _owner_sql(vendor: str) -> str:
     """The trial id of a checkpoint uuid (no row: not registered)."""
     q = connection.ops.quote_name
     return f"SELECT {q('trial_id')} FROM {q(Checkpoint._meta.db_table)} WHERE {q('uuid')} = %s"
 
 
 @functools.cache
-def _latest_sql() -> str:
+def _latest_sql(vendor: str) -> str:
     """Set a trial's ``latest_checkpoint``: most ``steps_completed``, ties the newest."""
     q = connection.ops.quote_name
     return (
@@ -72,7 +73,10 @@ def checkpoint_register(
         if authorize is not None:
             authorize(trial)
         with prepared_cursor() as cursor:
-            cursor.execute(_owner_sql(), [Checkpoint._meta.pk.get_db_prep_value(uuid, connection)])
+            cursor.execute(
+                _owner_sql(connection.vendor),
+                [Checkpoint._meta.pk.get_db_prep_value(uuid, connection)],
+            )
             owner = cursor.fetchone()
         if owner is not None:
             if owner[0] != trial_id:
@@ -90,5 +94,5 @@ def checkpoint_register(
             storage=storage,
         )
         with prepared_cursor() as cursor:
-            cursor.execute(_latest_sql(), [trial_id, trial_id])
+            cursor.execute(_latest_sql(connection.vendor), [trial_id, trial_id])
     return checkpoint, True

@@ -35,7 +35,6 @@ from headway.storage._archive_stream import CHUNK_SIZE
 from headway.storage._shared_fs_check import unreadable_message
 from registry.api.schema import ErrorSerializer
 from registry.errors import InvalidInput, RegistryError
-from registry.models import Checkpoint
 from registry.storage_endpoints import registry_storage_manager
 
 # format -> (Content-Type, file name extension)
@@ -109,9 +108,10 @@ class CheckpointDownloadMixin:
         # A download reads only where the files are and which they are: not the trial row
         # (select_related by the viewset) nor the metadata, whose loading and JSON decoding
         # were most of a small download's server time (docs/decisions/checkpoints.md).
+        queryset = super().get_queryset()
         if getattr(self, "action", None) == "download":
-            return Checkpoint.objects.only(*DOWNLOAD_FIELDS)
-        return super().get_queryset()
+            return queryset.select_related(None).only(*DOWNLOAD_FIELDS)
+        return queryset
 
     def perform_content_negotiation(self, request, force=False):
         # ``?format=`` names this action's archive format, not one of DRF's renderers (DRF would
