@@ -46,9 +46,10 @@ _NODELAY_RUNSERVER = (
 
 
 def free_port() -> int:
-    """An unused TCP port on 127.0.0.1 (the OS picks it; racy in theory, fine for a bench)."""
+    """A TCP port unused on every local address (the OS picks it on the wildcard address;
+    racy in theory, fine for a bench)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("0.0.0.0", 0))
         return sock.getsockname()[1]
 
 

@@ -66,9 +66,13 @@ def b64(data: bytes) -> str:
 
 
 def free_port() -> int:
-    """An unused TCP port on 127.0.0.1 (the OS picks it)."""
+    """A TCP port unused on every local address (the OS picks it on the wildcard address).
+
+    Checking only 127.0.0.1 could hand out a port some server already listens on at another
+    address (a netns cluster's moto S3 on its bridge address), and a server later given that
+    port on that address would fail to bind while clients reached the other one."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("0.0.0.0", 0))
         return int(sock.getsockname()[1])
 
 

@@ -75,6 +75,7 @@ from tests.netns_master import (
     connects,
     redis_command,
     run_checked,
+    serves_headway,
 )
 from tests.netns_network import SECOND_OCTET, Host, build_network, hostname
 from tests.netns_storage import ClusterStorage
@@ -284,7 +285,7 @@ class NetnsCluster(HostProcesses, ClusterStorage):
         self.url = f"http://{self.master}:{port}"
         env.update(HEADWAY_MASTER_URL=self.url, HEADWAY_WEB_WORKERS="1", HEADWAY_WEB_THREADS="64")
         self._spawn(web_command(port, bind=self.master), self.base / "web.log", env=env)
-        wait_for(lambda: connects(self.master, port), 120, f"the web server ({self.base})")
+        wait_for(lambda: serves_headway(self.url), 120, f"the web server ({self.base})")
 
     def _master_worker(self) -> None:
         """The master's Celery worker with beat (lost-run reaper, GC), in the root namespace."""
