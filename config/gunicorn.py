@@ -9,7 +9,8 @@ dashboard stayed fast (bench/serving.py, docs/deployment.md); sync workers hold 
 from config.env import envint, envstr
 
 bind = [f"{envstr('HEADWAY_BIND', '127.0.0.1')}:{envint('HEADWAY_PORT', 8000)}"]
-worker_class = "gthread"
+# gthread, with a kept-alive connection's next request served by the thread that answered it.
+worker_class = "config.gunicorn_worker.FollowUpThreadWorker"
 workers = envint("HEADWAY_WEB_WORKERS", 2)
 # A worker queues connections beyond its threads (they wait for a free one), and connections are
 # not spread evenly over workers: size threads per worker for all long-polls, not workers x threads.
