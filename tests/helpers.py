@@ -76,6 +76,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def serves_headway(url: str) -> bool:
+    """Whether ``url`` answers Headway's ``/healthz`` now (not merely whether something listens
+    on its port: a port taken by another server would pass that check). Asked directly, never
+    through a proxy from the environment."""
+    import urllib.request
+
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with direct.open(f"{url}/healthz", timeout=2) as response:
+            return bool(json.loads(response.read()) == {"status": "ok"})
+    except (OSError, ValueError):
+        return False
+
+
 def answer_json(handler: Any, payload: object, status: int = 200) -> None:
     """Send ``payload`` as a JSON answer from an ``http.server.BaseHTTPRequestHandler``."""
     body = json.dumps(payload).encode()

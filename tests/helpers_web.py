@@ -7,11 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.helpers import REPO, wait_for
+from tests.helpers import REPO, serves_headway, wait_for
 
 
 def runserver_command(port: int) -> list[str]:
@@ -51,14 +50,7 @@ class WebServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        wait_for(self._healthy, 60, f"the web server on port {self.port}")
-
-    def _healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
+        wait_for(lambda: serves_headway(self.url), 60, f"the web server on port {self.port}")
 
     def kill(self) -> None:
         """SIGKILL its process group (an outage: no graceful shutdown)."""

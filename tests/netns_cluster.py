@@ -66,7 +66,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, free_port, wait_for
+from tests.helpers import REPO, free_port, serves_headway, wait_for
 from tests.netns_inspect import HostProcesses
 from tests.netns_master import (
     PG_BIN,
@@ -75,7 +75,6 @@ from tests.netns_master import (
     connects,
     redis_command,
     run_checked,
-    serves_headway,
 )
 from tests.netns_network import SECOND_OCTET, Host, build_network, hostname
 from tests.netns_storage import ClusterStorage

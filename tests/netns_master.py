@@ -46,20 +46,6 @@ def connects(host: str, port: int) -> bool:
         return False
 
 
-def serves_headway(url: str) -> bool:
-    """Whether ``url`` answers Headway's ``/healthz`` now (not merely whether something listens
-    on its port: a port taken by another server would pass that check)."""
-    import json
-    import urllib.request
-
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with direct.open(f"{url}/healthz", timeout=2) as response:
-            return bool(json.loads(response.read()) == {"status": "ok"})
-    except (OSError, ValueError):
-        return False
-
-
 class Postgres:
     """A PostgreSQL cluster of its own (``initdb`` + ``pg_ctl`` as user ``postgres``, trust
     authentication) listening on ``address`` for clients of ``network`` (CIDR), with a

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ import psutil
 import pytest
 import requests
 
-from tests.helpers import REPO, b64, free_port, make_tar_gz, wait_for
+from tests.helpers import REPO, b64, free_port, make_tar_gz, serves_headway, wait_for
 
 # Generous: serve's own stop takes a few seconds; this bound only catches a hang on a busy CI.
 EXIT_BOUND_S = 60
@@ -35,11 +34,7 @@ STARTING_TRIAL = "import time\ntime.sleep(600)\n"
 
 
 def _healthz(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
+    return serves_headway(f"http://127.0.0.1:{port}")
 
 
 @dataclass
