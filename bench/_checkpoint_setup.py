@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
+import shutil
 import subprocess
 import sys
 import time
@@ -67,6 +69,74 @@ def moto_server() -> Iterator[str]:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError(f"moto's S3 server did not answer at {url}")
             time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+# The static file server of the ceiling row: nginx as a team would run it for plain files
+# (sendfile on, no logging), serving one folder on loopback.
+_NGINX_CONF = """
+user {user};
+worker_processes 1;
+pid {run}/nginx.pid;
+error_log stderr;
+events {{ worker_connections 64; }}
+http {{
+    sendfile on;
+    tcp_nopush on;
+    access_log off;
+    default_type application/octet-stream;
+    client_body_temp_path {run}/body;
+    proxy_temp_path {run}/proxy;
+    fastcgi_temp_path {run}/fastcgi;
+    uwsgi_temp_path {run}/uwsgi;
+    scgi_temp_path {run}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+def nginx_binary() -> str | None:
+    """Debian's nginx (``apt-get install nginx-light``: .ci/run installs it), or None."""
+    return shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
+
+
+@contextlib.contextmanager
+def static_server(root: Path, run: Path) -> Iterator[str | None]:
+    """nginx serving the files under ``root`` on loopback (its config and pid under ``run``);
+    yields its URL, or None when nginx is not installed (the process is ended after)."""
+    nginx = nginx_binary()
+    if nginx is None:
+        yield None
+        return
+    run.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    conf = run / "nginx.conf"
+    # Workers as this user (nginx's default, nobody, may not read a private temporary folder).
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    conf.write_text(_NGINX_CONF.format(user=user, run=run, port=port, root=root))
+    proc = subprocess.Popen(
+        [nginx, "-p", str(run), "-e", "stderr", "-c", str(conf), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(requests.RequestException):
+                requests.get(url, timeout=5)  # any answer (403/404 for the folder) will do
+                break
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"nginx did not answer at {url}")
+            time.sleep(0.1)
         yield url
     finally:
         proc.terminate()
