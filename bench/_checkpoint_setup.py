@@ -50,29 +50,33 @@ def make_source(root: Path, size_mb: float) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def moto_server() -> Iterator[str]:
-    """moto's S3 server as a subprocess; yields its endpoint URL (the process is ended after)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+def _served(command: list[str], url: str, name: str, timeout_s: float) -> Iterator[str]:
+    """Run ``command`` (a server on ``url``) until the block ends; yield ``url`` once it
+    answers anything but a 5xx within ``timeout_s`` (RuntimeError naming ``name`` if not)."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + timeout_s
         while True:
             # Not listening yet, or too busy to answer within the timeout on a loaded machine.
             with contextlib.suppress(requests.RequestException):
                 if requests.get(url, timeout=10).status_code < 500:
                     break
             if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"moto's S3 server did not answer at {url}")
+                raise RuntimeError(f"{name} did not answer at {url}")
             time.sleep(0.2)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """moto's S3 server as a subprocess; yields its endpoint URL (the process is ended after)."""
+    port = free_port()
+    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    with _served(command, f"http://127.0.0.1:{port}", "moto's S3 server", 120) as url:
+        yield url
 
 
 # The static file server of the ceiling row: nginx as a team would run it for plain files
@@ -122,25 +126,10 @@ def static_server(root: Path, run: Path) -> Iterator[str | None]:
     # Workers as this user (nginx's default, nobody, may not read a private temporary folder).
     user = pwd.getpwuid(os.geteuid()).pw_name
     conf.write_text(_NGINX_CONF.format(user=user, run=run, port=port, root=root))
-    proc = subprocess.Popen(
-        [nginx, "-p", str(run), "-e", "stderr", "-c", str(conf), "-g", "daemon off;"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(requests.RequestException):
-                requests.get(url, timeout=5)  # any answer (403/404 for the folder) will do
-                break
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"nginx did not answer at {url}")
-            time.sleep(0.1)
+    command = [nginx, "-p", str(run), "-e", "stderr", "-c", str(conf), "-g", "daemon off;"]
+    # Any answer but a 5xx will do (404 for the folder itself).
+    with _served(command, f"http://127.0.0.1:{port}", "nginx", 30) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def create_trial(url: str, token: str, storage: dict[str, Any]) -> int:
