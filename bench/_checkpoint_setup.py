@@ -127,7 +127,7 @@ def static_server(root: Path, run: Path) -> Iterator[str | None]:
     user = pwd.getpwuid(os.geteuid()).pw_name
     conf.write_text(_NGINX_CONF.format(user=user, run=run, port=port, root=root))
     command = [nginx, "-p", str(run), "-e", "stderr", "-c", str(conf), "-g", "daemon off;"]
-    # Any answer but a 5xx will do (404 for the folder itself).
+    # Any answer but a 5xx will do (403 or 404 for the folder itself).
     with _served(command, f"http://127.0.0.1:{port}", "nginx", 30) as url:
         yield url
 
