@@ -3,7 +3,7 @@
 from registry.models._locked_trial import lock_trial
 from registry.models.checkpoint import Checkpoint, CheckpointState
 from registry.models.experiment import Experiment, blob_fields
-from registry.models.host import RunShare, WorkerHost
+from registry.models.host import HostAdminState, RunShare, WorkerHost
 from registry.models.host_token import HostToken
 from registry.models.logs import TrialLog
 from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
@@ -17,6 +17,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointState",
     "Experiment",
+    "HostAdminState",
     "HostToken",
     "MetricBucket",
     "MetricReport",

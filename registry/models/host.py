@@ -12,6 +12,17 @@ from django.utils import timezone
 from registry.models.states import RunState
 
 
+class HostAdminState(models.TextChoices):
+    """What the admin allows on a host (``headway host enable|disable``), as Determined's
+    ``det agent enable|disable [--drain]``: ENABLED takes new runs; DRAINING takes none and
+    lets its running ones finish; DISABLED takes none and preempts its running ones
+    (``registry.lifecycle.host_ops``). Kept across heartbeats and restarts of its agent."""
+
+    ENABLED = "enabled"
+    DRAINING = "draining"
+    DISABLED = "disabled"
+
+
 class WorkerHostQuerySet(models.QuerySet):
     """Lookups of hosts by liveness."""
 
@@ -56,6 +67,16 @@ class WorkerHost(models.Model):
     slurm_job = models.ForeignKey(
         "registry.SlurmJob", null=True, blank=True, on_delete=models.CASCADE, related_name="hosts"
     )
+    # The admin's switch (HostAdminState): placement uses only ENABLED hosts.
+    admin_state = models.CharField(
+        max_length=16, choices=HostAdminState.choices, default=HostAdminState.ENABLED
+    )
+    # The agent process that holds the host now (a uuid each agent process draws at start),
+    # with its pid and address for the message that refuses a second agent of the same host
+    # while this one heartbeats (registry.scheduling._hosts.host_heartbeat).
+    agent_id = models.CharField(max_length=64, blank=True, default="")
+    agent_pid = models.IntegerField(null=True, blank=True)
+    agent_address = models.CharField(max_length=255, blank=True, default="")
 
     objects = WorkerHostQuerySet.as_manager()
 
