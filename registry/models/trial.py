@@ -54,6 +54,9 @@ class Trial(models.Model):
     # Why the trial's queued run is not placed on a host ("" when nothing stands in the way),
     # e.g. no alive host has enough slots; kept by registry.scheduling.
     scheduling_message = models.CharField(max_length=500, blank=True, default="")
+    # Runs lost in a row before their ranks started (reset when a run starts): the trial ends
+    # ERROR at the experiment's max_lost_before_start (registry.lifecycle._lost).
+    lost_before_start = models.PositiveIntegerField(default=0)
 
     objects = TrialQuerySet.as_manager()
 
@@ -127,6 +130,9 @@ class TrialRun(models.Model):
     slots_needed = models.PositiveIntegerField(null=True, blank=True)
     priority = models.PositiveSmallIntegerField(default=42)
     max_slots = models.PositiveIntegerField(null=True, blank=True)
+    # The back-off after a loss before start: neither placed nor submitted before this time
+    # (None: at once).
+    not_before = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering: ClassVar[list[str]] = ["trial_id", "run_id"]
