@@ -2,6 +2,7 @@
 
 from registry.models._locked_trial import lock_trial
 from registry.models.checkpoint import Checkpoint, CheckpointState
+from registry.models.component_beat import ComponentBeat
 from registry.models.experiment import Experiment, blob_fields
 from registry.models.host import HostAdminState, RunShare, WorkerHost
 from registry.models.host_token import HostToken
@@ -16,6 +17,7 @@ __all__ = [
     "TERMINAL_STATES",
     "Checkpoint",
     "CheckpointState",
+    "ComponentBeat",
     "Experiment",
     "HostAdminState",
     "HostToken",
