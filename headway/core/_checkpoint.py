@@ -19,16 +19,19 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from headway.client import NotFoundError, RegistryAPI, Session
+from headway.core._checkpoint_metadata import (
+    METADATA_FILE,
+    agree_on_shard,
+    check_metadata,
+    write_metadata,
+)
 from headway.core._disk_full import disk_full_is_reported
 from headway.core._distributed import DistributedContext
 from headway.core._metrics import json_safe_metrics
-from headway.core._train import check_steps_completed
 from headway.storage import StorageManager
 from headway.storage._base import list_local_files
 
 logger = logging.getLogger("headway.core")
-
-METADATA_FILE = "metadata.json"
 
 
 class DownloadMode(enum.Enum):
@@ -180,7 +183,7 @@ class CheckpointContext:
     def _write_files(self, path: pathlib.Path, metadata: dict[str, Any]) -> None:
         for writer in self._file_writers:
             writer(path)
-        _write_metadata(path, metadata)
+        write_metadata(path, metadata)
 
     @property
     def storage_manager(self) -> StorageManager:
@@ -201,10 +204,16 @@ class CheckpointContext:
         Arguments:
             metadata (dict): JSON-serializable; must contain ``steps_completed`` (int).
             shard (bool): False: chief only. True: every rank calls it and writes its own files
-                into the same checkpoint (ranks must avoid writing the same file names).
+                into the same checkpoint (ranks must avoid writing the same file names). The
+                checkpoint's metadata is every rank's ``metadata`` merged (as in Determined):
+                dicts under one key merge key by key, a key several ranks give must have the
+                same value on each, and ``steps_completed`` may be given by one rank only.
 
         Raises:
-            ValueError: when ``metadata`` lacks ``steps_completed`` or it is not an int >= 0.
+            ValueError: when ``metadata`` lacks ``steps_completed`` or it is not an int >= 0;
+                with ``shard=True`` on every rank, before anything is stored, when some rank's
+                metadata is invalid or ranks give different values for one key (naming the
+                key's path, e.g. ``/loss``, and the ranks).
             TypeError: naming a metadata key whose value is not JSON-serializable.
             RuntimeError: ``shard=False`` on a non-chief rank; with ``shard=True`` when another
                 rank failed.
@@ -222,8 +231,9 @@ class CheckpointContext:
                 "store_path(shard=False) may only be called on the chief; use shard=True to "
                 "write from every rank"
             )
-        metadata, steps_completed = _check_metadata(metadata)
         if not shard:
+            metadata = check_metadata(metadata)
+            steps_completed = metadata["steps_completed"]
             storage_id = str(uuid.uuid4())
             with self._storage.store_path(storage_id) as path, disk_full_is_reported(path):
                 yield path, storage_id
@@ -233,7 +243,8 @@ class CheckpointContext:
                 resources = list_local_files(path)
             self._registry.register(storage_id, steps_completed, resources, metadata)
             return
-        storage_id = self._dist.broadcast(str(uuid.uuid4()))
+        storage_id, metadata = agree_on_shard(self._dist, metadata)
+        steps_completed = metadata["steps_completed"]
         error: BaseException | None = None
         try:
             with self._storage.store_path(storage_id) as path, disk_full_is_reported(path):
@@ -384,7 +395,7 @@ class CheckpointContext:
                 f"({current.get('steps_completed')!r} -> {steps!r})"
             )
         current.update(safe)
-        _write_metadata(pathlib.Path(base) / storage_id, current)
+        write_metadata(pathlib.Path(base) / storage_id, current)
         return current
 
     def delete(self, storage_id: str) -> None:
@@ -399,19 +410,3 @@ class CheckpointContext:
                 "deleting a registered checkpoint is done by the registry, not the trial"
             )
         self._storage.delete(storage_id)
-
-
-def _check_metadata(metadata: Any) -> tuple[dict[str, Any], int]:
-    if not isinstance(metadata, dict):
-        raise ValueError(f"checkpoint metadata must be a dict, got {type(metadata).__name__}")
-    if "steps_completed" not in metadata:
-        raise ValueError("checkpoint metadata must contain 'steps_completed' (an int >= 0)")
-    steps = check_steps_completed(metadata["steps_completed"])
-    safe = json_safe_metrics(metadata, what="checkpoint metadata", metric_limits=False)
-    safe["steps_completed"] = steps
-    return safe, steps
-
-
-def _write_metadata(path: pathlib.Path, metadata: dict[str, Any]) -> None:
-    with open(path / METADATA_FILE, "w", encoding="utf-8") as fh:
-        json.dump(metadata, fh, indent=2, sort_keys=True)
