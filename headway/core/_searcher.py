@@ -267,6 +267,10 @@ class SearcherContext:
         """Yield the operations to train, one after another.
 
         The chief must call ``op.report_completed()`` before asking for the next operation.
+        The checks below run when ``operations()`` is called, and the call itself counts as
+        asking for them (``warn_if_operations_unasked``), so a harness may take the iterator
+        before a validation it reports ahead of the first operation (Determined's
+        ``perform_initial_validation``); the first collective runs at the first ``next()``.
 
         Arguments:
             searcher_mode (SearcherMode): ``WorkersAskChief`` (all ranks iterate; a collective
@@ -286,7 +290,9 @@ class SearcherContext:
                 "script chooses and report metrics with core_context.train"
             )
         self._asked = True
-        broadcast = searcher_mode is SearcherMode.WorkersAskChief
+        return self._operations(broadcast=searcher_mode is SearcherMode.WorkersAskChief)
+
+    def _operations(self, *, broadcast: bool) -> Iterator[SearcherOperation]:
         is_chief = self._dist.rank == 0
         length: int | None = self._max_length
         while True:

@@ -250,16 +250,15 @@ class Trainer:
         try:
             for cb in callbacks.values():
                 cb.on_training_start()
-            if step_zero_validation and ctx._position.batches_trained == 0:
-                loop.validate()
-            if test_mode:
-                self._finish(loop, loop.train_to(ctx._position.batches_trained + 1), None)
-            elif max_length is not None:
-                target = to_batches(max_length, per_epoch, "max_length")
-                assert target is not None
-                self._finish(loop, loop.train_to(target.length()), None)
-            else:
-                self._run_searcher(loop, searcher, per_epoch, gbs)
+            self._train(
+                loop,
+                searcher,
+                max_length,
+                per_epoch,
+                gbs,
+                step_zero_validation=step_zero_validation,
+                test_mode=test_mode,
+            )
         finally:
             extras.close()
             self.latest_checkpoint = loop.latest_checkpoint
@@ -301,14 +300,49 @@ class Trainer:
         ctx._position.batches_per_epoch = per_epoch if train_loader.has_length() else None
         return train_loader, val_loader, per_epoch
 
+    def _train(
+        self,
+        loop: _Loop,
+        searcher: dict[str, Any],
+        max_length: TrainUnit | None,
+        per_epoch: int,
+        gbs: int | None,
+        *,
+        step_zero_validation: bool,
+        test_mode: bool,
+    ) -> None:
+        """The initial validation, then one batch (``test_mode``), ``max_length``, or the
+        searcher's operations."""
+        batches_trained = self._context._position.batches_trained
+        operations = None
+        if not test_mode and max_length is None:
+            # Taken before the initial validation: that validation's report is not a script
+            # ignoring its searcher operations (the Core API warns about those).
+            operations = self._context._core.searcher.operations()
+        if step_zero_validation and batches_trained == 0:
+            loop.validate()
+        if operations is not None:
+            self._run_searcher(loop, operations, searcher, per_epoch, gbs)
+        elif test_mode:
+            self._finish(loop, loop.train_to(batches_trained + 1), None)
+        elif max_length is not None:
+            target = to_batches(max_length, per_epoch, "max_length")
+            assert target is not None
+            self._finish(loop, loop.train_to(target.length()), None)
+
     def _run_searcher(
-        self, loop: _Loop, searcher: dict[str, Any], per_epoch: int, gbs: int | None
+        self,
+        loop: _Loop,
+        operations: Iterator[Any],
+        searcher: dict[str, Any],
+        per_epoch: int,
+        gbs: int | None,
     ) -> None:
         max_length = Length.parse(searcher.get("max_length"), "searcher.max_length")
         batches_per_unit = max_length.batches_per_unit(
             batches_per_epoch=per_epoch or None, global_batch_size=gbs, field="searcher.max_length"
         )
-        for op in self._context._core.searcher.operations():
+        for op in operations:
             loop.op, loop.op_batches_per_unit = op, batches_per_unit
             target = math.ceil(op.length * batches_per_unit)
             if not self._finish(loop, loop.train_to(target), op):
