@@ -13,6 +13,7 @@ from typing import Any
 
 from celery import Celery
 
+from workers.broker import celery_broker_settings
 from workers.config import settings
 
 
@@ -42,7 +43,8 @@ app = Celery(
 )
 app.conf.update(
     broker_transport_options=_options,
-    broker_connection_retry_on_startup=True,
+    # Reconnect forever, keep running trials through a broker outage (workers.broker).
+    **celery_broker_settings(_broker),
     task_default_queue=settings.HEADWAY_QUEUE,
     task_ignore_result=True,
     task_acks_late=True,

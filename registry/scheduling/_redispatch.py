@@ -30,7 +30,7 @@ logger = logging.getLogger("headway.scheduler")
 
 def redispatch_unclaimed_runs(*, timeout: timedelta) -> list[tuple[int, int]]:
     """Send again the task of every placed run still QUEUED ``timeout`` after its last dispatch;
-    return their ``(trial_id, run_id)``.
+    return the ``(trial_id, run_id)`` of those the broker took (every task of the run).
 
     Safe to run from several places at once: each re-send first moves the run's dispatch time
     with a conditional UPDATE, so one caller per run and pass sends it.
@@ -62,11 +62,16 @@ def redispatch_unclaimed_runs(*, timeout: timedelta) -> list[tuple[int, int]]:
             run_id,
             timeout.total_seconds(),
         )
-        send_run_task(trial_id, run_id, queue)
         shares = RunShare.objects.filter(run_id=pk, state=RunState.QUEUED).values_list(
             "node_rank", "host__queue"
         )
-        for node_rank, share_queue in shares:
+        sent = send_run_task(trial_id, run_id, queue) and all(
             send_share_task(trial_id, run_id, node_rank, share_queue)
+            for node_rank, share_queue in shares
+        )
+        if not sent:
+            # The broker is away (logged): the next pass tries this run again ``timeout`` on
+            # (its dispatch time moved) and the others at once; no pass waits on every send.
+            break
         resent.append((trial_id, run_id))
     return resent

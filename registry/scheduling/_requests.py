@@ -6,8 +6,6 @@ there yet, and a test's transaction (which never commits) never dispatches anyth
 
 from __future__ import annotations
 
-from functools import partial
-
 from django.db import transaction
 
 from registry.models import Trial, TrialRun
@@ -25,7 +23,14 @@ def request_placement(namespace: str | None = None, *, wait: bool = True) -> Non
     ``robust``: a failed pass (broker or database down) is logged, not raised into the request
     or task whose transaction already committed; the next heartbeat or reaper pass retries.
     """
-    transaction.on_commit(partial(place_queued_runs, wait=wait, namespace=namespace), robust=True)
+
+    def placement_pass() -> None:
+        # A function, not a functools.partial: Django's robust on_commit names the failed
+        # callback by its __qualname__, and a partial's lack of one turned the logged failure
+        # into an AttributeError raised into the request (a 500 after the commit).
+        place_queued_runs(wait=wait, namespace=namespace)
+
+    transaction.on_commit(placement_pass, robust=True)
 
 
 def schedule_run(trial: Trial) -> TrialRun:
