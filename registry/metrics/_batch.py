@@ -68,9 +68,20 @@ def summary_entry(agg: Agg) -> dict[str, Any]:
     }
 
 
-def latest_per_step(reports: list[ReportIn]) -> list[ReportIn]:
-    """The batch with one report per ``(group, steps_completed)``: the last one sent wins."""
-    latest = {(r["group"], r["steps_completed"]): r for r in reports}
+def merged_per_step(reports: list[ReportIn]) -> list[ReportIn]:
+    """The batch with one report per ``(group, steps_completed)``.
+
+    A later report of a step merges into the earlier one per metric (its values win, as when
+    it comes in a later batch: ``registry.metrics._merge``) when both name the same ``run_id``
+    (or none), and replaces it whole otherwise; its ``epoch`` and ``timestamp`` are kept.
+    """
+    latest: dict[tuple[str, int], ReportIn] = {}
+    for r in reports:
+        key = (r["group"], r["steps_completed"])
+        earlier = latest.get(key)
+        if earlier is not None and earlier.get("run_id") == r.get("run_id"):
+            r = {**r, "metrics": {**earlier["metrics"], **r["metrics"]}}
+        latest[key] = r
     return list(latest.values()) if len(latest) < len(reports) else reports
 
 

@@ -1,7 +1,9 @@
 """Metric storage: a validated batch's writes, the per-trial summaries, in one transaction.
 
-Reports are upserted on ``(trial, group, steps_completed)`` so retries never duplicate and a
-resumed or restarted run supersedes what a failed run reported after its last checkpoint.
+Reports are upserted on ``(trial, group, steps_completed)`` so retries never duplicate; a
+report of a stored step merges per metric with the stored report of the same run, and a
+resumed or restarted run supersedes what a failed run reported after its last checkpoint
+(``registry.metrics._merge``).
 Each trial keeps ``summary_metrics`` (last/min/max/count per metric) and ``best_validation``
 so list pages never scan raw reports. Request bodies are validated in ``_parse``; the parts of
 a batch computed in Python are in ``_batch``; the PostgreSQL one-point report's two round
@@ -23,15 +25,15 @@ from registry.metrics._batch import (
     advance,
     check_series_budget,
     encoded_rows,
-    group_high_water,
-    latest_per_step,
+    merged_per_step,
     steps_by_group,
     summary_entry,
 )
+from registry.metrics._merge import merge_stored, stored_reports
 from registry.metrics._parse import ReportIn
 from registry.metrics._raw import COPY_MIN_ROWS, store_raw
 from registry.metrics._trial_row import append_with_trial, save_trial
-from registry.models import Experiment, MetricReport, Trial, lock_trial
+from registry.models import Experiment, Trial, lock_trial
 
 
 def metrics_report(
@@ -43,12 +45,14 @@ def metrics_report(
 ) -> int:
     """Store a validated batch for one trial, idempotently; return the number of reports.
 
-    In the same transaction: the raw reports (upserted on ``(trial, group, steps_completed)``),
-    each touched series' aggregate and buckets (``registry.metrics._store``), the trial's
-    ``summary_metrics``, ``steps_completed``, ``best_validation`` and fallback ``progress``,
-    and the experiment's ``best_validation``; a searcher with ``time_metric`` hears of the
-    validation reports (``registry.lifecycle._time_search``). Two reports of one step in a batch:
-    the later wins. ``authorize(trial)`` is called on the locked trial (its experiment loaded)
+    In the same transaction: the raw reports (upserted on ``(trial, group, steps_completed)``,
+    merged per metric with a stored report of the same run, the later value winning; replacing
+    one of another run: ``registry.metrics._merge``), each touched series' aggregate and buckets
+    (``registry.metrics._store``), the trial's ``summary_metrics``, ``steps_completed``,
+    ``best_validation`` and fallback ``progress``, and the experiment's ``best_validation``; a
+    searcher with ``time_metric`` hears of the validation reports
+    (``registry.lifecycle._time_search``). Two reports of one step in a batch merge the same way
+    (``merged_per_step``). ``authorize(trial)`` is called on the locked trial (its experiment loaded)
     before anything is written, so an access check costs no query of its own.
 
     A PostgreSQL batch of new steps of fewer than ``COPY_MIN_ROWS`` reports (the one-point
@@ -71,7 +75,7 @@ def metrics_report(
         InvalidInput: naming ``reports``: over ``HEADWAY_MAX_METRIC_SERIES_PER_TRIAL`` series.
     """
     received = len(reports)
-    reports = latest_per_step(reports)
+    reports = merged_per_step(reports)
     if pipelined.eligible(reports) and pipelined.report(trial_id, reports, run_id, authorize):
         return received
     with transaction.atomic():
@@ -90,31 +94,27 @@ def _store_batch(trial: Trial, reports: list[ReportIn], run_id: int | None) -> N
     summary = trial.summary_metrics or {}
     check_series_budget(summary, reports)
     rows, points = encoded_rows(trial, reports, run_id)
-    by_group = steps_by_group(reports)
-    replaced = {
-        group
-        for group, steps in by_group.items()
-        if min(steps) <= group_high_water(summary, group)
-        and MetricReport.objects.filter(
-            trial_id=trial.id, group=group, steps_completed__in=steps
-        ).exists()
-    }
-    plan = store.plan_append({k: pts for k, pts in points.items() if k[0] not in replaced})
+    # No query unless a step lies at or below its group's high-water mark.
+    stored = stored_reports(trial.id, summary, steps_by_group(reports))
+    rebuild: dict[str, tuple[set[int], set[str]]] = {}
+    if stored:
+        rows, points, rebuild = merge_stored(rows, points, stored)
+    plan = store.plan_append(points)
     fields, crossed = advance(trial, experiment, reports)
     if crossed:
         trial.save(update_fields=["progress"])
         refresh_experiment(experiment.id)
     written: dict | None = None  # the summary the one statement wrote, if it ran
-    if not replaced and len(rows) < COPY_MIN_ROWS and connection.vendor == "postgresql":
+    if not stored and len(rows) < COPY_MIN_ROWS and connection.vendor == "postgresql":
         added, written = append_with_trial(trial, summary, plan, rows, fields)
         fields = []
     else:
-        store_raw(rows, append_only=not replaced)
+        store_raw(rows, append_only=not stored)
         added = store.append(trial.id, plan)
     changed: dict[tuple[str, str], Agg | None] = dict(added)
-    for group in replaced:
-        summary[group] = {}
-        changed.update(store.rebuild(trial.id, group, by_group[group]))
+    # After the append: a rebuilt bucket is recomputed from the raw rows, appended points too.
+    for group, (steps, names) in rebuild.items():
+        changed.update(store.rebuild(trial.id, group, steps, names))
     for (group, name), agg in changed.items():
         if agg is None:
             summary.get(group, {}).pop(name, None)

@@ -1,21 +1,22 @@
 """Keeping ``MetricSeries`` and ``MetricBucket`` in step with the raw reports of a trial.
 
-Two paths, chosen per group by ``metrics_report``:
+Two paths, chosen per series by ``metrics_report``:
 
-- ``append``: the batch holds only steps never stored before (training going forward, the
-  common case). Its per-bucket aggregates are merged into the stored ones in SQL on conflict:
-  one statement for the series, one for the buckets, no reads.
-- ``rebuild``: the batch replaces stored reports (a retry, or a restarted run re-reporting after
-  its checkpoint). Level-0 buckets holding a replaced step are recomputed from the raw rows
-  (at most ``BASE_WIDTH`` rows each), each level above from its children, and each series from
-  its top-level buckets: cost grows with the batch, not with the series.
+- ``append``: points never stored before (training going forward, the common case, or a
+  metric added to a stored step). Their per-bucket aggregates are merged into the stored ones
+  in SQL on conflict: one statement for the series, one for the buckets, no reads.
+- ``rebuild``: the batch changes or removes stored points (a value reported again at a step,
+  a restarted run re-reporting after its checkpoint: ``registry.metrics._merge``). Level-0
+  buckets holding such a step are recomputed from the raw rows (at most ``BASE_WIDTH`` rows
+  each), each level above from its children, and each series from its top-level buckets: cost
+  grows with the batch, not with the series.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from django.db import connection
@@ -283,18 +284,23 @@ def _raw_points(
     return out
 
 
-def rebuild(trial_id: int, group: str, steps: Iterable[int]) -> dict[SeriesKey, Agg | None]:
-    """Recompute every series of ``group`` where reports at ``steps`` were stored or replaced.
+def rebuild(
+    trial_id: int, group: str, steps: Iterable[int], names: Collection[str] | None = None
+) -> dict[SeriesKey, Agg | None]:
+    """Recompute the series of ``group`` (those in ``names``, else all) where reports at
+    ``steps`` were stored or replaced.
 
-    Returns ``{(group, name): aggregate}`` for the group's series, None for a series left with
-    no point (its row is deleted). Cost: the raw rows of the level-0 buckets holding ``steps``,
+    Returns ``{(group, name): aggregate}`` for those series, None for a series left with no
+    point (its row is deleted). Cost: the raw rows of the level-0 buckets holding ``steps``,
     then ``FANOUT`` child rows per changed bucket per level, then the top-level rows.
     """
     changed = {step // BASE_WIDTH for step in steps}
     raw = _raw_points(trial_id, group, changed)
-    existing = dict(
-        MetricSeries.objects.filter(trial_id=trial_id, group=group).values_list("name", "id")
-    )
+    series = MetricSeries.objects.filter(trial_id=trial_id, group=group)
+    if names is not None:
+        raw = {name: by_bucket for name, by_bucket in raw.items() if name in names}
+        series = series.filter(name__in=names)
+    existing = dict(series.values_list("name", "id"))
     new_names = [name for name in raw if name not in existing]
     if new_names:
         placeholder = (0, 0, None, 0, None, None, None, None, None, None)

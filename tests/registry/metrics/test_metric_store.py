@@ -199,8 +199,9 @@ def test_retries_and_restarts_keep_one_point_per_step_and_exact_buckets(trial):
 
 
 def test_a_metric_that_disappears_on_restart_leaves_no_series(trial):
-    report(trial, "validation", [(10, {"validation_accuracy": 0.4, "extra": 1})])
-    report(trial, "validation", [(10, {"validation_accuracy": 0.6})])
+    # The restarted run (2) supersedes the failed run's (1) report of the step whole.
+    report(trial, "validation", [(10, {"validation_accuracy": 0.4, "extra": 1})], run_id=1)
+    report(trial, "validation", [(10, {"validation_accuracy": 0.6})], run_id=2)
     assert set(MetricSeries.objects.filter(trial=trial).values_list("name", flat=True)) == {
         "validation_accuracy"
     }

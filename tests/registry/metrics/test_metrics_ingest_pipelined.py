@@ -31,6 +31,16 @@ from tests.registry.metrics.test_metrics_ingest_one_statement import (
     test_the_summary_follows_the_series_through_gaps_text_ties_and_new_names,  # noqa: F401
     test_validation_reports_set_best_validation_in_the_same_request,  # noqa: F401
 )
+from tests.registry.metrics.test_metrics_merge import (
+    stored,
+    test_a_batch_of_new_stored_and_changed_steps_keeps_series_exact,  # noqa: F401
+    test_a_metric_reported_again_at_a_step_takes_the_later_value,  # noqa: F401
+    test_a_report_of_another_run_replaces_the_step_whole,  # noqa: F401
+    test_a_retried_batch_changes_nothing,  # noqa: F401
+    test_a_second_report_of_a_step_adds_its_metrics,  # noqa: F401
+    test_best_validation_follows_the_merged_searcher_metric,  # noqa: F401
+    test_two_reports_of_a_step_in_one_batch_merge,  # noqa: F401
+)
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -74,6 +84,18 @@ def test_a_training_report_takes_two_round_trips_and_a_retry_the_transaction(api
     assert trial.summary_metrics["training"]["loss"]["min"] == 0.25
     assert trial.summary_metrics == series_summary(trial)
     assert trial.best_validation == 0.1 and trial.steps_completed == 23
+
+
+def test_reports_of_one_step_merge_in_two_round_trips_or_in_the_transaction(api, trial, taken):
+    post(api, trial, one(20, loss=2.0))  # progress reaches 1.0: sent back
+    post(api, trial, one(21, loss=1.0), one(21, grad_norm=3.0))  # merged in the batch
+    post(api, trial, one(21, train_loss=0.9))  # a stored step: rolled back, merged there
+    assert taken == [False, True, False]
+    assert no_open_transaction()
+    assert stored(trial)[21] == {"loss": 1.0, "grad_norm": 3.0, "train_loss": 0.9}
+    trial.refresh_from_db()
+    assert trial.summary_metrics == series_summary(trial)
+    assert trial.summary_metrics["training"]["loss"]["count"] == 2
 
 
 def test_progress_passing_a_percent_refreshes_the_experiment(api, trial, taken):
