@@ -1,7 +1,9 @@
 """Metric storage: validated batch ingestion, per-series aggregates, chart-ready reads, export.
 
-Reports are upserted on ``(trial, group, steps_completed)`` so retries never duplicate and a
-resumed or restarted run supersedes what a failed run reported after its last checkpoint.
+Reports are upserted on ``(trial, group, steps_completed)`` so retries never duplicate; a
+report of a stored step merges per metric with the same run's stored report (the later value
+wins), and a resumed or restarted run supersedes what a failed run reported after its last
+checkpoint.
 Every ``(trial, group, name)`` series keeps an aggregate and multi-resolution buckets, updated
 in the report's transaction, so reads cost O(points returned) (docs/internals.md
 "Metric store"); ``Trial.summary_metrics`` and ``best_validation`` come from the same

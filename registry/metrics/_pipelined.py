@@ -10,7 +10,7 @@ transaction, so the code that writes elsewhere never runs inside this one:
 
 - a validation report (the trial's and experiment's ``best_validation``, a time-metric
   searcher): known before the lock, the batch never comes here;
-- a step at or below the group's stored high-water mark (it may replace a stored report) or
+- a step at or below the group's stored high-water mark (it may merge with a stored report) or
   progress passing a whole percent (the experiment's progress is refreshed): known after the
   lock; the transaction is rolled back (nothing was written) and ``report`` returns False.
 

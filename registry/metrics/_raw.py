@@ -1,7 +1,7 @@
 """The raw report rows of a metric batch: how they are written on each database.
 
-Upserted on ``(trial, group, steps_completed)`` (a retry or a restarted run replaces what it
-re-reports); on PostgreSQL a batch known to hold only new steps joins its series' and buckets'
+Upserted on ``(trial, group, steps_completed)``, a row of a stored step already merged with the
+stored report (``registry.metrics._merge``); on PostgreSQL a batch known to hold only new steps joins its series' and buckets'
 upserts in one statement (``raw_upsert``) below ``COPY_MIN_ROWS`` reports, and is appended with
 ``COPY`` from there (``store_raw``).
 """
