@@ -6,6 +6,10 @@ plus some for the dashboard. gthread workers (256 threads each) held 200 such po
 dashboard stayed fast (bench/serving.py, docs/deployment.md); sync workers hold one request each.
 """
 
+import os
+import shutil
+from pathlib import Path
+
 from config.env import envint, envstr
 
 bind = [f"{envstr('HEADWAY_BIND', '127.0.0.1')}:{envint('HEADWAY_PORT', 8000)}"]
@@ -25,3 +29,48 @@ preload_app = True
 accesslog = None
 errorlog = "-"
 loglevel = envstr("LOG_LEVEL", "INFO").lower()
+
+# Prometheus request series (registry/prometheus.py) summed over the worker processes:
+# prometheus_client's multiprocess mode, each process writing its values to files in one folder.
+# The variable must be set before prometheus_client is imported (preload_app imports Django in
+# this master), so here. Unset, the folder is this master's own under HEADWAY_VAR_DIR, removed
+# when it exits (several servers on one machine never share one); set, it is the admin's and is
+# emptied at start, as prometheus_client asks.
+_own_prometheus_dir = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+if _own_prometheus_dir:
+    _var = Path(envstr("HEADWAY_VAR_DIR", str(Path(__file__).resolve().parent.parent / "var")))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_var / "prometheus" / f"gunicorn-{os.getpid()}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def on_starting(server):
+    """Start with an empty metrics folder; drop the folders masters that died left behind."""
+    folder = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    if _own_prometheus_dir:
+        for old in folder.parent.glob("gunicorn-*"):
+            pid = old.name.removeprefix("gunicorn-")
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                shutil.rmtree(old, ignore_errors=True)
+
+
+def child_exit(server, worker):
+    """A worker process ended: its live gauges stop counting (prometheus_client's advice)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    if _own_prometheus_dir:
+        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)

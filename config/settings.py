@@ -55,6 +55,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: counts every response, the 503s and 500s of the middleware below included (/metrics).
+    "registry.prometheus.PrometheusMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # A transient database error raised by a view is a 503 with Retry-After (registry/overload.py).
     "registry.overload.DatabaseUnavailableMiddleware",
@@ -290,6 +292,11 @@ HEADWAY_STORAGE_LOCATIONS = (
     if os.environ.get("HEADWAY_STORAGE_LOCATIONS")
     else None
 )
+# The bearer token Prometheus scrapes /metrics with (registry/api/views/prometheus.py); empty:
+# only admins' tokens and sessions may read the metrics.
+HEADWAY_METRICS_TOKEN = envstr("HEADWAY_METRICS_TOKEN", "")
+if HEADWAY_METRICS_TOKEN and len(HEADWAY_METRICS_TOKEN) < 24:
+    raise ImproperlyConfigured("HEADWAY_METRICS_TOKEN must be at least 24 characters long")
 # Lifetime of the S3 URLs that `checkpoints/{uuid}/download?redirect=presigned` redirects to.
 HEADWAY_PRESIGNED_URL_SECONDS = envint("HEADWAY_PRESIGNED_URL_SECONDS", 300)
 if not 1 <= HEADWAY_PRESIGNED_URL_SECONDS <= 7 * 24 * 3600:

@@ -5,9 +5,21 @@ from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.urls import include, path
 
+from registry.api.views.prometheus import PrometheusMetricsView
+
 
 def healthz(request):
-    """Unauthenticated liveness probe for load balancers and the demo script."""
+    """Unauthenticated probe for load balancers and the demo script: this web server answers and
+    its database answers ``SELECT 1`` (else 503 with Retry-After). The broker, the master worker
+    and storage are ``/api/v1/health/``'s (docs/decisions/operations.md): a web server serves
+    the dashboard, metric reports and heartbeats without them, so a load balancer must keep it.
+    """
+    from registry.health import check_database
+
+    database = check_database()
+    if not database.ok:
+        body = {"status": "down", "detail": f"database: {database.detail}"}
+        return JsonResponse(body, status=503, headers={"Retry-After": "2"})
     return JsonResponse({"status": "ok"})
 
 
@@ -19,6 +31,8 @@ handler500 = "registry.overload.server_error"
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    # Prometheus' default metrics_path; scrape token or admin only (registry/api/views/prometheus.py).
+    path("metrics", PrometheusMetricsView.as_view(), name="prometheus-metrics"),
     path("api/v1/", include("registry.api.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -31,6 +31,7 @@ ADMIN = "admin"  # admins only (host-token management)
 API: dict[tuple[str, str], str] = {
     ("api-root", "get"): READ,
     ("login", "post"): PUBLIC,
+    ("health", "get"): READ,
     ("schema", "get"): READ,
     ("schema-ui", "get"): READ,
     ("experiment-list", "get"): READ,

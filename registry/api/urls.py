@@ -7,6 +7,7 @@ from rest_framework.routers import DefaultRouter
 import registry.path_converters  # noqa: F401 (registers the <db_id:...> converter)
 from registry.api import views
 from registry.api.views import host_agent, host_tokens
+from registry.api.views.health import HealthView
 from registry.model_registry import MODEL_NAME_PATTERN
 
 app_name = "registry-api"
@@ -83,6 +84,7 @@ urlpatterns = [
     path("host-agent/", include(host_agent_urls)),
     *host_token_urls,
     path("auth/login/", views.LoginView.as_view(), name="login"),
+    path("health/", HealthView.as_view(), name="health"),
     path(
         "trials/<db_id:pk>/metrics.csv", views.TrialMetricsCSV.as_view(), name="trial-metrics-csv"
     ),

@@ -324,7 +324,8 @@ def test_authorization_matrix(
     status = response.status_code
     what = f"{method.upper()} {url} as {principal}: {status}"
     if expected == "allowed":
-        assert _is_allowed(status), what
+        # health/ answers 503 while a component is down (no master worker runs here): allowed.
+        assert _is_allowed(status) or (name == "health" and status == 503), what
     elif expected == "login":
         assert status == 302 and response["Location"].startswith("/accounts/login/"), what
     elif namespace == "dashboard":
