@@ -68,12 +68,13 @@ def summary_entry(agg: Agg) -> dict[str, Any]:
     }
 
 
-def merged_per_step(reports: list[ReportIn]) -> list[ReportIn]:
+def merged_per_step(reports: list[ReportIn], run_id: int | None = None) -> list[ReportIn]:
     """The batch with one report per ``(group, steps_completed)``.
 
     A later report of a step merges into the earlier one per metric (its values win, as when
-    it comes in a later batch: ``registry.metrics._merge``) when both name the same ``run_id``
-    (or none), and replaces it whole otherwise; its ``epoch`` and ``timestamp`` are kept.
+    it comes in a later batch: ``registry.metrics._merge``) when both are of the same run (a
+    report's own ``run_id``, else ``run_id``, the sender's), and replaces it whole otherwise;
+    its ``epoch`` and ``timestamp`` are kept.
     """
     # The usual batch repeats no step: one set comprehension (in C) tells, as cheap as before.
     if len({(r["group"], r["steps_completed"]) for r in reports}) == len(reports):
@@ -82,10 +83,16 @@ def merged_per_step(reports: list[ReportIn]) -> list[ReportIn]:
     for r in reports:
         key = (r["group"], r["steps_completed"])
         earlier = latest.get(key)
-        if earlier is not None and earlier.get("run_id") == r.get("run_id"):
+        if earlier is not None and _run_of(earlier, run_id) == _run_of(r, run_id):
             r = {**r, "metrics": {**earlier["metrics"], **r["metrics"]}}
         latest[key] = r
     return list(latest.values())
+
+
+def _run_of(report: ReportIn, run_id: int | None) -> int | None:
+    """The run a report is stored under, as far as the batch knows (None: the trial's)."""
+    own = report.get("run_id")
+    return run_id if own is None else own
 
 
 def merged_entry(old: dict[str, Any] | None, batch: Agg) -> dict[str, Any]:

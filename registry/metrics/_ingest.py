@@ -75,7 +75,7 @@ def metrics_report(
         InvalidInput: naming ``reports``: over ``HEADWAY_MAX_METRIC_SERIES_PER_TRIAL`` series.
     """
     received = len(reports)
-    reports = merged_per_step(reports)
+    reports = merged_per_step(reports, run_id)
     if pipelined.eligible(reports) and pipelined.report(trial_id, reports, run_id, authorize):
         return received
     with transaction.atomic():

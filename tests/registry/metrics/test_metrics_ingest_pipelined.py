@@ -39,6 +39,7 @@ from tests.registry.metrics.test_metrics_merge import (
     test_a_retried_batch_changes_nothing,  # noqa: F401
     test_a_second_report_of_a_step_adds_its_metrics,  # noqa: F401
     test_best_validation_follows_the_merged_searcher_metric,  # noqa: F401
+    test_two_reports_of_a_step_in_one_batch_from_two_runs_keep_the_later_run,  # noqa: F401
     test_two_reports_of_a_step_in_one_batch_merge,  # noqa: F401
 )
 

@@ -60,6 +60,18 @@ def test_two_reports_of_a_step_in_one_batch_merge(api, trial):
     assert consistent(trial).summary_metrics["training"]["loss"]["count"] == 1
 
 
+def test_two_reports_of_a_step_in_one_batch_from_two_runs_keep_the_later_run(api, trial):
+    post(
+        api,
+        trial,
+        {**one(20, loss=1.0), "run_id": 1},
+        {**one(20, acc=0.5), "run_id": 2},
+        {**one(20, lr=0.1), "run_id": 2},
+    )
+    assert stored(trial) == {20: {"acc": 0.5, "lr": 0.1}}
+    assert "loss" not in consistent(trial).summary_metrics["training"]
+
+
 def test_a_metric_reported_again_at_a_step_takes_the_later_value(api, trial):
     for step in range(20, 25):
         post(api, trial, one(step, loss=float(step), acc=step / 100))
