@@ -57,6 +57,12 @@ from workers.run_loop import LogWriter, pump, supervise, supervise_share
 logger = logging.getLogger("headway.worker")
 
 
+class NotStarted(Exception):
+    """The run's process could not be started on this host (fetching, checking or unpacking its
+    model definition, writing its files, ``Popen``): reported as lost before its ranks started,
+    which the master re-queues after a back-off and bounds (``max_lost_before_start``)."""
+
+
 def worker_name() -> str:
     """This worker's name: ``<host name>:<pid>``."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -147,11 +153,18 @@ def _run_claimed(trial_id: int, run_id: int, lease: leases.Lease) -> int | None:
     exit_code: int | None
     spec: wire.LaunchSpec | None = None
     watch: distributed.ShareWatch | None = None
+    reason = ""  # what lost the run, for its trial's message (registry.lifecycle)
+    host = settings.HEADWAY_HOST_NAME
     try:
         spec = link.api().run_spec(trial_id, run_id)
         watch = distributed.ShareWatch(spec)
         node = distributed.chief_plan(spec, shared_storage.marker_writer(spec))
         exit_code = _launch_and_wait(spec, run_dir, logs, node, watch=watch, lease=lease)
+    except NotStarted as exc:
+        # The host could not start it: an infrastructure failure, bounded on the master.
+        logger.exception("trial %s run %s could not be started", trial_id, run_id)
+        logs.add(f"[headway] could not launch the trial: {exc}")
+        exit_code, reason = None, f"host {host} could not start run {run_id}: {exc}"
     except Exception as exc:  # a failure to launch is the trial's failure, not the worker's
         if link.is_refused(exc) or link.is_master_unavailable(exc):
             # The master refused this host or is away: not the trial's fault.
@@ -164,8 +177,6 @@ def _run_claimed(trial_id: int, run_id: int, lease: leases.Lease) -> int | None:
             exit_code = 1
     if spec is not None:
         shared_storage.forget(spec)  # the other hosts read the marker before their ranks started
-    reason = ""  # what lost the run, for its trial's message (registry.lifecycle)
-    host = settings.HEADWAY_HOST_NAME
     if exit_code != 0 and supervision.shutting_down.is_set():
         # Stopped because this worker is going away: the trial's fault is not in it.
         logs.add(f"[headway] run {run_id} stopped by the worker's shutdown (code {exit_code})")
@@ -260,6 +271,47 @@ def _launch_and_wait(
 ) -> int:
     node = node or NodePlan(total_slots=max(spec.slots, 1))
     trial_id, run_id, node_rank = spec.trial_id, spec.run_id, spec.node_rank
+    try:
+        process = _start(spec, run_dir, logs, node, lease)
+    except Exception as exc:
+        if link.is_refused(exc) or link.is_master_unavailable(exc):
+            raise
+        raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
+    api = link.api()
+    # The process runs now: an outage of the master at this moment must not orphan it.
+    outage.retry_master(
+        (lambda: api.run_running(trial_id, run_id))
+        if node_rank == 0
+        else (lambda: api.share_running(trial_id, run_id, node_rank)),
+        budget=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS,
+        what=f"trial {trial_id} run {run_id} running",
+    )
+    lines: queue.Queue[object] = queue.Queue()
+    threading.Thread(target=pump, args=(process.stdout, lines), daemon=True).start()
+    killer = supervision.ProcessGroupKiller(process, settings.HEADWAY_KILL_GRACE_SECONDS)
+    supervision.register(trial_id, run_id, killer, node_rank)
+    if lease is not None:
+        leases.attach(lease, killer, logs.add)
+    try:
+        if node_rank == 0:
+            supervise(spec, killer, lines, logs, watch=watch, lease=lease)
+        else:
+            supervise_share(spec, killer, lines, logs, lease=lease)
+    finally:
+        supervision.unregister(trial_id, run_id, node_rank)
+    return process.wait()
+
+
+def _start(
+    spec: wire.LaunchSpec,
+    run_dir: Path,
+    logs: LogWriter,
+    node: NodePlan,
+    lease: leases.Lease | None,
+) -> subprocess.Popen[str]:
+    """Unpack the model definition into a fresh ``run_dir`` and start the entrypoint; return
+    its process. Whatever fails here, the run's ranks never started."""
+    trial_id, run_id, node_rank = spec.trial_id, spec.run_id, spec.node_rank
     shutil.rmtree(run_dir, ignore_errors=True)
     code_dir = run_dir / "code"
     code_dir.mkdir(parents=True)
@@ -293,7 +345,7 @@ def _launch_and_wait(
     )
     if lease is not None:
         lease.publish(run_dir / "lease")  # the guard's backstop (headway.exec.guard)
-    process = subprocess.Popen(
+    return subprocess.Popen(
         supervision.guarded(
             launch.command(config.entrypoint, is_trial_class, node.total_slots, code_dir),
             lease_file=str(run_dir / "lease") if lease is not None else None,
@@ -312,25 +364,3 @@ def _launch_and_wait(
         bufsize=1,
         start_new_session=True,  # own process group, so the whole tree can be signalled
     )
-    # The process runs now: an outage of the master at this moment must not orphan it.
-    outage.retry_master(
-        (lambda: api.run_running(trial_id, run_id))
-        if node_rank == 0
-        else (lambda: api.share_running(trial_id, run_id, node_rank)),
-        budget=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS,
-        what=f"trial {trial_id} run {run_id} running",
-    )
-    lines: queue.Queue[object] = queue.Queue()
-    threading.Thread(target=pump, args=(process.stdout, lines), daemon=True).start()
-    killer = supervision.ProcessGroupKiller(process, settings.HEADWAY_KILL_GRACE_SECONDS)
-    supervision.register(trial_id, run_id, killer, node_rank)
-    if lease is not None:
-        leases.attach(lease, killer, logs.add)
-    try:
-        if node_rank == 0:
-            supervise(spec, killer, lines, logs, watch=watch, lease=lease)
-        else:
-            supervise_share(spec, killer, lines, logs, lease=lease)
-    finally:
-        supervision.unregister(trial_id, run_id, node_rank)
-    return process.wait()

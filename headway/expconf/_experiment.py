@@ -270,6 +270,8 @@ class ExperimentConfig(StrictModel):
     searcher: SearcherConfig
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     max_restarts: Annotated[int, Field(ge=0)] = 5
+    # Headway's own (Determined re-queues such runs without a bound): see docs/lifecycle.md.
+    max_lost_before_start: Annotated[int, Field(ge=1, le=100)] = 3
     checkpoint_storage: CheckpointStorageConfig | None = None
     min_validation_period: Length | None = None
     min_checkpoint_period: Length | None = None

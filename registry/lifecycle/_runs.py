@@ -17,6 +17,7 @@ from registry.lifecycle._common import (
     trial_end,
 )
 from registry.lifecycle._log_policies import retries_cancelled
+from registry.lifecycle._lost import after_lost_run, started
 from registry.lifecycle._search import deliver_event, has_pending_operation
 from registry.models import (
     Experiment,
@@ -29,7 +30,7 @@ from registry.models import (
     TrialRun,
     lock_trial,
 )
-from registry.scheduling import lease_expiry, lost_message, request_placement, schedule_run
+from registry.scheduling import lease_expiry, request_placement, schedule_run
 
 logger = logging.getLogger("headway.lifecycle")
 
@@ -59,10 +60,12 @@ def trial_run_claim(*, trial_id: int, run_id: int, worker: str) -> TrialRun | No
 
 
 def trial_run_running(*, trial_id: int, run_id: int) -> None:
-    """Mark a claimed run as RUNNING (its process started)."""
-    TrialRun.objects.filter(trial_id=trial_id, run_id=run_id, state=RunState.STARTING).update(
+    """Mark a claimed run as RUNNING (its process started); the trial's count of runs lost
+    before start begins again (``_lost.py``)."""
+    if TrialRun.objects.filter(trial_id=trial_id, run_id=run_id, state=RunState.STARTING).update(
         state=RunState.RUNNING, heartbeat_at=timezone.now()
-    )
+    ):
+        Trial.objects.filter(id=trial_id, lost_before_start__gt=0).update(lost_before_start=0)
 
 
 def trial_run_heartbeat(*, trial_id: int, run_id: int) -> str:
@@ -125,6 +128,7 @@ def trial_run_exited(
         run = TrialRun.objects.select_for_update().filter(trial_id=trial_id, run_id=run_id).first()
         if run is None or run.state == RunState.EXITED:
             return trial
+        was_started = started(run)  # a loss before start is bounded (_lost.py)
         run.state = RunState.EXITED
         run.exit_code = exit_code
         run.ended_at = timezone.now()
@@ -138,12 +142,14 @@ def trial_run_exited(
         if trial.state in (State.STOPPING_CANCELED, State.STOPPING_KILLED):
             trial_end(trial, State.CANCELED)
         elif trial.state == State.ACTIVE:
-            _after_active_run(trial, run, exit_code, reason)
+            _after_active_run(trial, run, exit_code, reason, was_started)
         refresh_experiment(trial.experiment_id)
     return trial
 
 
-def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None, reason: str) -> None:
+def _after_active_run(
+    trial: Trial, run: TrialRun, exit_code: int | None, reason: str, was_started: bool
+) -> None:
     if exit_code == 0 and run.stop_requested == StopReason.CLOSE:
         trial_end(trial, State.COMPLETED)  # the searcher closed it: not resumed
     elif exit_code == 0 and run.preempt_acknowledged:
@@ -154,16 +160,10 @@ def _after_active_run(trial: Trial, run: TrialRun, exit_code: int | None, reason
         trial_end(trial, State.COMPLETED)
     elif exit_code is None:
         # An infrastructure failure (host lost, partitioned, worker killed or shut down):
-        # Determined does not count it against max_restarts, nor does Headway.
+        # Determined does not count it against max_restarts, nor does Headway; before start,
+        # max_lost_before_start bounds it.
         why = reason or f"the worker of run {run.run_id} was lost"
-        logger.warning("trial %s run %s: %s; re-queued", trial.id, run.run_id, why)
-        schedule_run(trial)
-        # The lost run's slots, copied from the validated config when it was queued.
-        message = lost_message(why, run.slots_needed or 1)
-        Trial.objects.filter(id=trial.id).update(scheduling_message=message)
-        TrialLog.objects.create(
-            trial_id=trial.id, run_id=run.run_id, message=f"[headway] run {run.run_id}: {message}"
-        )
+        after_lost_run(trial, run, was_started, why)
     elif _may_restart(trial, run):
         trial.restarts += 1
         trial.save(update_fields=["restarts"])

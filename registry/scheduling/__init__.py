@@ -13,6 +13,8 @@ This package never imports ``registry.lifecycle`` (an import contract): the life
 """
 
 from registry.scheduling._hosts import (
+    backoff_message,
+    gave_up_message,
     host_heartbeat,
     host_redispatch,
     host_stopped,
@@ -29,8 +31,10 @@ from registry.scheduling._requests import drop_queued_run, request_placement, sc
 
 __all__ = [
     "NO_HOSTS",
+    "backoff_message",
     "drop_queued_run",
     "experiment_scheduling_message",
+    "gave_up_message",
     "host_heartbeat",
     "host_list",
     "host_redispatch",

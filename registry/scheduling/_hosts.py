@@ -7,7 +7,7 @@ never waits behind a placement pass or a lifecycle transition.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from django.conf import settings
@@ -34,6 +34,28 @@ def lost_message(reason: str, slots: int) -> str:
     """A trial's scheduling message after an infrastructure loss re-queued its run, e.g.
     ``host gpu-b lost: re-queued, not counted as a restart; waiting for 4 slots``."""
     return f"{reason}{_REQUEUED}; waiting for {slots} slot{'s' if slots != 1 else ''}"
+
+
+def backoff_message(reason: str, losses: int, limit: int, at: datetime, delay: float) -> str:
+    """A trial's scheduling message after its run was lost before its ranks started and was
+    re-queued with a back-off, e.g. ``host gpu-b could not start run 2: ... (lost before its
+    ranks started, 1 of 3 in a row): re-queued, not counted as a restart; next attempt at
+    12:00:10 UTC (in 10 s)``. Once the back-off ends the tail becomes the usual waiting note
+    (``waiting_message``)."""
+    when = at.astimezone(UTC).strftime("%H:%M:%S UTC")
+    head = f"{reason} (lost before its ranks started, {losses} of {limit} in a row)"
+    tail = f"{_REQUEUED}; next attempt at {when} (in {delay:g} s)"
+    return head[: 500 - len(tail)] + tail
+
+
+GAVE_UP = "failed: lost before its ranks started"
+
+
+def gave_up_message(reason: str, losses: int, limit: int) -> str:
+    """The scheduling message of a trial ended ERROR by ``losses`` runs in a row lost before
+    their ranks started, ``reason`` the last one's cause; it stays on the ended trial."""
+    message = f"{GAVE_UP} {losses} times in a row (max_lost_before_start {limit}); last: {reason}"
+    return message[:500]
 
 
 def waiting_message(previous: str, message: str, slots: int) -> str:

@@ -52,7 +52,7 @@ from django.utils import timezone
 
 from registry.models import RunShare, RunState, Trial, TrialRun, WorkerHost
 from registry.scheduling._dispatch import send_run_task, send_share_task
-from registry.scheduling._hosts import waiting_message
+from registry.scheduling._hosts import GAVE_UP, waiting_message
 from registry.scheduling._lock import serialized_passes
 from registry.scheduling._snapshot import Queued, Snapshot
 from registry.scheduling._view import Host, gang_size
@@ -242,6 +242,11 @@ def _clear_stale_messages() -> None:
     waiting = TrialRun.objects.filter(trial=OuterRef("pk"), state=RunState.QUEUED).filter(
         Q(host__isnull=True) | Q(host__slurm_job__isnull=False)
     )
-    stale = Trial.objects.exclude(scheduling_message="").exclude(Exists(waiting))
+    stale = (
+        Trial.objects.exclude(scheduling_message="")
+        .exclude(Exists(waiting))
+        # Why a trial ended ERROR without a run that started stays on it.
+        .exclude(scheduling_message__startswith=GAVE_UP)
+    )
     for trial_id in stale.values_list("id", flat=True):
         Trial.objects.filter(id=trial_id).update(scheduling_message="")

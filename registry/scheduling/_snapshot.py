@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.db import transaction
-from django.db.models import TextField
+from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
 from registry.models import RunShare, RunState, State, TrialRun, WorkerHost, lock_trial
@@ -147,6 +147,8 @@ class Snapshot:
                 host__isnull=True,
                 trial__state=State.ACTIVE,
             )
+            # A run in its back-off after a loss before start waits (registry.lifecycle._lost).
+            .filter(Q(not_before__isnull=True) | Q(not_before__lte=self.now))
             .exclude(pool__in=[pool.name for pool in resource_pools().slurm_pools()])
             .order_by("priority", "created_at", "id")
             .values_list(

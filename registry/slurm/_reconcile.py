@@ -10,9 +10,13 @@ finished with (one ``squeue`` call) and, per job:
 - ended while its run had not: cancelled, time limit, node failure, preemption, or gone from
   ``squeue`` are an infrastructure failure, so the run is lost (re-queued as a new job, not
   counted against ``max_restarts``); a job that completed or failed by its own processes
-  without the run's exit reaching the master (the node process could not start) is that exit
-  code, counted as a failure (a broken set-up ends in ERROR after ``max_restarts`` instead of
-  looping); its output's last lines go to the trial's log;
+  without the run's exit reaching the master (after its ranks started) is that exit
+  code, counted as a failure; its output's last lines go to the trial's log;
+- ended, however, before its run's ranks reported started (the run still QUEUED or STARTING):
+  the run is lost before start (re-queued after a back-off, the trial ERROR after
+  ``max_lost_before_start`` such losses in a row: ``registry.lifecycle._lost``), with the
+  job's output in the trial's log; a broken set-up (a node process that cannot start) ends so
+  instead of looping one job after another;
 - ended, its run too: the job's hosts are removed and their tokens revoked (``cleaned``).
 """
 
@@ -117,13 +121,19 @@ def _ended(
         job.ended_at = job.ended_at or timezone.now()
         job.save(update_fields=["state", "reason", "exit_code", "ended_at"])
     run.refresh_from_db(fields=["state"])
-    if run.state != RunState.EXITED:
+    if run.state in (RunState.QUEUED, RunState.STARTING):
+        # Its ranks never reported started: whatever ended the job (a node process that
+        # cannot start, a node failure, a cancel), the run is lost before start, which the
+        # lifecycle re-queues after a back-off and bounds (max_lost_before_start).
+        status = f", exit code {found.exit_code}" if found is not None and found.exit_code else ""
+        why = (
+            f"Slurm job {job.job_id} ended {state}{_reason(found)}{status} before its ranks started"
+        )
+        _copy_output(job, pool, run)
+        run_exited(trial_id=run.trial_id, run_id=run.run_id, exit_code=None, reason=why)
+    elif run.state != RunState.EXITED:
         if found is None or found.ended_by_infrastructure:
-            why = f"Slurm job {job.job_id} ended {state}" + (
-                f" ({found.reason})"
-                if found is not None and found.reason not in ("", "None")
-                else ""
-            )
+            why = f"Slurm job {job.job_id} ended {state}{_reason(found)}"
             run_exited(trial_id=run.trial_id, run_id=run.run_id, exit_code=None, reason=why)
         else:
             code = found.exit_code if found.exit_code else 1
@@ -136,6 +146,11 @@ def _ended(
             )
             run_exited(trial_id=run.trial_id, run_id=run.run_id, exit_code=code)
     _clean(job)
+
+
+def _reason(found: SeenJob | None) -> str:
+    """`` (Slurm's reason)`` when the job has one, else ``""``."""
+    return f" ({found.reason})" if found is not None and found.reason not in ("", "None") else ""
 
 
 def _copy_output(job: SlurmJob, pool: ResourcePool | None, run: TrialRun) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from registry.models import HostToken, RunShare, RunState, State, Trial, TrialRun, WorkerHost
@@ -49,6 +50,8 @@ def submit_queued_runs(namespace: str, pools: dict[str, ResourcePool]) -> list[i
             trial__state=State.ACTIVE,
             pool__in=list(pools),
         )
+        # A run in its back-off after a loss before start waits (registry.lifecycle._lost).
+        .filter(Q(not_before__isnull=True) | Q(not_before__lte=timezone.now()))
         .order_by("priority", "created_at", "id")
         .values_list("id", "pool")
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from registry import lifecycle
+from registry import lifecycle, scheduling
 from registry.models import RunState, State, Trial, TrialRun
 from tests.helpers import make_tar_gz
 from tests.helpers_agent import configure_agent, log_lines, trial_on_agent
@@ -206,16 +206,33 @@ def test_a_run_is_only_run_once(submit):
     assert log_lines(trial).count("once") == 1
 
 
-def test_a_model_definition_that_cannot_be_unpacked_fails_the_trial(submit):
-    trial = submit("echo never")
+def test_a_model_definition_the_host_cannot_unpack_is_lost_before_start_then_error(
+    submit, agent
+):
+    # Not the code's failure (its ranks never started): re-queued after a back-off, not
+    # counted in max_restarts, and ERROR at max_lost_before_start with the cause said.
+    trial = submit("echo never", max_restarts=5)
     trial.experiment.model_definition = b"not a tar.gz"
     trial.experiment.save(update_fields=["model_definition"])
-    assert runner.run_trial(trial.id, 1) == 1
+    for run_id in (1, 2, 3):
+        if run_id > 1:
+            # The back-off holds the run back from placement; here it is over at once.
+            queued = TrialRun.objects.filter(trial=trial, run_id=run_id)
+            assert queued.get().host is None and queued.get().not_before is not None
+            queued.update(not_before=None)
+            assert scheduling.place_queued_runs() == [(trial.id, run_id)]
+        assert runner.run_trial(trial.id, run_id) is None
     lines = log_lines(trial)
-    assert any(m.startswith("[headway] could not launch the trial: ") for m in lines)
+    assert sum(m.startswith("[headway] could not launch the trial: ") for m in lines) == 3
     assert "never" not in lines
     trial.refresh_from_db()
-    assert trial.state == State.ERROR
+    assert (trial.state, trial.restarts, trial.run_id) == (State.ERROR, 0, 3)
+    cause = f"host {agent.name} could not start run 3: ModelDefinitionError: "
+    assert trial.scheduling_message.startswith(
+        "failed: lost before its ranks started 3 times in a row (max_lost_before_start 3); "
+        f"last: {cause}"
+    )
+    assert lines[-1].startswith("[headway] run 3: failed: lost before its ranks started")
 
 
 # Determined 0.38 config forms (issue #24): environment_variables, list entrypoints.
