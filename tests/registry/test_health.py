@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from config.storage_locations import StorageLocation, StorageLocations
 from registry.health import MASTER_WORKER, master_worker_limit, record_beat
 from registry.models import ComponentBeat
-from tests.helpers import free_port
+from tests.helpers import free_port, wait_for
 
 URL = "/api/v1/health/"
 
@@ -176,3 +176,21 @@ def test_redis_broker_up(api, up, settings) -> None:
     response = api.get(URL)
     assert response.status_code == 200, response.content
     assert "answered PING" in _by_name(response.json())["broker"]["detail"]
+
+
+@pytest.mark.integration
+def test_a_real_master_worker_beats_and_health_says_so(cluster, cluster_token) -> None:
+    """The cluster fixture's master worker (Celery with its embedded beat, on Redis) records
+    its reaper passes; the live server's health then reports it, and the broker, ok."""
+    import requests
+
+    session = requests.Session()
+    session.headers["Authorization"] = f"Token {cluster_token}"
+
+    def components() -> dict[str, dict]:
+        return _by_name(session.get(f"{cluster.url}{URL}", timeout=30).json())
+
+    wait_for(lambda: components()[MASTER_WORKER]["status"] == "ok", 90, "the master worker's beat")
+    found = components()
+    assert found["broker"]["status"] == "ok" and "answered PING" in found["broker"]["detail"]
+    assert found["database"]["status"] == "ok"
