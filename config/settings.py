@@ -333,6 +333,10 @@ HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = envint("HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 
 # A placed run no worker claimed this long after its task was sent gets the task again (a lost
 # broker message; registry/scheduling/_redispatch.py).
 HEADWAY_DISPATCH_TIMEOUT_SECONDS = envint("HEADWAY_DISPATCH_TIMEOUT_SECONDS", 120)
+# A run lost before its ranks started is re-queued after an exponential back-off: this many
+# seconds after the first loss in a row, doubling, at most the cap (registry/lifecycle/_lost.py).
+HEADWAY_LOST_BACKOFF_SECONDS = float(envstr("HEADWAY_LOST_BACKOFF_SECONDS", "10"))
+HEADWAY_LOST_BACKOFF_MAX_SECONDS = float(envstr("HEADWAY_LOST_BACKOFF_MAX_SECONDS", "300"))
 HEADWAY_LOG_FLUSH_SECONDS = float(envstr("HEADWAY_LOG_FLUSH_SECONDS", "0.5"))
 # Torch/OMP threads per slot handed to trial processes (0 = leave torch's default).
 HEADWAY_THREADS_PER_SLOT = envint("HEADWAY_THREADS_PER_SLOT", 0)
