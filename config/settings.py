@@ -368,6 +368,10 @@ HEADWAY_LEASE_SECONDS = float(
 HEADWAY_LEASE_MARGIN_SECONDS = float(
     envstr("HEADWAY_LEASE_MARGIN_SECONDS", f"{HEADWAY_KILL_GRACE_SECONDS + 5:g}")
 )
+# How long an outage of the master (web tier or database) running trials ride out: a host that
+# cannot reach the master keeps its runs this long after its last renewal, and while no host of
+# a namespace is served the reaper waits this long plus the margin (registry/scheduling/_leases.py).
+HEADWAY_OUTAGE_TOLERANCE_SECONDS = float(envstr("HEADWAY_OUTAGE_TOLERANCE_SECONDS", "600"))
 HEADWAY_HOST_TIMEOUT_SECONDS = float(
     envstr(
         "HEADWAY_HOST_TIMEOUT_SECONDS",
@@ -389,6 +393,12 @@ if HEADWAY_LEASE_MARGIN_SECONDS <= HEADWAY_KILL_GRACE_SECONDS:
         f"HEADWAY_LEASE_MARGIN_SECONDS ({HEADWAY_LEASE_MARGIN_SECONDS:g}) must be above "
         f"HEADWAY_KILL_GRACE_SECONDS ({HEADWAY_KILL_GRACE_SECONDS:g}): a host stops its ranks "
         "within the lease plus the kill grace, and only then may they run elsewhere"
+    )
+if HEADWAY_OUTAGE_TOLERANCE_SECONDS < HEADWAY_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        f"HEADWAY_OUTAGE_TOLERANCE_SECONDS ({HEADWAY_OUTAGE_TOLERANCE_SECONDS:g}) must be at "
+        f"least HEADWAY_LEASE_SECONDS ({HEADWAY_LEASE_SECONDS:g}): a host keeps its runs through "
+        "an outage of the master at least as long as a lease"
     )
 if not HEADWAY_HOST_HEARTBEAT_SECONDS <= HEADWAY_HOST_TIMEOUT_SECONDS <= HEADWAY_LEASE_SECONDS:
     raise ImproperlyConfigured(

@@ -76,8 +76,11 @@ class AgentSettings:
         HEADWAY_HEARTBEAT_SECONDS (float): a running trial's heartbeat.
         HEADWAY_STOP_POLL_SECONDS (float): the most a kill (or a share's run ending) waits to
             be seen: the run's heartbeat is sent at least this often, and answers it.
-        HEADWAY_HEARTBEAT_TIMEOUT_SECONDS (float): how long a running trial rides out an
-            unreachable master before its processes are stopped.
+        HEADWAY_HEARTBEAT_TIMEOUT_SECONDS (float): how long a host retries a call to an
+            unreachable master outside a run's supervision (never less than the tolerance).
+        HEADWAY_OUTAGE_TOLERANCE_SECONDS (float): how long a running trial rides out an
+            unreachable master before its processes are stopped (until the first heartbeat
+            answer, then the master's): ``outage_budget()``.
         HEADWAY_LOG_FLUSH_SECONDS (float): the longest a log line waits before it is sent.
         HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS (float): how long a run's hosts wait for each other.
         Others as in docs/configuration.md.
@@ -124,6 +127,9 @@ class AgentSettings:
         self.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = _env_number(
             "HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60.0
         )
+        self.HEADWAY_OUTAGE_TOLERANCE_SECONDS = _env_number(
+            "HEADWAY_OUTAGE_TOLERANCE_SECONDS", 600.0
+        )
         self.HEADWAY_LOG_FLUSH_SECONDS = _env_number("HEADWAY_LOG_FLUSH_SECONDS", 0.5)
         self.HEADWAY_MAX_LOG_LINE_CHARS = _env_integer("HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
         self.HEADWAY_THREADS_PER_SLOT = _env_integer("HEADWAY_THREADS_PER_SLOT", 0)
@@ -157,12 +163,25 @@ class AgentSettings:
             )
 
     def adopt_timing(
-        self, heartbeat_seconds: float, lease_seconds: float, kill_grace_seconds: float
+        self,
+        heartbeat_seconds: float,
+        lease_seconds: float,
+        kill_grace_seconds: float,
+        outage_tolerance_seconds: float | None = None,
     ) -> None:
-        """Take the master's heartbeat interval, lease and kill grace (seconds)."""
+        """Take the master's heartbeat interval, lease, kill grace and outage tolerance
+        (seconds; None: a master that sends none, this host's setting stays)."""
         self.HEADWAY_HOST_HEARTBEAT_SECONDS = heartbeat_seconds
         self.HEADWAY_LEASE_SECONDS = lease_seconds
         self.HEADWAY_KILL_GRACE_SECONDS = kill_grace_seconds
+        if outage_tolerance_seconds is not None:
+            self.HEADWAY_OUTAGE_TOLERANCE_SECONDS = outage_tolerance_seconds
+
+    def outage_budget(self) -> float:
+        """Seconds a host keeps a run (and retries its calls) while the master is unreachable:
+        the outage tolerance, never less than the lease (docs/deployment.md, "Outages of the
+        master")."""
+        return max(self.HEADWAY_OUTAGE_TOLERANCE_SECONDS, self.HEADWAY_LEASE_SECONDS)
 
 
 settings = AgentSettings()

@@ -169,7 +169,15 @@ class HostHeartbeat:
                 "HEADWAY_HOST_NAME to the host token's name (%s) and HEADWAY_QUEUE as on the master",
                 self.spec.name, info.queue, self.queue, info.name,
             )  # fmt: skip
-        settings.adopt_timing(info.heartbeat_seconds, info.lease_seconds, info.kill_grace_seconds)
+        if info.stale_runs or info.stale_shares:
+            # Given away while this host was cut off: stopped before anything new is placed here.
+            leases.expire_stale(info.stale_runs, info.stale_shares)
+        settings.adopt_timing(
+            info.heartbeat_seconds,
+            info.lease_seconds,
+            info.kill_grace_seconds,
+            info.outage_tolerance_seconds,
+        )
         self.interval = info.heartbeat_seconds
         return True
 

@@ -4,21 +4,30 @@ A run placed on this host (and each share of a run over several hosts) holds a l
 host's slots from its claim on. The registry sees a lease as the row's ``heartbeat_at``; the
 host's heartbeat (``workers.hosts``, one REST call) lists every lease this process holds and
 the master renews them with the host row, and each run's own loop renews its own
-(``workers.runner``). Here, on the host, a lease is valid until ``HEADWAY_LEASE_SECONDS`` (the
-master's, ``workers.config``) after the *start* of its last renewal that succeeded: the
-master wrote ``heartbeat_at`` at or after that moment, so the host's view of a lease never
-ends later than the master's.
+(``workers.runner``). Here, on the host, a lease is kept until the outage budget
+(``HEADWAY_OUTAGE_TOLERANCE_SECONDS``, the master's, at least ``HEADWAY_LEASE_SECONDS``:
+``workers.config``) after the *start* of its last renewal that succeeded: the master wrote
+``heartbeat_at`` at or after that moment, so the host never keeps a run longer than the master
+waits for it while the master serves no host (``registry.scheduling._leases``).
 
-A lease that expires (the master or the network was unreachable for the lease period, or the
-host's token was revoked) makes the watchdog thread stop that run's process group itself:
-SIGTERM now, SIGKILL ``HEADWAY_KILL_GRACE_SECONDS`` later, without calling the master (which
-may hang). It logs why in the worker's log at once and in the trial's log once the master
-answers again; the
-run's exit is then reported as lost (re-queued, not counted as a restart). The registry treats
-the run as lost only ``HEADWAY_LEASE_MARGIN_SECONDS`` after the lease, a margin above the kill
-grace: by then no rank of it runs here, so its slots are never booked twice. Kubernetes' node
-leases and Determined's agent heartbeats follow the same rule (the node that cannot renew stops
-its work before the control plane reschedules it).
+Three things end a lease on the host, each making the watchdog thread stop that run's process
+group itself (SIGTERM now, SIGKILL ``HEADWAY_KILL_GRACE_SECONDS`` later, without calling the
+master, which may hang):
+
+- the master stayed unreachable for the outage budget (``check``): a short outage of the master
+  (a restart, a failover) costs the trial nothing, and this host cannot tell its own partition
+  from the master's outage, so it does not try;
+- the master refused the host's token (``expire_all``);
+- the master answered a heartbeat naming the run as stale (``expire_stale``): it gave the run
+  away while this host could not reach it (it serves other hosts, so it judged this one lost
+  after the lease plus ``HEADWAY_LEASE_MARGIN_SECONDS``). The master keeps the host unplaceable
+  while a heartbeat lists a stale run, and the stale run's token is refused: the copy that went
+  on computing here writes nothing and shares its slots with no new run (fencing).
+
+The run's exit is then reported as lost (re-queued, not counted as a restart, or ignored when
+the master ended it already). The why is logged in the worker's log at once and in the trial's
+log once the master answers again. Kubernetes' node leases and Determined's agent heartbeats
+follow the same rule for a node the control plane has given up on.
 """
 
 from __future__ import annotations
@@ -83,7 +92,7 @@ class Lease:
     def _write(self) -> None:
         if self.file is None:
             return
-        end = self.renewed + settings.HEADWAY_LEASE_SECONDS
+        end = self.renewed + settings.outage_budget()
         partial = self.file.with_name(self.file.name + ".new")
         try:
             partial.write_text(f"{end:.3f}\n")
@@ -92,9 +101,10 @@ class Lease:
             logger.exception("could not write the lease file %s", self.file)
 
     def remaining(self, now: float | None = None) -> float:
-        """Seconds left before this host must stop the run (negative: overdue)."""
+        """Seconds left before this host must stop the run unless renewed (negative: overdue):
+        the outage budget (``settings.outage_budget()``) after the last renewal."""
         now = time.monotonic() if now is None else now
-        return self.renewed + settings.HEADWAY_LEASE_SECONDS - now
+        return self.renewed + settings.outage_budget() - now
 
 
 _held: dict[tuple[str, int, int, int], Lease] = {}
@@ -134,9 +144,11 @@ def renew(send: Renewal[T]) -> T:
     """Renew every valid lease this process holds: ``send(runs, shares)`` (the host's
     heartbeat: ``(trial_id, run_id)`` and ``(trial_id, run_id, node_rank)``) must have the
     master renew them all; its answer is returned. Its error is raised when the master is
-    unreachable (the leases then age)."""
+    unreachable (the leases then age). An expired lease is listed too until its process ended
+    (``release``): the master keeps counting its slots, and keeps this host unplaceable while
+    the run is one it gave away (fencing)."""
     started = time.monotonic()
-    leases = [lease for lease in held() if not lease.expired]
+    leases = held()
     runs = [(lease.trial_id, lease.run_id) for lease in leases if lease.kind == RUN]
     shares = [
         (lease.trial_id, lease.run_id, lease.node_rank) for lease in leases if lease.kind == SHARE
@@ -159,9 +171,8 @@ def check(now: float | None = None) -> list[Lease]:
                 overdue = now - lease.renewed
                 lease.expired = (
                     f"this host could not renew the lease of trial {lease.trial_id} run "
-                    f"{lease.run_id} for {overdue:.0f} s (HEADWAY_LEASE_SECONDS="
-                    f"{settings.HEADWAY_LEASE_SECONDS:g}): the master is unreachable or "
-                    "refused this host"
+                    f"{lease.run_id} for {overdue:.0f} s (HEADWAY_OUTAGE_TOLERANCE_SECONDS="
+                    f"{settings.outage_budget():g}): the master is unreachable"
                 )
         if due:
             newly.append(lease)
@@ -193,6 +204,28 @@ def expire_all(why: str) -> int:
         )
         if lease.note is not None:
             lease.note(f"[headway] {why}: stopping the trial's processes")
+    return len(ended)
+
+
+def expire_stale(runs: list[tuple[int, int]], shares: list[tuple[int, int, int]]) -> int:
+    """End the leases of the runs (``(trial_id, run_id)``) and shares (``(trial_id, run_id,
+    node_rank)``) the master says it ended while this host could not reach it (a heartbeat's
+    ``stale_runs``, ``stale_shares``): the next ``check()`` stops their processes. Returns how
+    many ended."""
+    stale = {(RUN, t, r, 0) for t, r in runs} | {(SHARE, t, r, n) for t, r, n in shares}
+    ended = []
+    with _lock:
+        for key, lease in _held.items():
+            if key in stale and not lease.expired:
+                lease.expired = (
+                    f"the master ended trial {lease.trial_id} run {lease.run_id} (lost) while "
+                    "this host could not reach it and re-queued its trial"
+                )
+                ended.append(lease)
+    for lease in ended:
+        logger.error("%s: stopping its processes", lease.expired)
+        if lease.note is not None:
+            lease.note(f"[headway] {lease.expired}: stopping this copy's processes")
     return len(ended)
 
 

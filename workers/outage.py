@@ -4,9 +4,9 @@ While a trial runs, its host sends log lines, heartbeats the run and learns of a
 each a call to the master (``workers.link``). A failed call is retried: log lines wait in
 memory, the heartbeat is sent again, and the run goes on (before issue #23 the first failure
 in a one-second database restart ended the supervision and left the trial process behind).
-Only an outage longer than ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS`` (after which the master may
-give the trial to another host) stops the trial's processes, as a host that cannot renew its
-lease does.
+Only an outage longer than the outage tolerance (``HEADWAY_OUTAGE_TOLERANCE_SECONDS``, after
+which the master may give the trial to another host) stops the trial's processes, as a host
+that cannot renew its lease does (``workers.leases``).
 
 "Transient" is ``workers.link.is_master_unavailable`` (no answer, 5xx, 429); any other error
 is a bug or a refusal and is raised.

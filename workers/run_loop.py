@@ -111,10 +111,10 @@ def _pump_output(
     ``HEADWAY_HEARTBEAT_SECONDS`` or ``HEADWAY_STOP_POLL_SECONDS`` if shorter, and escalate a
     scheduled kill.
 
-    An outage of the master shorter than ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS`` is ridden out
-    (lines wait in memory, calls are retried: workers/outage.py); a longer one stops the
-    process, since the master may then give its trial to another host. A refused token (401:
-    revoked) stops the process at once and ends every lease of this host."""
+    An outage of the master shorter than the outage tolerance (``settings.outage_budget()``)
+    is ridden out (lines wait in memory, calls are retried: workers/outage.py); a longer one
+    stops the process, since the master may then give its trial to another host. A refused
+    token (401: revoked) stops the process at once and ends every lease of this host."""
     flush_every = settings.HEADWAY_LOG_FLUSH_SECONDS
     # The heartbeat's answer carries the run's stop request: a kill waits at most this long.
     beat_every = min(settings.HEADWAY_HEARTBEAT_SECONDS, settings.HEADWAY_STOP_POLL_SECONDS)
@@ -127,7 +127,7 @@ def _pump_output(
         if lease is not None:
             lease.renewed_at(started)
 
-    master = outage.MasterOutage(settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS)
+    master = outage.MasterOutage(settings.outage_budget())
     attempt = _Calls(master, killer).attempt
     while True:
         try:
@@ -166,15 +166,26 @@ def supervise(
     lease: leases.Lease | None = None,
 ) -> None:
     """Copy output to the logs, heartbeat, and signal the process when a kill is due (a kill
-    request in a heartbeat's answer, or another host of the run failing)."""
+    request in a heartbeat's answer, the run ended by the master while this host could not
+    reach it, or another host of the run failing)."""
     kill = threading.Event()
+
+    stale = threading.Event()
 
     def beat() -> None:
         status = link.api().run_heartbeat(spec.trial_id, spec.run_id)
-        if status.stop_requested == "kill":
+        if status.state == "EXITED":
+            stale.set()  # the master ended it while this host could not reach it (fencing)
+        elif status.stop_requested == "kill":
             kill.set()
 
     def check_kill() -> None:
+        if not killer.scheduled and stale.is_set():
+            logs.add(
+                f"[headway] the master ended run {spec.run_id} (lost) while this host could not "
+                "reach it: stopping this copy's processes"
+            )
+            killer.schedule()
         if not killer.scheduled and kill.is_set():
             logs.add("[headway] kill requested")
             killer.schedule()

@@ -119,10 +119,12 @@ def run_trial(trial_id: int, run_id: int) -> int | None:
 
 def _finish(logs: LogWriter, exit_code: int | None, report: Any, what: str, run_dir: Path) -> None:
     """Send the last log lines, then the exit (``report()``), each across an outage of the
-    master up to ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS``; clean the run's folder after exit 0.
+    master up to ``HEADWAY_HEARTBEAT_TIMEOUT_SECONDS`` or the outage tolerance if longer (a
+    trial that ended during an outage is reported when the master answers again); clean the
+    run's folder after exit 0.
     When the master refuses this host's token (revoked) neither can be sent: said in the
     worker's log, and the master's lost-run reaper ends the run once its lease lapsed."""
-    budget = settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS
+    budget = max(settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS, settings.outage_budget())
     try:
         outage.retry_master(logs.flush, budget=budget, what="trial logs")
     except Exception as exc:
@@ -283,7 +285,7 @@ def _launch_and_wait(
         (lambda: api.run_running(trial_id, run_id))
         if node_rank == 0
         else (lambda: api.share_running(trial_id, run_id, node_rank)),
-        budget=settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS,
+        budget=max(settings.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS, settings.outage_budget()),
         what=f"trial {trial_id} run {run_id} running",
     )
     lines: queue.Queue[object] = queue.Queue()

@@ -88,6 +88,13 @@ class HostInfo(WireModel):
             (``HEADWAY_LEASE_SECONDS``), ``kill_grace_seconds`` SIGTERM-to-SIGKILL
             (``HEADWAY_KILL_GRACE_SECONDS``): the master's values, so host and master never
             disagree on when a lease ends (docs/scheduling.md).
+        outage_tolerance_seconds (float | None): how long a host that cannot reach the master
+            keeps its runs (``HEADWAY_OUTAGE_TOLERANCE_SECONDS``; None from an older master:
+            the host's own setting).
+        stale_runs (list[tuple[int, int]]): the ``(trial_id, run_id)`` of the runs this
+            heartbeat listed that the master already ended (given away while the host could
+            not reach it): the host stops them at once; ``stale_shares`` the same for shares
+            (``(trial_id, run_id, node_rank)``). While it lists any, the host is not placeable.
     """
 
     name: str
@@ -103,6 +110,9 @@ class HostInfo(WireModel):
     heartbeat_seconds: float = 10.0
     lease_seconds: float = 30.0
     kill_grace_seconds: float = 10.0
+    outage_tolerance_seconds: float | None = None
+    stale_runs: list[tuple[int, int]] = Field(default_factory=list)
+    stale_shares: list[tuple[int, int, int]] = Field(default_factory=list)
 
 
 class Claim(WireModel):

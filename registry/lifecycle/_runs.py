@@ -7,7 +7,7 @@ import math
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Subquery
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from headway.early_exit import EarlyExitReason
@@ -30,7 +30,7 @@ from registry.models import (
     TrialRun,
     lock_trial,
 )
-from registry.scheduling import lease_expiry, request_placement, schedule_run
+from registry.scheduling import lapsed, request_placement, schedule_run
 
 logger = logging.getLogger("headway.lifecycle")
 
@@ -200,48 +200,51 @@ def _operation_issued_after_start(trial: Trial, run: TrialRun) -> bool:
 
 
 def reap_lost_runs(*, timeout: timedelta | None = None) -> list[tuple[int, int]]:
-    """Treat runs whose lease was not renewed for ``timeout`` (default: the lease plus its
-    margin, ``registry.scheduling.lease_expiry``) as lost and re-queue their trials (not counted
-    as restarts); end the shares whose lease lapsed as lost (their run's chief then stops and
-    re-queues the run). Also applies searcher operations left deferred
+    """Treat runs whose lease lapsed as lost and re-queue their trials (not counted as
+    restarts); end the shares whose lease lapsed as lost (their run's chief then stops and
+    re-queues the run). A lease lapses the lease plus its margin after its last renewal while
+    the master serves the run's namespace, and only after the outage tolerance plus the margin
+    while it serves no host of it (``registry.scheduling.lease_cutoff``: the master's own
+    outage is not counted against a host); ``timeout`` (tests, tools) judges every lease by
+    that expiry instead. Also applies searcher operations left deferred
     (``apply_deferred_operations``).
 
     Returns the ``(trial_id, run_id)`` pairs of the runs reaped. Safe to run from several places
     at once: ``trial_run_exited`` ignores runs that already exited, shares end conditionally.
     """
-    timeout = lease_expiry() if timeout is None else timeout
-    cutoff = timezone.now() - timeout
+    now = timezone.now()
     live = [RunState.STARTING, RunState.RUNNING]
-    stale = list(
-        TrialRun.objects.filter(state__in=live, heartbeat_at__lt=cutoff).values_list(
-            "trial_id", "run_id", "host__name"
+    reaped: list[tuple[int, int]] = []
+    for found, expiry in lapsed("namespace", now, timeout):
+        stale = list(
+            TrialRun.objects.filter(found, state__in=live).values_list(
+                "trial_id", "run_id", "host__name"
+            )
         )
-    )
-    for trial_id, run_id, host in stale:
-        reason = f"host {host or '?'} lost (no lease renewal for {timeout.total_seconds():g} s)"
-        trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=None, reason=reason)
-    _reap_lost_shares(cutoff, timeout)
+        for trial_id, run_id, host in stale:
+            reason = f"host {host or '?'} lost (no lease renewal for {expiry.total_seconds():g} s)"
+            trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=None, reason=reason)
+        reaped += [(trial_id, run_id) for trial_id, run_id, _ in stale]
+    for found, expiry in lapsed("run__namespace", now, timeout):
+        _reap_lost_shares(found, expiry)
     # Searcher operations deferred by a process that died before applying them after commit.
     for experiment_id in Experiment.objects.filter(searcher_state__has_key="deferred").values_list(
         "id", flat=True
     ):
         apply_deferred_operations(experiment_id)
-    return [(trial_id, run_id) for trial_id, run_id, _ in stale]
+    return reaped
 
 
-def _reap_lost_shares(cutoff, timeout: timedelta) -> None:
-    """End as lost (exit code None) the started shares whose lease lapsed before ``cutoff``."""
-    lapsed = RunShare.objects.filter(
-        state__in=[RunState.STARTING, RunState.RUNNING], heartbeat_at__lt=cutoff
-    )
-    for pk, trial_id, run_id, node, host in lapsed.values_list(
+def _reap_lost_shares(found: Q, timeout: timedelta) -> None:
+    """End as lost (exit code None) the started shares ``found`` selects (their lease lapsed
+    by ``timeout``)."""
+    lapsed_shares = RunShare.objects.filter(found, state__in=[RunState.STARTING, RunState.RUNNING])
+    for pk, trial_id, run_id, node, host in lapsed_shares.values_list(
         "id", "run__trial_id", "run__run_id", "node_rank", "host__name"
     ):
-        ended = (
-            RunShare.objects.filter(id=pk, state__in=[RunState.STARTING, RunState.RUNNING])
-            .filter(heartbeat_at__lt=cutoff)
-            .update(state=RunState.EXITED, exit_code=None, ended_at=timezone.now())
-        )
+        ended = RunShare.objects.filter(
+            found, id=pk, state__in=[RunState.STARTING, RunState.RUNNING]
+        ).update(state=RunState.EXITED, exit_code=None, ended_at=timezone.now())
         if ended:
             logger.warning("trial %s run %s node %s: host %s lost", trial_id, run_id, node, host)
             TrialLog.objects.create(

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.utils import timezone
@@ -61,6 +62,7 @@ def host_queue(host: str, namespace: str | None = None) -> str:
     return wire.host_queue_name(namespace or settings.CELERY_TASK_DEFAULT_QUEUE, host)
 
 
+@transaction.atomic
 def host_beat(
     host: str,
     *,
@@ -83,6 +85,12 @@ def host_beat(
     serves (default: this master's ``HEADWAY_QUEUE``). The placement pass is that namespace's
     and never waits for a running one (``place_queued_runs(wait=False)``).
 
+    One transaction. The first beat of a namespace served after no host of it was (the
+    master's own outage) first renews every live lease of the namespace
+    (``scheduling.resume_after_outage``). A beat listing a run or share the master already
+    ended (``stale_leases``: the host was cut off and its run given away) leaves the host row's
+    heartbeat time as it was, so the host is not placeable until it stopped them (fencing).
+
     Returns the host row, how many runs were sent again and how many leases were renewed.
 
     Raises:
@@ -97,7 +105,11 @@ def host_beat(
                 ]
             }
         )
+    # The first beat served after the master's own outage renews every lease of the namespace.
+    scheduling.resume_after_outage(namespace or settings.CELERY_TASK_DEFAULT_QUEUE)
     renewed = _renew_leases(host, runs, shares)
+    fenced = any(stale_leases(host, runs, shares))
+    before = WorkerHost.objects.filter(name=host).values_list("heartbeat_at", flat=True).first()
     row = scheduling.host_heartbeat(
         name=host,
         pool=pool,
@@ -108,9 +120,45 @@ def host_beat(
         gpu=gpu,
         started_at=started_at,
     )
+    if fenced:
+        # It still runs what the master gave away: no pass may place on its slots until it
+        # stopped them (same transaction: no pass ever sees the refreshed row).
+        WorkerHost.objects.filter(name=host).update(heartbeat_at=before)
+        row.heartbeat_at = before
     resent = scheduling.host_redispatch(name=host) if redispatch else 0
     scheduling.request_placement(row.namespace, wait=False)
     return row, resent, renewed
+
+
+def stale_leases(
+    host: str, runs: Sequence[dict], shares: Sequence[dict]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+    """The runs and shares a heartbeat of ``host`` listed that are placed on it and already
+    EXITED: the master gave them away (lost) while the host could not reach it, so the host
+    must stop them (fencing, ``HostInfo.stale_runs``). Only the host's own rows are looked at."""
+    stale_runs: list[tuple[int, int]] = []
+    if runs:
+        found = Q(pk__in=[])
+        for ref in runs:
+            found |= Q(trial_id=ref["trial_id"], run_id=ref["run_id"])
+        stale_runs = sorted(
+            TrialRun.objects.filter(found, host__name=host, state=RunState.EXITED).values_list(
+                "trial_id", "run_id"
+            )
+        )
+    stale_shares: list[tuple[int, int, int]] = []
+    if shares:
+        found = Q(pk__in=[])
+        for ref in shares:
+            found |= Q(
+                run__trial_id=ref["trial_id"], run__run_id=ref["run_id"], node_rank=ref["node_rank"]
+            )
+        stale_shares = sorted(
+            RunShare.objects.filter(found, host__name=host, state=RunState.EXITED).values_list(
+                "run__trial_id", "run__run_id", "node_rank"
+            )
+        )
+    return stale_runs, stale_shares
 
 
 def _is_slurm_node(host: str) -> bool:
@@ -142,6 +190,7 @@ def host_timing() -> dict[str, float]:
         "heartbeat_seconds": settings.HEADWAY_HOST_HEARTBEAT_SECONDS,
         "lease_seconds": settings.HEADWAY_LEASE_SECONDS,
         "kill_grace_seconds": settings.HEADWAY_KILL_GRACE_SECONDS,
+        "outage_tolerance_seconds": settings.HEADWAY_OUTAGE_TOLERANCE_SECONDS,
     }
 
 
@@ -351,7 +400,8 @@ def run_shares(host: str, trial_id: int, run_id: int) -> list[dict]:
     and the ``problem`` judged here, on the master's clock (``share_problem``)."""
     run = placed_run(host, trial_id, run_id)
     now = timezone.now()
-    lapsed = now - scheduling.lease_expiry()  # a lease older than this: its ranks are gone
+    # A lease older than this: its ranks are gone (the master's own outage not counted).
+    lapsed, _ = scheduling.lease_cutoff(run.namespace, now)
     unrenewed = now - timedelta(seconds=settings.HEADWAY_LEASE_SECONDS)
     shares = []
     for rank, name, state, code, beat, host_beat in RunShare.objects.filter(run=run).values_list(

@@ -23,6 +23,13 @@ from registry.scheduling._hosts import (
     renew_leases,
     waiting_message,
 )
+from registry.scheduling._leases import (
+    lapsed,
+    lease_cutoff,
+    outage_expiry,
+    resume_after_outage,
+    serving,
+)
 from registry.scheduling._overview import experiment_scheduling_message, host_list
 from registry.scheduling._placement import NO_HOSTS, place_queued_runs, unplaceable_message
 from registry.scheduling._queue import queue_run, run_resources
@@ -39,15 +46,20 @@ __all__ = [
     "host_list",
     "host_redispatch",
     "host_stopped",
+    "lapsed",
+    "lease_cutoff",
     "lease_expiry",
     "lost_message",
+    "outage_expiry",
     "place_queued_runs",
     "queue_run",
     "redispatch_unclaimed_runs",
     "renew_leases",
     "request_placement",
+    "resume_after_outage",
     "run_resources",
     "schedule_run",
+    "serving",
     "unplaceable_message",
     "waiting_message",
 ]

@@ -70,11 +70,17 @@ class HostHeartbeatView(HostAgentView):
     def post(self, request):
         """Renew the leases it lists, upsert the token's host (pool, devices); ``redispatch`` (a
         worker's first beat) sends again the runs placed on it and not yet claimed; then a
-        placement pass that never waits for a running one."""
+        placement pass that never waits for a running one. The answer names the listed runs
+        and shares the master already ended (``stale_runs``, ``stale_shares``): the host stops
+        them, and is not placeable while it lists any."""
         data = self.body(bodies.HostHeartbeatRequestSerializer)
         row, resent, renewed = agent.host_beat(self.host, **data)
         fields = {f: getattr(row, f) for f in wire.HostInfo.model_fields if hasattr(row, f)}
         extra = {"redispatched": resent, "renewed": renewed} | agent.host_timing()
+        stale_runs, stale_shares = agent.stale_leases(
+            self.host, data.get("runs", ()), data.get("shares", ())
+        )
+        extra |= {"stale_runs": stale_runs, "stale_shares": stale_shares}
         return answer(wire.HostInfo, fields | extra)
 
 
