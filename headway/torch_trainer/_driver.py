@@ -104,9 +104,9 @@ class Driver:
         self._group.wait_ready()
 
     def _end_group(self) -> None:
-        if self._group is not None:
-            self._group.join()
-            self._group = None
+        group, self._group = self._group, None
+        if group is not None:
+            group.join()
 
     def run(self, op: str, retries: int = 0, **kwargs: Any) -> list[Any]:
         """Run ``op`` on every worker, starting a new group first when the last one ended;
@@ -133,6 +133,8 @@ class Driver:
                 self._end_group()
                 self.num_failures += 1
                 failures += 1
+                if self._closed:  # ended by close_at_exit() from the exiting main thread
+                    raise RuntimeError(f"TorchTrainer.{op}: the trainer was shut down") from exc
                 if failures > retries:
                     raise RuntimeError(
                         f"TorchTrainer.{op}: the worker group failed and max_retries={retries} "
@@ -154,6 +156,16 @@ class Driver:
         self._closed = True
         if self._group is not None:
             self._group.stop()
+            self._group = None
+        self._finalizer()
+
+    def close_at_exit(self) -> None:
+        """``close()`` at interpreter exit: bounded, so the driver always exits (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._group is not None:
+            self._group.end_at_exit()
             self._group = None
         self._finalizer()
 

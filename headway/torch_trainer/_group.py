@@ -16,6 +16,8 @@ import contextlib
 import datetime
 import logging
 import multiprocessing
+import os
+import signal
 import threading
 import uuid
 from typing import Any
@@ -32,6 +34,8 @@ logger = logging.getLogger("headway.torch_trainer")
 
 _DIED = "died"
 _TIMEOUT = datetime.timedelta(seconds=60)
+# At interpreter exit: how long idle workers get to obey "shutdown", then each signal.
+EXIT_GRACE_S = 10.0
 START_METHOD = "forkserver"
 # Workers fork from a server process that imported torch and this package once, so starting (or
 # restarting) a group costs a fork, not a Python start-up and a torch import per worker.
@@ -80,6 +84,7 @@ class WorkerGroup:
         self._seq = 0
         self._lock = threading.Lock()
         self._ended = False
+        self._busy = True  # a command (or the start-up's "ready") is unanswered
         self.failure: BaseException | None = None
         self.pids: list[int] = []
         config = LaunchConfig(
@@ -137,6 +142,8 @@ class WorkerGroup:
             GroupDied: the group ended first.
         """
         self.pids = self._collect(0)
+        with self._lock:
+            self._busy = False
 
     def run(self, op: str, **kwargs: Any) -> list[Any]:
         """Run command ``op`` on every worker; returns their results by rank.
@@ -150,13 +157,17 @@ class WorkerGroup:
                 raise GroupDied("the worker group has ended")
             self._seq += 1
             seq = self._seq
+            self._busy = True
         transport.put(
             self._store,
             self._spec.secret,
             transport.command_key(self._spec.generation, seq),
             (op, kwargs),
         )
-        return self._collect(seq)
+        results = self._collect(seq)
+        with self._lock:
+            self._busy = False
+        return results
 
     def _collect(self, seq: int) -> list[Any]:
         generation, secret = self._spec.generation, self._spec.secret
@@ -183,6 +194,37 @@ class WorkerGroup:
     def join(self, timeout: float = 120.0) -> None:
         """Wait for the launch to end (after a failure the agent is stopping the workers)."""
         self._thread.join(timeout)
+
+    def end_at_exit(self, grace: float = EXIT_GRACE_S) -> None:
+        """End the workers without waiting on them beyond ``grace`` seconds per step (at
+        interpreter exit, when the driver never called ``shutdown()``).
+
+        Idle workers are sent "shutdown" (not awaited); workers still running after ``grace``
+        seconds (a command was in flight: the driver was interrupted inside a call) get
+        SIGTERM, then SIGKILL. The agent then stops its log tailers and the launch ends.
+        """
+        with self._lock:
+            idle = not self._ended and not self._busy
+            if idle:
+                self._seq += 1
+                seq = self._seq
+        if idle:
+            with contextlib.suppress(Exception):  # the store is ours: only a dying group fails
+                transport.put(
+                    self._store,
+                    self._spec.secret,
+                    transport.command_key(self._spec.generation, seq),
+                    ("shutdown", {}),
+                )
+        self._thread.join(grace)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not self._thread.is_alive():
+                return
+            logger.warning("TorchTrainer: workers still running at exit; sending %s", sig.name)
+            for pid in self.pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            self._thread.join(grace)
 
     def stop(self, timeout: float = 60.0) -> None:
         """Ask the workers to exit and wait for the launch to end (at most ``timeout`` s)."""

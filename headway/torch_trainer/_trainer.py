@@ -11,9 +11,12 @@ group that loads the last good state and runs the epoch again (up to ``max_retri
 from __future__ import annotations
 
 import atexit
+import concurrent.futures.thread  # noqa: F401 - its exit hook registers before ours (see below)
+import functools
 import logging
 import os
 import shutil
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -164,8 +167,8 @@ class TorchTrainer:
             scheduler_step_freq=scheduler_step_freq,
             timeout_s=float(timeout_s),
         )
-        # Workers must not outlive a driver that forgot shutdown() (weak: no leak).
-        atexit.register(_shutdown_ref, weakref.ref(self))
+        # Workers must not outlive a driver that ends without shutdown() (it raised, or forgot).
+        _at_exit(functools.partial(_end_at_exit, weakref.ref(self)))  # weak: no leak
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -347,7 +350,27 @@ class TorchTrainer:
         self._driver.close()
 
 
-def _shutdown_ref(ref: weakref.ref[TorchTrainer]) -> None:
+def _at_exit(hook: Callable[[], None]) -> None:
+    """Run ``hook`` when the interpreter exits, before it joins any thread.
+
+    ``atexit`` is too late: the interpreter first joins its threads, and the elastic agent tails
+    the workers' output in ``concurrent.futures`` threads, which that exit joins too (its own
+    hook, registered with ``threading._register_atexit``) and which run as long as the workers
+    do. So the exit of a driver that never called ``shutdown()`` waited forever. Hooks of
+    ``threading._register_atexit`` run in reverse order before that join; ours is registered
+    after ``concurrent.futures.thread``'s (imported above), so it runs first.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # a Python without it: best effort
+        atexit.register(hook)
+        return
+    try:
+        register(hook)
+    except RuntimeError:  # the interpreter is already shutting down
+        atexit.register(hook)
+
+
+def _end_at_exit(ref: weakref.ref[TorchTrainer]) -> None:
     trainer = ref()
     if trainer is not None:
-        trainer.shutdown()
+        trainer._driver.close_at_exit()

@@ -52,7 +52,7 @@ def _token_client(user) -> APIClient:
     return client
 
 
-def test_metrics_are_never_open(scraper, settings) -> None:
+def test_metrics_are_never_open(scraper, settings, trial) -> None:
     users = get_user_model().objects
     anonymous = APIClient().get(URL)
     assert anonymous.status_code == 401
@@ -63,6 +63,9 @@ def test_metrics_are_never_open(scraper, settings) -> None:
     assert _token_client(users.create_user("carol")).get(URL).status_code == 403
     assert _token_client(users.create_user("root", is_staff=True)).get(URL).status_code == 200
     assert scraper.get(URL).status_code == 200
+    run_token = APIClient()
+    run_token.credentials(HTTP_AUTHORIZATION=f"Token {trial.runs.get().token}")
+    assert run_token.get(URL).status_code == 403
     settings.HEADWAY_METRICS_TOKEN = ""  # no scrape token configured: Bearer is refused
     assert scraper.get(URL).status_code == 401
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 
 import pytest
 import torch
@@ -72,3 +73,33 @@ def test_the_torch_trainer_example_reports_checkpoints_pauses_and_resumes(cluste
     state = torch.load(io.BytesIO(response.content), weights_only=False)
     assert state["epoch"] == EPOCHS  # the workers' epoch count, restored across the pause
     assert abs(state["models"][0]["weight"].item() - 2) < 1.5
+
+
+FAILING_DRIVER = """
+from headway.torch_trainer import BATCH_SIZE, TorchTrainer
+from train import MyTrainingOperator
+
+if __name__ == "__main__":
+    trainer = TorchTrainer(
+        training_operator_cls=MyTrainingOperator, num_workers=2, config={BATCH_SIZE: 64}
+    )
+    trainer.train(num_steps=1)
+    raise ValueError("the driver fails on purpose")  # no trainer.shutdown()
+"""
+
+
+def test_a_driver_that_raises_without_shutdown_ends_its_trial_in_error(cluster_api, tmp_path):
+    model_dir = tmp_path / "model"
+    shutil.copytree(EXAMPLE, model_dir)
+    (model_dir / "fail.py").write_text(FAILING_DRIVER)
+    trial = cluster_api.submit(
+        EXAMPLE / "torch_trainer.yaml", model_dir, entrypoint="python fail.py", max_restarts=0
+    )
+    # Before, the driver's exit waited forever on its workers: the trial stayed RUNNING on
+    # both slots until killed.
+    ended = cluster_api.wait_trial(
+        trial["id"], lambda t: t["state"] == "ERROR" and t["run_state"] == "EXITED", "ERROR"
+    )
+    assert ended["run_id"] == 1
+    logs = cluster_api.logs(trial["id"])
+    assert any("ValueError: the driver fails on purpose" in line for line in logs)

@@ -27,7 +27,7 @@ def test_finding_lost_broker_message_unclaimed_placed_run_is_sent_again(
     from registry.scheduling import _redispatch
 
     sent: list[tuple] = []
-    monkeypatch.setattr(_redispatch, "send_run_task", lambda *args: sent.append(args))
+    monkeypatch.setattr(_redispatch, "send_run_task", lambda *args: sent.append(args) or True)
     host = register_host("lonely", 1)
     scheduling.place_queued_runs()
     run = TrialRun.objects.get(trial=trial)
