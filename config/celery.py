@@ -18,4 +18,5 @@ app.autodiscover_tasks(["registry"])
 def ride_out_broker_outages(sender: Celery, **kwargs: Any) -> None:
     """Reconnect forever and keep running tasks through a broker outage, as the host agents
     do (``workers.broker``); set once Django's ``CELERY_*`` settings are read."""
-    sender.conf.update(celery_broker_settings(str(sender.conf.broker_url or "")))
+    url, options = str(sender.conf.broker_url or ""), sender.conf.broker_transport_options
+    sender.conf.update(celery_broker_settings(url, options))

@@ -86,11 +86,31 @@ def master_broker(url: str) -> Iterator[None]:
     from config.celery import app
     from workers.broker import celery_broker_settings
 
-    saved = {key: app.conf[key] for key in ("broker_url", "broker_transport")}
-    app.conf.update(broker_url=url, **celery_broker_settings(url))
+    saved = {
+        key: app.conf[key] for key in ("broker_url", "broker_transport", "broker_transport_options")
+    }
+    options = {
+        key: value
+        for key, value in saved["broker_transport_options"].items()
+        if key != "socket_connect_timeout"  # the default for ``url`` applies
+    }
+    app.conf.update(broker_url=url, **celery_broker_settings(url, options))
     app._after_fork()  # drop the pooled connections to the old broker
     try:
         yield
     finally:
         app.conf.update(saved)
         app._after_fork()
+
+
+@contextlib.contextmanager
+def unanswered_port() -> Iterator[int]:
+    """A loopback port whose connection attempts are never answered, as those to a broker host
+    that is down or cut off: a listener with a full backlog that never accepts (the kernel
+    drops further SYNs)."""
+    with socket.socket() as listener, socket.socket() as filler:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = int(listener.getsockname()[1])
+        filler.connect(("127.0.0.1", port))  # takes the one place in the backlog
+        yield port

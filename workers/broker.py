@@ -13,7 +13,9 @@ back-off, for as long as the outage lasts.
   logged ("consumer: Cannot connect to redis://...: ... Trying again in N seconds").
 - ``worker_cancel_long_running_tasks_on_connection_loss=False``: a running trial is not
   cancelled by a connection loss.
-- ``broker_transport``: ``RedisTransport`` below, for ``redis://`` and ``rediss://`` brokers.
+- ``broker_transport``: ``RedisTransport`` below, for ``redis://`` and ``rediss://`` brokers,
+  with a ``socket_connect_timeout`` of ``REDIS_CONNECT_TIMEOUT_SECONDS`` unless the transport
+  options set one.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from typing import Any
 from kombu.transport import redis as kombu_redis
 
 REDIS_SCHEMES = ("redis://", "rediss://")
+# A broker host that is down or cut off drops connection attempts rather than refusing them:
+# without a bound each attempt waited for the kernel's (about two minutes), once per publish
+# retry, inside the request that placed a run.
+REDIS_CONNECT_TIMEOUT_SECONDS = 5.0
 
 
 class RedisChannel(kombu_redis.Channel):
@@ -58,15 +64,22 @@ class RedisTransport(kombu_redis.Transport):
     Channel = RedisChannel
 
 
-def celery_broker_settings(broker_url: str) -> dict[str, Any]:
-    """The Celery settings (lower-case names, for ``app.conf.update``) of a worker on
-    ``broker_url`` (see module); the filesystem transport (embedded setup) keeps kombu's."""
+def celery_broker_settings(
+    broker_url: str, transport_options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The Celery settings (lower-case names, for ``app.conf.update``) of an app on
+    ``broker_url`` whose ``broker_transport_options`` are ``transport_options`` (see module);
+    the filesystem transport (embedded setup) keeps kombu's."""
     found: dict[str, Any] = {
         "broker_connection_retry": True,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,
         "worker_cancel_long_running_tasks_on_connection_loss": False,
+        "broker_transport_options": dict(transport_options or {}),
     }
     if broker_url.startswith(REDIS_SCHEMES):
         found["broker_transport"] = f"{__name__}:RedisTransport"
+        found["broker_transport_options"].setdefault(
+            "socket_connect_timeout", REDIS_CONNECT_TIMEOUT_SECONDS
+        )
     return found

@@ -42,9 +42,8 @@ app = Celery(
     "headway-agent", broker=_broker, include=["workers.tasks"], fixups=[], set_as_current=False
 )
 app.conf.update(
-    broker_transport_options=_options,
     # Reconnect forever, keep running trials through a broker outage (workers.broker).
-    **celery_broker_settings(_broker),
+    **celery_broker_settings(_broker, _options),
     task_default_queue=settings.HEADWAY_QUEUE,
     task_ignore_result=True,
     task_acks_late=True,

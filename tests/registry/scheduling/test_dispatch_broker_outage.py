@@ -15,7 +15,7 @@ from registry import scheduling
 from registry.models import Experiment, RunState, TrialRun
 from registry.scheduling import _dispatch
 from tests.helpers import TINY_CONFIG, create_experiment, register_host
-from tests.helpers_redis import PrivateRedis, master_broker
+from tests.helpers_redis import PrivateRedis, master_broker, unanswered_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,3 +91,13 @@ def test_after_a_failed_send_the_sends_of_the_next_seconds_are_skipped(
         assert TrialRun.objects.filter(state=RunState.QUEUED, host__isnull=False).count() == 3
         assert caplog.text.count("could not be sent") == 1
         assert caplog.text.count("the broker failed just now") == 2
+
+
+def test_a_broker_host_that_does_not_answer_costs_a_bounded_wait_not_a_hung_request(api, caplog):
+    """Connection attempts to a host that is down time out (``workers.broker``'s connect
+    timeout) instead of waiting for the kernel's, once per publish retry."""
+    with unanswered_port() as port, master_broker(f"redis://127.0.0.1:{port}/0"):
+        register_host("outage-host", 1)
+        assert create_experiment(api).status_code == 201
+        assert "could not be sent" in caplog.text
+        assert Experiment.objects.count() == 1
