@@ -126,9 +126,7 @@ def _ended(
         # cannot start, a node failure, a cancel), the run is lost before start, which the
         # lifecycle re-queues after a back-off and bounds (max_lost_before_start).
         status = f", exit code {found.exit_code}" if found is not None and found.exit_code else ""
-        why = (
-            f"Slurm job {job.job_id} ended {state}{_reason(found)}{status} before its ranks started"
-        )
+        why = f"Slurm job {job.job_id} ended {state}{_reason(found)}{status}"
         _copy_output(job, pool, run)
         run_exited(trial_id=run.trial_id, run_id=run.run_id, exit_code=None, reason=why)
     elif run.state != RunState.EXITED:

@@ -243,16 +243,38 @@ def test_a_trial_whose_code_fails_is_the_users_failure_as_on_agents(slurm_api, s
     assert "the trial fails" in logs and "[headway] run 1 exited with code 3" in logs
 
 
-def test_a_job_whose_node_process_cannot_start_fails_with_slurms_output(slurm_api, slurm_pool):
+def test_a_job_that_fails_before_its_ranks_start_is_retried_with_back_off_then_errors(
+    slurm_api, slurm_pool
+):
+    # The node process cannot start (a python the node does not have): each job is a run lost
+    # before its ranks started, re-queued as a new job after a back-off (10 s, then 20 s), not
+    # counted in max_restarts; the third in a row ends the trial ERROR naming the cause.
     trial = slurm_api.submit(
         CORE_API / "exp.yaml", CORE_API, resources={"resource_pool": "hpc-broken"},
-        max_restarts=0,
+        max_restarts=5,
     )  # fmt: skip
-    done = slurm_api.wait_trial(trial["id"], lambda t: t["state"] == "ERROR", "ERROR", 180)
-    assert done["run_id"] == 1
+    done = slurm_api.wait_trial(trial["id"], lambda t: t["state"] == "ERROR", "ERROR", 300)
+    assert (done["run_id"], done["restarts"]) == (3, 0)
+    jobs = wait_for(
+        lambda: (jobs := _jobs_of(trial["id"])) and all(job.cleaned for job in jobs) and jobs,
+        60,
+        "the three jobs to be reconciled",
+    )
+    assert [job.state for job in jobs] == ["FAILED"] * 3
+    last = jobs[-1].job_id
+    cause = f"Slurm job {last} ended FAILED"
+    assert done["scheduling_message"].startswith(
+        "failed: lost before its ranks started 3 times in a row (max_lost_before_start 3); "
+        f"last: {cause}"
+    ), done["scheduling_message"]
     logs = slurm_api.logs(trial["id"])
-    job_id = _jobs_of(trial["id"])[0].job_id
-    ended = [line for line in logs if line.startswith(f"[headway] Slurm job {job_id} ended FAILED")]
-    assert ended, logs
-    # The job's own output (srun's error about the missing interpreter) is in the trial's log.
-    assert any(line.startswith("[slurm] ") and "/nonexistent/bin/python" in line for line in logs)
+    assert logs[-1].startswith("[headway] run 3: failed: lost before its ranks started"), logs
+    # The first two losses said when the next job would be submitted.
+    for run_id, (losses, delay) in enumerate([(1, 10), (2, 20)], start=1):
+        said = [line for line in logs if line.startswith(f"[headway] run {run_id}: ")]
+        assert len(said) == 1 and f", {losses} of 3 in a row)" in said[0], logs
+        assert said[0].endswith(f"(in {delay} s)"), said
+    # Each job's own output (srun's error about the missing interpreter) is in the trial's log.
+    assert (
+        sum(line.startswith("[slurm] ") and "/nonexistent/bin/python" in line for line in logs) >= 3
+    )
