@@ -20,11 +20,30 @@ back-off, for as long as the outage lasts.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
+from celery.exceptions import CPendingDeprecationWarning
+from celery.signals import celeryd_after_setup
 from kombu.transport import redis as kombu_redis
 
 REDIS_SCHEMES = ("redis://", "rediss://")
+
+
+@celeryd_after_setup.connect
+def quiet_cancel_warning(**kwargs: Any) -> None:
+    """Celery warns at every connection loss that the default of
+    ``worker_cancel_long_running_tasks_on_connection_loss`` changes in Celery 6, even where it
+    is set: here it is (False), so the warning's dozen lines would only bury the reconnection's.
+    Added once the worker set up its logging, which turns every pending-deprecation warning on.
+    """
+    warnings.filterwarnings(
+        "ignore",
+        message=r"\s*In Celery 5\.1 we introduced an optional breaking change",
+        category=CPendingDeprecationWarning,
+    )
+
+
 # A broker host that is down or cut off drops connection attempts rather than refusing them:
 # without a bound each attempt waited for the kernel's (about two minutes), once per publish
 # retry, inside the request that placed a run.
