@@ -413,6 +413,17 @@ if not HEADWAY_HOST_HEARTBEAT_SECONDS <= HEADWAY_HOST_TIMEOUT_SECONDS <= HEADWAY
 # each other to start before the run is given up as lost.
 HEADWAY_HOST_ADDRESS = envstr("HEADWAY_HOST_ADDRESS", "")
 HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = float(envstr("HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", "300"))
+# Unmanaged runs (headway.experimental.core_v2, docs/logging-from-anywhere.md): a script run
+# outside the cluster heartbeats every quarter of this; one silent for this long is lost and its
+# trial ends ERROR (registry.lifecycle.reap_lost_unmanaged_runs, with the lost-run reaper).
+HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS = float(
+    envstr("HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS", "300")
+)
+if not HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS >= 4:
+    raise ImproperlyConfigured(
+        "HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS must be at least 4 (seconds), got "
+        f"{HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS:g}"
+    )
 
 LOGGING = {
     "version": 1,

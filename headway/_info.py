@@ -70,6 +70,11 @@ class ClusterInfo:
     container_addrs: list[str] = dataclasses.field(default_factory=lambda: ["127.0.0.1"])
     container_rank: int = 0
 
+    @property
+    def _trial_info(self) -> TrialInfo:
+        # Determined's spelling (``info._trial_info.experiment_id``), used by its examples.
+        return self.trial
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterInfo:
         """Build from the worker's JSON document (see docs/internals.md)."""

@@ -21,6 +21,7 @@ def reap_lost_runs() -> None:
     from registry.scheduling import place_queued_runs, redispatch_unclaimed_runs
 
     lifecycle.reap_lost_runs()  # runs and shares whose lease expired plus its margin
+    lifecycle.reap_lost_unmanaged_runs()  # scripts run outside the cluster that went silent
     place_queued_runs()  # also a periodic safety net for passes that failed
     # Placed runs whose task message was lost (no worker claimed them).
     redispatch_unclaimed_runs(timeout=timedelta(seconds=settings.HEADWAY_DISPATCH_TIMEOUT_SECONDS))

@@ -112,6 +112,10 @@ API: dict[tuple[str, str], str] = {
     ("host-token-list", "get"): ADMIN,
     ("host-token-list", "post"): ADMIN,
     ("host-token-detail", "delete"): ADMIN,
+    # Unmanaged runs (core_v2): users start their own; the run's token or its owner beat/end it.
+    ("unmanaged-start", "post"): CREATE,
+    ("unmanaged-heartbeat", "post"): TRIAL_DATA,
+    ("unmanaged-exit", "post"): TRIAL_DATA,
 }
 
 # Dashboard route name -> (method, kind); READ / CREATE / OWNER as above (session logins only).

@@ -9,7 +9,8 @@ method and path template, as mlflow's ``rest_store`` routes each call through
 
 Its methods come in three groups, one module each: the worker host's routes and the host-token
 admin routes (``_api_host``), a trial process's Core API calls (``_api_trial``), and a user's
-calls from the CLI and the experimental client (``_api_user``). Nothing else in ``headway/`` or
+calls from the CLI and the experimental client (``_api_user``), and a script's own unmanaged
+run (``_api_unmanaged``). Nothing else in ``headway/`` or
 ``workers/`` spells an API path (a test scans for one).
 
 .. code::
@@ -28,13 +29,14 @@ from __future__ import annotations
 
 from headway.client._api_host import HostAPI, LogLine
 from headway.client._api_trial import TrialAPI
+from headway.client._api_unmanaged import UnmanagedAPI
 from headway.client._api_user import UserAPI
 from headway.client._routes import ROUTES
 
 __all__ = ["ROUTES", "LogLine", "RegistryAPI"]
 
 
-class RegistryAPI(HostAPI, TrialAPI, UserAPI):
+class RegistryAPI(HostAPI, TrialAPI, UserAPI, UnmanagedAPI):
     """Typed calls to the registry at ``master_url`` with ``token`` (see module).
 
     Arguments:

@@ -55,6 +55,9 @@ TRIAL_ROUTES: dict[str, tuple[str, str]] = {
     "trial_searcher_completed": ("POST", _TRIAL + "searcher/completed/"),
     "trial_searcher_early_exit": ("POST", _TRIAL + "searcher/early_exit/"),
     "checkpoint_metadata_add": ("POST", "checkpoints/{uuid}/metadata/"),
+    # An unmanaged run (core_v2) heartbeats and ends itself with its run token.
+    "unmanaged_heartbeat": ("POST", "unmanaged/trials/{trial_id}/runs/{run_id}/heartbeat/"),
+    "unmanaged_exit": ("POST", "unmanaged/trials/{trial_id}/runs/{run_id}/exit/"),
 }
 
 _EXPERIMENT = "experiments/{experiment_id}/"
@@ -90,6 +93,8 @@ USER_ROUTES: dict[str, tuple[str, str]] = {
     "model_version_get": ("GET", _MODEL + "versions/{version}/"),
     "worker_list": ("GET", "workers/"),
     "resource_pool_list": ("GET", "resource-pools/"),
+    # A script run outside the cluster starts its own (unmanaged) run: core_v2.init().
+    "unmanaged_start": ("POST", "unmanaged/"),
 }
 
 ROUTES: dict[str, tuple[str, str]] = {**HOST_ROUTES, **TRIAL_ROUTES, **USER_ROUTES}

@@ -12,6 +12,7 @@ import logging
 import os
 import pathlib
 import types
+from collections.abc import Callable
 from typing import Any
 
 from headway._info import ClusterInfo, get_cluster_info
@@ -86,6 +87,10 @@ class Context:
         self._close_timeout = close_timeout
         train._on_validation = getattr(searcher, "warn_if_operations_unasked", None)
         self._closed = False
+        # Called with "did the work fail?" at the end of close(): core_v2 ends an unmanaged
+        # run there (COMPLETED, or ERROR after an exception in the ``with`` block).
+        self._close_hooks: list[Callable[[bool], None]] = []
+        self._failed = False
         self.system_metrics: SystemMetricsSampler | None = None
         # Safety net for scripts that never close the context (or report without ``with``):
         # deliver queued metrics at interpreter exit (atexit runs while daemon threads live).
@@ -124,7 +129,11 @@ class Context:
         self.preempt.close()
         # Ends the TensorBoard writer thread after writing what is queued (closes its file).
         self.train._tensorboard.close()
-        error = self._metric_sink.close(self._close_timeout if timeout is None else timeout)
+        try:
+            error = self._metric_sink.close(self._close_timeout if timeout is None else timeout)
+        finally:
+            for hook in self._close_hooks:
+                hook(self._failed)
         if error is not None:
             raise error
 
@@ -139,6 +148,7 @@ class Context:
         tb: types.TracebackType | None,
     ) -> bool | None:
         invalid_hp = isinstance(exc, InvalidHP)
+        self._failed = self._failed or (exc is not None and not invalid_hp)
         if invalid_hp:
             logger.warning("InvalidHP: %s; leaving the search early", exc)
             if self.distributed.rank == 0:
@@ -202,7 +212,30 @@ def init(
         ValueError: naming the field, for a bad ``checkpoint_storage`` / ``max_length`` / config
             (``system_metrics.interval_s`` ...) or ``HEADWAY_SYSTEM_METRICS``.
     """
-    info = get_cluster_info()
+    return init_for(
+        get_cluster_info(),
+        distributed=distributed,
+        checkpoint_storage=checkpoint_storage,
+        preempt_mode=preempt_mode,
+        max_length=max_length,
+        preempt_poll_interval=preempt_poll_interval,
+        tensorboard_mode=tensorboard_mode,
+    )
+
+
+def init_for(
+    info: ClusterInfo | None,
+    *,
+    distributed: DistributedContext | None = None,
+    checkpoint_storage: str | dict[str, Any] | None = None,
+    preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+    max_length: int | dict[str, int] | None = None,
+    preempt_poll_interval: float = 1.0,
+    tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
+) -> Context:
+    """``init()`` for the run ``info`` describes (None: local mode) rather than the one
+    ``$HEADWAY_CLUSTER_INFO`` names: ``headway.experimental.core_v2`` builds the Core API of the
+    unmanaged run it started this way. Arguments and errors as ``init()``'s."""
     distributed = default_distributed(distributed, info)
     if info is None:
         context = _local_init(distributed, checkpoint_storage, preempt_mode, max_length)

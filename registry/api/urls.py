@@ -8,6 +8,11 @@ import registry.path_converters  # noqa: F401 (registers the <db_id:...> convert
 from registry.api import views
 from registry.api.views import host_agent, host_tokens
 from registry.api.views.health import HealthView
+from registry.api.views.unmanaged import (
+    UnmanagedExitView,
+    UnmanagedHeartbeatView,
+    UnmanagedStartView,
+)
 from registry.model_registry import MODEL_NAME_PATTERN
 
 app_name = "registry-api"
@@ -89,6 +94,18 @@ urlpatterns = [
         "trials/<db_id:pk>/metrics.csv", views.TrialMetricsCSV.as_view(), name="trial-metrics-csv"
     ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    # Runs a script starts itself (headway.experimental.core_v2).
+    path("unmanaged/", UnmanagedStartView.as_view(), name="unmanaged-start"),
+    path(
+        "unmanaged/trials/<db_id:trial_id>/runs/<db_id:run_id>/heartbeat/",
+        UnmanagedHeartbeatView.as_view(),
+        name="unmanaged-heartbeat",
+    ),
+    path(
+        "unmanaged/trials/<db_id:trial_id>/runs/<db_id:run_id>/exit/",
+        UnmanagedExitView.as_view(),
+        name="unmanaged-exit",
+    ),
     path(
         "schema/ui/",
         # The split view serves its start-up script as a file (`?script=`): no inline script,

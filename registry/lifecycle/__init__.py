@@ -67,6 +67,13 @@ from registry.lifecycle._trials import (
     trial_kill,
     trial_pause,
 )
+from registry.lifecycle._unmanaged import (
+    UnmanagedStart,
+    reap_lost_unmanaged_runs,
+    unmanaged_heartbeat,
+    unmanaged_run_exited,
+    unmanaged_start,
+)
 
 __all__ = [
     "EXPERIMENT_CONTROLS",
@@ -75,6 +82,7 @@ __all__ = [
     "Control",
     "GCResult",
     "StorageFailure",
+    "UnmanagedStart",
     "apply_deferred_operations",
     "check_control",
     "checkpoint_delete",
@@ -95,6 +103,7 @@ __all__ = [
     "legal_controls",
     "parse_config_or_400",
     "reap_lost_runs",
+    "reap_lost_unmanaged_runs",
     "request_checkpoint_gc",
     "share_claim",
     "share_exited",
@@ -116,4 +125,7 @@ __all__ = [
     "trial_run_preempt",
     "trial_run_running",
     "trial_searcher_completed",
+    "unmanaged_heartbeat",
+    "unmanaged_run_exited",
+    "unmanaged_start",
 ]

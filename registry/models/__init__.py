@@ -12,6 +12,7 @@ from registry.models.model_registry import ModelVersion, RegisteredModel
 from registry.models.slurm_job import SlurmJob
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
 from registry.models.trial import Trial, TrialRun
+from registry.models.unmanaged import UnmanagedRun
 
 __all__ = [
     "TERMINAL_STATES",
@@ -34,6 +35,7 @@ __all__ = [
     "Trial",
     "TrialLog",
     "TrialRun",
+    "UnmanagedRun",
     "WorkerHost",
     "blob_fields",
     "lock_trial",

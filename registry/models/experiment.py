@@ -66,12 +66,24 @@ class Experiment(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     # Why ``DELETE experiments/{id}/`` failed (state DELETE_FAILED); "" otherwise.
     delete_error = models.TextField(blank=True, default="")
+    # Unmanaged (``headway.experimental.core_v2``): made by a script run outside the cluster,
+    # no model definition, never scheduled; ``external_id`` (unique per owner, "" = none) is
+    # the script's ``external_experiment_id`` that finds it again (registry.lifecycle._unmanaged).
+    unmanaged = models.BooleanField(default=False)
+    external_id = models.CharField(max_length=256, blank=True, default="")
 
     objects = ExperimentQuerySet.as_manager()
 
     class Meta:
         ordering: ClassVar[list[str]] = ["-id"]
         indexes: ClassVar[list[models.Index]] = [models.Index(fields=["state"])]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(
+                fields=["owner", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="unique_external_experiment_per_owner",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Experiment {self.id} ({self.name})"

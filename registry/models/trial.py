@@ -57,6 +57,9 @@ class Trial(models.Model):
     # Runs lost in a row before their ranks started (reset when a run starts): the trial ends
     # ERROR at the experiment's max_lost_before_start (registry.lifecycle._lost).
     lost_before_start = models.PositiveIntegerField(default=0)
+    # An unmanaged trial's ``external_trial_id`` (unique in its experiment, "" = none): a rerun
+    # of the script with the same id resumes this trial (registry.lifecycle._unmanaged).
+    external_id = models.CharField(max_length=256, blank=True, default="")
 
     objects = TrialQuerySet.as_manager()
 
@@ -69,6 +72,13 @@ class Trial(models.Model):
                 fields=["id"],
                 condition=~models.Q(scheduling_message=""),
                 name="trial_with_scheduling_message",
+            ),
+        ]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(
+                fields=["experiment", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="unique_external_trial_per_experiment",
             ),
         ]
 

@@ -185,6 +185,8 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         kwargs |= {"node_rank": 1} if name.startswith("host-share-") else {}
     elif name == "host-token-detail":
         kwargs = {"name": "mx-host"}
+    elif name in ("unmanaged-heartbeat", "unmanaged-exit"):
+        kwargs = {"trial_id": t.id, "run_id": t.run_id}
     bodies: dict[tuple[str, str], dict] = {
         ("login", "post"): {"username": "mx-owner", "password": "pw-owner"},
         ("experiment-list", "post"): {"config": TINY_CONFIG, "model_definition": b64(TINY_MODEL)},
@@ -209,6 +211,8 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         ("experiment-detail", "patch"): {"notes": "changed"},
         ("trial-detail", "patch"): {"notes": "changed"},
         ("host-token-list", "post"): {"name": "mx-host"},
+        ("unmanaged-start", "post"): {"config": {"name": "mx-unmanaged"}},
+        ("unmanaged-exit", "post"): {"exit_code": 0},
     }
     return reverse(f"registry-api:{name}", kwargs=kwargs), bodies.get((name, method))
 
