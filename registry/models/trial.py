@@ -60,6 +60,9 @@ class Trial(models.Model):
     # An unmanaged trial's ``external_trial_id`` (unique in its experiment, "" = none): a rerun
     # of the script with the same id resumes this trial (registry.lifecycle._unmanaged).
     external_id = models.CharField(max_length=256, blank=True, default="")
+    # Key/value labels of the trial (string to string): an MLflow run's tags
+    # (registry/api/mlflow/), ``mlflow.runName`` its run name.
+    labels = models.JSONField(default=dict, blank=True)
 
     objects = TrialQuerySet.as_manager()
 
