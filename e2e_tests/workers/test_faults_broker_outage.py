@@ -106,9 +106,7 @@ def test_finding_a_redis_restart_during_training_costs_the_trial_nothing(stack):
     api.wait_trial(trial_id, lambda t: t["latest_checkpoint"], "a checkpoint", timeout=300)
     connected = _log(stack).count("Connected to")
     stack.redis.stop()
-    wait_for(
-        lambda: "Connection to broker lost" in _log(stack), 120, "the workers to see Redis go"
-    )
+    wait_for(lambda: "Connection to broker lost" in _log(stack), 120, "the workers to see Redis go")
     stack.redis.start()
     final = api.wait_trial(
         trial_id, lambda t: t["state"] in ("COMPLETED", "ERROR"), "the trial to end", timeout=300
