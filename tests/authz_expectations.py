@@ -25,7 +25,7 @@ CREATE = "create"  # logged-in users create their own objects
 OWNER = "owner"  # the owner or an admin
 TRIAL_DATA = "trial data"  # the owner or this trial's run token
 HOST_AGENT = "host agent"  # worker hosts' tokens only (users, admins and runs: 403)
-ADMIN = "admin"  # admins only (host-token management)
+ADMIN = "admin"  # admins only (host tokens, host operations)
 
 # (route name, method) -> kind, for every route of registry/api/urls.py.
 API: dict[tuple[str, str], str] = {
@@ -112,6 +112,10 @@ API: dict[tuple[str, str], str] = {
     ("host-token-list", "get"): ADMIN,
     ("host-token-list", "post"): ADMIN,
     ("host-token-detail", "delete"): ADMIN,
+    ("host-list", "get"): ADMIN,
+    ("host-detail", "delete"): ADMIN,
+    ("host-disable", "post"): ADMIN,
+    ("host-enable", "post"): ADMIN,
     # Unmanaged runs (core_v2): users start their own; the run's token or its owner beat/end it.
     ("unmanaged-start", "post"): CREATE,
     ("unmanaged-heartbeat", "post"): TRIAL_DATA,
@@ -146,6 +150,7 @@ DASHBOARD: dict[str, tuple[str, str]] = {
     "trial-notes": ("post", OWNER),
     "model-edit": ("post", OWNER),
     "model-version-edit": ("post", OWNER),
+    "host-control": ("post", ADMIN),
 }
 
 
@@ -192,6 +197,8 @@ def matrix_cases() -> list[tuple[str, str, str | None]]:
             actions = list(TRIAL_CONTROLS)
         elif name == "experiments-bulk":
             actions = list(BULK_ACTIONS)
+        elif name == "host-control":
+            actions = ["enable", "drain", "disable", "remove"]
         cases += [(route, method, action) for action in actions]
     return cases
 

@@ -12,7 +12,11 @@ Steps, from Celery's ``worker_ready`` (``workers.tasks``):
    rate), listing the leases of the runs this worker holds: the master renews them with the
    host row. The lease watchdog (``workers.leases``) stops the trials whose lease could not be
    renewed in time; a beat the master refuses (401: the token was revoked) ends every lease at
-   once.
+   once, and the agent exits once they stopped (``on_refused``).
+Each agent process draws an instance id (a uuid) and sends it, its pid and address with every
+beat: a second agent started for a host whose agent still heartbeats is refused (409 naming the
+other) and exits; a later refusal (another agent took the host over after this one went silent
+for the host timeout) stops this one's trials and exits, as a revoked token does.
 On warm shutdown ``stop()`` ends the thread and marks the host stopped before the running
 trials are preempted, so none of them is placed back on this host.
 """
@@ -21,16 +25,20 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from celery.exceptions import WorkerShutdown
 
-from headway.client import BadRequestError, wire
+from headway.client import BadRequestError, ConflictError, wire
+from headway.client._errors import describe_error_body
 from workers import leases, link
 from workers.config import settings
 
@@ -105,10 +113,24 @@ class HostHeartbeat:
         spec (HostSpec): the host to register.
         interval (float): seconds between heartbeats until the master's first answer sets
             them (``HEADWAY_HOST_HEARTBEAT_SECONDS``).
+        on_refused (Callable[[str], None] | None): called once (with the reason) after the
+            master refused this host for good (its token revoked, or another agent holds the
+            host) and every lease was ended; the Celery agent exits there. None: keep beating.
     """
 
-    def __init__(self, spec: HostSpec, interval: float) -> None:
+    def __init__(
+        self,
+        spec: HostSpec,
+        interval: float,
+        on_refused: Callable[[str], None] | None = None,
+    ) -> None:
         self.spec = spec
+        self.on_refused = on_refused
+        self._gave_up = False
+        self._registered = False  # the master accepted a beat of this agent
+        # This agent process, as the master tells two agents of one host apart.
+        self.agent_id = uuid.uuid4().hex
+        self.agent_address = _address()
         self.interval = interval
         self.queue = host_queue(spec.name)
         self.started_at: datetime = datetime.now(UTC)
@@ -135,25 +157,40 @@ class HostHeartbeat:
             redispatch=not self._redispatched,
             runs=runs,
             shares=shares,
+            agent_id=self.agent_id,
+            agent_pid=os.getpid(),
+            agent_address=self.agent_address,
         )
 
     def renew(self) -> bool:
         """One heartbeat: renew this worker's leases and the host row; False (logged) when the
-        master could not be reached or refused the token (then every lease ends now)."""
+        master could not be reached or refused the token (then every lease ends now).
+
+        Raises:
+            BadRequestError: the master refused the registration's fields.
+            ConflictError: another agent holds this host, before this one ever registered.
+        """
         try:
             info = leases.renew(self._send)
         except BadRequestError:
             raise  # e.g. a pool the admin's file does not list: the worker cannot serve
+        except ConflictError as exc:
+            if not self._registered:
+                raise  # a second agent of a live host: it must not start (``start``)
+            self._give_up(f"{_detail(exc)}; another agent took this host over")
+            return False
         except Exception as exc:
             if link.is_refused(exc):
-                why = link.refusal(exc)
+                why = f"host token revoked (or unknown): {link.refusal(exc)}"
                 if not self.refused:
                     logger.critical("%s; stopping every trial of this host", why)
                 self.refused = why
                 leases.expire_all(why)
+                self._give_up(why)
             else:
                 logger.exception("host %s: heartbeat failed; retrying", self.spec.name)
             return False
+        self._registered = True
         if self.refused:
             logger.warning("host %s: the master accepts its token again", self.spec.name)
             self.refused = ""
@@ -181,6 +218,15 @@ class HostHeartbeat:
         self.interval = info.heartbeat_seconds
         return True
 
+    def _give_up(self, why: str) -> None:
+        # Every lease ends (the watchdog stops their processes within a tick), then the owner
+        # of this heartbeat is told once (the Celery agent exits).
+        leases.expire_all(why)
+        if self.on_refused is None or self._gave_up:
+            return
+        self._gave_up = True
+        self.on_refused(why)
+
     def start(self) -> None:
         """Beat once now (register; the master re-sends the runs already placed here and runs
         a placement pass), then every ``interval`` seconds from a daemon thread, with the lease
@@ -189,6 +235,7 @@ class HostHeartbeat:
         Raises:
             BadRequestError: the master refused the host's registration (the message names
                 the field, e.g. a ``pool`` its admin's pools file does not list).
+            ConflictError: another agent of this host heartbeats (the message names it).
         """
         self.renew()
         self.watchdog.start()
@@ -207,6 +254,8 @@ class HostHeartbeat:
                 self.renew()
             except BadRequestError:
                 logger.exception("host %s: the master refused its heartbeat", self.spec.name)
+            except ConflictError as exc:  # refused before it ever registered (master was away)
+                self._give_up(f"this agent is refused: {_detail(exc)}")
 
     def stop(self, timeout: float = 10.0) -> None:
         """End the thread, then mark the host stopped (no more runs are placed here)."""
@@ -227,7 +276,9 @@ def start(consumer: Any = None) -> HostHeartbeat:
     if _current is not None:
         return _current  # once per process: a second ready signal changes nothing
     spec = detect_host()
-    heartbeat = HostHeartbeat(spec, settings.HEADWAY_HOST_HEARTBEAT_SECONDS)
+    heartbeat = HostHeartbeat(
+        spec, settings.HEADWAY_HOST_HEARTBEAT_SECONDS, on_refused=_exit_worker
+    )
     if consumer is not None:
         _consume(consumer, heartbeat.queue, spec.slots)
     try:
@@ -236,6 +287,10 @@ def start(consumer: Any = None) -> HostHeartbeat:
         # A signal handler's Exception would only be logged: WorkerShutdown stops the worker.
         logger.critical("%s: this worker stops", exc)
         raise WorkerShutdown(str(exc)) from None
+    except ConflictError as exc:
+        why = f"this agent is refused: {_detail(exc)}"
+        logger.critical("%s; this worker stops", why)
+        raise WorkerShutdown(why) from None
     _current = heartbeat
     logger.info(
         "host %s: %s slot(s) %s (%s), queue %s, heartbeat every %g s",
@@ -247,6 +302,31 @@ def start(consumer: Any = None) -> HostHeartbeat:
         heartbeat.interval,
     )
     return heartbeat
+
+
+def _address() -> str:
+    """This agent's address for the master's list and refusals (the host name when the
+    advertised address cannot be found)."""
+    from workers.address import host_address
+
+    try:
+        return host_address()
+    except Exception:
+        return socket.gethostname()
+
+
+def _detail(exc: ConflictError) -> str:
+    return describe_error_body(exc.body) if exc.body else str(exc)
+
+
+def _exit_worker(why: str) -> None:
+    """Stop this Celery worker with exit status 1 once its running tasks ended (their trials
+    are being stopped: their leases ended). The flag is the one Celery's own SIGTERM handler
+    sets for a warm shutdown; the consumer's loop raises ``WorkerShutdown`` from it."""
+    from celery.worker import state
+
+    logger.critical("%s: this worker exits once its trials stopped", why)
+    state.should_stop = 1  # type: ignore[assignment]  # typed None in Celery, read as an exit status
 
 
 def _consume(consumer: Any, queue: str, slots: int) -> None:

@@ -14,6 +14,7 @@ from headway.cli import (
     _checkpoint_download,
     _controls,
     _experiment,
+    _host,
     _host_token,
     _model,
     _pool,
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker_list.set_defaults(func=_worker.cmd_list)
     _pool.add_pool_parser(commands)
     _host_token.add_parser(commands)
+    _host.add_parser(commands)
     _tensorboard.add_parser(commands)
     _model.add_parser(commands)
     return parser

@@ -37,6 +37,9 @@ class HostAPI(APIBase):
         redispatch: bool = False,
         runs: Iterable[tuple[int, int]] = (),
         shares: Iterable[tuple[int, int, int]] = (),
+        agent_id: str = "",
+        agent_pid: int | None = None,
+        agent_address: str = "",
     ) -> wire.HostInfo:
         """Register or heartbeat the token's host: its resource ``pool``, one device id per
         slot (lowest first), whether they are GPUs, when its worker started; ``namespace`` the
@@ -44,7 +47,10 @@ class HostAPI(APIBase):
         (a worker's first beat) sends again its placed, unclaimed runs. ``runs``
         (``(trial_id, run_id)``) and ``shares`` (``(trial_id, run_id, node_rank)``) are the
         leases it holds, renewed first (``renewed`` counts them). The answer's ``queue`` is the
-        host's Celery queue (the registry names it from the token)."""
+        host's Celery queue (the registry names it from the token). ``agent_id`` (a uuid the
+        agent process draws at start), ``agent_pid`` and ``agent_address`` name the agent: a
+        second agent of a host whose holder still heartbeats gets ``ConflictError`` (409)
+        naming the holder."""
         body = {
             "pool": pool,
             "devices": list(devices),
@@ -55,6 +61,9 @@ class HostAPI(APIBase):
             "runs": [{"trial_id": t, "run_id": r} for t, r in runs],
             "shares": [{"trial_id": t, "run_id": r, "node_rank": n} for t, r, n in shares],
         }
+        if agent_id:
+            body |= {"agent_id": agent_id, "agent_address": agent_address}
+            body |= {"agent_pid": agent_pid} if agent_pid is not None else {}
         return self._call("host_heartbeat", wire.HostInfo, body)
 
     def host_stopped(self) -> None:
@@ -186,3 +195,23 @@ class HostAPI(APIBase):
     def host_token_revoke(self, name: str) -> wire.HostTokenInfo:
         """Revoke host ``name``'s live token (404 when none)."""
         return self._call("host_token_revoke", wire.HostTokenInfo, name=name)
+
+    # -- the admin's host operations ----------------------------------------------------------
+
+    def host_list(self) -> list[wire.HostStatus]:
+        """Every registered host: state (enabled / draining / disabled), alive, slots in use,
+        pool, last heartbeat, its agent's address (admins)."""
+        return self._call("host_list", wire.HostStatusList).hosts
+
+    def host_disable(self, name: str, *, drain: bool = False) -> wire.HostStatus:
+        """Place no new run on host ``name``; ``drain``: its running runs finish there, else
+        they are preempted and resume elsewhere (404: no such host)."""
+        return self._call("host_disable", wire.HostStatus, {"drain": drain}, name=name)
+
+    def host_enable(self, name: str) -> wire.HostStatus:
+        """Make host ``name`` placeable again (404: no such host)."""
+        return self._call("host_enable", wire.HostStatus, name=name)
+
+    def host_remove(self, name: str) -> wire.HostRemoved:
+        """Forget host ``name`` and revoke its token (409 naming the runs it still holds)."""
+        return self._call("host_remove", wire.HostRemoved, name=name)

@@ -41,6 +41,11 @@ HOST_ROUTES: dict[str, tuple[str, str]] = {
     "host_token_list": ("GET", "host-tokens/"),
     "host_token_create": ("POST", "host-tokens/"),
     "host_token_revoke": ("DELETE", "host-tokens/{name}/"),
+    # The admin's host operations (headway host ...).
+    "host_list": ("GET", "hosts/"),
+    "host_disable": ("POST", "hosts/{name}/disable/"),
+    "host_enable": ("POST", "hosts/{name}/enable/"),
+    "host_remove": ("DELETE", "hosts/{name}/"),
 }
 
 _TRIAL = "trials/{trial_id}/"

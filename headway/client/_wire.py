@@ -369,3 +369,10 @@ class CheckpointGCQueued(WireModel):
     so in a sentence."""
 
     detail: str
+
+
+# The admin's host operations live in their own module (this one stays small); re-exported here
+# so ``wire.HostStatus`` reads like every other model.
+from headway.client._wire_hosts import HostRemoved as HostRemoved  # noqa: E402
+from headway.client._wire_hosts import HostStatus as HostStatus  # noqa: E402
+from headway.client._wire_hosts import HostStatusList as HostStatusList  # noqa: E402

@@ -58,6 +58,16 @@ class HostHeartbeatRequestSerializer(StrictSerializer):
     shares = serializers.ListField(
         child=ShareRefSerializer(), max_length=MAX_SLOTS, required=False, default=list
     )
+    # The agent process (a uuid it draws at start, its pid and address): a second agent of a
+    # host whose holder still heartbeats is refused (409). Omitted: not checked.
+    agent_id = serializers.RegexField(
+        r"^[A-Za-z0-9-]{1,64}$",
+        required=False,
+        default="",
+        error_messages={"invalid": "letters, digits and '-' (a uuid), at most 64"},
+    )
+    agent_pid = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+    agent_address = StrictCharField(max_length=255, required=False, default="", allow_blank=True)
 
 
 class HostTokenCreateRequestSerializer(StrictSerializer):
@@ -72,6 +82,13 @@ class HostTokenCreateRequestSerializer(StrictSerializer):
             )
         ],
     )
+
+
+class HostDisableRequestSerializer(StrictSerializer):
+    """An admin takes a host out of placement: ``drain`` true lets its running runs finish
+    there; false (the default) preempts them (they resume elsewhere)."""
+
+    drain = StrictBooleanField(required=False, default=False)
 
 
 class ClaimRequestSerializer(StrictSerializer):

@@ -6,7 +6,7 @@ from rest_framework.routers import DefaultRouter
 
 import registry.path_converters  # noqa: F401 (registers the <db_id:...> converter)
 from registry.api import views
-from registry.api.views import host_agent, host_tokens
+from registry.api.views import host_agent, host_tokens, hosts
 from registry.api.views.health import HealthView
 from registry.api.views.unmanaged import (
     UnmanagedExitView,
@@ -82,6 +82,11 @@ host_token_urls = [
         host_tokens.HostTokenDetailView.as_view(),
         name="host-token-detail",
     ),
+    # The admin's host operations (registry/api/views/hosts.py).
+    path("hosts/", hosts.HostListView.as_view(), name="host-list"),
+    path("hosts/<str:name>/", hosts.HostDetailView.as_view(), name="host-detail"),
+    path("hosts/<str:name>/disable/", hosts.HostDisableView.as_view(), name="host-disable"),
+    path("hosts/<str:name>/enable/", hosts.HostEnableView.as_view(), name="host-enable"),
 ]
 
 urlpatterns = [

@@ -74,6 +74,9 @@ def host_beat(
     redispatch: bool = False,
     runs: Sequence[dict] = (),
     shares: Sequence[dict] = (),
+    agent_id: str = "",
+    agent_pid: int | None = None,
+    agent_address: str = "",
 ) -> tuple[WorkerHost, int, int]:
     """Register or heartbeat ``host`` (``scheduling.host_heartbeat``'s upsert); with
     ``redispatch`` (a worker's first beat) send again the runs placed on it and not claimed
@@ -85,6 +88,9 @@ def host_beat(
     serves (default: this master's ``HEADWAY_QUEUE``). The placement pass is that namespace's
     and never waits for a running one (``place_queued_runs(wait=False)``).
 
+    ``agent_id`` (with ``agent_pid``, ``agent_address``) names the agent process: a second
+    agent of a host whose holder still heartbeats is refused before anything is renewed.
+
     One transaction. The first beat of a namespace served after no host of it was (the
     master's own outage) first renews every live lease of the namespace
     (``scheduling.resume_after_outage``). A beat listing a run or share the master already
@@ -95,6 +101,7 @@ def host_beat(
 
     Raises:
         InvalidInput: (400, ``pool``) a pool the admin's pools file does not list.
+        AgentConflict: (409) another agent instance holds the host (``host_heartbeat``).
     """
     if check_resource_pool(pool, field="pool").is_slurm and not _is_slurm_node(host):
         raise InvalidInput(
@@ -105,6 +112,8 @@ def host_beat(
                 ]
             }
         )
+    if agent_id:
+        scheduling.host_agent_check(name=host, agent_id=agent_id)
     # The first beat served after the master's own outage renews every lease of the namespace.
     scheduling.resume_after_outage(namespace or settings.CELERY_TASK_DEFAULT_QUEUE)
     renewed = _renew_leases(host, runs, shares)
@@ -119,6 +128,9 @@ def host_beat(
         devices=devices,
         gpu=gpu,
         started_at=started_at,
+        agent_id=agent_id,
+        agent_pid=agent_pid,
+        agent_address=agent_address,
     )
     if fenced:
         # It still runs what the master gave away: no pass may place on its slots until it

@@ -13,8 +13,10 @@ This package never imports ``registry.lifecycle`` (an import contract): the life
 """
 
 from registry.scheduling._hosts import (
+    AgentConflict,
     backoff_message,
     gave_up_message,
+    host_agent_check,
     host_heartbeat,
     host_redispatch,
     host_stopped,
@@ -38,10 +40,12 @@ from registry.scheduling._requests import drop_queued_run, request_placement, sc
 
 __all__ = [
     "NO_HOSTS",
+    "AgentConflict",
     "backoff_message",
     "drop_queued_run",
     "experiment_scheduling_message",
     "gave_up_message",
+    "host_agent_check",
     "host_heartbeat",
     "host_list",
     "host_redispatch",

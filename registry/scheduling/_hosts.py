@@ -15,7 +15,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from registry.errors import IllegalTransition
 from registry.models import RunShare, RunState, TrialRun, WorkerHost
+from registry.models.host import alive_cutoff
 from registry.scheduling._dispatch import send_run_task, send_share_task
 
 
@@ -78,6 +80,9 @@ def host_heartbeat(
     gpu: bool,
     started_at: datetime,
     namespace: str | None = None,
+    agent_id: str = "",
+    agent_pid: int | None = None,
+    agent_address: str = "",
 ) -> WorkerHost:
     """Register host ``name`` or refresh it: an upsert that also recreates a deleted row.
 
@@ -94,6 +99,13 @@ def host_heartbeat(
         gpu (bool): whether the devices are GPUs (trial processes then get
             ``CUDA_VISIBLE_DEVICES``).
         started_at (datetime): when the worker started (kept across re-creations).
+        agent_id (str): the agent process's instance id (a uuid it draws at start; ``""``: an
+            agent that sends none, never checked). ``agent_pid``, ``agent_address``: that
+            process's pid and address, to name it when another agent is refused.
+
+    Raises:
+        AgentConflict: (409) another agent instance holds the host and heartbeated within
+            ``HEADWAY_HOST_TIMEOUT_SECONDS`` (two agents of one host would both take its runs).
     """
     fields = {
         "pool": pool,
@@ -105,15 +117,61 @@ def host_heartbeat(
         "started_at": started_at,
         "heartbeat_at": timezone.now(),
     }
-    if WorkerHost.objects.filter(name=name).update(**fields):
+    if agent_id:
+        fields |= {"agent_id": agent_id, "agent_pid": agent_pid, "agent_address": agent_address}
+    # One conditional UPDATE: the same agent, an agent without an id, or a holder that stopped
+    # or went silent for the host timeout (the same rule as ``alive``) may take the row.
+    free = Q()
+    if agent_id:
+        free = (
+            Q(agent_id__in=("", agent_id))
+            | Q(heartbeat_at__isnull=True)
+            | Q(heartbeat_at__lt=alive_cutoff())
+        )
+    if WorkerHost.objects.filter(free, name=name).update(**fields):
         return WorkerHost.objects.get(name=name)
+    holder = WorkerHost.objects.filter(name=name).first()
+    if holder is not None:
+        raise AgentConflict(holder)
     try:
         with transaction.atomic():
             return WorkerHost.objects.create(name=name, **fields)
     except IntegrityError:
         # Another process created the row between our UPDATE and INSERT: refresh that row.
-        WorkerHost.objects.filter(name=name).update(**fields)
+        if not WorkerHost.objects.filter(free, name=name).update(**fields):
+            raise AgentConflict(WorkerHost.objects.get(name=name)) from None
         return WorkerHost.objects.get(name=name)
+
+
+class AgentConflict(IllegalTransition):
+    """409: another agent process holds this host and heartbeats (named in the message)."""
+
+    def __init__(self, holder: WorkerHost) -> None:
+        timeout = settings.HEADWAY_HOST_TIMEOUT_SECONDS
+        beat = holder.heartbeat_at.isoformat() if holder.heartbeat_at else "never"
+        super().__init__(
+            f"host {holder.name} is already served by another agent (instance "
+            f"{holder.agent_id}, pid {holder.agent_pid}, address {holder.agent_address or '?'}, "
+            f"started {holder.started_at.isoformat()}, last heartbeat {beat}): stop that "
+            f"agent first, or wait until it has been silent for {timeout:g} s "
+            "(HEADWAY_HOST_TIMEOUT_SECONDS)"
+        )
+
+
+def host_agent_check(*, name: str, agent_id: str) -> None:
+    """Refuse agent ``agent_id`` of host ``name`` before its heartbeat renews anything, when
+    another agent instance holds the host and heartbeated within the host timeout.
+
+    Raises:
+        AgentConflict: (409) naming the other agent.
+    """
+    holder = (
+        WorkerHost.objects.filter(name=name, heartbeat_at__gte=alive_cutoff())
+        .exclude(agent_id__in=("", agent_id))
+        .first()
+    )
+    if holder is not None:
+        raise AgentConflict(holder)
 
 
 def host_stopped(*, name: str) -> None:

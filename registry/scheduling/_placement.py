@@ -94,14 +94,23 @@ def place_queued_runs(*, wait: bool = True, namespace: str | None = None) -> lis
 
 
 def unplaceable_message(
-    slots: int, hosts: Sequence[Host | WorkerHost], alive: Sequence[Host | WorkerHost]
+    slots: int,
+    hosts: Sequence[Host | WorkerHost],
+    alive: Sequence[Host | WorkerHost],
+    held_back: int = 0,
 ) -> str | None:
     """Why a run needing ``slots`` cannot be placed however long it waits for others; else None.
 
-    ``hosts`` are the pool's registered hosts, ``alive`` those of them heartbeating.
+    ``hosts`` are the pool's registered hosts, ``alive`` those of them heartbeating and
+    enabled, ``held_back`` how many more heartbeat but are disabled or draining.
     """
     if not hosts:
         return NO_HOSTS
+    if not alive and held_back:
+        return (
+            f"waiting for a worker host: the {held_back} alive of the {len(hosts)} registered "
+            "are disabled or draining (headway host enable NAME)"
+        )
     if not alive:
         timeout = settings.HEADWAY_HOST_TIMEOUT_SECONDS
         return (
@@ -139,7 +148,10 @@ def _place(namespace: str, now: datetime) -> list[tuple[int, int]]:
         if (run.pool, run.slots) not in never:
             pool_hosts = registered.get(run.pool, [])
             alive = [h for h in pool_hosts if h.id in state.alive]
-            never[run.pool, run.slots] = unplaceable_message(run.slots, pool_hosts, alive)
+            held_back = sum(1 for h in pool_hosts if h.id in state.held_back)
+            never[run.pool, run.slots] = unplaceable_message(
+                run.slots, pool_hosts, alive, held_back
+            )
         message = never[run.pool, run.slots]
         if message is None and run.max_slots is not None:
             holding = held.get(run.experiment_id, 0)

@@ -17,7 +17,15 @@ from django.db import transaction
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
-from registry.models import RunShare, RunState, State, TrialRun, WorkerHost, lock_trial
+from registry.models import (
+    HostAdminState,
+    RunShare,
+    RunState,
+    State,
+    TrialRun,
+    WorkerHost,
+    lock_trial,
+)
 from registry.models.host import alive_cutoff, shares_holding_slots
 from registry.pools import resource_pools
 from registry.scheduling._queue import close_queued_run, queue_run
@@ -51,14 +59,28 @@ class Snapshot:
             WorkerHost.objects.filter(namespace=namespace, slurm_job__isnull=True)
             .order_by("name")
             .values_list(
-                "id", "name", "pool", "queue", "slots", _as_text("devices"), "heartbeat_at"
+                "id",
+                "name",
+                "pool",
+                "queue",
+                "slots",
+                _as_text("devices"),
+                "heartbeat_at",
+                "admin_state",
             )
         )
-        self.hosts = [Host(*row) for row in rows]
+        self.hosts = []
+        held_back: set[int] = set()  # disabled or draining: no new run goes there
+        for *fields, admin_state in rows:
+            self.hosts.append(Host(*fields))
+            if admin_state != HostAdminState.ENABLED:
+                held_back.add(fields[0])
         cutoff = alive_cutoff(now)  # WorkerHost.is_alive's rule, for tuples
-        self.alive = {
-            h.id: h for h in self.hosts if h.heartbeat_at is not None and h.heartbeat_at >= cutoff
-        }
+        alive = [h for h in self.hosts if h.heartbeat_at is not None and h.heartbeat_at >= cutoff]
+        # "alive" here means placeable: a disabled or draining host is treated as gone for new
+        # runs, and runs placed on it but not claimed yet are re-queued like a lost host's.
+        self.alive = {h.id: h for h in alive if h.id not in held_back}
+        self.held_back = {h.id for h in alive if h.id in held_back}
         self._read_holders()
         if self._requeue_stranded_runs():
             self._read_holders()  # dropped runs hold nothing now
@@ -191,7 +213,8 @@ def _requeue(trial_id: int, run_id: int, alive_ids: set[int]) -> None:
         if run.host_id in alive_ids and share_hosts <= alive_ids:
             return
         logger.warning(
-            "trial %s run %s was placed on a host that is gone before it started; re-queued",
+            "trial %s run %s was placed on a host that is gone (or disabled or draining) before "
+            "it started; re-queued",
             trial_id,
             run_id,
         )

@@ -183,7 +183,7 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
     elif name.startswith(("host-run-", "host-share-")):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}
         kwargs |= {"node_rank": 1} if name.startswith("host-share-") else {}
-    elif name == "host-token-detail":
+    elif name in ("host-token-detail", "host-detail", "host-disable", "host-enable"):
         kwargs = {"name": "mx-host"}
     elif name in ("unmanaged-heartbeat", "unmanaged-exit"):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}
@@ -237,10 +237,13 @@ def _dashboard_request(world: World, name: str, action: str | None) -> tuple[str
     elif name == "model-version-edit":
         kwargs = {"name": m.name, "version": 1}
         data = {"comment": "changed"}
-    elif name == "experiment-control":
-        kwargs = {"experiment_id": e.id, "action": action}
-    elif name == "trial-control":
-        kwargs = {"trial_id": t.id, "action": action}
+    elif name in ("experiment-control", "trial-control", "host-control"):
+        objects = {
+            "experiment-control": {"experiment_id": e.id},
+            "trial-control": {"trial_id": t.id},
+            "host-control": {"name": "mx-host"},
+        }
+        kwargs = objects[name] | {"action": action}
     elif name in ("model", "model-archive"):
         kwargs = {"name": m.name}
         data = {"archived": "true"}
@@ -321,7 +324,7 @@ def test_authorization_matrix(
         response = getattr(session, method)(url, data, headers=headers)
         if principal not in world.users:
             expected = "login"
-        elif kind == OWNER and principal == "other":
+        elif (kind == OWNER and principal == "other") or (kind == ADMIN and principal != "admin"):
             expected = 403
         else:
             expected = "allowed"
