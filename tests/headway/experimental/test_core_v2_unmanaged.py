@@ -228,3 +228,34 @@ def test_another_users_token_cannot_touch_the_trial(client, live_server, django_
     assert Trial.objects.get(id=trial_id).state == State.ACTIVE
     assert TrialRun.objects.get(trial_id=trial_id, run_id=run_id).state == RunState.RUNNING
     bob_api.session._http.close()
+
+
+def test_inside_a_managed_trial_init_uses_that_trial(api, client, monkeypatch, tmp_path) -> None:
+    from tests.helpers import start_run
+    from tests.helpers_checkpoints import trial_on_storage
+
+    trial = trial_on_storage(api, {"type": "shared_fs", "host_path": str(tmp_path)})
+    run = start_run(trial)
+    trial.refresh_from_db()
+    info = {
+        "master_url": client.session.master_url,
+        "token": run.token,
+        "experiment_id": trial.experiment_id,
+        "trial_id": trial.id,
+        "run_id": run.run_id,
+        "experiment_config": trial.experiment.config,
+    }
+    path = tmp_path / "cluster-info.json"
+    path.write_text(json.dumps(info))
+    monkeypatch.setenv("HEADWAY_CLUSTER_INFO", str(path))
+    experiments = Experiment.objects.count()
+    # The config is ignored (as in Determined): no unmanaged experiment is made.
+    core_v2.init(config=core_v2.Config(name="ignored", external_experiment_id="x"))
+    assert core_v2.info is not None and core_v2.train is not None
+    assert core_v2.info.trial.trial_id == trial.id
+    core_v2.train.report_training_metrics(steps_completed=4, metrics={"loss": 0.1})
+    core_v2.close()
+    assert Experiment.objects.count() == experiments
+    assert _points(trial.id, "training") == [4]
+    # The worker, not the script, ends a managed run.
+    assert TrialRun.objects.get(trial=trial, run_id=run.run_id).state == RunState.RUNNING
