@@ -95,3 +95,27 @@ def test_the_torch_distributed_example_on_two_cpu_processes(env, tmp_path: pathl
     checkpoints = Checkpoint.objects.filter(trial=trial)
     assert checkpoints.count() == 100
     assert set(checkpoints.latest("steps_completed").resources) >= {"state_0", "state_1"}
+
+
+SCRIPT_THAT_RAISES = """
+from headway.experimental import core_v2
+core_v2.init(config=core_v2.Config(name="raises-uncaught"))
+core_v2.train.report_training_metrics(steps_completed=1, metrics={"loss": 1.0})
+raise SystemError("the script failed")
+"""
+
+
+def test_a_script_that_raises_ends_its_trial_error(env, tmp_path: pathlib.Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT_THAT_RAISES],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 1 and "the script failed" in done.stderr
+    trial = Experiment.objects.get(name="raises-uncaught").trials.get()
+    assert trial.state == State.ERROR
+    assert _steps(trial, "training") == [1]
