@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from django.db import transaction
 
+from registry.errors import IllegalTransition
 from registry.lifecycle._common import live_run, refresh_experiment, trial_end
 from registry.lifecycle._transitions import TRIAL_CONTROLS, check_control
 from registry.models import RunState, State, StopReason, Trial, lock_trial
@@ -20,8 +21,22 @@ def _acts(trial: Trial, control: str) -> bool:
     return check_control(TRIAL_CONTROLS, control, f"trial {trial.id}", trial.state)
 
 
+def _refuse_unmanaged(trial: Trial, control: str) -> None:
+    """An unmanaged trial runs as long as its script: nothing could re-launch it after a pause.
+
+    Raises:
+        IllegalTransition: (409) for a trial of an unmanaged experiment.
+    """
+    if trial.experiment.unmanaged:
+        raise IllegalTransition(
+            f"trial {trial.id} is unmanaged (its script runs outside the cluster): {control} "
+            "does not apply; cancel or kill ask the script to stop (should_preempt)"
+        )
+
+
 def trial_pause_locked(trial: Trial) -> None:
     """ACTIVE → PAUSED: a queued run is dropped; a running one is asked to checkpoint and exit."""
+    _refuse_unmanaged(trial, "pause")
     if not _acts(trial, "pause"):
         return
     trial.state = State.PAUSED
@@ -42,6 +57,7 @@ def trial_activate_locked(trial: Trial) -> None:
     If the pausing run has not exited yet, its stop request is withdrawn; if it already
     acknowledged, ``trial_run_exited`` re-queues the trial when it exits.
     """
+    _refuse_unmanaged(trial, "activate")
     if not _acts(trial, "activate"):
         return
     trial.state = State.ACTIVE
