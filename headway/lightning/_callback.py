@@ -1,0 +1,87 @@
+"""``HeadwayCallback``: a Lightning ``Trainer`` that honours Headway's pause (preemption).
+
+A Lightning logger never sees the ``Trainer``, so stopping it takes a callback. After every
+training batch each rank asks ``core_context.preempt.should_preempt()`` (a collective in the
+default ``PreemptMode.WorkersAskChief``, so every rank reaches it at the same batches); when the
+trial is asked to stop, the ``Trainer`` saves a checkpoint, rank zero registers it as a Headway
+checkpoint (``headway.lightning._checkpoints.store_file``) and the ``Trainer`` stops after the
+batch. Determined's ``PyTorchTrial`` harness does the same between batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import shutil
+import tempfile
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback
+
+from headway.core import Context
+from headway.lightning._checkpoints import store_file
+from headway.lightning._logger import HeadwayLogger
+
+logger = logging.getLogger("headway.lightning")
+
+PREEMPT_FILE = "preempted.ckpt"
+
+
+class HeadwayCallback(Callback):
+    """Checkpoint and stop a ``Trainer`` when Headway asks the trial to pause (or cancel).
+
+    The checkpoint (``preempted.ckpt``, Lightning's full state: weights, optimizers, loops)
+    is registered with ``steps_completed`` = ``trainer.global_step``, so
+    ``latest_checkpoint_path(core_context)`` gives it to ``Trainer.fit(ckpt_path=...)`` when
+    the trial is activated again. In local mode ``should_preempt()`` is always False and the
+    callback does nothing.
+
+    Arguments:
+        core_context (headway.core.Context): the trial's Core API (``core.init()``).
+
+    Raises:
+        TypeError: when ``core_context`` is not a ``headway.core.Context``.
+    """
+
+    def __init__(self, core_context: Context) -> None:
+        if not isinstance(core_context, Context):
+            raise TypeError(
+                "HeadwayCallback(core_context): expected the headway.core.Context of "
+                f"core.init(), got {type(core_context).__name__}"
+            )
+        self._core = core_context
+        self.preempted_at: int | None = None  # the global step of the preemption checkpoint
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        # The Trainer's HeadwayLoggers read steps_completed from it (see HeadwayLogger.attach).
+        for each in trainer.loggers:
+            if isinstance(each, HeadwayLogger):
+                each.attach(trainer)
+
+    def on_train_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        if self.preempted_at is not None or not self._core.preempt.should_preempt():
+            return
+        self.preempted_at = trainer.global_step
+        # Rank zero's temporary folder: the only rank that writes the file.
+        folder: str = trainer.strategy.broadcast(
+            tempfile.mkdtemp(prefix="headway-preempt-") if trainer.is_global_zero else ""
+        )
+        file = pathlib.Path(folder) / PREEMPT_FILE
+        trainer.save_checkpoint(file)  # every rank: a collective under some strategies
+        if trainer.is_global_zero:
+            try:
+                storage_id = store_file(self._core, file, trainer.global_step, {"preempted": True})
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            logger.info(
+                "preempted at step %d: checkpoint %s; stopping", trainer.global_step, storage_id
+            )
+        trainer.should_stop = True

@@ -1,0 +1,93 @@
+"""Lightning checkpoint files as Headway checkpoints, and the way back for a resumed trial.
+
+One Lightning file (``*.ckpt``) is one Headway checkpoint: a directory holding that file and
+``metadata.json`` with ``steps_completed`` (Lightning's global step when it was saved) and a
+``lightning`` entry (the file's name, the ``ModelCheckpoint``'s monitored metric and score, the
+module's hparams). ``latest_checkpoint_path`` turns the trial's latest checkpoint back into a
+path for ``Trainer.fit(ckpt_path=...)``.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import tempfile
+from typing import Any
+
+from headway.core import Context, DownloadMode
+
+METADATA_KEY = "lightning"
+
+
+def store_file(
+    core_context: Context, file: str | pathlib.Path, steps_completed: int, info: dict[str, Any]
+) -> str:
+    """Copy the Lightning checkpoint ``file`` into a new Headway checkpoint of this trial and
+    return its ``storage_id`` (chief only, as ``CheckpointContext.store_path``).
+
+    Arguments:
+        file: the ``.ckpt`` file Lightning wrote.
+        steps_completed: Lightning's global step at the save (optimizer steps, >= 0).
+        info: JSON-serializable, stored under ``metadata["lightning"]`` with ``file`` added.
+
+    Raises:
+        FileNotFoundError: when ``file`` does not exist.
+        ValueError, TypeError, RuntimeError: as ``CheckpointContext.store_path``.
+    """
+    source = pathlib.Path(file)
+    if not source.is_file():
+        raise FileNotFoundError(f"Lightning checkpoint {str(source)!r} is not a file")
+    metadata = {
+        "steps_completed": steps_completed,
+        METADATA_KEY: {**info, "file": source.name},
+    }
+    with core_context.checkpoint.store_path(metadata) as (path, storage_id):
+        shutil.copy2(source, path / source.name)
+    return storage_id
+
+
+def latest_checkpoint_path(
+    core_context: Context, directory: str | pathlib.Path | None = None
+) -> str | None:
+    """The local path of the Lightning file in the trial's latest Headway checkpoint, or None
+    when there is none (a new trial, or local mode).
+
+    Pass it to ``Trainer.fit(ckpt_path=...)``: Lightning restores the weights, optimizers, loops
+    and global step, so a resumed (paused, restarted) trial continues at the checkpoint's
+    ``steps_completed``. Every rank calls it and gets its own copy.
+
+    Arguments:
+        core_context: the trial's Core API context (``core.init()``).
+        directory: where to copy the checkpoint's files; default a new temporary directory
+            (left for the operating system to clean up).
+
+    Raises:
+        FileNotFoundError: when the checkpoint is not in storage, or it holds no Lightning file
+            (one not registered by ``HeadwayLogger`` / ``HeadwayCallback``).
+    """
+    info = core_context.info
+    storage_id = info.latest_checkpoint if info is not None else None
+    if storage_id is None:
+        return None
+    target = pathlib.Path(directory or tempfile.mkdtemp(prefix="headway-lightning-"))
+    target.mkdir(parents=True, exist_ok=True)
+    core_context.checkpoint.download(storage_id, target, DownloadMode.NoSharedDownload)
+    name = _lightning_file(target)
+    if name is None or not (target / name).is_file():
+        raise FileNotFoundError(
+            f"checkpoint {storage_id} holds no Lightning checkpoint file (metadata.json has no "
+            f"'{METADATA_KEY}.file'): it was not stored by headway.lightning"
+        )
+    return str(target / name)
+
+
+def _lightning_file(directory: pathlib.Path) -> str | None:
+    try:
+        metadata = json.loads((directory / "metadata.json").read_text())
+    except (OSError, ValueError):
+        return None
+    entry = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    name = entry.get("file") if isinstance(entry, dict) else None
+    # A bare file name only: never a path that leaves the checkpoint's directory.
+    return name if isinstance(name, str) and name and pathlib.Path(name).name == name else None

@@ -1,0 +1,50 @@
+"""A managed run of a trial against the live registry, this process being its trial process."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from tests.helpers import start_run
+from tests.helpers_checkpoints import trial_on_storage
+
+
+def write_cluster_info(live_server, trial, run, path: pathlib.Path) -> pathlib.Path:
+    """The cluster info a worker gives run ``run`` of ``trial`` (its latest checkpoint to
+    resume from), written to ``path``."""
+    trial.refresh_from_db()
+    info = {
+        "master_url": live_server.url,
+        "token": run.token,
+        "experiment_id": trial.experiment_id,
+        "trial_id": trial.id,
+        "run_id": run.run_id,
+        "hparams": trial.hparams,
+        "trial_seed": 1,
+        "latest_checkpoint": str(trial.latest_checkpoint) if trial.latest_checkpoint else None,
+        "experiment_config": trial.experiment.config,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info))
+    return path
+
+
+@pytest.fixture
+def managed_trial(api, live_server, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch):
+    """``start(trial=None)``: start a run of a new (or the given) trial on shared_fs storage and
+    point ``$HEADWAY_CLUSTER_INFO`` at it; returns ``(trial, info_path)``."""
+
+    def start(trial=None):
+        if trial is None:
+            storage = {"type": "shared_fs", "host_path": str(tmp_path / "storage")}
+            trial = trial_on_storage(api, storage)
+        run = start_run(trial)
+        path = write_cluster_info(
+            live_server, trial, run, tmp_path / f"run-{run.run_id}" / "cluster-info.json"
+        )
+        monkeypatch.setenv("HEADWAY_CLUSTER_INFO", str(path))
+        return trial, path
+
+    return start
