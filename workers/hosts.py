@@ -181,12 +181,14 @@ class HostHeartbeat:
             return False
         except Exception as exc:
             if link.is_refused(exc):
-                why = f"host token revoked (or unknown): {link.refusal(exc)}"
+                why = link.refusal(exc)
                 if not self.refused:
-                    logger.critical("%s; stopping every trial of this host", why)
+                    logger.critical(
+                        "host token revoked: %s; stopping every trial of this host", why
+                    )
                 self.refused = why
                 leases.expire_all(why)
-                self._give_up(why)
+                self._give_up(f"host token revoked: {why}")
             else:
                 logger.exception("host %s: heartbeat failed; retrying", self.spec.name)
             return False

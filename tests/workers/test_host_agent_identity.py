@@ -101,8 +101,8 @@ def test_a_revoked_token_ends_the_leases_then_gives_up_once(host_agent, no_lease
     host_token_revoke(host_agent.name)
     assert not beat.renew()
     assert not beat.renew()
-    assert lease.expired.startswith("host token revoked")
-    assert gave_up == [lease.expired]
+    assert lease.expired == beat.refused and host_agent.name in lease.expired
+    assert gave_up == [f"host token revoked: {lease.expired}"]
 
 
 # -- real agents ---------------------------------------------------------------------------------
