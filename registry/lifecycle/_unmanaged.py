@@ -292,7 +292,12 @@ def _end_run(
         if run is None:
             return None, False
         trial = lock_trial(trial_id)
-        row = TrialRun.objects.select_for_update().select_related("unmanaged").get(id=run)
+        # Only the run's row: PostgreSQL refuses FOR UPDATE of the outer join's nullable side.
+        row = (
+            TrialRun.objects.select_for_update(of=("self",))
+            .select_related("unmanaged")
+            .get(id=run)
+        )
         if row.state == RunState.EXITED:
             return trial, False
         if lost_before is not None and row.unmanaged.heartbeat_at >= lost_before:
