@@ -34,6 +34,8 @@ urlpatterns = [
     # Prometheus' default metrics_path; scrape token or admin only (registry/api/views/prometheus.py).
     path("metrics", PrometheusMetricsView.as_view(), name="prometheus-metrics"),
     path("api/v1/", include("registry.api.urls")),
+    # The MLflow-compatible API (registry/api/mlflow/): MLflow's client calls /api/2.0/mlflow/.
+    path("api/2.0/", include("registry.api.mlflow.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,0 +1,220 @@
+"""MLflow's own client (``mlflow-skinny``) against the live server's MLflow-compatible API:
+experiments, runs, params, tags, metrics with steps, searches, status mapping, artifacts, and
+the authorization rules; what is not mapped answers in MLflow's error format."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+mlflow = pytest.importorskip("mlflow")
+from mlflow.entities import Metric, Param, RunTag  # noqa: E402
+from mlflow.exceptions import MlflowException  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+from registry.models import Experiment, MetricReport, State, Trial  # noqa: E402
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _code(exc: pytest.ExceptionInfo[MlflowException]) -> str:
+    return exc.value.error_code
+
+
+@pytest.fixture
+def tracking(live_server, api, settings, tmp_path, monkeypatch) -> Iterator[str]:
+    """MLFLOW_TRACKING_URI/TOKEN set to the live server and alice's token; storage in tmp."""
+    settings.HEADWAY_CHECKPOINT_DIR = str(tmp_path / "checkpoints")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", live_server.url)
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", api.token)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.setenv("DO_NOT_TRACK", "true")
+    mlflow.set_tracking_uri(live_server.url)
+    yield live_server.url
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+
+
+@pytest.fixture
+def bob_token(django_user_model) -> str:
+    from rest_framework.authtoken.models import Token
+
+    bob = django_user_model.objects.create_user("bob", password="pw-bob")
+    return Token.objects.create(user=bob).key
+
+
+def test_a_training_script_logs_through_the_fluent_api(tracking, tmp_path) -> None:
+    experiment_id = mlflow.create_experiment("mlflow-fluent")
+    assert mlflow.get_experiment_by_name("mlflow-fluent").experiment_id == experiment_id
+    mlflow.set_experiment("mlflow-fluent")  # found by name, not created again
+    with mlflow.start_run(run_name="first") as run:
+        mlflow.log_param("lr", 0.1)
+        mlflow.log_params({"batch_size": 32, "optimizer": "sgd"})
+        mlflow.set_tag("team", "vision")
+        mlflow.set_tags({"stage": "dev", "seed": 1})
+        for step in range(3):
+            mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+            mlflow.log_metric("acc", 0.5 + step / 10, step=step)  # same step: merged, not lost
+        mlflow.log_metrics({"val_loss": 0.7, "eval_acc": 0.8}, step=2)
+        artifact = tmp_path / "notes.txt"
+        artifact.write_text("hello artifacts")
+        mlflow.log_artifact(str(artifact))
+        mlflow.log_artifact(str(artifact), artifact_path="sub/dir")
+        run_id = run.info.run_id
+
+    trial = Trial.objects.select_related("experiment").get(id=int(run_id))
+    assert trial.experiment_id == int(experiment_id) and trial.experiment.unmanaged
+    assert trial.state == State.COMPLETED  # the context manager's FINISHED
+    assert trial.hparams == {"lr": "0.1", "batch_size": "32", "optimizer": "sgd"}
+    assert trial.labels["team"] == "vision" and trial.labels["mlflow.runName"] == "first"
+    rows = MetricReport.objects.filter(trial=trial).order_by("group", "steps_completed")
+    stored = [(r.group, r.steps_completed, r.metrics) for r in rows]
+    assert stored == [
+        ("training", 0, {"loss": 1.0, "acc": 0.5}),
+        ("training", 1, {"loss": 0.5, "acc": 0.6}),
+        ("training", 2, {"loss": 1 / 3, "acc": 0.7}),
+        ("validation", 2, {"val_loss": 0.7, "eval_acc": 0.8}),
+    ]
+
+    client = MlflowClient()
+    got = client.get_run(run_id)
+    assert got.info.status == "FINISHED" and got.info.run_name == "first"
+    assert got.data.params == {"lr": "0.1", "batch_size": "32", "optimizer": "sgd"}
+    assert got.data.metrics == {"loss": 1 / 3, "acc": 0.7, "val_loss": 0.7, "eval_acc": 0.8}
+    assert got.data.tags["stage"] == "dev" and got.data.tags["seed"] == "1"
+    history = client.get_metric_history(run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(0, 1.0), (1, 0.5), (2, 1 / 3)]
+    assert all(m.timestamp > 0 for m in history)
+
+    out = Path(mlflow.artifacts.download_artifacts(run_id=run_id, dst_path=str(tmp_path / "dl")))
+    assert (out / "notes.txt").read_text() == "hello artifacts"
+    assert (out / "sub" / "dir" / "notes.txt").read_text() == "hello artifacts"
+    listed = {f.path: f.is_dir for f in client.list_artifacts(run_id)}
+    assert listed == {"notes.txt": False, "sub": True}
+
+
+def test_log_batch_search_and_status_mapping(tracking) -> None:
+    client = MlflowClient()
+    experiment_id = client.create_experiment("mlflow-search")
+    runs = {}
+    for name, lr, acc in (("a", "0.1", 0.9), ("b", "0.01", 0.6), ("c", "0.1", 0.3)):
+        run = client.create_run(experiment_id, run_name=name, tags={"kind": "sweep"})
+        client.log_batch(
+            run.info.run_id,
+            metrics=[Metric("acc", acc, 1_700_000_000_000, 5), Metric("loss", 1 - acc, 0, 5)],
+            params=[Param("lr", lr)],
+            tags=[RunTag("name_tag", name)],
+        )
+        runs[name] = run.info.run_id
+    client.set_terminated(runs["a"], "FINISHED")
+    client.set_terminated(runs["b"], "FAILED")
+    client.set_terminated(runs["c"], "KILLED")
+    states = dict(Trial.objects.filter(id__in=map(int, runs.values())).values_list("id", "state"))
+    assert [states[int(runs[n])] for n in "abc"] == [State.COMPLETED, State.ERROR, State.CANCELED]
+    assert [client.get_run(runs[n]).info.status for n in "abc"] == ["FINISHED", "FAILED", "KILLED"]
+
+    found = client.search_runs(
+        [experiment_id], "metrics.acc > 0.5 and params.lr = '0.1'", order_by=["metrics.acc DESC"]
+    )
+    assert [r.info.run_name for r in found] == ["a"]
+    found = client.search_runs([experiment_id], "tags.kind = 'sweep'", order_by=["metrics.acc ASC"])
+    assert [r.info.run_name for r in found] == ["c", "b", "a"]
+    found = client.search_runs([experiment_id], "attributes.status = 'FAILED'")
+    assert [r.info.run_name for r in found] == ["b"]
+    with pytest.raises(MlflowException) as bad:
+        client.search_runs([experiment_id], "metrics.acc > 0.5 OR params.lr = '0.1'")
+    assert _code(bad) == "INVALID_PARAMETER_VALUE"
+    page = client.search_runs([experiment_id], "", order_by=["params.lr"], max_results=2)
+    assert len(page) == 2 and page.token
+    rest = client.search_runs([experiment_id], "", order_by=["params.lr"], page_token=page.token)
+    assert {r.info.run_id for r in [*page, *rest]} == set(runs.values())
+
+    # A param keeps its first value (MLflow's rule); the history of an unknown key is empty.
+    with pytest.raises(MlflowException) as changed:
+        client.log_param(runs["a"], "lr", "0.5")
+    assert _code(changed) == "INVALID_PARAMETER_VALUE"
+    assert client.get_metric_history(runs["a"], "nope") == []
+    client.delete_tag(runs["a"], "name_tag")
+    assert "name_tag" not in client.get_run(runs["a"]).data.tags
+
+    experiments = client.search_experiments(filter_string="name = 'mlflow-search'")
+    assert [e.experiment_id for e in experiments] == [experiment_id]
+    client.rename_experiment(experiment_id, "mlflow-renamed")
+    assert client.get_experiment(experiment_id).name == "mlflow-renamed"
+    client.delete_experiment(experiment_id)
+    assert client.get_experiment(experiment_id).lifecycle_stage == "deleted"
+    assert Experiment.objects.get(id=int(experiment_id)).state in (State.DELETING, State.DELETED)
+
+
+def test_another_users_token_reads_but_cannot_write(tracking, bob_token, monkeypatch) -> None:
+    client = MlflowClient()
+    experiment_id = client.create_experiment("alices")
+    run_id = client.create_run(experiment_id).info.run_id
+    client.log_metric(run_id, "loss", 0.5, step=1)
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", bob_token)
+    assert client.get_run(run_id).data.metrics == {"loss": 0.5}  # everyone reads (registry.authz)
+    assert client.get_experiment_by_name("alices") is None  # names are per user
+    for write in (
+        lambda: client.log_metric(run_id, "loss", 0.1, step=2),
+        lambda: client.log_param(run_id, "lr", "1"),
+        lambda: client.set_tag(run_id, "k", "v"),
+        lambda: client.set_terminated(run_id, "FAILED"),
+        lambda: client.create_run(experiment_id),
+        lambda: client.delete_experiment(experiment_id),
+        lambda: client.rename_experiment(experiment_id, "bobs"),
+    ):
+        with pytest.raises(MlflowException) as denied:
+            write()
+        assert _code(denied) == "PERMISSION_DENIED"
+    with pytest.raises(MlflowException) as missing:
+        client.get_run("999999")
+    assert _code(missing) == "RESOURCE_DOES_NOT_EXIST"
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "not-a-token")
+    with pytest.raises(MlflowException) as unknown:
+        client.get_run(run_id)
+    assert _code(unknown) == "UNAUTHENTICATED"
+    assert Trial.objects.get(id=int(run_id)).state == State.ACTIVE
+
+
+def test_unmapped_calls_answer_in_mlflows_format(tracking, api, tmp_path) -> None:
+    client = MlflowClient()
+    run_id = client.create_run("0").info.run_id  # MLflow's default experiment: alice's "Default"
+    assert client.get_experiment("0").name == "Default"
+    with pytest.raises(MlflowException) as deleted:
+        client.delete_run(run_id)
+    assert _code(deleted) == "NOT_IMPLEMENTED" and "delete the experiment" in deleted.value.message
+    with pytest.raises(MlflowException) as tags:
+        client.set_experiment_tag("0", "k", "v")
+    assert _code(tags) == "NOT_IMPLEMENTED"
+    with pytest.raises(MlflowException) as located:
+        client.create_experiment("elsewhere", artifact_location=str(tmp_path))
+    assert _code(located) == "INVALID_PARAMETER_VALUE"
+    with pytest.raises(MlflowException) as step:
+        client.log_metric(run_id, "loss", 1.0, step=-1)
+    assert _code(step) == "INVALID_PARAMETER_VALUE"
+    client.log_metric(run_id, "loss", math.nan, step=0)
+    assert math.isnan(client.get_metric_history(run_id, "loss")[0].value)
+
+    headers = {"Authorization": f"Bearer {api.token}"}
+    unknown = requests.post(f"{tracking}/api/2.0/mlflow/runs/frobnicate", json={}, headers=headers)
+    assert unknown.status_code == 404
+    assert unknown.json()["error_code"] == "ENDPOINT_NOT_FOUND"
+    inputs = requests.post(f"{tracking}/api/2.0/mlflow/runs/log-inputs", json={}, headers=headers)
+    assert (inputs.status_code, inputs.json()["error_code"]) == (501, "NOT_IMPLEMENTED")
+    anonymous = requests.get(f"{tracking}/api/2.0/mlflow/runs/get", params={"run_id": run_id})
+    assert (anonymous.status_code, anonymous.json()["error_code"]) == (401, "UNAUTHENTICATED")
+    base = f"{tracking}/api/2.0/mlflow-artifacts/artifacts"
+    experiment_id = client.get_run(run_id).info.experiment_id
+    for path in (
+        f"{experiment_id}/{run_id}/artifacts/../../x",
+        f"{experiment_id}/{run_id}/elsewhere/x",
+        f"{int(experiment_id) + 1}/{run_id}/artifacts/x",
+    ):
+        answer = requests.put(f"{base}/{path}", data=b"x", headers=headers)
+        assert answer.status_code in (400, 404), path
+        assert answer.json()["error_code"] in ("INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST")
