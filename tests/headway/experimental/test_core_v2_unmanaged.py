@@ -259,3 +259,24 @@ def test_inside_a_managed_trial_init_uses_that_trial(api, client, monkeypatch, t
     assert _points(trial.id, "training") == [4]
     # The worker, not the script, ends a managed run.
     assert TrialRun.objects.get(trial=trial, run_id=run.run_id).state == RunState.RUNNING
+
+
+def test_the_chief_heartbeats_while_the_run_is_open(client, settings) -> None:
+    import time
+
+    from registry.models import UnmanagedRun
+
+    settings.HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS = 4  # a beat every second
+    core_v2.init(config=core_v2.Config(name="beating"), client=client)
+    assert core_v2.info is not None
+    row = UnmanagedRun.objects.get(run__trial_id=core_v2.info.trial.trial_id)
+    first = row.heartbeat_at
+    deadline = time.monotonic() + 60  # a bound for a loaded machine, not a timing assertion
+    while time.monotonic() < deadline:
+        row.refresh_from_db()
+        if row.heartbeat_at > first:
+            break
+        time.sleep(0.2)
+    assert row.heartbeat_at > first
+    core_v2.close()
+    assert Trial.objects.get(id=row.run.trial_id).state == State.COMPLETED
