@@ -59,6 +59,8 @@ class MlflowAPIView(APIView):
     authentication_classes = (BearerTokenAuthentication, HeadwayTokenAuthentication)
     permission_classes = ()  # checked in ``caller``: MLflow's codes, not DRF's
     parser_classes: tuple[Any, ...] = (BoundedJSONParser,)
+    # Not in Headway's OpenAPI document: MLflow's service.proto documents these routes.
+    schema = None
 
     def handle_exception(self, exc: Exception) -> Any:
         return to_response(exc)
