@@ -88,7 +88,9 @@ def unmanaged_config(source: Any) -> ExperimentConfig:
         allowed = ", ".join(sorted(UNMANAGED_CONFIG_FIELDS))
         raise InvalidInput(
             {
-                f"config.{name}": [f"Not supported for unmanaged experiments (they take {allowed})."]
+                f"config.{name}": [
+                    f"Not supported for unmanaged experiments (they take {allowed})."
+                ]
                 for name in unsupported
             }
         )
@@ -294,9 +296,7 @@ def _end_run(
         trial = lock_trial(trial_id)
         # Only the run's row: PostgreSQL refuses FOR UPDATE of the outer join's nullable side.
         row = (
-            TrialRun.objects.select_for_update(of=("self",))
-            .select_related("unmanaged")
-            .get(id=run)
+            TrialRun.objects.select_for_update(of=("self",)).select_related("unmanaged").get(id=run)
         )
         if row.state == RunState.EXITED:
             return trial, False
@@ -341,5 +341,7 @@ def reap_lost_unmanaged_runs(*, timeout: timedelta | None = None) -> list[tuple[
             reaped.append((trial_id, run_id))
             message = f"unmanaged run {run_id} lost: no heartbeat for {timeout.total_seconds():g} s"
             logger.warning("trial %s: %s", trial_id, message)
-            TrialLog.objects.create(trial_id=trial_id, run_id=run_id, message=f"[headway] {message}")
+            TrialLog.objects.create(
+                trial_id=trial_id, run_id=run_id, message=f"[headway] {message}"
+            )
     return reaped

@@ -102,8 +102,12 @@ class _RunView(APIView):
 
 
 class UnmanagedHeartbeatView(_RunView):
-    @extend_schema(tags=TAG, summary="Heartbeat of an unmanaged run", request=None,
-                   responses={200: UnmanagedHeartbeat})
+    @extend_schema(
+        tags=TAG,
+        summary="Heartbeat of an unmanaged run",
+        request=None,
+        responses={200: UnmanagedHeartbeat},
+    )
     def post(self, request, trial_id: int, run_id: int):
         """The run is alive; 409 once it has ended (closed, superseded or lost)."""
         self.check_run(request, trial_id, run_id)
@@ -118,8 +122,12 @@ class UnmanagedHeartbeatView(_RunView):
 
 
 class UnmanagedExitView(_RunView):
-    @extend_schema(tags=TAG, summary="End an unmanaged run", request=UnmanagedExitSerializer,
-                   responses={200: UnmanagedExited})
+    @extend_schema(
+        tags=TAG,
+        summary="End an unmanaged run",
+        request=UnmanagedExitSerializer,
+        responses={200: UnmanagedExited},
+    )
     def post(self, request, trial_id: int, run_id: int):
         """End the run: exit code 0 completes its trial, another ends it ERROR (a trial being
         canceled or killed ends CANCELED); repeating it changes nothing."""
