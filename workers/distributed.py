@@ -110,12 +110,12 @@ def wait_for_rendezvous(spec: wire.LaunchSpec, interval: float = 0.25) -> NodePl
 
 
 def run_gone(spec: wire.LaunchSpec) -> str:
-    """For a share's host, heartbeating the share: ``"kill"`` when the run is being killed or
-    the master ended this share (lost) while this host could not reach it (fencing),
-    ``"ended"`` when the run exited, else ``""``."""
+    """For a share's host, heartbeating the share: ``"kill"`` when the run is being killed,
+    ``"stale"`` when the master ended this share (lost) while this host could not reach it
+    (fencing: stopped at once), ``"ended"`` when the run exited, else ``""``."""
     status = link.api().share_heartbeat(spec.trial_id, spec.run_id, spec.node_rank)
     if status.share_state == _EXITED:
-        return "kill"
+        return "stale"
     if status.state == _EXITED:
         return "ended"
     return "kill" if status.stop_requested == "kill" else ""

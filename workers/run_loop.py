@@ -205,7 +205,8 @@ def supervise_share(
     lease: leases.Lease | None = None,
 ) -> None:
     """A share's loop: logs and heartbeat as the chief's; its ranks are stopped when the run is
-    killed at once, and when the run ended (the chief's ranks are gone) after the grace time."""
+    killed or the master ended the share while this host could not reach it at once, and when
+    the run ended (the chief's ranks are gone) after the grace time."""
     gone = {"state": ""}
 
     def beat() -> None:
@@ -216,6 +217,12 @@ def supervise_share(
             return
         if gone["state"] == "kill":
             logs.add(f"[headway] node {spec.node_rank}: kill requested")
+            killer.schedule()
+        elif gone["state"] == "stale":
+            logs.add(
+                f"[headway] the master ended node {spec.node_rank} of run {spec.run_id} (lost) "
+                "while this host could not reach it: stopping this copy's processes"
+            )
             killer.schedule()
         elif gone["state"] == "ended":
             logs.add(f"[headway] node {spec.node_rank}: the run ended on the chief host")

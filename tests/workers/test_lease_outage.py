@@ -10,6 +10,8 @@ are set on the rows (or on the lease's clock), never slept through.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -168,3 +170,41 @@ def test_a_run_named_stale_is_stopped_and_listed_until_its_process_ended(
     finally:
         leases.release(stale)
         leases.release(other)
+
+
+@pytest.mark.usefixtures("fresh_supervision")
+def test_a_run_whose_heartbeat_finds_it_ended_stops_its_copy(
+    host_agent, django_user_model, monkeypatch
+):
+    from tests.helpers import make_tar_gz
+    from tests.helpers_agent import configure_agent, log_lines, trial_on_agent
+    from workers import runner
+
+    # SIGTERM is enough; the run heartbeat (which finds the run ended) every 0.2 s.
+    configure_agent(HEADWAY_KILL_GRACE_SECONDS=600.0, HEADWAY_STOP_POLL_SECONDS=0.2)
+    monkeypatch.setattr(leases, "_held", {})
+    owner = django_user_model.objects.create_user("stale-owner")
+    source = {
+        "entrypoint": "echo started; sleep 120",
+        "searcher": {"name": "single", "metric": "loss", "max_length": 5},
+        "max_restarts": 0,
+    }
+    trial = trial_on_agent(host_agent, owner, source, make_tar_gz({"empty.txt": ""}))
+    seen: dict = {}
+    register = supervision.register
+
+    def register_then_reap(trial_id, run_id, killer, node_rank=0):
+        register(trial_id, run_id, killer, node_rank)
+        seen["killer"] = killer
+        # As the reaper does for a host cut off while the master served others.
+        lifecycle.trial_run_exited(trial_id=trial_id, run_id=run_id, exit_code=None, reason="cut")
+
+    monkeypatch.setattr(supervision, "register", register_then_reap)
+    try:
+        runner.run_trial(trial.id, 1)
+        assert seen["killer"].process.returncode == -signal.SIGTERM  # stopped, not left running
+    finally:
+        if "killer" in seen and seen["killer"].process.poll() is None:
+            os.killpg(seen["killer"].process.pid, signal.SIGKILL)
+    assert any("the master ended run 1 (lost)" in line for line in log_lines(trial))
+    assert reload(trial).run_id == 2 and trial.restarts == 0  # the reap's doing, once
