@@ -132,6 +132,7 @@ class TrialSerializer(serializers.ModelSerializer):
             "early_exit",
             "scheduling_message",
             "notes",
+            "labels",
             "created_at",
             "ended_at",
         ]

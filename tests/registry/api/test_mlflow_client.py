@@ -218,3 +218,37 @@ def test_unmapped_calls_answer_in_mlflows_format(tracking, api, tmp_path) -> Non
         answer = requests.put(f"{base}/{path}", data=b"x", headers=headers)
         assert answer.status_code in (400, 404), path
         assert answer.json()["error_code"] in ("INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST")
+
+
+def test_the_example_script_runs_unchanged(live_server, api, settings, tmp_path) -> None:
+    """examples/mlflow/train.py in its own process, configured by the two variables only."""
+    import os
+    import subprocess
+    import sys
+
+    settings.HEADWAY_CHECKPOINT_DIR = str(tmp_path / "checkpoints")
+    script = Path(__file__).resolve().parents[3] / "examples" / "mlflow" / "train.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "HEADWAY_"))}
+    env |= {
+        "MLFLOW_TRACKING_URI": live_server.url,
+        "MLFLOW_TRACKING_TOKEN": api.token,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "DO_NOT_TRACK": "true",
+    }
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    trial = Trial.objects.get(experiment__name="mlflow-example")
+    assert trial.state == State.COMPLETED and trial.hparams["lr"] == "0.05"
+    assert set(trial.summary_metrics) == {"training", "validation"}
+    assert trial.summary_metrics["training"]["loss"]["count"] == 36  # 3 epochs of 12 batches
+    assert trial.summary_metrics["validation"]["val_loss"]["count"] == 3
+    folder = tmp_path / "checkpoints" / ".mlflow-artifacts" / str(trial.id) / "weights"
+    assert (folder / "model.pt").stat().st_size > 0
