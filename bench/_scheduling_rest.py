@@ -17,6 +17,7 @@ tasks go to the broker: Redis when ``REDIS_URL`` is set, else the filesystem tra
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import threading
@@ -29,8 +30,12 @@ import requests
 from _server import Backend, Server, gunicorn_available, percentile
 from _tiny import pick
 
-ROUNDS, EXITS = pick(5, 2), pick(200, 4)
+ROUNDS = int(os.environ.get("HEADWAY_BENCH_REST_ROUNDS", pick(5, 2)))
+EXITS = int(os.environ.get("HEADWAY_BENCH_REST_EXITS", pick(200, 4)))
 THREADS, HEARTBEAT_S = pick(16, 4), pick(15, 2)
+# Runs left waiting without a host while the exits run (a pass reads every one of them): the
+# queue is topped up to this many plus the runs the exits will place (``rest_phases``).
+QUEUE_FLOOR = pick(8000, 100)
 
 
 def _keys(names: list[str]) -> dict[str, str]:
@@ -164,14 +169,28 @@ def heartbeats(server: Server, keys: dict[str, str], pool: str, started: str) ->
     }
 
 
-def rest_phases(store: Backend, names: list[str], pool: str, started: str) -> dict[str, Any]:
-    """Both REST phases against one server of ``store``'s database; the broker's queues the
-    placed runs' tasks went to are deleted afterwards (nobody consumes them)."""
+def rest_phases(
+    store: Backend, names: list[str], pool: str, started: str, queue: Callable[[int], None]
+) -> dict[str, Any]:
+    """Both REST phases against one server of ``store``'s database; ``queue(n)`` queues ``n``
+    more 1-slot runs first, so that ``QUEUE_FLOOR`` runs still wait after the last exit. The
+    broker's queues the placed runs' tasks went to are deleted afterwards (nobody consumes
+    them)."""
     from config.celery import app
+    from registry.models import RunState, TrialRun
+    from registry.scheduling import place_queued_runs
 
+    waiting = TrialRun.objects.filter(state=RunState.QUEUED, host__isnull=True).count()
+    queue(max(0, QUEUE_FLOOR + ROUNDS * EXITS - waiting))
+    # Slots left free before the exits are filled now, so the rounds count only the exits' own.
+    while place_queued_runs():
+        pass
     keys = _keys(names)
     kind = "serve" if gunicorn_available() else "runserver"
-    figures: dict[str, Any] = {"rest_server": kind}
+    figures: dict[str, Any] = {
+        "rest_server": kind,
+        "rest_queued_runs": QUEUE_FLOOR + ROUNDS * EXITS,
+    }
     with Server(store, kind=kind) as server:
         figures.update(exits(server, keys, random.Random(7)))
         figures.update(heartbeats(server, keys, pool, started))

@@ -136,7 +136,9 @@ def trial_run_exited(
         RunShare.objects.filter(run=run, state=RunState.QUEUED).update(
             state=RunState.EXITED, ended_at=run.ended_at
         )
-        request_placement(run.namespace)  # its slots are free for a queued run on commit
+        # Its slots are free for a queued run on commit. Never waiting for a running pass (as
+        # heartbeats): concurrent exits share one pass instead of running one each, in turn.
+        request_placement(run.namespace, wait=False)
         if trial.run_id != run_id:
             return trial  # a superseded run; the trial moved on already
         if trial.state in (State.STOPPING_CANCELED, State.STOPPING_KILLED):

@@ -2,7 +2,7 @@
 
 Two passes must never run at once (they would hand out the same free slot), so a pass holds a
 PostgreSQL advisory lock, one per namespace (``lock_key``). A caller that must see its own
-change placed (a run queued or exited: ``wait=True``) waits for the lock. A host heartbeat
+change placed (a run queued: ``wait=True``) waits for the lock. A host heartbeat or a run's exit
 (``wait=False``) never waits: it announces a request (``nextval`` of the sequence
 ``headway_placement_requests``, which takes no lock and is not transactional), then only *tries*
 the lock. The pass holding the lock reads the sequence when it starts and again after it
