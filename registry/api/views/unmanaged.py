@@ -19,6 +19,7 @@ from registry.api.answers import answer
 from registry.api.permissions import trial_run_of
 from registry.authz import NotPermitted, ensure_can_write_trial_data
 from registry.errors import IllegalTransition
+from registry.lifecycle._unmanaged import heartbeat_timeout
 from registry.models import TrialRun
 
 TAG = ["unmanaged runs"]
@@ -62,7 +63,7 @@ class UnmanagedStartView(APIView):
             external_trial_id=data.get("external_trial_id"),
             hparams=data.get("hparams"),
         )
-        timeout = lifecycle._unmanaged.heartbeat_timeout().total_seconds()
+        timeout = heartbeat_timeout().total_seconds()
         body = {
             "experiment_id": started.experiment.id,
             "trial_id": started.trial.id,
