@@ -3,9 +3,9 @@
 A Lightning logger never sees the ``Trainer``, so stopping it takes a callback. After every
 training batch each rank asks ``core_context.preempt.should_preempt()`` (a collective in the
 default ``PreemptMode.WorkersAskChief``, so every rank reaches it at the same batches); when the
-trial is asked to stop, the ``Trainer`` saves a checkpoint, rank zero registers it as a Headway
-checkpoint (``headway.lightning._checkpoints.store_file``) and the ``Trainer`` stops after the
-batch. Determined's ``PyTorchTrial`` harness does the same between batches.
+trial is asked to stop, the ``Trainer`` saves a checkpoint and stops after the batch; when
+training has ended rank zero registers the file as a Headway checkpoint
+(``headway.lightning._checkpoints.store_file``). Determined's ``PyTorchTrial`` harness does the same between batches.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class HeadwayCallback(Callback):
             )
         self._core = core_context
         self.preempted_at: int | None = None  # the global step of the preemption checkpoint
+        self._file: pathlib.Path | None = None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         # The Trainer's HeadwayLoggers read steps_completed from it (see HeadwayLogger.attach).
@@ -74,14 +75,20 @@ class HeadwayCallback(Callback):
         folder: str = trainer.strategy.broadcast(
             tempfile.mkdtemp(prefix="headway-preempt-") if trainer.is_global_zero else ""
         )
-        file = pathlib.Path(folder) / PREEMPT_FILE
-        trainer.save_checkpoint(file)  # every rank: a collective under some strategies
-        if trainer.is_global_zero:
-            try:
-                storage_id = store_file(self._core, file, trainer.global_step, {"preempted": True})
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-            logger.info(
-                "preempted at step %d: checkpoint %s; stopping", trainer.global_step, storage_id
-            )
+        self._file = pathlib.Path(folder) / PREEMPT_FILE
+        # Saved here, mid-epoch, so a resumed fit continues this epoch where it stopped; every
+        # rank calls it (a collective under some strategies).
+        trainer.save_checkpoint(self._file)
         trainer.should_stop = True
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # Registered last, after what a ModelCheckpoint saves as the stopped epoch ends, so it
+        # is the trial's latest checkpoint, the one a resumed run restores.
+        if self._file is None or self.preempted_at is None or not trainer.is_global_zero:
+            return
+        try:
+            storage_id = store_file(self._core, self._file, self.preempted_at, {"preempted": True})
+        finally:
+            shutil.rmtree(self._file.parent, ignore_errors=True)
+            self._file = None
+        logger.info("preempted at step %d: checkpoint %s", self.preempted_at, storage_id)

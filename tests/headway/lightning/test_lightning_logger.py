@@ -56,9 +56,11 @@ def test_metrics_hparams_and_checkpoints_reach_the_trial(managed_trial, tmp_path
         )
     )
     assert epochs == {4: 0.0, 8: 1.0}
-    assert not MetricReport.objects.filter(trial=trial).exclude(
-        group__in=["training", "validation", "system"]
-    ).exists()
+    assert (
+        not MetricReport.objects.filter(trial=trial)
+        .exclude(group__in=["training", "validation", "system"])
+        .exists()
+    )
 
     stored = {c.steps_completed: c for c in Checkpoint.objects.filter(trial=trial)}
     assert sorted(stored) == [4, 8]
