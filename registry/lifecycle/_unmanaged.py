@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from headway.expconf import ExperimentConfig
 from registry.errors import IllegalTransition, InvalidInput
+from registry.jsonsafe import json_storage_problem
 from registry.lifecycle._common import refresh_experiment, trial_end
 from registry.lifecycle._experiments import _complete_config, parse_config_or_400
 from registry.models import (
@@ -157,6 +158,9 @@ def unmanaged_start(
         )
     if hparams is not None and not isinstance(hparams, dict):
         raise InvalidInput({"hparams": ["Must be a mapping of hyperparameter names to values."]})
+    problem = json_storage_problem(hparams)
+    if problem is not None:
+        raise InvalidInput({"hparams": [problem]})
     config = unmanaged_config(config_source)
     experiment = _experiment(owner, config, experiment_key)
     with transaction.atomic():

@@ -64,6 +64,9 @@ def test_a_start_answers_the_run_to_report_as(api) -> None:
         ({"config": {}, "external_trial_id": "t"}, "external_trial_id"),
         ({"config": {}, "external_experiment_id": "e" * 300}, "external_experiment_id"),
         ({"config": {}, "hparams": [1, 2]}, "hparams"),
+        ({"config": {}, "hparams": {"name": "a\u0000b"}}, "hparams"),
+        ({"config": {}, "external_experiment_id": "a\u0000b"}, "external_experiment_id"),
+        ({"config": {"name": "a\u0000b"}}, "config"),
     ],
 )
 def test_a_bad_start_is_a_400_naming_the_field(api, body, field) -> None:
