@@ -83,10 +83,10 @@ host_token_urls = [
         name="host-token-detail",
     ),
     # The admin's host operations (registry/api/views/hosts.py).
-    path("hosts/", hosts.HostListView.as_view(), name="host-list"),
-    path("hosts/<str:name>/", hosts.HostDetailView.as_view(), name="host-detail"),
-    path("hosts/<str:name>/disable/", hosts.HostDisableView.as_view(), name="host-disable"),
-    path("hosts/<str:name>/enable/", hosts.HostEnableView.as_view(), name="host-enable"),
+    path("hosts/", hosts.HostListView.as_view(), name="admin-host-list"),
+    path("hosts/<str:name>/", hosts.HostDetailView.as_view(), name="admin-host-detail"),
+    path("hosts/<str:name>/disable/", hosts.HostDisableView.as_view(), name="admin-host-disable"),
+    path("hosts/<str:name>/enable/", hosts.HostEnableView.as_view(), name="admin-host-enable"),
 ]
 
 urlpatterns = [

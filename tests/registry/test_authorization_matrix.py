@@ -183,7 +183,12 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
     elif name.startswith(("host-run-", "host-share-")):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}
         kwargs |= {"node_rank": 1} if name.startswith("host-share-") else {}
-    elif name in ("host-token-detail", "host-detail", "host-disable", "host-enable"):
+    elif name in (
+        "host-token-detail",
+        "admin-host-detail",
+        "admin-host-disable",
+        "admin-host-enable",
+    ):
         kwargs = {"name": "mx-host"}
     elif name in ("unmanaged-heartbeat", "unmanaged-exit"):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}
