@@ -371,7 +371,10 @@ HEADWAY_LEASE_MARGIN_SECONDS = float(
 # How long an outage of the master (web tier or database) running trials ride out: a host that
 # cannot reach the master keeps its runs this long after its last renewal, and while no host of
 # a namespace is served the reaper waits this long plus the margin (registry/scheduling/_leases.py).
-HEADWAY_OUTAGE_TOLERANCE_SECONDS = float(envstr("HEADWAY_OUTAGE_TOLERANCE_SECONDS", "600"))
+# Default 10 min, or the lease if longer (a tolerance is never below the lease).
+HEADWAY_OUTAGE_TOLERANCE_SECONDS = float(
+    envstr("HEADWAY_OUTAGE_TOLERANCE_SECONDS", f"{max(600.0, HEADWAY_LEASE_SECONDS):g}")
+)
 HEADWAY_HOST_TIMEOUT_SECONDS = float(
     envstr(
         "HEADWAY_HOST_TIMEOUT_SECONDS",

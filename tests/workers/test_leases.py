@@ -237,6 +237,7 @@ def test_an_exited_run_leaves_no_queued_share(lease_settings, submit):
         ({"HEADWAY_KILL_GRACE_SECONDS": "10", "HEADWAY_LEASE_MARGIN_SECONDS": "5"}, "LEASE_MARGIN"),
         ({"HEADWAY_HOST_TIMEOUT_SECONDS": "60"}, "HOST_TIMEOUT"),
         ({"HEADWAY_HOST_HEARTBEAT_SECONDS": "0"}, "HOST_HEARTBEAT"),
+        ({"HEADWAY_OUTAGE_TOLERANCE_SECONDS": "5"}, "OUTAGE_TOLERANCE"),
     ],
 )
 def test_lease_settings_that_cannot_hold_are_refused(env, named):
