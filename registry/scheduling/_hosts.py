@@ -22,10 +22,11 @@ from registry.scheduling._dispatch import send_run_task, send_share_task
 
 
 def lease_expiry() -> timedelta:
-    """How long after its last renewal the registry treats a run's (or share's) lease as lost:
-    ``HEADWAY_LEASE_SECONDS`` plus ``HEADWAY_LEASE_MARGIN_SECONDS``. The host stops the run's
-    processes itself by the lease plus ``HEADWAY_KILL_GRACE_SECONDS`` (``workers.leases``), and
-    the margin is larger than that grace, so by then none of them runs."""
+    """How long after its last renewal the registry treats a run's (or share's) lease as lost
+    while it serves other hosts of the run's namespace: ``HEADWAY_LEASE_SECONDS`` plus
+    ``HEADWAY_LEASE_MARGIN_SECONDS`` (``registry.scheduling._leases``: while it serves none, the
+    outage tolerance plus the margin). A host cut off that long may still run the run's
+    processes until the outage tolerance; it is fenced (``registry.lifecycle.host_agent``)."""
     return timedelta(seconds=settings.HEADWAY_LEASE_SECONDS + settings.HEADWAY_LEASE_MARGIN_SECONDS)
 
 
