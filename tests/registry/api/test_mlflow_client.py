@@ -252,3 +252,29 @@ def test_the_example_script_runs_unchanged(live_server, api, settings, tmp_path)
     assert trial.summary_metrics["validation"]["val_loss"]["count"] == 3
     folder = tmp_path / "checkpoints" / ".mlflow-artifacts" / str(trial.id) / "weights"
     assert (folder / "model.pt").stat().st_size > 0
+
+
+def test_writes_heartbeat_the_run_and_a_silent_run_is_lost(tracking, api, monkeypatch) -> None:
+    from datetime import timedelta
+
+    from registry import lifecycle
+    from registry.models import TrialRun, UnmanagedRun
+
+    client = MlflowClient()
+    run_id = client.create_run("0").info.run_id
+    beat = UnmanagedRun.objects.get(run__trial_id=int(run_id))
+    earlier = beat.heartbeat_at - timedelta(seconds=60)
+    UnmanagedRun.objects.filter(pk=beat.pk).update(heartbeat_at=earlier)
+    client.log_metric(run_id, "loss", 0.5, step=1)
+    assert UnmanagedRun.objects.get(pk=beat.pk).heartbeat_at > earlier
+
+    # A trial's run token is not a user token: the MLflow API refuses it.
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", TrialRun.objects.get(trial_id=int(run_id)).token)
+    with pytest.raises(MlflowException) as refused:
+        client.get_run(run_id)
+    assert _code(refused) == "PERMISSION_DENIED"
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", api.token)
+
+    lifecycle.reap_lost_unmanaged_runs(timeout=timedelta(0))
+    assert Trial.objects.get(id=int(run_id)).state == State.ERROR
+    assert client.get_run(run_id).info.status == "FAILED"
