@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from headway.client._wire_unmanaged import UnmanagedExited, UnmanagedHeartbeat, UnmanagedStarted
 from registry import lifecycle
 from registry.api.answers import answer
+from registry.api.model_serializers import StrictCharField, StrictSerializer
 from registry.api.permissions import trial_run_of
 from registry.authz import NotPermitted, ensure_can_write_trial_data
 from registry.errors import IllegalTransition
@@ -25,18 +26,18 @@ from registry.models import TrialRun
 TAG = ["unmanaged runs"]
 
 
-class UnmanagedStartSerializer(serializers.Serializer):
+class UnmanagedStartSerializer(StrictSerializer):
     """The body of ``POST unmanaged/`` (documentation; the lifecycle validates the values)."""
 
-    config = serializers.JSONField(
+    config = serializers.DictField(
         help_text="name, description, labels, data, searcher (single), checkpoint_storage"
     )
-    external_experiment_id = serializers.CharField(required=False, allow_null=True)
-    external_trial_id = serializers.CharField(required=False, allow_null=True)
-    hparams = serializers.JSONField(required=False, allow_null=True)
+    external_experiment_id = StrictCharField(required=False, allow_null=True, max_length=256)
+    external_trial_id = StrictCharField(required=False, allow_null=True, max_length=256)
+    hparams = serializers.DictField(required=False, allow_null=True)
 
 
-class UnmanagedExitSerializer(serializers.Serializer):
+class UnmanagedExitSerializer(StrictSerializer):
     exit_code = serializers.IntegerField(
         min_value=-(2**31), max_value=2**31 - 1, help_text="0: COMPLETED; another: ERROR"
     )

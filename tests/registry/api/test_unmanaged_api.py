@@ -64,6 +64,7 @@ def test_a_start_answers_the_run_to_report_as(api) -> None:
         ({"config": {}, "external_trial_id": "t"}, "external_trial_id"),
         ({"config": {}, "external_experiment_id": "e" * 300}, "external_experiment_id"),
         ({"config": {}, "hparams": [1, 2]}, "hparams"),
+        ({"config": {}, "external_id": "x"}, "external_id"),
         ({"config": {}, "hparams": {"name": "a\u0000b"}}, "hparams"),
         ({"config": {}, "external_experiment_id": "a\u0000b"}, "external_experiment_id"),
         ({"config": {"name": "a\u0000b"}}, "config"),
