@@ -200,6 +200,8 @@ def end_run(user: Any, found: Trial, status: Any) -> None:
         raise invalid(
             f"Invalid run status {status!r}: a run is set RUNNING, FINISHED, FAILED or KILLED."
         )
+    if not found.experiment.unmanaged:
+        raise invalid(f"Run {found.id} is a trial a resource pool launched; end it from Headway.")
     run = live_run(found)
     if run is None:
         return
@@ -291,6 +293,12 @@ def log_batch(
             raise invalid(f"Param {key!r}: a value of at most {MAX_PARAM_VALUE_CHARS} characters.")
         new_params[key] = value
     new_tags = _checked_tags({t.get("key"): t.get("value") for t in tags})
+    if (new_params or new_tags) and not found.experiment.unmanaged:
+        # A managed trial's hparams are its searcher's; the REST API edits neither them nor labels.
+        raise invalid(
+            f"Run {found.id} is a trial a resource pool launched: its params and tags are "
+            "Headway's (metrics may be logged by its owner)."
+        )
     reports = parse_reports({"reports": _reports(metrics, found.run_id)}) if metrics else []
     if new_params or new_tags:
         with transaction.atomic():
@@ -316,6 +324,10 @@ def log_batch(
 def delete_tag(user: Any, found: Trial, key: Any) -> None:
     """``runs/delete-tag``; ``RESOURCE_DOES_NOT_EXIST`` for a tag the run does not have."""
     _ensure_writer(user, found)
+    if not found.experiment.unmanaged:
+        raise invalid(
+            f"Run {found.id} is a trial a resource pool launched: its tags are Headway's."
+        )
     with transaction.atomic():
         locked = lock_trial(found.id)
         labels = dict(locked.labels or {})

@@ -278,3 +278,22 @@ def test_writes_heartbeat_the_run_and_a_silent_run_is_lost(tracking, api, monkey
     lifecycle.reap_lost_unmanaged_runs(timeout=timedelta(0))
     assert Trial.objects.get(id=int(run_id)).state == State.ERROR
     assert client.get_run(run_id).info.status == "FAILED"
+
+
+def test_a_managed_trial_reads_as_a_run_but_keeps_its_params_and_state(tracking, trial) -> None:
+    """A pool-launched trial (alice's) is visible as a run; only its metrics are hers to log."""
+    client = MlflowClient()
+    run_id = str(trial.id)
+    assert client.get_run(run_id).info.status == "SCHEDULED"  # its run is queued
+    for write in (
+        lambda: client.log_param(run_id, "lr", "1"),
+        lambda: client.set_tag(run_id, "k", "v"),
+        lambda: client.set_terminated(run_id, "FINISHED"),
+        lambda: client.create_run(str(trial.experiment_id)),
+    ):
+        with pytest.raises(MlflowException) as refused:
+            write()
+        assert _code(refused) == "INVALID_PARAMETER_VALUE"
+    client.log_metric(run_id, "loss", 0.25, step=3)
+    assert client.get_run(run_id).data.metrics == {"loss": 0.25}
+    assert Trial.objects.get(id=trial.id).state == State.ACTIVE
