@@ -15,12 +15,20 @@ import math
 import pathlib
 import shutil
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import transformers
 from transformers import trainer_utils
 
-from headway.core import Context, SearcherOperation
+from headway._info import ClusterInfo
+from headway.core import (
+    CheckpointContext,
+    DistributedContext,
+    PreemptContext,
+    SearcherContext,
+    SearcherOperation,
+    TrainContext,
+)
 from headway.transformers._metrics import TRAINING, VALIDATION, metric_group, select_metrics
 from headway.transformers._searcher import (
     check_searcher_length,
@@ -31,6 +39,24 @@ from headway.transformers._searcher import (
 logger = logging.getLogger("headway.transformers")
 
 USER_DATA_FILE = "my_data.json"  # Determined's name for ``user_data`` in each checkpoint
+
+
+class CoreContext(Protocol):
+    """What the callback uses of a Core API context: ``headway.core.Context`` (from
+    ``core.init()`` or ``core_v2.init_context()``), or ``core_v2``'s singletons."""
+
+    @property
+    def train(self) -> TrainContext: ...
+    @property
+    def checkpoint(self) -> CheckpointContext: ...
+    @property
+    def preempt(self) -> PreemptContext: ...
+    @property
+    def searcher(self) -> SearcherContext: ...
+    @property
+    def distributed(self) -> DistributedContext: ...
+    @property
+    def info(self) -> ClusterInfo | None: ...
 
 
 class DetCallback(transformers.TrainerCallback):
@@ -87,7 +113,7 @@ class DetCallback(transformers.TrainerCallback):
 
     def __init__(
         self,
-        core_context: Context,
+        core_context: CoreContext,
         args: transformers.TrainingArguments,
         filter_metrics: list[str] | None = None,
         user_data: dict[str, Any] | None = None,

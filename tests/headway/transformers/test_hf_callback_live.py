@@ -143,7 +143,7 @@ def test_pause_saves_and_stops_and_activate_resumes_from_that_checkpoint(
     run_process(trial, live_server, tmp_path, monkeypatch)
     args = tiny_trainer.training_args(tmp_path / "out-1")
     with core.init(preempt_poll_interval=0.05) as ctx:
-        callbacks = [PauseAt(trial, 5, ctx), HeadwayCallback(ctx, args)]
+        callbacks = [PauseAt(trial, 5, ctx), HeadwayCallback(args, core_context=ctx)]
         first = tiny_trainer.trainer(args, callbacks)
         first.train(resume_from_checkpoint=args.resume_from_checkpoint)
     assert first.state.global_step == 5
