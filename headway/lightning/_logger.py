@@ -20,9 +20,12 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 
+from headway.client import RegistryAPI
 from headway.core import Context
+from headway.experimental import core_v2
 from headway.lightning._checkpoints import store_file
 from headway.lightning._names import metric_group
+from headway.lightning._unmanaged import start_run
 
 logger = logging.getLogger("headway.lightning")
 
@@ -58,24 +61,50 @@ class HeadwayLogger(Logger):
       ``checkpoint_storage`` policy decides which Headway checkpoints to keep.
     - **Ranks**: only rank zero reports (``rank_zero_only``), as the Core API's chief does.
 
+    - **Without a context** (``HeadwayLogger()``, ``HeadwayLogger(config=core_v2.Config(...))``)
+      the logger starts its own run on first use (``core_v2.init_context``: an unmanaged
+      trial outside the cluster, the trial itself inside a managed one), with the logged
+      hparams as the trial's hparams when ``config.hparams`` is unset, and ends it in
+      ``finalize`` (COMPLETED; ERROR when Lightning reports the fit ``failed``). A later use
+      starts another run (the same trial again with ``external_trial_id``). Rank zero alone
+      starts it, so under DDP pass a context made on every rank if ``HeadwayCallback`` is used.
+
     Arguments:
-        core_context (headway.core.Context): the trial's Core API (``core.init()``, or
-            ``headway.experimental.core_v2.init_context()`` for a run outside the cluster).
+        core_context (headway.core.Context | None): the trial's Core API (``core.init()``, or
+            ``headway.experimental.core_v2.init_context()``); None: the logger starts a run.
+        config (core_v2.Config | None), client (RegistryAPI | None): the run the logger starts
+            (``core_v2.init_context``'s ``config`` and ``client``); only without a context.
         log_model (bool): register ``ModelCheckpoint`` files as Headway checkpoints (default
             True).
 
     Raises:
         TypeError: when ``core_context`` is not a ``headway.core.Context``.
+        ValueError: ``config`` or ``client`` given with a ``core_context``.
     """
 
-    def __init__(self, core_context: Context, *, log_model: bool = True) -> None:
+    def __init__(
+        self,
+        core_context: Context | None = None,
+        *,
+        config: core_v2.Config | None = None,
+        client: RegistryAPI | None = None,
+        log_model: bool = True,
+    ) -> None:
         super().__init__()
-        if not isinstance(core_context, Context):
+        if core_context is not None and not isinstance(core_context, Context):
             raise TypeError(
                 "HeadwayLogger(core_context): expected the headway.core.Context of core.init(), "
                 f"got {type(core_context).__name__}"
             )
+        if core_context is not None and (config is not None or client is not None):
+            raise ValueError(
+                "HeadwayLogger: config and client describe a run the logger starts itself; "
+                "they cannot be given with a core_context"
+            )
         self._core = core_context
+        self._owns_run = core_context is None
+        self._config = config
+        self._client = client
         self._log_model = log_model
         self._hparams: dict[str, Any] = {}
         # (path, mtime_ns) of files registered already: last.ckpt saved again is a new one.
@@ -86,19 +115,30 @@ class HeadwayLogger(Logger):
 
     @property
     def name(self) -> str:
-        """``experiment-<id>`` of the trial's experiment; ``headway`` in local mode."""
-        info = self._core.info
+        """``experiment-<id>`` of the trial's experiment; ``headway`` in local mode or before
+        the logger's own run started."""
+        info = self._core.info if self._core is not None else None
         return f"experiment-{info.trial.experiment_id}" if info is not None else "headway"
 
     @property
     def version(self) -> str:
-        """``trial-<id>``; ``local`` in local mode."""
-        info = self._core.info
+        """``trial-<id>``; ``local`` in local mode or before the logger's own run started."""
+        info = self._core.info if self._core is not None else None
         return f"trial-{info.trial.trial_id}" if info is not None else "local"
 
     @property
-    def experiment(self) -> Context:
-        """The Core API context reports go through (what ``WandbLogger.experiment`` is to W&B)."""
+    def experiment(self) -> Context | None:
+        """The Core API context reports go through (what ``WandbLogger.experiment`` is to W&B).
+
+        None while a run the logger starts itself has not started: it starts at the first
+        metric report or checkpoint (after Lightning logged the hparams it is created with),
+        not when Lightning touches this property at setup, and on rank zero only.
+        """
+        return self._core
+
+    def _context(self) -> Context:
+        if self._core is None:
+            self._core = start_run(self._config, self._client, self._hparams)
         return self._core
 
     @property
@@ -163,7 +203,7 @@ class HeadwayLogger(Logger):
         groups: dict[str, dict[str, float]] = {}
         for name, value in values.items():
             groups.setdefault(metric_group(name), {})[name] = value
-        train = self._core.train
+        train = self._context().train
         epoch_value = float(epoch) if epoch is not None else None
         for group, batch in groups.items():
             if group == "training":
@@ -205,7 +245,17 @@ class HeadwayLogger(Logger):
             }
             if self._hparams:
                 info["hparams"] = dict(self._hparams)
-            self._registered[key] = store_file(self._core, path, steps_completed, info)
+            self._registered[key] = store_file(self._context(), path, steps_completed, info)
+
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        """End the run the logger started itself (none when given a context): deliver its
+        metrics and end it COMPLETED, or ERROR when ``status`` is ``"failed"``."""
+        if not self._owns_run or self._core is None:
+            return
+        context, self._core = self._core, None
+        context._failed = context._failed or status == "failed"
+        context.close()
 
 
 def _float_or_none(value: Any) -> float | None:
