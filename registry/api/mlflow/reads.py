@@ -26,6 +26,7 @@ from registry.api.mlflow.entities import (
 from registry.api.mlflow.errors import invalid
 from registry.api.mlflow.store import experiment as experiment_of
 from registry.models import Experiment, MetricReport, RunState, Trial, TrialRun
+from registry.models.experiment import blob_fields
 
 # MLflow's limits (mlflow/utils/search_utils.py, mlflow/store/tracking/__init__.py).
 DEFAULT_MAX_RESULTS = 1000
@@ -100,7 +101,11 @@ def search_runs(user: Any, body: dict[str, Any]) -> dict[str, Any]:
     order = filters.parse_order_by(body.get("order_by"))
     stages = _stage_filter(body.get("run_view_type"))
     max_results = _max_results(body.get("max_results"))
-    trials = list(Trial.objects.filter(experiment__in=experiments).select_related("experiment"))
+    trials = list(
+        Trial.objects.filter(experiment__in=experiments)
+        .select_related("experiment")
+        .defer(*blob_fields("experiment__"))
+    )
     runs = [
         run
         for run in runs_json(trials)

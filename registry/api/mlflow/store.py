@@ -29,6 +29,7 @@ from registry.lifecycle._common import refresh_experiment
 from registry.lifecycle._unmanaged import _experiment, _new_run, _trial, unmanaged_config
 from registry.metrics import metrics_report, parse_reports
 from registry.models import TERMINAL_STATES, Experiment, RunState, Trial, TrialRun, lock_trial
+from registry.models.experiment import blob_fields
 
 DEFAULT_EXPERIMENT = "Default"
 # MLflow's own limits (mlflow/utils/validation.py), so a script that works against MLflow's
@@ -132,7 +133,12 @@ def trial(run_id: Any) -> Trial:
         MlflowError: ``RESOURCE_DOES_NOT_EXIST``.
     """
     pk = _int_id(run_id, "run_id")
-    found = Trial.objects.select_related("experiment", "experiment__owner").filter(id=pk).first()
+    found = (
+        Trial.objects.select_related("experiment")
+        .defer(*blob_fields("experiment__"))  # a metric report needs no model definition
+        .filter(id=pk)
+        .first()
+    )
     if found is None:
         raise not_found(f"Run '{run_id}' not found.")
     return found
