@@ -98,4 +98,4 @@ def test_log_model_false_registers_no_checkpoint(managed_trial, tmp_path: pathli
 
 def test_a_context_is_required() -> None:
     with pytest.raises(TypeError, match=r"headway\.core\.Context"):
-        HeadwayLogger(None)  # type: ignore[arg-type]
+        HeadwayLogger({"not": "a context"})  # type: ignore[arg-type]
