@@ -388,6 +388,7 @@ class WorkerHostSerializer(serializers.ModelSerializer):
             "devices",
             "gpu",
             "alive",
+            "admin_state",
             "started_at",
             "heartbeat_at",
             "runs",

@@ -137,6 +137,9 @@ def test_drain_lets_a_running_trial_finish_and_disable_preempts_it(api, admin):
     start_run(run.trial)
     admin.post("/api/v1/hosts/gpu-a/disable/", {"drain": True}, format="json")
     assert reload(run).stop_requested == StopReason.NONE
+    assert (
+        api.get("/api/v1/workers/gpu-a/").json()["admin_state"] == "draining"
+    )  # everyone reads it
     status = admin.post("/api/v1/hosts/gpu-a/disable/", {}, format="json").json()
     assert status["state"] == "disabled"
     assert reload(run).stop_requested == StopReason.PREEMPT
