@@ -43,10 +43,11 @@ class HeadwayLogger(Logger):
     - **Metrics**: each ``log_metrics`` call is reported at ``steps_completed`` =
       ``trainer.global_step`` (optimizer steps: batches, or batches / accumulate_grad_batches),
       so the metrics of the k-th batch, the validation after it and a checkpoint saved there
-      share step k (Lightning's own logging step lags one behind for step-level metrics). Names stay as logged
-      (``val_loss``, ``train_loss_step``, ``train_loss_epoch``); the group comes from the
-      name's first word (``headway.lightning.metric_group``): ``val``/``valid``/
-      ``validation`` -> ``validation``, ``test`` -> ``test``, else ``training``. Lightning's
+      share step k (Lightning's own logging step lags one behind for step-level metrics).
+      Names stay as logged (``val_loss``, ``train_loss_step``, ``train_loss_epoch``); the
+      group comes from the prefix (``headway.lightning.metric_group``, the MLflow-compatible
+      API's): ``val_``, ``val/``, ``eval_``, ``eval/``, ``validation_``, ``validation/`` ->
+      ``validation``; ``test_``, ``test/`` -> ``test``; else ``training``. Lightning's
       ``epoch`` entry becomes the report's ``epoch``. Two calls at one step merge per metric
       in the registry.
     - **hparams** (``log_hyperparams``, e.g. from ``save_hyperparameters()``): flattened with

@@ -13,21 +13,22 @@ from headway.lightning import metric_group
         ("val_loss", "validation"),
         ("val/acc", "validation"),
         ("val_loss_epoch", "validation"),
-        ("valid-f1", "validation"),
+        ("eval_loss", "validation"),
         ("validation_loss", "validation"),
-        ("VAL_loss", "validation"),
+        ("validation/loss", "validation"),
         ("test_acc", "test"),
         ("test/acc", "test"),
         ("train_loss_step", "training"),
         ("train/loss", "training"),
         ("loss", "training"),
         ("value_loss", "training"),  # "value" is not "val"
-        ("vals", "training"),
+        ("val", "training"),  # a prefix needs its separator
+        ("VAL_loss", "training"),  # case-sensitive, as the MLflow-compatible API
+        ("valid_f1", "training"),
         ("lr-SGD", "training"),
-        ("_private", "training"),
     ],
 )
-def test_group_comes_from_the_first_word(name: str, group: str) -> None:
+def test_group_comes_from_the_prefix(name: str, group: str) -> None:
     assert metric_group(name) == group
 
 
