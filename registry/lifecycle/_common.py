@@ -48,7 +48,8 @@ def refresh_experiment(experiment_id: int) -> Experiment:
 
     All trials ended (and no searcher operation is still deferred: it may resume one):
     COMPLETED if any completed (and the experiment was not being canceled),
-    CANCELED if it was being canceled/killed or all trials were canceled, else ERROR. Otherwise
+    CANCELED if it was being canceled/killed or all trials were canceled, else ERROR; one being
+    canceled or killed that has no trial at all ends CANCELED. Otherwise
     an ACTIVE/PAUSED experiment is PAUSED exactly when every unfinished trial is PAUSED.
     """
     experiment = Experiment.objects.select_for_update().get(id=experiment_id)
@@ -62,7 +63,13 @@ def refresh_experiment(experiment_id: int) -> Experiment:
     states = {s for s, _ in rows}
     if experiment.state in TERMINAL_STATES:
         pass
-    elif rows and states <= TERMINAL_STATES and not deferred_operations(experiment):
+    elif (
+        (rows or experiment.state in STOPPING_STATES)
+        and states <= TERMINAL_STATES
+        and not deferred_operations(experiment)
+    ):
+        # Stopping with no trial at all (an MLflow experiment never given a run): nothing
+        # will end it later, so it ends CANCELED now.
         if experiment.state in STOPPING_STATES or states == {State.CANCELED}:
             experiment.state = State.CANCELED
         elif State.COMPLETED in states:

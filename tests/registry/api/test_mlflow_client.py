@@ -297,3 +297,26 @@ def test_a_managed_trial_reads_as_a_run_but_keeps_its_params_and_state(tracking,
     client.log_metric(run_id, "loss", 0.25, step=3)
     assert client.get_run(run_id).data.metrics == {"loss": 0.25}
     assert Trial.objects.get(id=trial.id).state == State.ACTIVE
+
+
+def test_deleting_an_experiment_waits_for_its_runs_to_end(tracking) -> None:
+    client = MlflowClient()
+    empty = client.create_experiment("empty")
+    client.delete_experiment(empty)  # no run: ended CANCELED, then deleted
+    assert client.get_experiment(empty).lifecycle_stage == "deleted"
+    assert client.get_experiment_by_name("empty") is None
+    assert client.create_experiment("empty") != empty  # the name is free again
+
+    busy = client.create_experiment("busy")
+    run_id = client.create_run(busy).info.run_id
+    with pytest.raises(MlflowException) as conflict:
+        client.delete_experiment(busy)
+    assert _code(conflict) == "RESOURCE_CONFLICT"
+    client.set_terminated(run_id)
+    client.delete_experiment(busy)
+    assert client.get_experiment(busy).lifecycle_stage == "deleted"
+    deleted = client.search_experiments(view_type=mlflow.entities.ViewType.DELETED_ONLY)
+    assert {empty, busy} <= {e.experiment_id for e in deleted}
+    with pytest.raises(MlflowException) as gone:
+        client.create_run(busy)
+    assert _code(gone) == "INVALID_PARAMETER_VALUE"
