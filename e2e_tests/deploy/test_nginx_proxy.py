@@ -55,11 +55,15 @@ def _size_bytes(value: str) -> int:
     return int(value[:-1]) * units[value[-1]] if value[-1] in units else int(value)
 
 
-def _loopback_conf(text: str, *, listen_port: int, upstream_port: int, run_dir: Path) -> str:
-    """deploy/nginx.conf with its three deployment-specific lines replaced (each must exist)."""
+def _loopback_conf(
+    text: str, *, listen_port: int, upstream_ports: tuple[int, int], run_dir: Path
+) -> str:
+    """deploy/nginx.conf with its deployment-specific lines replaced (each must exist): the
+    two web servers web1 and web2 are ``upstream_ports`` on loopback."""
     for old, new in (
         ("listen 80;", f"listen 127.0.0.1:{listen_port};"),
-        ("server web:8000;", f"server 127.0.0.1:{upstream_port};"),
+        ("server web1:8000 ", f"server 127.0.0.1:{upstream_ports[0]} "),
+        ("server web2:8000 ", f"server 127.0.0.1:{upstream_ports[1]} "),
         ("pid /run/nginx.pid;", f"pid {run_dir / 'nginx.pid'};"),
         ("access_log /dev/stdout;", "access_log off;"),
     ):
@@ -68,8 +72,11 @@ def _loopback_conf(text: str, *, listen_port: int, upstream_port: int, run_dir: 
     return text
 
 
-def _start_nginx(tmp_path: Path, listen_port: int, upstream_port: int) -> subprocess.Popen:
-    """deploy/nginx.conf under Debian's nginx on loopback, in the foreground (caller stops it)."""
+def _start_nginx(
+    tmp_path: Path, listen_port: int, upstream_port: int, second_port: int | None = None
+) -> subprocess.Popen:
+    """deploy/nginx.conf under Debian's nginx on loopback, in the foreground (caller stops it);
+    its second web server is ``second_port`` (default: the first one's port again)."""
     nginx = _nginx()
     require(nginx is not None, "nginx not installed (apt-get install nginx-light)")
     assert nginx is not None
@@ -78,7 +85,7 @@ def _start_nginx(tmp_path: Path, listen_port: int, upstream_port: int) -> subpro
         _loopback_conf(
             CONF.read_text(),
             listen_port=listen_port,
-            upstream_port=upstream_port,
+            upstream_ports=(upstream_port, second_port or upstream_port),
             run_dir=tmp_path,
         )
     )
@@ -106,7 +113,8 @@ def test_nginx_answers_json_when_gunicorn_is_down_or_the_body_too_large(tmp_path
     """What nginx answers by itself is JSON in the API's error shape: 503 + Retry-After while
     gunicorn is down or restarting (the SDK retries it), 413 past the body limit."""
     listen_port = free_port()
-    proxy = _start_nginx(tmp_path, listen_port, upstream_port=free_port())  # nothing there
+    # Nothing on either web server's port.
+    proxy = _start_nginx(tmp_path, listen_port, free_port(), free_port())
     try:
         url = f"http://127.0.0.1:{listen_port}"
 
