@@ -27,7 +27,8 @@ def store_file(
     return its ``storage_id`` (chief only, as ``CheckpointContext.store_path``).
 
     Arguments:
-        file: the ``.ckpt`` file Lightning wrote.
+        file: the ``.ckpt`` file Lightning wrote, or the folder a sharded strategy (FSDP,
+            DeepSpeed) wrote, copied as rank zero sees it.
         steps_completed: Lightning's global step at the save (optimizer steps, >= 0).
         info: JSON-serializable, stored under ``metadata["lightning"]`` with ``file`` added.
 
@@ -36,14 +37,17 @@ def store_file(
         ValueError, TypeError, RuntimeError: as ``CheckpointContext.store_path``.
     """
     source = pathlib.Path(file)
-    if not source.is_file():
-        raise FileNotFoundError(f"Lightning checkpoint {str(source)!r} is not a file")
+    if not source.exists():
+        raise FileNotFoundError(f"Lightning checkpoint {str(source)!r} does not exist")
     metadata = {
         "steps_completed": steps_completed,
         METADATA_KEY: {**info, "file": source.name},
     }
     with core_context.checkpoint.store_path(metadata) as (path, storage_id):
-        shutil.copy2(source, path / source.name)
+        if source.is_dir():
+            shutil.copytree(source, path / source.name)
+        else:
+            shutil.copy2(source, path / source.name)
     return storage_id
 
 
@@ -74,7 +78,7 @@ def latest_checkpoint_path(
     target.mkdir(parents=True, exist_ok=True)
     core_context.checkpoint.download(storage_id, target, DownloadMode.NoSharedDownload)
     name = _lightning_file(target)
-    if name is None or not (target / name).is_file():
+    if name is None or not (target / name).exists():
         raise FileNotFoundError(
             f"checkpoint {storage_id} holds no Lightning checkpoint file (metadata.json has no "
             f"'{METADATA_KEY}.file'): it was not stored by headway.lightning"
