@@ -60,6 +60,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # A transient database error raised by a view is a 503 with Retry-After (registry/overload.py).
     "registry.overload.DatabaseUnavailableMiddleware",
+    # Reads (dashboard pages, chart data) wait their turn so heartbeats never queue behind them
+    # for a pooled connection (config/admission.py).
+    "config.admission.ReadAdmissionMiddleware",
     # JSON 413 for API bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (not Django's HTML 400).
     "registry.api.body_limit.BodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -96,6 +99,11 @@ _SQLITE_URL = f"sqlite:///{VAR_DIR / 'headway.sqlite3'}"
 # PostgreSQL through a bounded connection pool, SQLite with persistent connections; overload is
 # answered 503 + Retry-After (config/database.py, registry/overload.py, docs/deployment.md).
 DATABASES = {"default": database_settings(envstr("DATABASE_URL", _SQLITE_URL))}
+# Reads at once per web worker process; unset: the pool's size less the connections reserved
+# for heartbeats and writes (config/admission.py).
+HEADWAY_WEB_MAX_READS = (
+    envint("HEADWAY_WEB_MAX_READS", 0) if os.environ.get("HEADWAY_WEB_MAX_READS") else None
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
