@@ -24,6 +24,7 @@ from django.db.models import ProtectedError
 
 from registry.checkpoints.selectors import model_versions_holding
 from registry.errors import IllegalTransition, RegistryError
+from registry.lifecycle._artifacts import delete_artifacts
 from registry.models import TERMINAL_STATES, Checkpoint, CheckpointState, Experiment, State, Trial
 from registry.storage_endpoints import registry_storage_manager
 
@@ -199,7 +200,8 @@ def _delete_failed(experiment_id: int, error: str) -> None:
 
 
 def experiment_delete_run(*, experiment_id: int) -> bool:
-    """The task's work: delete a DELETING experiment's stored checkpoints, then its rows.
+    """The task's work: delete a DELETING experiment's stored checkpoints (and an unmanaged
+    one's MLflow artifacts), then its rows.
 
     Idempotent: an experiment that is gone or not DELETING is left alone. Returns True when
     the rows are gone; False when nothing was to do or it failed (then it is DELETE_FAILED
@@ -215,6 +217,14 @@ def experiment_delete_run(*, experiment_id: int) -> bool:
         errors = "; ".join(f"checkpoint {uuid}: {error}" for uuid, error in sorted(failed.items()))
         _delete_failed(experiment_id, f"Deleting stored checkpoints failed: {errors}")
         return False
+    # An unmanaged experiment's MLflow artifacts (registry.lifecycle._artifacts).
+    row = Experiment.objects.filter(id=experiment_id).values_list("unmanaged", "config").first()
+    if row is not None and row[0]:
+        failed_runs = delete_artifacts(experiment_id, (row[1] or {}).get("checkpoint_storage"))
+        if failed_runs:
+            errors = "; ".join(f"trial {t}: {e}" for t, e in sorted(failed_runs.items()))
+            _delete_failed(experiment_id, f"Deleting MLflow artifacts failed: {errors}")
+            return False
     try:
         with transaction.atomic():
             experiment = Experiment.objects.select_for_update().filter(id=experiment_id).first()

@@ -4,9 +4,8 @@ A run's ``artifact_uri`` is ``mlflow-artifacts:/<experiment_id>/<run_id>/artifac
 MLflow client turns into requests here: ``PUT artifacts/<path>`` uploads one file, ``GET
 artifacts/<path>`` downloads it, ``GET artifacts?path=<folder>`` lists a folder (names relative
 to it, as MLflow's server answers). The files of trial ``T`` live in the experiment's
-checkpoint storage location (an admin's, ``registry.storage_locations``), in the folder
-``.mlflow-artifacts/T/`` next to its checkpoints: a name no checkpoint id can take, so checkpoint
-GC and orphan clean-up never touch it. Only the first three segments of a path (experiment, run,
+checkpoint storage location (an admin's), in the folder ``.mlflow-artifacts/T/``
+(``registry.lifecycle._artifacts``), deleted with the experiment. Only the first three segments of a path (experiment, run,
 ``artifacts``) are the client's to choose, and they must name a run of that experiment; the rest
 passes the rule of checkpoint archive members (``headway.storage.check_relpath``), and the
 file's real path must stay inside the run's folder (no symbolic link out). Reading is anyone's,
@@ -23,16 +22,14 @@ from typing import Any
 
 from django.http import FileResponse, JsonResponse
 
-from headway.storage import SharedFSStorageManager
 from headway.storage._base import check_relpath
 from registry.api.mlflow import store
 from registry.api.mlflow.errors import MlflowError, invalid, not_found
 from registry.api.mlflow.views import MlflowAPIView
 from registry.authz import ensure_can_write_trial_data
+from registry.lifecycle._artifacts import artifacts_root
 from registry.models import Trial
-from registry.storage_locations import location_manager
 
-ARTIFACTS_FOLDER = ".mlflow-artifacts"
 CHUNK_BYTES = 1 << 20
 
 
@@ -60,14 +57,14 @@ def _split(path: Any) -> tuple[Trial, str]:
 
 def _root(trial: Trial) -> Path:
     """The run's artifact folder (not created here)."""
-    manager = location_manager(trial.experiment.config.get("checkpoint_storage") or {})
-    if not isinstance(manager, SharedFSStorageManager):
+    root = artifacts_root(trial.experiment.config.get("checkpoint_storage"), trial.id)
+    if root is None:
         raise MlflowError(
             "NOT_IMPLEMENTED",
             f"Experiment {trial.experiment_id}'s storage location is not shared_fs; MLflow "
             "artifacts are stored in shared_fs locations only.",
         )
-    return manager.base_path / ARTIFACTS_FOLDER / str(trial.id)
+    return root
 
 
 def _inside(root: Path, relpath: str) -> Path:

@@ -299,7 +299,9 @@ def test_a_managed_trial_reads_as_a_run_but_keeps_its_params_and_state(tracking,
     assert Trial.objects.get(id=trial.id).state == State.ACTIVE
 
 
-def test_deleting_an_experiment_waits_for_its_runs_to_end(tracking) -> None:
+def test_deleting_an_experiment_waits_for_its_runs_to_end(tracking, tmp_path) -> None:
+    from registry import lifecycle
+
     client = MlflowClient()
     empty = client.create_experiment("empty")
     client.delete_experiment(empty)  # no run: ended CANCELED, then deleted
@@ -312,6 +314,10 @@ def test_deleting_an_experiment_waits_for_its_runs_to_end(tracking) -> None:
     with pytest.raises(MlflowException) as conflict:
         client.delete_experiment(busy)
     assert _code(conflict) == "RESOURCE_CONFLICT"
+    (tmp_path / "weights.bin").write_bytes(b"\x00" * 10)
+    client.log_artifact(run_id, str(tmp_path / "weights.bin"))
+    folder = tmp_path / "checkpoints" / ".mlflow-artifacts" / run_id
+    assert (folder / "weights.bin").exists()
     client.set_terminated(run_id)
     client.delete_experiment(busy)
     assert client.get_experiment(busy).lifecycle_stage == "deleted"
@@ -320,3 +326,9 @@ def test_deleting_an_experiment_waits_for_its_runs_to_end(tracking) -> None:
     with pytest.raises(MlflowException) as gone:
         client.create_run(busy)
     assert _code(gone) == "INVALID_PARAMETER_VALUE"
+    # The master worker's deletion task: the run's artifacts go with the experiment.
+    assert lifecycle.experiment_delete_run(experiment_id=int(busy))
+    assert not folder.exists() and not Experiment.objects.filter(id=int(busy)).exists()
+    with pytest.raises(MlflowException) as missing:
+        client.get_experiment(busy)
+    assert _code(missing) == "RESOURCE_DOES_NOT_EXIST"
