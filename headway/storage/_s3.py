@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import logging
 import os
 import pathlib
 import tempfile
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 import boto3
 import botocore.config
 import botocore.exceptions
+import s3transfer.exceptions
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 
 from headway.storage._base import (
@@ -32,10 +34,13 @@ from headway.storage._base import (
     marker_bytes,
     parse_marker,
 )
+from headway.storage._retry import retry_transient
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
+
+logger = logging.getLogger("headway.storage")
 
 # One managed transfer for all the files of a checkpoint: files move in parallel (max_concurrency
 # threads shared by all files), big files in multipart pieces; memory ~ chunksize * concurrency.
@@ -53,6 +58,22 @@ _AWS_ENV = (
     "AWS_PROFILE",
     "AWS_DEFAULT_REGION",
     "AWS_REGION",
+)
+# botocore's own retries (standard mode: connection errors, 5xx, throttling such as SlowDown,
+# capped exponential backoff with jitter) cover a blip of a few seconds inside one request;
+# an outage of a minute is ridden out by retrying the whole transfer (``retry_transient``).
+_BOTO_RETRIES: Any = {"mode": "standard", "max_attempts": 5}
+# Error codes S3 answers while it is overloaded or restarting (any 5xx is retried too).
+_TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "InternalError",
+        "ServiceUnavailable",
+        "RequestTimeTooSkewed",
+    }
 )
 _CLIENTS: dict[tuple[str | None, ...], S3Client] = {}
 _CLIENTS_LOCK = threading.Lock()
@@ -79,7 +100,7 @@ def _client(
                 aws_secret_access_key=secret_key,
                 region_name=region,
                 # SigV4 everywhere, presigned URLs included (AWS retired SigV2; X-Amz-Expires).
-                config=botocore.config.Config(signature_version="s3v4"),
+                config=botocore.config.Config(signature_version="s3v4", retries=_BOTO_RETRIES),
             )
             if len(_CLIENTS) >= _MAX_CLIENTS:
                 _CLIENTS.pop(next(iter(_CLIENTS)))
@@ -168,39 +189,63 @@ class S3StorageManager(StorageManager):
             root = pathlib.Path(tmp)
             yield root
             try:
-                self._client.put_object(
-                    Bucket=self.bucket, Key=prefix + MARKER_FILE, Body=marker_bytes(storage_id)
+                retry_transient(
+                    f"upload of checkpoint {storage_id} to s3://{self.bucket}/{prefix}",
+                    lambda: self._upload(storage_id, root),
+                    transient_s3_error,
                 )
-                # The TransferManager cancels the pending transfers (and aborts multipart
-                # uploads) when the block raises, before the objects already stored are deleted.
-                with create_transfer_manager(self._client, _TRANSFER) as transfers:
-                    futures = [
-                        transfers.upload(str(root / relpath), self.bucket, prefix + relpath)
-                        for relpath in list_local_files(root)
-                    ]
-                    for future in futures:
-                        future.result()
             except BaseException:
-                self.delete(storage_id)  # no half-uploaded checkpoint is left behind
+                try:
+                    self.delete(storage_id)  # no half-uploaded checkpoint is left behind
+                except Exception as exc:  # storage still down: the registry's GC finds it
+                    logger.warning(
+                        "storage: could not delete partial checkpoint %s: %s", storage_id, exc
+                    )
                 raise
+
+    def _upload(self, storage_id: str, root: pathlib.Path) -> None:
+        """Upload the marker, then every file under ``root``: one attempt, safe to repeat (the
+        same keys are written again, so a retry leaves no duplicate)."""
+        prefix = self._key_prefix(storage_id)
+        self._client.put_object(
+            Bucket=self.bucket, Key=prefix + MARKER_FILE, Body=marker_bytes(storage_id)
+        )
+        # The TransferManager cancels the pending transfers (and aborts multipart uploads)
+        # when the block raises.
+        with create_transfer_manager(self._client, _TRANSFER) as transfers:
+            futures = [
+                transfers.upload(str(root / relpath), self.bucket, prefix + relpath)
+                for relpath in list_local_files(root)
+            ]
+            for future in futures:
+                future.result()
 
     @contextlib.contextmanager
     def restore_path(self, storage_id: str) -> Iterator[pathlib.Path]:
         """Download every object (in parallel, ranged GETs for big ones) into a temporary
         directory, removed after the block whether it exits normally or not."""
-        files = self.list_files(storage_id)
-        prefix = self._key_prefix(storage_id)
         with tempfile.TemporaryDirectory(prefix="headway-restore-", dir=self.tmp_dir) as tmp:
             root = pathlib.Path(tmp)
-            with create_transfer_manager(self._client, _TRANSFER) as transfers:
-                futures = []
-                for relpath in files:
-                    target = root / check_relpath(relpath)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    futures.append(transfers.download(self.bucket, prefix + relpath, str(target)))
-                for future in futures:
-                    future.result()
+            retry_transient(
+                f"download of checkpoint {storage_id} from s3://{self.bucket}",
+                lambda: self._download(storage_id, root),
+                transient_s3_error,
+            )
             yield root
+
+    def _download(self, storage_id: str, root: pathlib.Path) -> None:
+        """List and download every file into ``root``: one attempt, safe to repeat (files are
+        written again whole)."""
+        files = self.list_files(storage_id)
+        prefix = self._key_prefix(storage_id)
+        with create_transfer_manager(self._client, _TRANSFER) as transfers:
+            futures = []
+            for relpath in files:
+                target = root / check_relpath(relpath)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                futures.append(transfers.download(self.bucket, prefix + relpath, str(target)))
+            for future in futures:
+                future.result()
 
     def list_files(self, storage_id: str) -> dict[str, int]:
         """Return ``{relative path: size}`` of the checkpoint's objects.
@@ -311,6 +356,28 @@ class S3StorageManager(StorageManager):
             Bucket=self.bucket, Prefix=self._key_prefix(storage_id), MaxKeys=1
         )
         return int(answer.get("KeyCount", 0)) > 0
+
+
+def transient_s3_error(exc: BaseException) -> bool:
+    """Whether an S3 call's error may heal by waiting: no connection, a timeout, a dropped
+    connection, a 5xx answer or throttling (``SlowDown``). Access denied, no such bucket and
+    other 4xx answers are not (retrying cannot fix them)."""
+    if isinstance(exc, s3transfer.exceptions.RetriesExceededError):  # a download's socket errors
+        exc = exc.last_exception
+    if isinstance(
+        exc,
+        (
+            botocore.exceptions.ConnectionError,  # EndpointConnectionError, ConnectTimeoutError
+            botocore.exceptions.HTTPClientError,  # ReadTimeoutError, ConnectionClosedError
+            botocore.exceptions.IncompleteReadError,
+        ),
+    ):
+        return True
+    if isinstance(exc, botocore.exceptions.ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        code = exc.response.get("Error", {}).get("Code")
+        return status >= 500 or code in _TRANSIENT_CODES
+    return False
 
 
 def _missing(exc: botocore.exceptions.ClientError) -> bool:

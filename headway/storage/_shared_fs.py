@@ -23,6 +23,7 @@ from headway.storage._base import (
     marker_bytes,
     parse_marker,
 )
+from headway.storage._retry import retry_transient, transient_os_error
 
 logger = logging.getLogger("headway.storage")
 
@@ -115,20 +116,37 @@ class SharedFSStorageManager(StorageManager):
         caller registers next is on disk, not only in this host's page cache.
         """
         path = self._dir(storage_id)
-        path.mkdir(parents=True, exist_ok=True)
         marker = self.marker_path(storage_id)
-        try:
+
+        def prepare() -> None:
+            path.mkdir(parents=True, exist_ok=True)
             marker.write_bytes(marker_bytes(storage_id))
+
+        try:
+            # Before and after the caller's block (which writes the files itself, once): the
+            # steps a file-server hiccup can fail are retried (``HEADWAY_STORAGE_RETRY_SECONDS``).
+            retry_transient(
+                f"creating checkpoint {storage_id} in {self.base_path}", prepare, transient_os_error
+            )
             yield path
-            make_durable(path, marker)
+            retry_transient(
+                f"syncing checkpoint {storage_id} to {self.base_path}",
+                lambda: make_durable(path, marker),
+                transient_os_error,
+            )
         except BaseException:
             self.delete(storage_id)
             raise
 
     @contextlib.contextmanager
     def restore_path(self, storage_id: str) -> Iterator[pathlib.Path]:
-        """Yield the checkpoint directory itself (no copy)."""
-        yield self._existing_dir(storage_id)
+        """Yield the checkpoint directory itself (no copy); finding it is retried through a
+        transient file-server error (ESTALE, EIO ...)."""
+        yield retry_transient(
+            f"opening checkpoint {storage_id} in {self.base_path}",
+            lambda: self._existing_dir(storage_id),
+            transient_os_error,
+        )
 
     def list_files(self, storage_id: str) -> dict[str, int]:
         """Return ``{relative path: size}`` of every regular file (symlinks skipped)."""
