@@ -199,14 +199,16 @@ def rest_phases(
 
 
 def _delete_queues(app: Any, names: list[str]) -> None:
+    """Delete the hosts' queues and their bindings from a Redis broker (the filesystem broker's
+    folder goes with the bench's var dir). By key: the bench process never declared them, so
+    kombu's ``queue_delete`` does not know their bindings."""
     from django.conf import settings
 
+    if not str(app.conf.broker_url).startswith("redis"):
+        return
     namespace = settings.CELERY_TASK_DEFAULT_QUEUE
     with app.connection_for_write() as connection:
-        channel = connection.default_channel
+        client = connection.default_channel.client
         for name in names:
-            try:
-                channel.queue_delete(f"{namespace}.host.{name}")
-            except Exception as exc:  # best effort: a bench's leftovers, said once
-                print(f"note: could not delete the queue of {name}: {exc}", flush=True)
-                return
+            queue = f"{namespace}.host.{name}"
+            client.delete(queue, f"_kombu.binding.{queue}")
