@@ -50,6 +50,7 @@ BENCHMARKS = (
     "scheduling_scale",
     "ddp_overhead",
     "serving",
+    "overload",
     "checkpoint_io",
 )
 POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/headway_bench"

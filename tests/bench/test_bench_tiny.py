@@ -45,6 +45,7 @@ EXPECTED_KEYS = {
     },
     "ddp_overhead": {"backend", "ranks"},
     "serving": {"polls", "gunicorn_gthread_polls_wall_s"},
+    "overload": {"baseline", "loaded", "trials_stopped", "points_lost", "heartbeat_p99_s"},
     "checkpoint_io": {"sizes", "server_rss_resting_mb", "server_rss_growth_tar_mb", "worst_ratio"},
 }
 # Per benchmark, in tiny mode (each takes seconds to a minute on a busy 2-core machine).
