@@ -30,6 +30,7 @@ from headway.core._searcher import (
     RegistrySearcherReporter,
     SearcherContext,
 )
+from headway.core._sigterm import install_flush_on_sigterm
 from headway.core._system_metrics import SystemMetricsSampler, sampler_config
 from headway.core._tensorboard import TensorboardFiles, TensorboardMode
 from headway.core._train import TrainContext
@@ -92,13 +93,17 @@ class Context:
         self._close_hooks: list[Callable[[bool], None]] = []
         self._failed = False
         self.system_metrics: SystemMetricsSampler | None = None
+        self._uninstall_sigterm: Callable[[], None] | None = None
         # Safety net for scripts that never close the context (or report without ``with``):
         # deliver queued metrics at interpreter exit (atexit runs while daemon threads live).
         atexit.register(self._close_at_exit)
 
     def start(self) -> None:
-        """Start the background threads (idempotent)."""
+        """Start the background threads (idempotent); in managed mode, also have SIGTERM
+        deliver the queued metrics before the process ends (``_sigterm``)."""
         self._metric_sink.start()
+        if self.info is not None and self._uninstall_sigterm is None:
+            self._uninstall_sigterm = install_flush_on_sigterm(self._metric_sink.flush)
         self.preempt.start()
         if self.system_metrics is not None:
             self.system_metrics.start()
@@ -124,6 +129,8 @@ class Context:
             return
         self._closed = True
         atexit.unregister(self._close_at_exit)
+        if self._uninstall_sigterm is not None:
+            self._uninstall_sigterm()
         if self.system_metrics is not None:
             self.system_metrics.close()  # before the reporter: its last sample is delivered
         self.preempt.close()

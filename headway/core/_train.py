@@ -149,11 +149,17 @@ class TrainContext:
         """Report validation metrics (group ``validation``); same rules as training metrics.
 
         The experiment's ``searcher.metric`` is read from these reports for best-validation
-        tracking.
+        tracking. On the chief the call returns once the report (and every report before it)
+        was delivered, as Determined's does: validation is rare, the searcher decides on it,
+        and a trial killed right after it (SIGKILL, a host agent's process-group kill) must not
+        lose it (docs/decisions/metrics.md). While the registry is unreachable it waits, up to
+        the outage budget ``HEADWAY_MASTER_OUTAGE_SECONDS``.
         """
         if self._on_validation is not None:
             self._on_validation()
         self._report("validation", steps_completed, metrics, epoch, None)
+        if self._dist.rank == 0:
+            self._sink.flush()
 
     def report_metrics(
         self,
