@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -237,7 +238,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=pick(60, 4))
     args = parser.parse_args()
     with ExitStack() as stack:
-        backend = _backend(stack)
+        backend = overload_backend(stack)
         token = backend.prepare("overload")
         server = stack.enter_context(Server(backend, kind="serve"))
         out: dict[str, Any] = {
@@ -258,11 +259,9 @@ def main() -> None:
     print(json.dumps(out))
 
 
-def _backend(stack: ExitStack) -> Backend:
+def overload_backend(stack: ExitStack) -> Backend:
     """A private PostgreSQL server (default max_connections) when ``DATABASE_URL`` names
     PostgreSQL, else SQLite; removed when ``stack`` closes."""
-    import os
-
     if os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
         from tests.helpers_postgres import PrivatePostgres
 
