@@ -37,7 +37,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -207,7 +207,7 @@ def expire_all(why: str) -> int:
     return len(ended)
 
 
-def expire_stale(runs: list[tuple[int, int]], shares: list[tuple[int, int, int]]) -> int:
+def expire_stale(runs: Sequence[Sequence[int]], shares: Sequence[Sequence[int]]) -> int:
     """End the leases of the runs (``(trial_id, run_id)``) and shares (``(trial_id, run_id,
     node_rank)``) the master says it ended while this host could not reach it (a heartbeat's
     ``stale_runs``, ``stale_shares``): the next ``check()`` stops their processes. Returns how

@@ -17,7 +17,7 @@ operation documents its answer with a schema.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -91,10 +91,10 @@ class HostInfo(WireModel):
         outage_tolerance_seconds (float | None): how long a host that cannot reach the master
             keeps its runs (``HEADWAY_OUTAGE_TOLERANCE_SECONDS``; None from an older master:
             the host's own setting).
-        stale_runs (list[tuple[int, int]]): the ``(trial_id, run_id)`` of the runs this
+        stale_runs (list[list[int]]): the ``[trial_id, run_id]`` of the runs this
             heartbeat listed that the master already ended (given away while the host could
             not reach it): the host stops them at once; ``stale_shares`` the same for shares
-            (``(trial_id, run_id, node_rank)``). While it lists any, the host is not placeable.
+            (``[trial_id, run_id, node_rank]``). While it lists any, the host is not placeable.
     """
 
     name: str
@@ -111,8 +111,14 @@ class HostInfo(WireModel):
     lease_seconds: float = 30.0
     kill_grace_seconds: float = 10.0
     outage_tolerance_seconds: float | None = None
-    stale_runs: list[tuple[int, int]] = Field(default_factory=list)
-    stale_shares: list[tuple[int, int, int]] = Field(default_factory=list)
+    # Lists of fixed length, not tuples: pydantic writes a tuple as JSON Schema's
+    # ``prefixItems``, which OpenAPI 3.0 (the API's schema) does not have.
+    stale_runs: list[Annotated[list[int], Field(min_length=2, max_length=2)]] = Field(
+        default_factory=list
+    )
+    stale_shares: list[Annotated[list[int], Field(min_length=3, max_length=3)]] = Field(
+        default_factory=list
+    )
 
 
 class Claim(WireModel):

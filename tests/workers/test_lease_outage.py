@@ -136,7 +136,7 @@ def test_a_host_back_from_a_partition_is_told_its_run_is_stale_and_is_fenced(
 
     # Back in touch, still running the old copy: told so, and not placeable meanwhile.
     info = host_beat([(trial.id, 1)])
-    assert info.stale_runs == [(trial.id, 1)] and info.stale_shares == []
+    assert info.stale_runs == [[trial.id, 1]] and info.stale_shares == []
     assert info.outage_tolerance_seconds == TOLERANCE
     assert not WorkerHost.objects.get(name=host_agent.name).is_alive()
     assert scheduling.place_queued_runs() == []  # run 2 waits: the old copy holds the slot
