@@ -30,6 +30,7 @@ from headway.core._distributed import DistributedContext
 from headway.core._metrics import json_safe_metrics
 from headway.storage import StorageManager
 from headway.storage._base import list_local_files
+from headway.storage._retry import retry_transient, transient_os_error
 
 logger = logging.getLogger("headway.core")
 
@@ -287,7 +288,12 @@ class CheckpointContext:
             raise FileNotFoundError(f"upload(): ckpt_dir {str(ckpt_dir)!r} is not a directory")
         with self.store_path(metadata, shard=shard) as (path, storage_id):
             if ckpt_dir is not None:
-                shutil.copytree(ckpt_dir, path, dirs_exist_ok=True)
+                # Copying again overwrites the same files: safe to retry a file-server hiccup.
+                retry_transient(
+                    f"copy into checkpoint {storage_id}",
+                    lambda: shutil.copytree(ckpt_dir, path, dirs_exist_ok=True),
+                    transient_os_error,
+                )
         return storage_id
 
     @contextlib.contextmanager
@@ -337,9 +343,15 @@ class CheckpointContext:
         ``ckpt_dir`` must be the same on every local rank.
         """
         shared = download_mode is DownloadMode.LocalWorkersShareDownload
-        if not shared or self._dist.local_rank == 0:
+
+        def copy() -> None:
             with self._storage.restore_path(storage_id) as path:
                 shutil.copytree(path, ckpt_dir, dirs_exist_ok=True)
+
+        if not shared or self._dist.local_rank == 0:
+            # Storage retries its own transfer; this also retries reading a shared_fs
+            # checkpoint through a file-server hiccup (docs/checkpoints.md, storage outages).
+            retry_transient(f"download of checkpoint {storage_id}", copy, transient_os_error)
         if shared:
             self._dist.allgather_local(None)
 

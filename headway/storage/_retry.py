@@ -13,6 +13,8 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
+import shutil
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -45,8 +47,16 @@ TRANSIENT_ERRNOS = frozenset(
 
 
 def transient_os_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is an ``OSError`` whose errno is in ``TRANSIENT_ERRNOS``."""
+    """Whether ``exc`` is an ``OSError`` whose errno is in ``TRANSIENT_ERRNOS``, or a
+    ``shutil.Error`` (``copytree`` collects its per-file errors as text) whose every error is."""
+    if isinstance(exc, shutil.Error):
+        entries = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+        codes = [_ERRNO_TEXT.search(str(entry[-1])) for entry in entries if entry]
+        return bool(codes) and all(m and int(m.group(1)) in TRANSIENT_ERRNOS for m in codes)
     return isinstance(exc, OSError) and exc.errno in TRANSIENT_ERRNOS
+
+
+_ERRNO_TEXT = re.compile(r"\[Errno (\d+)\]")
 
 
 def storage_retry_seconds() -> float:

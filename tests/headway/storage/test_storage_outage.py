@@ -11,6 +11,7 @@ import errno
 import logging
 import os
 import pathlib
+import shutil
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -184,3 +185,28 @@ def test_retry_budget_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HEADWAY_STORAGE_RETRY_SECONDS", "soon")
     with pytest.raises(ValueError, match="HEADWAY_STORAGE_RETRY_SECONDS"):
         storage_retry_seconds()
+
+
+def test_checkpoint_download_retries_a_stale_handle(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from headway import core
+
+    with core.init(checkpoint_storage=str(tmp_path / "ckpts")) as ctx:
+        source = tmp_path / "src"
+        source.mkdir()
+        (source / "w.bin").write_bytes(b"weights")
+        storage_id = ctx.checkpoint.upload(source, {"steps_completed": 1})
+        real_copyfile = shutil.copyfile
+        failures = [errno.ESTALE]
+
+        def flaky_copyfile(src: str, dst: str, **kwargs: object) -> object:
+            if failures:
+                code = failures.pop()
+                raise OSError(code, os.strerror(code), src)
+            return real_copyfile(src, dst, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(shutil, "copyfile", flaky_copyfile)
+        ctx.checkpoint.download(storage_id, tmp_path / "out")
+    assert failures == []
+    assert (tmp_path / "out" / "w.bin").read_bytes() == b"weights"
