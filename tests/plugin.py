@@ -327,6 +327,7 @@ def host_agent(live_server, transactional_db, settings, tmp_path, monkeypatch):
         HEADWAY_THREADS_PER_SLOT=0,
         HEADWAY_SLOTS=1,
     )
+    config.settings.VAR_DIR = tmp_path / "var"  # an agent's state file (workers.agent_state)
     monkeypatch.delenv("HEADWAY_KEEP_WORKDIRS", raising=False)
     settings.HEADWAY_MASTER_URL = live_server.url
     api = RegistryAPI(live_server.url, key)
@@ -354,6 +355,9 @@ def host_agent(live_server, transactional_db, settings, tmp_path, monkeypatch):
         )
     finally:
         config.settings.__dict__.update(saved)
+        from workers import agent_state
+
+        agent_state.reset()  # hosts.start() claimed an identity in this process
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from celery.exceptions import WorkerShutdown
 
 from headway.client import BadRequestError, ConflictError, wire
 from headway.client._errors import describe_error_body
-from workers import leases, link
+from workers import agent_state, leases, link, reattach
 from workers.config import settings
 
 logger = logging.getLogger("headway.worker")
@@ -116,6 +116,7 @@ class HostHeartbeat:
         on_refused (Callable[[str], None] | None): called once (with the reason) after the
             master refused this host for good (its token revoked, or another agent holds the
             host) and every lease was ended; the Celery agent exits there. None: keep beating.
+        agent_id (str | None): this agent's instance id (default: a new uuid).
     """
 
     def __init__(
@@ -123,13 +124,15 @@ class HostHeartbeat:
         spec: HostSpec,
         interval: float,
         on_refused: Callable[[str], None] | None = None,
+        agent_id: str | None = None,
     ) -> None:
         self.spec = spec
         self.on_refused = on_refused
         self._gave_up = False
         self._registered = False  # the master accepted a beat of this agent
-        # This agent process, as the master tells two agents of one host apart.
-        self.agent_id = uuid.uuid4().hex
+        # This agent process, as the master tells two agents of one host apart (a restarted
+        # agent takes over its dead predecessor's: workers.reattach).
+        self.agent_id = agent_id or uuid.uuid4().hex
         self.agent_address = _address()
         self.interval = interval
         self.queue = host_queue(spec.name)
@@ -278,13 +281,21 @@ def start(consumer: Any = None) -> HostHeartbeat:
     if _current is not None:
         return _current  # once per process: a second ready signal changes nothing
     spec = detect_host()
+    # A predecessor killed on this host: take over its instance id and its runs, whose leases
+    # the first beat then renews (workers.reattach).
+    agent_id, runs = agent_state.claim(uuid.uuid4().hex)
+    adopted = reattach.hold(runs)
     heartbeat = HostHeartbeat(
-        spec, settings.HEADWAY_HOST_HEARTBEAT_SECONDS, on_refused=_exit_worker
+        spec, settings.HEADWAY_HOST_HEARTBEAT_SECONDS, on_refused=_exit_worker, agent_id=agent_id
     )
     if consumer is not None:
         _consume(consumer, heartbeat.queue, spec.slots)
     try:
-        heartbeat.start()
+        try:
+            heartbeat.start()
+        except Exception:
+            reattach.release(adopted)
+            raise
     except BadRequestError as exc:
         # A signal handler's Exception would only be logged: WorkerShutdown stops the worker.
         logger.critical("%s: this worker stops", exc)
@@ -294,6 +305,11 @@ def start(consumer: Any = None) -> HostHeartbeat:
         logger.critical("%s; this worker stops", why)
         raise WorkerShutdown(why) from None
     _current = heartbeat
+    if adopted:
+        logger.warning(
+            "host %s: re-attaching %s run(s) of its previous agent", spec.name, len(adopted)
+        )
+        reattach.start(adopted)
     logger.info(
         "host %s: %s slot(s) %s (%s), queue %s, heartbeat every %g s",
         spec.name,

@@ -39,20 +39,34 @@ class LogWriter:
     (few calls, bounded delay); each line keeps the time it was written.
 
     Thread-safe: the lease watchdog adds lines too (workers/leases.py). A failed flush keeps its
-    lines for the next one, so none is lost or sent twice while the master is away."""
+    lines for the next one, so none is lost or sent twice while the master is away.
 
-    def __init__(self, trial_id: int, run_id: int, node_rank: int = 0) -> None:
+    ``on_delivered(offset)``: called after each batch the master stored, with the largest
+    output-file offset among its lines (lines read from a run's output file carry the offset
+    just past them: ``workers.reattach``), so a restarted agent resumes after them."""
+
+    def __init__(
+        self,
+        trial_id: int,
+        run_id: int,
+        node_rank: int = 0,
+        on_delivered: Callable[[int], None] | None = None,
+    ) -> None:
         self.trial_id = trial_id
         self.run_id = run_id
         self.node_rank = node_rank
         self.pending: list[tuple[str, datetime]] = []
+        self._offsets: list[int | None] = []  # one per pending line
+        self.on_delivered = on_delivered
         self._lock = threading.Lock()
 
-    def add(self, message: str) -> None:
-        """Queue one line (cleaned and cut as the master stores it)."""
+    def add(self, message: str, offset: int | None = None) -> None:
+        """Queue one line (cleaned and cut as the master stores it); ``offset``: where the line
+        ends in the run's output file, when it was read from one."""
         line = (clean_line(message, settings.HEADWAY_MAX_LOG_LINE_CHARS), datetime.now(UTC))
         with self._lock:
             self.pending.append(line)
+            self._offsets.append(offset)
 
     def flush(self) -> None:
         """Send the queued lines, ``LOG_BATCH`` a call; raise the master's error (the lines
@@ -69,6 +83,10 @@ class LogWriter:
                 api.run_logs(self.trial_id, self.run_id, batch)
             with self._lock:
                 del self.pending[: len(batch)]
+                offsets = [o for o in self._offsets[: len(batch)] if o is not None]
+                del self._offsets[: len(batch)]
+            if offsets and self.on_delivered is not None:
+                self.on_delivered(max(offsets))
 
 
 class _Calls:
@@ -138,6 +156,8 @@ def _pump_output(
             return
         if isinstance(item, str):
             logs.add(item)
+        elif isinstance(item, tuple):  # (line, offset past it) from an output file
+            logs.add(*item)
         now = time.monotonic()
         if now - last_flush >= flush_every or len(logs.pending) >= LOG_BATCH:
             # No pending line: no call, so an outage's clock is not reset by a no-op flush.

@@ -39,14 +39,17 @@ from typing import Any
 
 from headway.archive import check_model_definition_isolated, extract_model_definition
 from headway.client import wire
+from headway.exec import procs
 from headway.expconf import parse_experiment_config
 from workers import (
+    agent_state,
     distributed,
     isolation,
     launch,
     leases,
     link,
     outage,
+    reattach,
     shared_storage,
     supervision,
 )
@@ -179,6 +182,23 @@ def _run_claimed(trial_id: int, run_id: int, lease: leases.Lease) -> int | None:
             exit_code = 1
     if spec is not None:
         shared_storage.forget(spec)  # the other hosts read the marker before their ranks started
+    return report_exit(trial_id, run_id, lease, logs, exit_code, reason, watch, run_dir)
+
+
+def report_exit(
+    trial_id: int,
+    run_id: int,
+    lease: leases.Lease,
+    logs: LogWriter,
+    exit_code: int | None,
+    reason: str,
+    watch: distributed.ShareWatch | None,
+    run_dir: Path,
+) -> int | None:
+    """Report the exit of a run this agent started or re-attached (``workers.reattach``): a
+    code from a stop this host made (its shutdown, its lease) is reported as lost (None, with
+    ``reason`` for the trial's message); return the code reported."""
+    host = settings.HEADWAY_HOST_NAME
     if exit_code != 0 and supervision.shutting_down.is_set():
         # Stopped because this worker is going away: the trial's fault is not in it.
         logs.add(f"[headway] run {run_id} stopped by the worker's shutdown (code {exit_code})")
@@ -198,6 +218,7 @@ def _run_claimed(trial_id: int, run_id: int, lease: leases.Lease) -> int | None:
         link.api().run_exit(trial_id, run_id, code, reason=reason)
 
     _finish(logs, exit_code, report, f"trial {trial_id} run {run_id}", run_dir)
+    agent_state.remove_run(trial_id, run_id)
     return exit_code
 
 
@@ -289,7 +310,20 @@ def _launch_and_wait(
         what=f"trial {trial_id} run {run_id} running",
     )
     lines: queue.Queue[object] = queue.Queue()
-    threading.Thread(target=pump, args=(process.stdout, lines), daemon=True).start()
+    if process.stdout is not None:
+        threading.Thread(target=pump, args=(process.stdout, lines), daemon=True).start()
+    else:  # a run a restarted agent may re-attach: its output goes to a file (workers.reattach)
+        agent_state.add_run(
+            agent_state.RunEntry(
+                trial_id, run_id, process.pid, procs.process_start(process.pid) or 0, str(run_dir)
+            )
+        )
+        logs.on_delivered = lambda offset: agent_state.delivered(trial_id, run_id, offset)
+        threading.Thread(
+            target=reattach.tail,
+            args=(run_dir / agent_state.OUTPUT, 0, lambda: process.poll() is not None, lines),
+            daemon=True,
+        ).start()
     killer = supervision.ProcessGroupKiller(process, settings.HEADWAY_KILL_GRACE_SECONDS)
     supervision.register(trial_id, run_id, killer, node_rank)
     if lease is not None:
@@ -347,18 +381,54 @@ def _start(
     )
     if lease is not None:
         lease.publish(run_dir / "lease")  # the guard's backstop (headway.exec.guard)
+    command = launch.command(config.entrypoint, is_trial_class, node.total_slots, code_dir)
+    lease_file = str(run_dir / "lease") if lease is not None else None
+    if _reattachable(spec, node, lease):
+        # It may outlive this agent: output to a file, not a pipe (workers.reattach).
+        reattach.name_agent(run_dir)
+        with open(run_dir / agent_state.OUTPUT, "ab") as output:
+            return _popen(
+                supervision.guarded(command, lease_file, run_dir=run_dir),
+                code_dir, spec, token, info_path, node, user, output,
+            )  # fmt: skip
+    return _popen(
+        supervision.guarded(command, lease_file),
+        code_dir, spec, token, info_path, node, user, subprocess.PIPE,
+    )  # fmt: skip
+
+
+def _reattachable(spec: wire.LaunchSpec, node: NodePlan, lease: leases.Lease | None) -> bool:
+    """Whether a restarted agent could re-attach this run: the chief's part of a run on this
+    host alone, under a Celery agent that keeps a state file, re-attachment not turned off."""
+    return (
+        lease is not None
+        and spec.node_rank == 0
+        and node.nnodes == 1
+        and settings.HEADWAY_REATTACH_SECONDS > 0
+        and agent_state.active()
+        and not os.environ.get("HEADWAY_SLURM_HOSTS")
+    )
+
+
+def _popen(
+    command: list[str],
+    code_dir: Path,
+    spec: wire.LaunchSpec,
+    token: str,
+    info_path: Path,
+    node: NodePlan,
+    user: Any,
+    stdout: Any,
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        supervision.guarded(
-            launch.command(config.entrypoint, is_trial_class, node.total_slots, code_dir),
-            lease_file=str(run_dir / "lease") if lease is not None else None,
-        ),
+        command,
         cwd=code_dir,
         env=launch.environment(spec, token, info_path, node, user),
         user=user.uid if user is not None else None,
         group=user.gid if user is not None else None,
         extra_groups=[] if user is not None else None,
         umask=isolation.TRIAL_UMASK if user is not None else -1,
-        stdout=subprocess.PIPE,
+        stdout=stdout,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         text=True,

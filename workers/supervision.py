@@ -17,9 +17,10 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from headway.core._preempt import LISTENING_FILE
-from workers import link
+from workers import agent_state, link
 from workers.config import settings
 
 logger = logging.getLogger("headway.worker")
@@ -74,12 +75,23 @@ class ProcessGroupKiller:
             return None
 
 
-def guarded(command: list[str], lease_file: str | None = None) -> list[str]:
+def guarded(
+    command: list[str], lease_file: str | None = None, run_dir: Path | None = None
+) -> list[str]:
     """``command`` under ``headway.exec.guard``: the trial's process group is stopped (SIGTERM,
     then SIGKILL after ``HEADWAY_KILL_GRACE_SECONDS``) within about a second of this worker
     process dying, instead of running on unsupervised until the reaper notices; with
-    ``lease_file`` (``workers.leases.Lease.publish``), also once the run's lease ended."""
+    ``lease_file`` (``workers.leases.Lease.publish``), also once the run's lease ended. With
+    ``run_dir`` (a run a restarted agent may re-attach: ``workers.reattach``) the group is
+    stopped only if no agent re-attached it within ``HEADWAY_REATTACH_SECONDS``, and the
+    trial's exit is written to ``run_dir/exit.json``."""
     lease = ["--lease-file", lease_file] if lease_file else []
+    if run_dir is not None:
+        lease += [
+            "--agent-file", str(run_dir / agent_state.AGENT),
+            "--reattach", f"{settings.HEADWAY_REATTACH_SECONDS:g}",
+            "--exit-file", str(run_dir / agent_state.EXIT),
+        ]  # fmt: skip
     # In a Slurm job Slurm's USR1 warning reaches the trial too; the node process acts on it.
     slurm = ["--ignore-usr1"] if os.environ.get("HEADWAY_SLURM_HOSTS") else []
     return [

@@ -25,7 +25,15 @@ def test_finding_worker_death_trial_stops_when_its_worker_is_killed(
     pool = f"headway-death-{uuid.uuid4().hex[:8]}"
     name = f"{pool}-host"
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
-    env = dict(cluster.env, HEADWAY_QUEUE=pool, HEADWAY_HOST_NAME=name, HEADWAY_SLOTS="1")
+    # The trial outlives its agent for HEADWAY_REATTACH_SECONDS, waiting for a restarted agent
+    # to re-attach it (e2e_tests/workers/test_agent_reattach.py); here none comes.
+    env = dict(
+        cluster.env,
+        HEADWAY_QUEUE=pool,
+        HEADWAY_HOST_NAME=name,
+        HEADWAY_SLOTS="1",
+        HEADWAY_REATTACH_SECONDS="2",
+    )
     worker = start_worker(env, tmp_path / "worker.log", pool, name)
     try:
         wait_for(lambda: WorkerHost.objects.filter(name=name).alive().exists(), 60, "the host")
@@ -40,7 +48,7 @@ def test_finding_worker_death_trial_stops_when_its_worker_is_killed(
         group = guards[0]
         assert len(_group_members(group)) >= 2  # the guard and the trial
         os.kill(worker.pid, signal.SIGKILL)  # the worker process only, not its group
-        wait_for(lambda: not _group_members(group), 15, "the trial to stop after its worker")
+        wait_for(lambda: not _group_members(group), 30, "the trial to stop after its worker")
     finally:
         if process_alive(worker.pid):
             worker.kill()

@@ -23,6 +23,15 @@ installs still gets it): inside a Slurm job, Slurm's ``--signal`` warning before
 reaches every process of the step, and only the node process (``workers.slurm_node``) acts on
 it, by asking the trial to checkpoint and stop; without this its default action would end them.
 
+With ``--agent-file PATH --reattach S`` (a one-host run, ``workers.reattach``) the trial may
+outlive its agent: PATH names the agent that supervises the run (``pid start``, written by the
+agent that started it and again by each agent that re-attaches it); when the parent is gone and
+the agent named there does not run either, the guard waits up to ``S`` seconds for a restarted
+agent to name itself there, and stops the group as above only if none does. With
+``--exit-file PATH`` the guard writes the trial's exit as JSON (``{"code": N, "stopped": why}``,
+``why`` empty unless the guard stopped it) before it exits: an agent that re-attached the run
+is not its parent and cannot wait for its status.
+
 Signals the worker sends to the group (kill, preemption escalation) reach the trial directly;
 the guard ignores SIGTERM and SIGINT itself and ends with the trial's exit status (a trial
 killed by signal N ends the guard by signal N too), so the worker sees what it saw before.
@@ -32,12 +41,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+
+from headway.exec import procs
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -48,6 +60,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--lease-file", default=None, help="where the worker writes the lease's end"
     )
+    parser.add_argument("--agent-file", default=None, help="names the run's current agent")
+    parser.add_argument(
+        "--reattach", type=float, default=0.0, help="seconds a new agent has to re-attach"
+    )
+    parser.add_argument("--exit-file", default=None, help="where the trial's exit is written")
     parser.add_argument(
         "--ignore-usr1", action="store_true", help="start the trial with SIGUSR1 ignored"
     )
@@ -82,18 +99,50 @@ def lease_end(path: str | None) -> float | None:
         return None
 
 
-def _why_stop(parent: int, lease_file: str | None) -> str | None:
-    if os.getppid() != parent:
-        return f"the worker (pid {parent}) is gone"
+class _Supervisor:
+    """Whether the run still has an agent: its parent, or the one its agent file names (one
+    that re-attached it); how long it has had none."""
+
+    def __init__(self, parent: int, agent_file: str | None, reattach: float) -> None:
+        self.parent = parent
+        self.agent_file = agent_file
+        self.reattach = reattach if agent_file else 0.0
+        self.orphaned_at: float | None = None
+
+    def gone(self) -> str | None:
+        """Why the run has no agent any more (None while it has one or may get one)."""
+        if os.getppid() == self.parent:
+            return None
+        named = procs.read_agent(self.agent_file)
+        if named is not None and procs.is_alive(*named):
+            self.orphaned_at = None  # re-attached (or adopted again after another restart)
+            return None
+        now = time.monotonic()
+        if self.orphaned_at is None:
+            self.orphaned_at = now
+        if now - self.orphaned_at < self.reattach:
+            return None
+        if self.reattach:
+            return f"the worker is gone and no agent re-attached the run within {self.reattach:g} s"
+        return f"the worker (pid {self.parent}) is gone"
+
+
+def _why_stop(supervisor: _Supervisor, lease_file: str | None) -> str | None:
+    gone = supervisor.gone()
+    if gone:
+        return gone
     end = lease_end(lease_file)
     if end is not None and time.monotonic() > end + BACKSTOP_DELAY_S:
         return "the run's lease expired and its worker did not stop it"
     return None
 
 
+_stopped = {"why": ""}  # set by the watching thread when it stops the trial
+
+
 def _watch(
     child: subprocess.Popen[bytes],
-    parent: int,
+    supervisor: _Supervisor,
     grace: float,
     interval: float,
     lease_file: str | None = None,
@@ -101,9 +150,10 @@ def _watch(
     """Thread body: when the worker is gone (or the lease ended), stop the run's process group."""
     while child.returncode is None:
         time.sleep(interval)
-        why = _why_stop(parent, lease_file)
+        why = _why_stop(supervisor, lease_file)
         if why is None:
             continue
+        _stopped["why"] = why
         _say(f"{why}: stopping the trial (SIGTERM)")
         os.killpg(os.getpgrp(), signal.SIGTERM)  # the guard ignores it; the trial's tree not
         deadline = time.monotonic() + grace
@@ -126,11 +176,23 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(
         target=_watch,
-        args=(child, args.parent, args.grace, args.interval, args.lease_file),
+        args=(
+            child,
+            _Supervisor(args.parent, args.agent_file, args.reattach),
+            args.grace,
+            args.interval,
+            args.lease_file,
+        ),
         name="headway-guard",
         daemon=True,
     ).start()
     code = child.wait()
+    if args.exit_file:
+        exit_record = json.dumps({"code": code, "stopped": _stopped["why"]})
+        try:
+            procs.write_atomic(args.exit_file, exit_record + "\n")
+        except OSError as exc:
+            _say(f"could not write the trial's exit to {args.exit_file}: {exc}")
     if code < 0:  # killed by a signal: end the same way
         if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those cannot be handled anyway
             signal.signal(-code, signal.SIG_DFL)

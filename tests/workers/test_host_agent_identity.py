@@ -159,16 +159,45 @@ def test_two_celery_agents_with_one_host_token_the_second_exits_naming_the_first
         assert f"pid {held.agent_pid}" in text and "this worker stops" in text, text
         assert first.poll() is None
         assert WorkerHost.objects.get(name=name).agent_id == held.agent_id
-        # The first one crashes: once its heartbeats are older than the host timeout (set
-        # back here instead of waited for) a new agent takes the host.
+        # The first one crashes: an agent started again on the same machine (same
+        # HEADWAY_VAR_DIR) finds it dead and takes over its instance id at once, without
+        # waiting for the host timeout (workers/reattach.py).
         os.killpg(first.pid, 9)
         first.wait()
-        silent = timezone.now() - timedelta(hours=1)
-        WorkerHost.objects.filter(name=name).update(heartbeat_at=silent)
         third = start_worker(env, tmp_path / "third.log", queue, name, token=first.host_token)
         agents.append(third)
-        assert _registered(name, agent_id=held.agent_id).agent_pid != held.agent_pid
+
+        def taken_over() -> WorkerHost | None:
+            host = WorkerHost.objects.get(name=name)
+            return host if host.agent_pid == third.pid and host.alive else None
+
+        assert wait_for(taken_over, EXIT_BOUND_S, "the restarted agent").agent_id == held.agent_id
         assert third.poll() is None
+    finally:
+        stop_workers([agent for agent in agents if agent.poll() is None])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_agent_elsewhere_takes_a_silent_host_after_the_host_timeout(env, tmp_path):
+    """Without the dead agent's state file (another machine, or a lost var dir) the host is
+    taken by a new instance once the old one was silent for the host timeout."""
+    name, queue = env["HEADWAY_HOST_NAME"], env["HEADWAY_QUEUE"]
+    first = start_worker(env, tmp_path / "first.log", queue, name)
+    agents = [first]
+    try:
+        held = _registered(name)
+        os.killpg(first.pid, 9)
+        first.wait()
+        # Set back here instead of waited for.
+        silent = timezone.now() - timedelta(hours=1)
+        WorkerHost.objects.filter(name=name).update(heartbeat_at=silent)
+        elsewhere = dict(env, HEADWAY_VAR_DIR=str(tmp_path / "other-var"))
+        second = start_worker(
+            elsewhere, tmp_path / "second.log", queue, name, token=first.host_token
+        )
+        agents.append(second)
+        assert _registered(name, agent_id=held.agent_id).agent_pid != held.agent_pid
+        assert second.poll() is None
     finally:
         stop_workers([agent for agent in agents if agent.poll() is None])
 
