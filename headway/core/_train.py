@@ -26,6 +26,10 @@ logger = logging.getLogger("headway.core")
 
 _GROUP_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _VALID_GROUPS = frozenset({"training", "validation"})  # skip the regex for the usual two
+# How long a validation report waits for delivery on the chief. A reachable registry answers in
+# milliseconds; an unreachable one must not stop training (the master's outages cost running
+# trials nothing), so past this the report stays queued and is delivered when the registry is back.
+VALIDATION_DELIVERY_WAIT_S = 5.0
 
 
 def check_steps_completed(value: Any) -> int:
@@ -152,14 +156,15 @@ class TrainContext:
         tracking. On the chief the call returns once the report (and every report before it)
         was delivered, as Determined's does: validation is rare, the searcher decides on it,
         and a trial killed right after it (SIGKILL, a host agent's process-group kill) must not
-        lose it (docs/decisions/metrics.md). While the registry is unreachable it waits, up to
-        the outage budget ``HEADWAY_MASTER_OUTAGE_SECONDS``.
+        lose it (docs/decisions/metrics.md). While the registry is unreachable it waits at most
+        ``VALIDATION_DELIVERY_WAIT_S`` (5 s), then returns with the report still queued: it is
+        delivered, in order, once the registry answers.
         """
         if self._on_validation is not None:
             self._on_validation()
         self._report("validation", steps_completed, metrics, epoch, None)
         if self._dist.rank == 0:
-            self._sink.flush()
+            self._sink.flush(timeout=VALIDATION_DELIVERY_WAIT_S)
 
     def report_metrics(
         self,

@@ -29,6 +29,10 @@ SCRIPT = textwrap.dedent(
 
     ctx = core.init()
     ctx.start()
+    if sys.argv[1] == "validation-while-down":
+        ctx.train.report_validation_metrics(5, {"validation_loss": 0.25})
+        print("training went on", flush=True)
+        os._exit(0)
     with ctx.checkpoint.store_path({"steps_completed": 5}) as (path, storage_id):
         (path / "w.bin").write_bytes(b"w")
     if sys.argv[1] == "validation-then-sigkill":
@@ -98,3 +102,21 @@ def test_queued_reports_are_delivered_on_sigterm(trial_process) -> None:
     assert done.returncode == -signal.SIGTERM, done.stderr
     stored = MetricReport.objects.get(trial_id=trial.id, group="training", steps_completed=6)
     assert stored.metrics == {"loss": 0.5}
+
+
+def test_a_validation_report_does_not_stop_training_while_the_registry_is_down(
+    trial_process, tmp_path: pathlib.Path
+) -> None:
+    # The registry's address answers nothing: the report waits a bounded time for delivery,
+    # then returns with the report still queued, and the script goes on training.
+    from tests.helpers import free_port
+
+    trial, run_script = trial_process
+    info_path = tmp_path / "cluster-info.json"
+    info = json.loads(info_path.read_text())
+    info["master_url"] = f"http://127.0.0.1:{free_port()}"
+    info_path.write_text(json.dumps(info))
+    done = run_script("validation-while-down")
+    assert done.returncode == 0, done.stderr
+    assert "training went on" in done.stdout
+    assert not MetricReport.objects.filter(trial_id=trial.id).exists()
