@@ -56,6 +56,7 @@ def run_process(trial: Trial, live_server, tmp_path: pathlib.Path, monkeypatch) 
         "latest_checkpoint": str(latest.uuid) if latest else None,
         "latest_checkpoint_steps": latest.steps_completed if latest else None,
         "experiment_config": trial.experiment.config,
+        "searcher_length": trial.searcher_length,
     }
     path = tmp_path / f"run-{run.run_id}.json"
     path.write_text(json.dumps(info))
@@ -174,3 +175,38 @@ def test_pause_saves_and_stops_and_activate_resumes_from_that_checkpoint(
     assert sorted(steps) == [5, 6, 12]
     trial.refresh_from_db()
     assert trial.state == State.COMPLETED
+
+
+ASHA = """
+name: hf-asha
+entrypoint: python train.py
+searcher: {name: adaptive_asha, metric: eval_loss, max_length: {batches: 12}, max_trials: 2,
+           max_rungs: 2, divisor: 2, mode: standard}
+"""
+
+
+def test_searcher_operations_evaluate_at_each_rung(
+    api, live_server, tmp_path: pathlib.Path, monkeypatch
+) -> None:
+    storage = {"type": "shared_fs", "host_path": str(tmp_path / "storage")}
+    response = create_experiment(api, config=ASHA + f"checkpoint_storage: {json.dumps(storage)}\n")
+    assert response.status_code == 201, response.json()
+    trial = Trial.objects.filter(experiment_id=response.json()["id"]).order_by("id").first()
+    assert trial is not None and trial.searcher_length == 6  # the first rung
+    monkeypatch.setenv("HEADWAY_SYSTEM_METRICS", "0")
+    monkeypatch.chdir(tmp_path)
+    run_process(trial, live_server, tmp_path, monkeypatch)
+    # No evaluation or save of its own: the searcher's rungs (6 and 12 batches) ask for them.
+    args = tiny_trainer.training_args(tmp_path / "out", eval_steps=100, save_steps=100)
+    with core.init() as ctx:
+        callback = DetCallback(ctx, args)
+        hf = tiny_trainer.trainer(args, [callback])
+        hf.train()
+    ended = hf.state.global_step
+    lifecycle.trial_run_exited(trial_id=trial.id, run_id=trial.run_id, exit_code=0)
+    # The first rung's operation ended at 6 batches: evaluated there, eval_loss reported to the
+    # searcher, which gave no further operation to a trial alone at its rung: saved and stopped
+    # there, though --max_steps is 12.
+    assert ended == 6
+    assert list(stored(trial, "validation")) == [6]
+    assert [c.steps_completed for c in Checkpoint.objects.filter(trial=trial)] == [6]
