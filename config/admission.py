@@ -4,8 +4,10 @@ A web worker process lends at most ``HEADWAY_DB_POOL_MAX_SIZE`` database connect
 (``config.database``) and runs its requests' Python under one interpreter lock. Dashboard pages
 and chart data are the heavy requests: 50 readers in a loop held every pooled connection, and
 host heartbeats queued for one behind them (a lease renewal that waits past the lease is a run
-re-placed for nothing). So a process runs at most ``HEADWAY_WEB_MAX_READS`` reads at once
-(GET/HEAD outside the routes below); the next read waits for one to finish, up to
+re-placed for nothing). And a process runs one thread's Python at a time: a heartbeat takes the
+interpreter lock back after each of its queries, behind every read that is running. So a process
+runs at most ``HEADWAY_WEB_MAX_READS`` reads at once (GET/HEAD outside the routes below); the
+next read waits for one to finish, up to
 ``WAIT_SECONDS``, then is answered 503 with ``Retry-After`` (the SDK and the dashboard's chart
 fetches retry it). Everything else passes at once and finds connections free: the pool's
 ``RESERVED_CONNECTIONS`` are never taken by reads.
@@ -31,8 +33,10 @@ from registry.overload import RETRY_AFTER_SECONDS
 
 # Pooled connections per process that reads never take (heartbeats, renewals, reports).
 RESERVED_CONNECTIONS = 4
-# Reads at once per process without a pool (SQLite, or behind PgBouncer).
-DEFAULT_MAX_READS = 12
+# Reads at once per process by default: 50 readers against 50 trials on PostgreSQL
+# (bench/overload.py, docs/performance.md) left the trials' heartbeat p99 where it was without
+# readers with 4, and made it 4x longer with 12; the readers' throughput was within 12%.
+DEFAULT_MAX_READS = 4
 # How long a read waits for its turn before the 503: about the pool's own wait.
 WAIT_SECONDS = 10.0
 DETAIL = "The server is busy with other reads; retry after a few seconds."
@@ -44,8 +48,8 @@ _NOT_READS = re.compile(
 
 
 def max_reads() -> int:
-    """Reads at once per process: ``HEADWAY_WEB_MAX_READS``, else the pool's size less
-    ``RESERVED_CONNECTIONS`` (at least 1), else ``DEFAULT_MAX_READS``.
+    """Reads at once per process: ``HEADWAY_WEB_MAX_READS``, else ``DEFAULT_MAX_READS`` or,
+    when the pool is smaller, the pool's size less ``RESERVED_CONNECTIONS`` (at least 1).
 
     Raises:
         ImproperlyConfigured: ``HEADWAY_WEB_MAX_READS`` below 1.
@@ -57,7 +61,7 @@ def max_reads() -> int:
         return given
     pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
     if isinstance(pool, dict):
-        return max(1, int(pool["max_size"]) - RESERVED_CONNECTIONS)
+        return max(1, min(DEFAULT_MAX_READS, int(pool["max_size"]) - RESERVED_CONNECTIONS))
     return DEFAULT_MAX_READS
 
 

@@ -99,8 +99,8 @@ _SQLITE_URL = f"sqlite:///{VAR_DIR / 'headway.sqlite3'}"
 # PostgreSQL through a bounded connection pool, SQLite with persistent connections; overload is
 # answered 503 + Retry-After (config/database.py, registry/overload.py, docs/deployment.md).
 DATABASES = {"default": database_settings(envstr("DATABASE_URL", _SQLITE_URL))}
-# Reads at once per web worker process; unset: the pool's size less the connections reserved
-# for heartbeats and writes (config/admission.py).
+# Reads at once per web worker process; unset: 4, fewer when the pool is smaller (heartbeats and
+# writes keep 4 of its connections; config/admission.py).
 HEADWAY_WEB_MAX_READS = (
     envint("HEADWAY_WEB_MAX_READS", 0) if os.environ.get("HEADWAY_WEB_MAX_READS") else None
 )

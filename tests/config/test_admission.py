@@ -39,7 +39,9 @@ def test_max_reads_from_the_setting_or_the_pool(settings, monkeypatch):
     settings.HEADWAY_WEB_MAX_READS = None
     default = settings.DATABASES["default"]
     monkeypatch.setitem(default, "OPTIONS", {"pool": {"max_size": 16}})
-    assert admission.max_reads() == 16 - admission.RESERVED_CONNECTIONS
+    assert admission.max_reads() == admission.DEFAULT_MAX_READS
+    monkeypatch.setitem(default, "OPTIONS", {"pool": {"max_size": 6}})
+    assert admission.max_reads() == 6 - admission.RESERVED_CONNECTIONS
     monkeypatch.setitem(default, "OPTIONS", {"pool": {"max_size": 2}})
     assert admission.max_reads() == 1
     monkeypatch.setitem(default, "OPTIONS", {})
