@@ -209,6 +209,5 @@ def _delete_queues(app: Any, names: list[str]) -> None:
     namespace = settings.CELERY_TASK_DEFAULT_QUEUE
     with app.connection_for_write() as connection:
         client = connection.default_channel.client
-        for name in names:
-            queue = f"{namespace}.host.{name}"
-            client.delete(queue, f"_kombu.binding.{queue}")
+        for queue in [namespace, *(f"{namespace}.host.{name}" for name in names)]:
+            client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
