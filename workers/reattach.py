@@ -105,7 +105,13 @@ def tail(
     limit = limit or settings.HEADWAY_MAX_LOG_LINE_CHARS
     cap = 4 * limit + 4  # UTF-8: at most 4 bytes a character
     finished = False
-    with open(path, "rb") as stream:
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 (closed below; a missing file ends the tail)
+    except OSError:
+        logger.error("cannot read the run's output %s: its remaining lines are lost", path)
+        lines.put(EOF)
+        return
+    with stream:
         stream.seek(offset)
         while True:
             chunk = stream.readline(cap)
@@ -162,9 +168,11 @@ def _adopt_logged(entry: RunEntry, lease: leases.Lease) -> None:
     try:
         adopt(entry, lease)
     except Exception:
+        # Left to the master's lost-run reaper (its lease lapses): not tried again.
         logger.exception("trial %s run %s: re-attaching failed", entry.trial_id, entry.run_id)
     finally:
         leases.release(lease)
+        agent_state.remove_run(entry.trial_id, entry.run_id)
 
 
 def adopt(entry: RunEntry, lease: leases.Lease) -> int | None:
@@ -174,13 +182,18 @@ def adopt(entry: RunEntry, lease: leases.Lease) -> int | None:
 
     trial_id, run_id = entry.trial_id, entry.run_id
     run_dir = Path(entry.run_dir)
+    alive = procs.is_alive(entry.pid, entry.start)
+    if not alive and not run_dir.exists():
+        # The previous agent reported its exit 0 and cleaned the folder, then died before it
+        # forgot the run: nothing is left to send.
+        logger.info("trial %s run %s: ended and cleaned up already", trial_id, run_id)
+        return None
     process = AdoptedProcess(entry.pid, entry.start, run_dir)
     logs = LogWriter(
         trial_id,
         run_id,
         on_delivered=lambda offset: agent_state.delivered(trial_id, run_id, offset),
     )
-    alive = procs.is_alive(entry.pid, entry.start)
     if alive:
         name_agent(run_dir)  # the guard keeps the trial from now on
         lease.publish(run_dir / "lease")

@@ -19,7 +19,7 @@ import pytest
 
 from headway.exec import procs
 from tests.helpers import REPO, process_alive, wait_for
-from workers import agent_state, link, reattach, run_loop
+from workers import agent_state, leases, link, reattach, run_loop
 from workers.config import settings
 
 
@@ -120,6 +120,28 @@ def test_the_tail_resumes_at_an_offset_and_waits_for_a_whole_line(tmp_path):
     assert lines.get(timeout=10) == ("four \ufffd", 20)
     assert lines.get(timeout=10) is run_loop.EOF
     thread.join(10)
+
+
+def test_the_tail_of_a_missing_output_ends_at_once(tmp_path):
+    lines: queue.Queue[object] = queue.Queue()
+    reattach.tail(tmp_path / "gone" / "output.log", 0, lambda: False, lines, 100)
+    assert lines.get_nowait() is run_loop.EOF
+
+
+def test_a_run_that_ended_and_was_cleaned_up_is_only_forgotten(var_dir, tmp_path, monkeypatch):
+    """The previous agent reported exit 0 and removed the run's folder, then died before it
+    forgot the run: the successor calls nobody and drops the entry."""
+    pid, start = _ended_process()
+    run = {"trial_id": 4, "run_id": 1, "pid": pid, "start": start, "run_dir": str(tmp_path / "x")}
+    _write_state(*_ended_process(), {"4-1": run})
+    _agent_id, runs = agent_state.claim("fresh")
+    monkeypatch.setattr(link, "api", None)  # any call to the master would fail here
+    monkeypatch.setattr(leases, "_held", {})
+    (held,) = reattach.hold(runs)
+    assert [lease.run_id for lease in leases.held()] == [1]
+    reattach.start([held])[0].join(30)
+    assert leases.held() == []
+    assert json.loads(agent_state.path().read_text())["runs"] == {}
 
 
 def test_a_batch_delivered_reports_its_last_offset(monkeypatch):
