@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest.importorskip("lightning")
+
 from headway.lightning import metric_group
 
 
