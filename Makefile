@@ -59,7 +59,7 @@ format: install
 
 ## make bench [TINY=1]: every benchmark of bench/run_all.py (harness_overhead, metrics_ingest, sdk_reporting,
 ## tensorboard_writer, metrics_read, hparam_importance, dashboard, preempt_latency, scheduling, scheduling_scale, ddp_overhead,
-## serving, checkpoint_io) to its JSON line on SQLite, then on PostgreSQL + Redis (moto S3 in
+## serving, overload, checkpoint_io) to its JSON line on SQLite, then on PostgreSQL + Redis (moto S3 in
 ## checkpoint_io); cleans up after itself.
 bench: migrate
 	$(PY) bench/run_all.py $(if $(TINY),--tiny)
