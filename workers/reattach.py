@@ -104,7 +104,6 @@ def tail(
     ``limit`` characters (``HEADWAY_MAX_LOG_LINE_CHARS``) is cut as ``clean_line`` cuts it."""
     limit = limit or settings.HEADWAY_MAX_LOG_LINE_CHARS
     cap = 4 * limit + 4  # UTF-8: at most 4 bytes a character
-    finished = False
     try:
         stream = open(path, "rb")  # noqa: SIM115 (closed below; a missing file ends the tail)
     except OSError:
@@ -113,22 +112,43 @@ def tail(
         return
     with stream:
         stream.seek(offset)
+        state = {"finished": False}
+
+        def wait() -> bool:
+            # Wait for more output; False once the process ended and all of it was read.
+            if state["finished"]:
+                return False
+            if ended():
+                state["finished"] = True  # read once more: all it wrote is in the file now
+            else:
+                time.sleep(POLL_S)
+            return True
+
         while True:
+            start = stream.tell()
             chunk = stream.readline(cap)
-            whole = chunk.endswith(b"\n") or len(chunk) >= cap
-            if chunk and (whole or finished):
-                text = chunk.removesuffix(b"\n").decode("utf-8", errors="replace")
-                lines.put((clean_line(text, limit), stream.tell()))
+            if chunk.endswith(b"\n") or (chunk and state["finished"]):
+                lines.put((clean_line(_text(chunk), limit), stream.tell()))
                 continue
-            if chunk:
-                stream.seek(-len(chunk), os.SEEK_CUR)  # half a line: wait for the rest
-            if finished:
+            if len(chunk) >= cap:
+                # Overlong: keep its head, count the rest up to the newline (never held whole,
+                # as headway.exec.loglines.read_lines does for a pipe).
+                head, dropped = _text(chunk), 0
+                while True:
+                    rest = stream.readline(cap)
+                    dropped += len(_text(rest))
+                    if rest.endswith(b"\n") or (not rest and not wait()):
+                        break
+                lines.put((clean_line(head, limit, total=len(head) + dropped), stream.tell()))
+                continue
+            stream.seek(start)  # half a line, or nothing yet: wait for the rest
+            if not wait():
                 lines.put(EOF)
                 return
-            if ended():
-                finished = True  # read once more: all it wrote is in the file now
-                continue
-            time.sleep(POLL_S)
+
+
+def _text(chunk: bytes) -> str:
+    return chunk.removesuffix(b"\n").decode("utf-8", errors="replace")
 
 
 def hold(entries: list[RunEntry]) -> list[tuple[RunEntry, leases.Lease]]:

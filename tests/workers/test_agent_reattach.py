@@ -18,6 +18,7 @@ import time
 import pytest
 
 from headway.exec import procs
+from headway.exec.loglines import clean_line
 from tests.helpers import REPO, process_alive, wait_for
 from workers import agent_state, leases, link, reattach, run_loop
 from workers.config import settings
@@ -120,6 +121,18 @@ def test_the_tail_resumes_at_an_offset_and_waits_for_a_whole_line(tmp_path):
     assert lines.get(timeout=10) == ("four \ufffd", 20)
     assert lines.get(timeout=10) is run_loop.EOF
     thread.join(10)
+
+
+def test_the_tail_cuts_an_overlong_line_as_the_pipe_does(tmp_path):
+    output = tmp_path / "output.log"
+    output.write_bytes(b"a" * 500 + b"\nnext\n")
+    lines: queue.Queue[object] = queue.Queue()
+    reattach.tail(output, 0, lambda: True, lines, 10)
+    (cut, offset) = lines.get_nowait()
+    assert cut == clean_line("a" * 500, 10) and cut.endswith(" characters cut]")
+    assert offset == 501
+    assert lines.get_nowait() == ("next", 506)
+    assert lines.get_nowait() is run_loop.EOF
 
 
 def test_the_tail_of_a_missing_output_ends_at_once(tmp_path):
