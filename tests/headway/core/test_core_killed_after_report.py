@@ -19,6 +19,7 @@ import pytest
 from registry.models import Checkpoint, MetricReport, Trial
 from tests.helpers import REPO, start_run
 from tests.helpers_checkpoints import trial_on_storage
+from tests.helpers_trial_process import write_cluster_info
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,20 +52,7 @@ def trial_process(api, live_server, tmp_path: pathlib.Path):
     """Runs SCRIPT as the trial process of a started run; returns (trial, run(mode))."""
     trial = trial_on_storage(api, {"type": "shared_fs", "host_path": str(tmp_path / "storage")})
     run = start_run(trial)
-    trial.refresh_from_db()
-    info = {
-        "master_url": live_server.url,
-        "token": run.token,
-        "experiment_id": trial.experiment_id,
-        "trial_id": trial.id,
-        "run_id": run.run_id,
-        "hparams": trial.hparams,
-        "trial_seed": 1,
-        "latest_checkpoint": None,
-        "experiment_config": trial.experiment.config,
-    }
-    info_path = tmp_path / "cluster-info.json"
-    info_path.write_text(json.dumps(info))
+    info_path = write_cluster_info(live_server.url, trial, run, tmp_path / "cluster-info.json")
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
 

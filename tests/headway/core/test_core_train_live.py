@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import pathlib
 
 import pytest
@@ -13,6 +12,7 @@ from headway import core
 from registry.models import Checkpoint, Experiment, Trial
 from tests.helpers import start_run
 from tests.helpers_checkpoints import trial_on_storage
+from tests.helpers_trial_process import write_cluster_info
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,21 +22,9 @@ def run_info(api, live_server, tmp_path: pathlib.Path, monkeypatch: pytest.Monke
     """A started run of a trial on shared_fs storage; this process is its trial process."""
     trial = trial_on_storage(api, {"type": "shared_fs", "host_path": str(tmp_path / "storage")})
     run = start_run(trial)
-    trial.refresh_from_db()
-    info = {
-        "master_url": live_server.url,
-        "token": run.token,
-        "experiment_id": trial.experiment_id,
-        "trial_id": trial.id,
-        "run_id": run.run_id,
-        "hparams": trial.hparams,
-        "trial_seed": 1,
-        "latest_checkpoint": None,
-        "experiment_config": trial.experiment.config,
-    }
-    path = tmp_path / "run" / "cluster-info.json"
-    path.parent.mkdir()
-    path.write_text(json.dumps(info))
+    path = write_cluster_info(
+        live_server.url, trial, run, tmp_path / "run" / "cluster-info.json", latest_checkpoint=None
+    )
     monkeypatch.setenv("HEADWAY_CLUSTER_INFO", str(path))
     return trial
 

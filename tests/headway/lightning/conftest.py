@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import pathlib
 
 import pytest
@@ -11,26 +10,13 @@ from registry import lifecycle
 from registry.models import RunState
 from tests.helpers import start_run
 from tests.helpers_checkpoints import trial_on_storage
+from tests.helpers_trial_process import write_cluster_info as write_info
 
 
 def write_cluster_info(live_server, trial, run, path: pathlib.Path) -> pathlib.Path:
     """The cluster info a worker gives run ``run`` of ``trial`` (its latest checkpoint to
     resume from), written to ``path``."""
-    trial.refresh_from_db()
-    info = {
-        "master_url": live_server.url,
-        "token": run.token,
-        "experiment_id": trial.experiment_id,
-        "trial_id": trial.id,
-        "run_id": run.run_id,
-        "hparams": trial.hparams,
-        "trial_seed": 1,
-        "latest_checkpoint": str(trial.latest_checkpoint) if trial.latest_checkpoint else None,
-        "experiment_config": trial.experiment.config,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(info))
-    return path
+    return write_info(live_server.url, trial, run, path)
 
 
 @pytest.fixture
