@@ -10,14 +10,20 @@ from typing import Any
 from headway.client._api_base import APIBase
 from headway.client._lazy_wire import wire
 
-LogLine = str | tuple[str, datetime | None]
+# text, ``(text, timestamp)``, or ``(text, timestamp, position)``: the line's position in the
+# run's output (its line number, or the output file's byte offset past it), increasing within
+# a batch; the master skips a line at or below the highest position it stored (a resend).
+LogLine = str | tuple[str, datetime | None] | tuple[str, datetime | None, int | None]
 
 
 def _log_lines(lines: Iterable[LogLine]) -> list[dict[str, Any]]:
     out = []
     for line in lines:
-        message, when = (line, None) if isinstance(line, str) else line
-        out.append({"message": message, "timestamp": when.isoformat() if when else None})
+        message, when, position = (line, None, None) if isinstance(line, str) else (*line, None)[:3]
+        item: dict[str, Any] = {"message": message, "timestamp": when.isoformat() if when else None}
+        if position is not None:
+            item["position"] = position
+        out.append(item)
     return out
 
 
@@ -113,7 +119,8 @@ class HostAPI(APIBase):
         return self._call("run_exit", wire.RunStatus, body, **ids)
 
     def run_logs(self, trial_id: int, run_id: int, lines: Iterable[LogLine]) -> wire.LogsAccepted:
-        """Append output lines (text, or ``(text, timestamp)``) to the trial's logs."""
+        """Append output lines (``LogLine``) to the trial's logs; the answer counts those stored
+        (a line already stored at its position is not)."""
         body = {"lines": _log_lines(lines)}
         ids = {"trial_id": trial_id, "run_id": run_id}
         return self._call("run_logs", wire.LogsAccepted, body, **ids)

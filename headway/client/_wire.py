@@ -198,7 +198,8 @@ class RunStatus(WireModel):
 
 
 class LogsAccepted(WireModel):
-    """How many log lines were stored (all of them; a line is cut, never dropped)."""
+    """How many log lines were stored: all but those already stored at their position (a
+    resent batch); a line is cut, never dropped."""
 
     accepted: int
 

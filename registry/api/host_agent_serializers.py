@@ -10,6 +10,7 @@ from registry.models.host_token import HOST_NAME_PATTERN
 
 # Bounds of the integer columns these land in (PostgreSQL integer).
 _INT32 = 2**31 - 1
+_INT64 = 2**63 - 1  # a PositiveBigIntegerField's range (log positions)
 MAX_SLOTS = 4096  # more devices than any host has; bounds the body and the JSON column
 MAX_LOG_LINES = 5000  # lines per batch (the worker sends at most 500 a flush)
 
@@ -112,16 +113,38 @@ class RunExitRequestSerializer(ExitRequestSerializer):
 
 
 class LogLineRequestSerializer(StrictSerializer):
-    """One output line, with when it was printed (default: when it arrives)."""
+    """One output line, with when it was printed (default: when it arrives) and, optionally,
+    its ``position`` in the run's output (its line number, or the byte offset just past it in
+    the run's output file): the idempotency key of a resent batch (``append_logs``)."""
 
     message = StrictCharField(allow_blank=True, trim_whitespace=False)
     timestamp = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    position = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=_INT64
+    )
 
 
 class LogBatchRequestSerializer(StrictSerializer):
-    """A batch of output lines of one run (or share)."""
+    """A batch of output lines of one run (or share); its lines' positions increase."""
 
     lines = serializers.ListField(child=LogLineRequestSerializer(), max_length=MAX_LOG_LINES)
+
+    def validate_lines(self, lines: list[dict]) -> list[dict]:
+        last = 0
+        for index, line in enumerate(lines):
+            position = line["position"]
+            if position is None:
+                continue
+            if position <= last:
+                raise serializers.ValidationError(
+                    {
+                        str(index): {
+                            "position": [f"Must be greater than the batch's previous {last}."]
+                        }
+                    }
+                )
+            last = position
+        return lines
 
 
 class RendezvousRequestSerializer(StrictSerializer):

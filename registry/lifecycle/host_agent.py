@@ -21,7 +21,6 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from headway.client import wire
-from headway.exec.loglines import clean_line
 from registry import scheduling
 from registry.authz import NotPermitted
 from registry.errors import InvalidInput
@@ -32,6 +31,7 @@ from registry.lifecycle._host_access import (
     placed_run,
     placed_share,
 )
+from registry.lifecycle._log_batches import append_logs  # noqa: F401 (the agent routes' API)
 from registry.lifecycle._runs import (
     trial_run_claim,
     trial_run_exited,
@@ -44,14 +44,10 @@ from registry.models import (
     Experiment,
     RunShare,
     RunState,
-    TrialLog,
     TrialRun,
     WorkerHost,
 )
 from registry.pools import check_resource_pool
-
-_LOG_INSERT_BATCH = 500  # rows an INSERT, as the worker's log writer
-
 
 # -- the host itself ----------------------------------------------------------------------------
 
@@ -281,36 +277,6 @@ def share_token(host: str, trial_id: int, run_id: int, node_rank: int) -> str:
     if share.run.state == RunState.EXITED:
         raise NotPermitted(f"Run {run_id} of trial {trial_id} has exited.")
     return share.run.token
-
-
-def append_logs(
-    host: str,
-    trial_id: int,
-    run_id: int,
-    lines: Sequence[tuple[str, datetime | None]],
-    *,
-    node_rank: int = 0,
-) -> int:
-    """Store output lines ``(message, timestamp or None: now)`` of a run (``node_rank`` 0) or of
-    this host's share of it; each line cleaned and cut (``headway.exec.loglines.clean_line``).
-    Returns how many were stored."""
-    if node_rank:
-        placed_share(host, trial_id, run_id, node_rank)
-    else:
-        placed_run(host, trial_id, run_id)
-    limit = settings.HEADWAY_MAX_LOG_LINE_CHARS
-    now = timezone.now()
-    rows = [
-        TrialLog(
-            trial_id=trial_id,
-            run_id=run_id,
-            message=clean_line(message, limit),
-            timestamp=timestamp or now,
-        )
-        for message, timestamp in lines
-    ]
-    TrialLog.objects.bulk_create(rows, batch_size=_LOG_INSERT_BATCH)
-    return len(rows)
 
 
 def launch_spec(host: str, trial_id: int, run_id: int, node_rank: int = 0) -> dict:

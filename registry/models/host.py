@@ -122,6 +122,8 @@ class RunShare(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # As TrialRun.log_position, for this share's output lines.
+    log_position = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering: ClassVar[list[str]] = ["run_id", "node_rank"]

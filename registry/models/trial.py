@@ -146,6 +146,9 @@ class TrialRun(models.Model):
     # The back-off after a loss before start: neither placed nor submitted before this time
     # (None: at once).
     not_before = models.DateTimeField(null=True, blank=True)
+    # The highest output position (a line number or byte offset: LogLineRequestSerializer)
+    # whose line of the chief's part is stored: a resent log batch stores only lines past it.
+    log_position = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering: ClassVar[list[str]] = ["trial_id", "run_id"]

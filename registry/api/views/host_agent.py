@@ -189,13 +189,14 @@ class RunLogsView(HostAgentView):
         responses={200: wire.LogsAccepted},
     )
     def post(self, request, trial_id: int, run_id: int, node_rank: int = 0):
-        """Lines become the trial's logs (NUL-free, cut at HEADWAY_MAX_LOG_LINE_CHARS)."""
+        """Lines become the trial's logs (NUL-free, cut at HEADWAY_MAX_LOG_LINE_CHARS); a line
+        at or below the highest position stored for the run (or share) is skipped (a resend)."""
         lines = self.body(bodies.LogBatchRequestSerializer)["lines"]
         count = agent.append_logs(
             self.host,
             trial_id,
             run_id,
-            [(line["message"], line["timestamp"]) for line in lines],
+            [(line["message"], line["timestamp"], line["position"]) for line in lines],
             node_rank=node_rank,
         )
         return answer(wire.LogsAccepted, {"accepted": count})
