@@ -27,10 +27,12 @@ LOG_BATCH = 500  # lines a call: bounds one request's size (lines are cut too)
 
 
 def pump(stream: TextIO, lines: queue.Queue[object]) -> None:
-    """Thread body: put each line of ``stream`` (NUL-free, cut to the line limit) on ``lines``,
-    then ``EOF``."""
-    for line in read_lines(stream, settings.HEADWAY_MAX_LOG_LINE_CHARS):  # NUL-free, cut
-        lines.put(line)
+    """Thread body: put each line of ``stream`` (NUL-free, cut to the line limit) on ``lines``
+    as ``(text, its line number from 1)``, then ``EOF``. The number is the line's position for
+    the master, which stores a resent line once (``LogWriter``)."""
+    lines_read = read_lines(stream, settings.HEADWAY_MAX_LOG_LINE_CHARS)  # NUL-free, cut
+    for number, line in enumerate(lines_read, start=1):
+        lines.put((line, number))
     lines.put(EOF)
 
 
@@ -39,11 +41,15 @@ class LogWriter:
     (few calls, bounded delay); each line keeps the time it was written.
 
     Thread-safe: the lease watchdog adds lines too (workers/leases.py). A failed flush keeps its
-    lines for the next one, so none is lost or sent twice while the master is away.
+    lines for the next one, so none is lost while the master is away; a line of the process's
+    output carries its position in it (the pipe's line number, or the output file's byte
+    offset just past it: ``workers.reattach``), so the master stores it once however often its
+    batch is sent (a flush whose answer was lost, a restarted agent re-reading the file). The
+    agent's own ``[headway]`` notes carry none.
 
     ``on_delivered(offset)``: called after each batch the master stored, with the largest
-    output-file offset among its lines (lines read from a run's output file carry the offset
-    just past them: ``workers.reattach``), so a restarted agent resumes after them."""
+    position among its lines (for an output file: its offset), so a restarted agent resumes
+    after them."""
 
     def __init__(
         self,
@@ -56,24 +62,30 @@ class LogWriter:
         self.run_id = run_id
         self.node_rank = node_rank
         self.pending: list[tuple[str, datetime]] = []
-        self._offsets: list[int | None] = []  # one per pending line
+        self._positions: list[int | None] = []  # one per pending line
         self.on_delivered = on_delivered
         self._lock = threading.Lock()
 
-    def add(self, message: str, offset: int | None = None) -> None:
-        """Queue one line (cleaned and cut as the master stores it); ``offset``: where the line
-        ends in the run's output file, when it was read from one."""
+    def add(self, message: str, position: int | None = None) -> None:
+        """Queue one line (cleaned and cut as the master stores it); ``position``: its position
+        in the process's output (line number, or where the line ends in the run's output
+        file), increasing from line to line; None for the agent's own notes."""
         line = (clean_line(message, settings.HEADWAY_MAX_LOG_LINE_CHARS), datetime.now(UTC))
         with self._lock:
             self.pending.append(line)
-            self._offsets.append(offset)
+            self._positions.append(position)
 
     def flush(self) -> None:
         """Send the queued lines, ``LOG_BATCH`` a call; raise the master's error (the lines
         not sent stay queued, in order)."""
         while True:
             with self._lock:
-                batch = self.pending[:LOG_BATCH]
+                batch = [
+                    (message, when, position)
+                    for (message, when), position in zip(
+                        self.pending[:LOG_BATCH], self._positions, strict=False
+                    )
+                ]
             if not batch:
                 return
             api = link.api()
@@ -83,10 +95,10 @@ class LogWriter:
                 api.run_logs(self.trial_id, self.run_id, batch)
             with self._lock:
                 del self.pending[: len(batch)]
-                offsets = [o for o in self._offsets[: len(batch)] if o is not None]
-                del self._offsets[: len(batch)]
-            if offsets and self.on_delivered is not None:
-                self.on_delivered(max(offsets))
+                positions = [p for p in self._positions[: len(batch)] if p is not None]
+                del self._positions[: len(batch)]
+            if positions and self.on_delivered is not None:
+                self.on_delivered(max(positions))
 
 
 class _Calls:
@@ -156,7 +168,7 @@ def _pump_output(
             return
         if isinstance(item, str):
             logs.add(item)
-        elif isinstance(item, tuple):  # (line, offset past it) from an output file
+        elif isinstance(item, tuple):  # (line, its position: line number or offset past it)
             logs.add(*item)
         now = time.monotonic()
         if now - last_flush >= flush_every or len(logs.pending) >= LOG_BATCH:

@@ -157,21 +157,22 @@ def test_a_run_that_ended_and_was_cleaned_up_is_only_forgotten(var_dir, tmp_path
     assert json.loads(agent_state.path().read_text())["runs"] == {}
 
 
-def test_a_batch_delivered_reports_its_last_offset(monkeypatch):
+def test_a_batch_sends_its_offsets_and_reports_the_last_delivered(monkeypatch):
     sent = []
 
     class Master:
         def run_logs(self, trial_id, run_id, batch):
-            sent.append([message for message, _ in batch])
+            sent.append([(message, position) for message, _, position in batch])
 
     monkeypatch.setattr(link, "api", Master)
     delivered = []
     writer = run_loop.LogWriter(3, 1, on_delivered=delivered.append)
-    writer.add("a", offset=2)
+    writer.add("a", position=2)
     writer.add("[headway] a line of the agent's own")
-    writer.add("b", offset=4)
+    writer.add("b", position=4)
     writer.flush()
-    assert sent == [["a", "[headway] a line of the agent's own", "b"]]
+    # Each line of the output goes with its offset (its idempotency key for the master).
+    assert sent == [[("a", 2), ("[headway] a line of the agent's own", None), ("b", 4)]]
     assert delivered == [4]
     writer.add("[headway] no offset")
     writer.flush()

@@ -8,6 +8,7 @@ acting while the process runs. A kill request reaches the host in a run heartbea
 
 from __future__ import annotations
 
+import io
 import os
 import queue
 import signal
@@ -23,7 +24,7 @@ from registry import lifecycle
 from registry.models import RunState, State, Trial, TrialRun
 from tests.helpers import make_tar_gz, process_alive, wait_for
 from tests.helpers_agent import configure_agent, log_lines, trial_on_agent
-from workers import run_loop, runner, supervision
+from workers import reattach, run_loop, runner, supervision
 
 pytestmark = pytest.mark.usefixtures("fresh_supervision")
 
@@ -256,3 +257,60 @@ def test_a_quiet_process_lines_are_written_within_the_flush_interval(submit, age
     producer.join()
     assert flushed.is_set()
     assert log_lines(trial) == ["line 0", "line 1", "line 2"]
+
+
+class _AnswerLostOnce:
+    """The host's client, whose first log call reaches the master but whose answer is lost."""
+
+    def __init__(self, api) -> None:
+        self.api = api
+        self.lost = False
+
+    def run_logs(self, trial_id, run_id, batch):
+        answer = self.api.run_logs(trial_id, run_id, batch)
+        if not self.lost:
+            self.lost = True
+            raise TimeoutError("the answer was lost")
+        return answer
+
+
+def test_a_batch_whose_answer_was_lost_is_stored_once(submit, agent, monkeypatch):
+    trial = submit("true")
+    client = _AnswerLostOnce(agent.api)
+    monkeypatch.setattr(run_loop.link, "api", lambda: client)
+    lines: queue.Queue = queue.Queue()
+    run_loop.pump(io.StringIO("line 1\nline 2\n"), lines)
+    assert [lines.get() for _ in range(3)] == [("line 1", 1), ("line 2", 2), run_loop.EOF]
+    writer = run_loop.LogWriter(trial.id, 1)
+    writer.add("line 1", 1)
+    writer.add("line 2", 2)
+    with pytest.raises(TimeoutError):
+        writer.flush()  # stored, but the agent does not know: the lines stay queued
+    writer.add("line 3", 3)
+    writer.flush()  # sends lines 1-3 again: only line 3 is new
+    assert log_lines(trial) == ["line 1", "line 2", "line 3"]
+    assert writer.pending == []
+
+
+def test_a_restarted_agent_re_reading_an_output_file_stores_each_line_once(submit, agent, tmp_path):
+    """The first agent's last batch was stored but its offset never reached the state file:
+    its successor tails the file from the older offset, and the master skips the prefix."""
+    trial = submit("true")
+    output = tmp_path / "output.log"
+    output.write_text("line 1\nline 2\n")
+
+    def tail_and_send(offset: int) -> list[int]:
+        lines: queue.Queue = queue.Queue()
+        reattach.tail(output, offset, lambda: True, lines)
+        delivered: list[int] = []
+        writer = run_loop.LogWriter(trial.id, 1, on_delivered=delivered.append)
+        while (item := lines.get()) is not run_loop.EOF:
+            writer.add(*item)  # (text, offset past it)
+        writer.flush()
+        return delivered
+
+    assert tail_and_send(0) == [14]
+    with output.open("a") as fh:
+        fh.write("line 3\n")
+    assert tail_and_send(0) == [21]  # the state file still said 0
+    assert log_lines(trial) == ["line 1", "line 2", "line 3"]
