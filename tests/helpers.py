@@ -431,7 +431,7 @@ def renew_host_tokens(workers: list[subprocess.Popen]) -> None:
     transactional test's flush deleted them, and a module's agents outlive a test."""
     for worker in workers:
         if hasattr(worker, "host_token"):
-            host_token(worker.host_name, worker.host_token)
+            host_token(worker.host_name, worker.host_token)  # type: ignore[attr-defined]
 
 
 def stop_workers(workers: list[subprocess.Popen]) -> None:

@@ -206,9 +206,7 @@ def test_a_run_is_only_run_once(submit):
     assert log_lines(trial).count("once") == 1
 
 
-def test_a_model_definition_the_host_cannot_unpack_is_lost_before_start_then_error(
-    submit, agent
-):
+def test_a_model_definition_the_host_cannot_unpack_is_lost_before_start_then_error(submit, agent):
     # Not the code's failure (its ranks never started): re-queued after a back-off, not
     # counted in max_restarts, and ERROR at max_lost_before_start with the cause said.
     trial = submit("echo never", max_restarts=5)

@@ -74,8 +74,10 @@ def test_a_run_lost_before_start_waits_its_back_off_then_is_placed(submit, setti
     )  # fmt: skip
     queued = TrialRun.objects.get(trial=trial, run_id=2)
     assert queued.state == RunState.QUEUED
-    assert before + timedelta(seconds=10) <= queued.not_before <= timezone.now() + timedelta(
-        seconds=10
+    assert (
+        before + timedelta(seconds=10)
+        <= queued.not_before
+        <= timezone.now() + timedelta(seconds=10)
     )
     message = trial.scheduling_message
     assert message.startswith(CAUSE.format(1) + " (lost before its ranks started, 1 of 3 in a row)")
