@@ -125,26 +125,9 @@ class LogLineRequestSerializer(StrictSerializer):
 
 
 class LogBatchRequestSerializer(StrictSerializer):
-    """A batch of output lines of one run (or share); its lines' positions increase."""
+    """A batch of output lines of one run (or share)."""
 
     lines = serializers.ListField(child=LogLineRequestSerializer(), max_length=MAX_LOG_LINES)
-
-    def validate_lines(self, lines: list[dict]) -> list[dict]:
-        last = 0
-        for index, line in enumerate(lines):
-            position = line["position"]
-            if position is None:
-                continue
-            if position <= last:
-                raise serializers.ValidationError(
-                    {
-                        str(index): {
-                            "position": [f"Must be greater than the batch's previous {last}."]
-                        }
-                    }
-                )
-            last = position
-        return lines
 
 
 class RendezvousRequestSerializer(StrictSerializer):

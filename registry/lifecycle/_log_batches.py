@@ -41,8 +41,8 @@ def append_logs(
     """Store output lines of a run (``node_rank`` 0) or of this host's share of it; each line
     cleaned and cut (``headway.exec.loglines.clean_line``). A line whose position is at or
     below the highest one stored for the run (or share) is skipped; a line without position is
-    stored (clients before positions). Positions must increase within ``lines`` (the request
-    serializer checks it). Returns how many were stored.
+    stored (clients before positions). Positions should increase within ``lines``; one that
+    does not is skipped as a resent line. Returns how many were stored.
 
     Raises:
         NotFound, NotPermitted: as ``placed_run`` / ``placed_share``.
@@ -56,16 +56,18 @@ def append_logs(
     mark = part.log_position
     with transaction.atomic():
         while True:
-            kept = [line for line in lines if (_position(line) or mark + 1) > mark]
-            top = max((p for line in kept if (p := _position(line)) is not None), default=None)
-            if top is None:
+            kept, top = _past(lines, mark)
+            if top == mark:
                 break
             rows = type(part).objects.filter(pk=part.pk, log_position=mark)
             if rows.update(log_position=top):
                 break
             # Another request stored lines meanwhile: filter against its mark.
             fresh = type(part).objects.filter(pk=part.pk).values_list("log_position", flat=True)
-            mark = fresh.first() or 0
+            current = fresh.first()
+            if current is None:  # deleted meanwhile (its experiment was): nothing to add to
+                return 0
+            mark = current
         rows_to_store = [
             TrialLog(
                 trial_id=trial_id,
@@ -79,5 +81,16 @@ def append_logs(
     return len(rows_to_store)
 
 
-def _position(line: LogLine) -> int | None:
-    return line[2] if len(line) > 2 else None
+def _past(lines: Sequence[LogLine], mark: int) -> tuple[list[LogLine], int]:
+    """The lines to store past ``mark``, and the new mark: a positioned line is kept when its
+    position is above every one stored or kept before it (a line out of order is taken for a
+    resent one); a line without a position is kept."""
+    kept = []
+    for line in lines:
+        position = line[2] if len(line) > 2 else None
+        if position is not None:
+            if position <= mark:
+                continue
+            mark = position
+        kept.append(line)
+    return kept, mark

@@ -91,9 +91,8 @@ def test_a_bad_position_is_refused_naming_the_field(running, line) -> None:
     assert _stored(trial) == []
 
 
-def test_positions_must_increase_within_a_batch(running) -> None:
+def test_a_line_out_of_order_in_a_batch_is_taken_for_a_resent_one(running) -> None:
     api, trial, ids = running
-    with pytest.raises(BadRequestError) as refused:
-        api.run_logs(*ids, [("a", None, 5), ("b", None, None), ("c", None, 5)])
-    assert "lines.2.position" in str(refused.value)
-    assert _stored(trial) == []
+    batch = [("a", None, 5), ("note", None, None), ("a again", None, 5), ("b", None, 7)]
+    assert api.run_logs(*ids, batch).accepted == 3
+    assert _stored(trial) == ["a", "note", "b"]
