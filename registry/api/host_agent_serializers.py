@@ -133,5 +133,11 @@ class LogBatchRequestSerializer(StrictSerializer):
 class RendezvousRequestSerializer(StrictSerializer):
     """Where the chief's host accepts its run's other hosts (torchrun's static rendezvous)."""
 
-    address = StrictCharField(max_length=253)
+    # Not trimmed: a host name or IP address has no white space, and a trimmed value would let
+    # through a request longer than the schema's maxLength says.
+    address = StrictCharField(
+        max_length=253,
+        trim_whitespace=False,
+        validators=[RegexValidator(r"^\S+$", "An address has no white space.")],
+    )
     port = serializers.IntegerField(min_value=1, max_value=65535)

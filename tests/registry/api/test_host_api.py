@@ -151,6 +151,9 @@ def test_a_run_over_two_hosts_meets_through_the_chief(live_server, owner) -> Non
     assert other.share_claim(*ids, 1, worker="other").claimed  # the same claim, sent again
     waiting = other.share_rendezvous(*ids, 1)
     assert not waiting.ready and waiting.run_state == RunState.STARTING
+    # An address is taken as sent, never trimmed: white space in it is refused, naming it.
+    with pytest.raises(BadRequestError, match="address"):
+        chief.run_rendezvous(*ids, address=" 10.0.0.7", port=29400)
     plan = chief.run_rendezvous(*ids, address="10.0.0.7", port=29400)
     assert (plan.nnodes, plan.node_rank, plan.total_slots) == (2, 0, 2)
     ready = other.share_rendezvous(*ids, 1)
