@@ -185,13 +185,19 @@ class HostHeartbeat:
         except Exception as exc:
             if link.is_refused(exc):
                 why = link.refusal(exc)
+                revoked = link.is_revoked(exc)
                 if not self.refused:
                     logger.critical(
-                        "host token revoked: %s; stopping every trial of this host", why
+                        "%s: %s; stopping every trial of this host",
+                        "host token revoked" if revoked else "host token refused",
+                        why,
                     )
                 self.refused = why
                 leases.expire_all(why)
-                self._give_up(f"host token revoked: {why}")
+                # An unknown key (not issued yet, a database restored without it) may be
+                # accepted again: the agent waits for that; a revoked one never is.
+                if revoked:
+                    self._give_up(f"host token revoked: {why}")
             else:
                 logger.exception("host %s: heartbeat failed; retrying", self.spec.name)
             return False

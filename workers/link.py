@@ -13,7 +13,7 @@ import threading
 
 import requests
 
-from headway.client import APIError, RegistryAPI, Session, UnauthenticatedError
+from headway.client import APIError, RegistryAPI, Session, UnauthenticatedError, wire
 from workers.config import settings
 
 REQUEST_TIMEOUT_S = 15.0  # one call; a lease outlives several
@@ -51,6 +51,12 @@ def is_master_unavailable(exc: BaseException) -> bool:
 def is_refused(exc: BaseException) -> bool:
     """True when the master refuses this host's token (401: revoked or unknown)."""
     return isinstance(exc, UnauthenticatedError) and exc.status == 401
+
+
+def is_revoked(exc: BaseException) -> bool:
+    """True when the master refuses this host's token because an admin revoked it (not an
+    unknown key): the agent then exits (``workers.hosts``)."""
+    return is_refused(exc) and wire.HOST_TOKEN_REVOKED in str(exc)
 
 
 def refusal(exc: BaseException) -> str:

@@ -380,6 +380,7 @@ class CheckpointGCQueued(WireModel):
 
 # The admin's host operations live in their own module (this one stays small); re-exported here
 # so ``wire.HostStatus`` reads like every other model.
+from headway.client._wire_hosts import HOST_TOKEN_REVOKED as HOST_TOKEN_REVOKED  # noqa: E402
 from headway.client._wire_hosts import HostRemoved as HostRemoved  # noqa: E402
 from headway.client._wire_hosts import HostStatus as HostStatus  # noqa: E402
 from headway.client._wire_hosts import HostStatusList as HostStatusList  # noqa: E402

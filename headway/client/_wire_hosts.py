@@ -9,6 +9,12 @@ from pydantic import Field
 
 from headway.client._wire import WireModel
 
+# The 401 detail of a host token an admin revoked (``headway host-token revoke``, ``headway host
+# remove``), as opposed to an unknown key: the agent that gets it stops its trials and exits,
+# where an unknown key (a token not issued yet, or a database restored without it) only ends
+# its leases until the master accepts a token again.
+HOST_TOKEN_REVOKED = "Host token revoked."
+
 
 class HostStatus(WireModel):
     """A worker host as an admin operates it.

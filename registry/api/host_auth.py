@@ -21,9 +21,10 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
 
+from headway.client import wire
 from registry.authz import is_admin
 from registry.models import HostToken, TrialRun
-from registry.models.host_token import HOST_KEY_PREFIX
+from registry.models.host_token import HOST_KEY_PREFIX, hash_host_key
 
 # ``last_used_at`` is written at most this often per token (a heartbeat every few seconds
 # would otherwise be a write each).
@@ -40,7 +41,8 @@ class HostTokenAuthentication(BaseAuthentication):
     """Authenticates ``Token hwh_...`` keys as their ``HostToken`` (see module).
 
     Raises:
-        AuthenticationFailed: (401) a host key that is unknown or revoked.
+        AuthenticationFailed: (401) a host key that is unknown ("Invalid host token.") or
+            revoked (``wire.HOST_TOKEN_REVOKED``).
     """
 
     keyword = "Token"
@@ -54,7 +56,10 @@ class HostTokenAuthentication(BaseAuthentication):
             return None  # a user or run token: HeadwayTokenAuthentication's
         token = HostToken.objects.for_key(key)
         if token is None:
-            raise AuthenticationFailed("Invalid or revoked host token.")
+            # Only on a refusal: a revoked token's agent exits, an unknown key's keeps trying.
+            if HostToken.objects.filter(key_hash=hash_host_key(key)).exists():
+                raise AuthenticationFailed(wire.HOST_TOKEN_REVOKED)
+            raise AuthenticationFailed("Invalid host token.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
             HostToken.objects.filter(id=token.id).update(last_used_at=now)

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from headway.client import ConflictError
 from registry.models import WorkerHost
-from tests.helpers import require, start_worker, stop_workers, wait_for
+from tests.helpers import host_token, require, start_worker, stop_workers, wait_for
 from workers import config, hosts, leases
 
 EXIT_BOUND_S = 120  # an agent's exit by itself, with margin for a busy machine
@@ -103,6 +103,24 @@ def test_a_revoked_token_ends_the_leases_then_gives_up_once(host_agent, no_lease
     assert not beat.renew()
     assert lease.expired == beat.refused and host_agent.name in lease.expired
     assert gave_up == [f"host token revoked: {lease.expired}"]
+
+
+def test_an_unknown_token_ends_the_leases_and_waits_to_be_accepted_again(host_agent, no_leases):
+    # A key the master does not know (not issued yet; its row gone, as a test database's flush
+    # leaves it) is not a revocation: the leases end, the agent stays and is accepted again.
+    from registry.models import HostToken
+
+    gave_up: list[str] = []
+    beat = _beat(host_agent, on_refused=gave_up.append)
+    assert beat.renew()
+    lease = leases.hold(leases.RUN, trial_id=1, run_id=1, node_rank=0, claimed=time.monotonic())
+    key = host_agent.token
+    HostToken.objects.filter(name=host_agent.name).delete()
+    assert not beat.renew()
+    assert lease.expired == beat.refused and "Invalid host token" in lease.expired
+    assert gave_up == []
+    host_token(host_agent.name, key)
+    assert beat.renew()
 
 
 # -- real agents ---------------------------------------------------------------------------------
