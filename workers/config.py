@@ -134,7 +134,7 @@ class AgentSettings:
             "HEADWAY_OUTAGE_TOLERANCE_SECONDS", 600.0
         )
         self.HEADWAY_LOG_FLUSH_SECONDS = _env_number("HEADWAY_LOG_FLUSH_SECONDS", 0.5)
-        self.HEADWAY_REATTACH_SECONDS = _env_number("HEADWAY_REATTACH_SECONDS", 30.0)
+        self.HEADWAY_REATTACH_SECONDS = _env_number("HEADWAY_REATTACH_SECONDS", 0.0)
         self.HEADWAY_MAX_LOG_LINE_CHARS = _env_integer("HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
         self.HEADWAY_THREADS_PER_SLOT = _env_integer("HEADWAY_THREADS_PER_SLOT", 0)
         self.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = _env_number(

@@ -52,7 +52,13 @@ def test_a_restarted_agent_re_attaches_its_running_trial(cluster, cluster_api, s
     pool = f"headway-reattach-{uuid.uuid4().hex[:8]}"
     name = f"{pool}-host"
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
-    env = dict(cluster.env, HEADWAY_QUEUE=pool, HEADWAY_HOST_NAME=name, HEADWAY_SLOTS="1")
+    env = dict(
+        cluster.env,
+        HEADWAY_QUEUE=pool,
+        HEADWAY_HOST_NAME=name,
+        HEADWAY_SLOTS="1",
+        HEADWAY_REATTACH_SECONDS="30",
+    )
     model = tmp_path / "model"
     model.mkdir()
     (model / "train.py").write_text(TRAIN)

@@ -154,7 +154,9 @@ def test_kill_ends_a_process_that_ignores_sigterm(cluster_api, tmp_path):
     cluster_api.wait_trial(trial["id"], lambda t: t["state"] == "CANCELED", "CANCELED", timeout=30)
     # Grace period is 3 s in the test cluster; allow for polling and process teardown.
     assert time.monotonic() - requested < 15
-    assert any("SIGKILL" in line for line in cluster_api.logs(trial["id"]))
+    assert any("SIGKILL" in line for line in cluster_api.logs(trial["id"])), cluster_api.logs(
+        trial["id"]
+    )
     assert not trial_process_ids(cluster_api, trial["id"], 1)
 
 
