@@ -149,15 +149,7 @@ def heartbeats(server: Server, keys: dict[str, str], pool: str, started: str) ->
                 errors.append(f"{answer.status_code} {answer.text[:200]}")
             i += 1
 
-    threads = [threading.Thread(target=beats, args=(k,)) for k in range(THREADS)]
-    began = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    time.sleep(HEARTBEAT_S)
-    stop.set()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - began
+    wall = run_threads_for(beats, THREADS, HEARTBEAT_S, stop)
     done = [x for per in latencies for x in per]
     for error in sorted(set(errors))[:5]:
         print(f"heartbeat error: {error}", flush=True)
@@ -167,6 +159,22 @@ def heartbeats(server: Server, keys: dict[str, str], pool: str, started: str) ->
         "rest_heartbeat_p95_ms": round(1000 * percentile(done, 0.95), 1) if done else None,
         "rest_heartbeat_errors": len(errors),
     }
+
+
+def run_threads_for(
+    body: Callable[[int], None], threads: int, seconds: float, stop: threading.Event
+) -> float:
+    """Run ``body(k)`` in ``threads`` threads, set ``stop`` after ``seconds``, join them;
+    returns the wall time in seconds from the first start to the last join."""
+    started = [threading.Thread(target=body, args=(k,)) for k in range(threads)]
+    began = time.perf_counter()
+    for thread in started:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in started:
+        thread.join()
+    return time.perf_counter() - began
 
 
 def rest_phases(

@@ -57,7 +57,7 @@ if "--tiny" in sys.argv:  # the same as HEADWAY_BENCH_TINY=1
     os.environ["HEADWAY_BENCH_TINY"] = "1"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _baseline import compare, run_baseline, wanted
-from _scheduling_rest import rest_phases
+from _scheduling_rest import rest_phases, run_threads_for
 from _server import REPO, Backend, percentile
 from _tiny import pick, tiny
 
@@ -306,15 +306,7 @@ def heartbeat_phase(names: list[str]) -> dict[str, Any]:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=beats, args=(k,)) for k in range(HEARTBEAT_THREADS)]
-    began = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    time.sleep(HEARTBEAT_S)
-    stop.set()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - began
+    wall = run_threads_for(beats, HEARTBEAT_THREADS, HEARTBEAT_S, stop)
     out, _ = child.communicate(timeout=600)
     passes = json.loads(out.strip().splitlines()[-1])
     for error in sorted(set(errors))[:5]:
