@@ -9,7 +9,6 @@ also re-queues the trial without counting a restart.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 
 from headway.core._preempt import LISTENING_FILE
+from headway.exec import procs
 from workers import agent_state, link
 from workers.config import settings
 
@@ -30,7 +30,9 @@ class ProcessGroupKiller:
     """SIGTERM to a run's process group when due, then SIGKILL ``grace`` seconds later.
 
     The process was started in its own session, so its group holds every child it spawned
-    (data-loader workers, torchrun ranks): the whole tree goes, even if it ignores SIGTERM.
+    (data-loader workers); torchrun's ranks, which run in sessions of their own, are signalled
+    through their groups (``headway.exec.procs.signal_tree``): the whole tree goes, even if it
+    ignores SIGTERM.
     ``escalate()`` is called from the runner's loop (at least every log-flush interval).
     """
 
@@ -55,8 +57,9 @@ class ProcessGroupKiller:
                 self.term_at = term_at
 
     def _signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, sig)
+        # The groups its descendants moved to too (torchrun's ranks: each in a session of its
+        # own), or they would run on orphaned, holding the trial's output open.
+        procs.signal_tree(self.process.pid, sig)
 
     def escalate(self) -> str | None:
         """Send whatever signal is due; return a line for the trial's log when one was sent.

@@ -4,7 +4,8 @@ The worker starts every trial process through this guard (issue #12: "after a wo
 its trial runs unsupervised for 60-90 s"). The guard runs ``command`` as its child in its own
 process group (the one the worker made for the run) and watches its parent: once the worker
 ``PID`` is no longer its parent (the worker was killed: the guard was re-parented), it sends
-SIGTERM to the whole group, and SIGKILL ``--grace`` seconds later if the trial still runs. It
+SIGTERM to the whole group, and SIGKILL ``--grace`` seconds later if the trial still runs (the
+groups its descendants moved to as well, such as torchrun's ranks: ``procs.signal_descendants``). It
 checks once per ``--interval`` seconds from a sleeping thread (no busy loop), so a trial stops
 within about ``interval`` seconds of its worker's death; the lost-run reaper re-queues it.
 
@@ -31,6 +32,10 @@ agent to name itself there, and stops the group as above only if none does. With
 ``--exit-file PATH`` the guard writes the trial's exit as JSON (``{"code": N, "stopped": why}``,
 ``why`` empty unless the guard stopped it) before it exits: an agent that re-attached the run
 is not its parent and cannot wait for its status.
+
+Processes of the trial that outlive its main process (ranks whose launcher died first: the
+guard is their subreaper, so they are re-parented to it) are stopped the same way before the
+guard exits, so nothing of a trial runs on unsupervised.
 
 Signals the worker sends to the group (kill, preemption escalation) reach the trial directly;
 the guard ignores SIGTERM and SIGINT itself and ends with the trial's exit status (a trial
@@ -140,6 +145,13 @@ def _why_stop(supervisor: _Supervisor, lease_file: str | None) -> str | None:
 _stopped = {"why": ""}  # set by the watching thread when it stops the trial
 
 
+def _signal_trial(sig: int) -> None:
+    # The guard's descendants first, wherever a launcher moved them (torchrun's ranks: a
+    # session each), then the run's whole group, the guard included.
+    procs.signal_descendants(os.getpid(), sig)
+    os.killpg(os.getpgrp(), sig)
+
+
 def _watch(
     child: subprocess.Popen[bytes],
     supervisor: _Supervisor,
@@ -155,13 +167,27 @@ def _watch(
             continue
         _stopped["why"] = why
         _say(f"{why}: stopping the trial (SIGTERM)")
-        os.killpg(os.getpgrp(), signal.SIGTERM)  # the guard ignores it; the trial's tree not
+        _signal_trial(signal.SIGTERM)  # the guard ignores it; the trial not
         deadline = time.monotonic() + grace
         while child.returncode is None and time.monotonic() < deadline:
             time.sleep(min(interval, 0.5))
         if child.returncode is None:
-            os.killpg(os.getpgrp(), signal.SIGKILL)
+            _signal_trial(signal.SIGKILL)
         return
+
+
+def _stop_strays(grace: float) -> None:
+    # Processes the trial left behind when its main process ended (ranks whose launcher died
+    # first, re-parented here as this guard is their subreaper) would run on unsupervised and
+    # hold the trial's output open: they end with the trial, SIGTERM then SIGKILL.
+    if not procs.live_descendants(os.getpid()):
+        return
+    _say("processes of the trial outlived it: stopping them (SIGTERM)")
+    procs.signal_descendants(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while procs.live_descendants(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    procs.signal_descendants(os.getpid(), signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.ignore_usr1:
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # inherited through exec (see module)
+    # Ranks a launcher started in sessions of their own stay this process's descendants even
+    # when the launcher dies first, so a stop reaches them (``procs.signal_descendants``).
+    procs.become_subreaper()
     child = subprocess.Popen(args.command)
     # Ignored only after the child started: ignored dispositions would be inherited by it. A
     # SIGTERM to the group before this line ends both, as it would have ended the trial alone.
@@ -187,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         daemon=True,
     ).start()
     code = child.wait()
+    _stop_strays(args.grace)
     if args.exit_file:
         exit_record = json.dumps({"code": code, "stopped": _stopped["why"]})
         try:

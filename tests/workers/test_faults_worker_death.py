@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from headway.exec import procs
 from tests.helpers import REPO, wait_for
 
 FIXTURE = REPO / "tests" / "fixtures" / "core_api"
@@ -85,6 +86,36 @@ def test_finding_worker_death_guard_stops_the_trial_when_its_parent_dies(tmp_pat
     worker.kill()
     worker.wait()
     wait_for(lambda: not _group_members(group), 15, "the orphaned trial to stop")
+
+
+def test_ranks_a_dead_launcher_left_behind_end_with_the_trial(tmp_path):
+    """torchrun's ranks run in sessions of their own: when the launcher dies first they are
+    re-parented to the guard (their subreaper), which stops them before it exits, so none runs
+    on unsupervised holding the trial's output open."""
+    ready = tmp_path / "rank.pid"
+    launcher = textwrap.dedent(
+        f"""
+        import subprocess, sys
+        rank = subprocess.Popen(
+            [sys.executable, "-c",
+             "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+            start_new_session=True,
+        )
+        open({str(ready)!r}, "w").write(str(rank.pid))
+        sys.exit(5)
+        """
+    )
+    done = subprocess.run(
+        _guard(sys.executable, "-c", launcher, grace=1),
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+        timeout=60,
+    )
+    assert done.returncode == 5  # the trial's own exit status, as before
+    assert "outlived it" in done.stderr
+    rank = int(ready.read_text())
+    wait_for(lambda: procs.process_start(rank) is None, 15, "the orphaned rank to stop")
 
 
 def _children(pid: int) -> list[int]:

@@ -37,6 +37,17 @@ print("ready", child.pid, flush=True)
 time.sleep(300)
 """
 
+# A launcher like torchrun: it starts its "rank" in a session of its own (torch elastic's
+# start_new_session=True), and both ignore SIGTERM.
+LAUNCHER = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                        start_new_session=True)
+print("ready", rank.pid, flush=True)
+time.sleep(300)
+"""
+
 
 @pytest.fixture
 def spawn():
@@ -95,6 +106,18 @@ def test_sigkill_follows_the_grace_period_and_reaches_the_whole_group(spawn):
     assert process.wait(timeout=60) == -signal.SIGKILL
     wait_for(lambda: not process_alive(int(child)), 60, "the child to die")
     assert killer.escalate() is None  # each signal is sent once
+
+
+def test_sigkill_reaches_ranks_a_launcher_started_in_sessions_of_their_own(spawn):
+    process, (rank,) = spawn(LAUNCHER)
+    assert os.getpgid(int(rank)) != process.pid  # out of the trial's group
+    killer = supervision.ProcessGroupKiller(process, grace=0.2)
+    killer.schedule()
+    assert killer.escalate() == SIGTERM_MESSAGE
+    assert process_alive(int(rank))  # it ignores SIGTERM
+    wait_for(killer.escalate, 60, "SIGKILL", interval=0.05)
+    assert process.wait(timeout=60) == -signal.SIGKILL
+    wait_for(lambda: not process_alive(int(rank)), 60, "the rank to die")
 
 
 def test_an_earlier_schedule_wins(spawn):
