@@ -23,6 +23,9 @@ from workers import distributed, leases, link, outage, supervision
 from workers.config import settings
 
 EOF = object()  # put on the lines queue after the process's last line
+# How long output is still read after the trial's process ended, when something it started
+# keeps the output open (see ``_pump_output``).
+OUTPUT_AFTER_EXIT_S = 30.0
 LOG_BATCH = 500  # lines a call: bounds one request's size (lines are cut too)
 
 
@@ -159,6 +162,7 @@ def _pump_output(
 
     master = outage.MasterOutage(settings.outage_budget())
     attempt = _Calls(master, killer).attempt
+    ended_at: float | None = None  # when the trial's process was first seen ended
     while True:
         try:
             item = lines.get(timeout=flush_every)
@@ -166,6 +170,16 @@ def _pump_output(
             item = None
         if item is EOF:
             return
+        if item is None and killer.process.poll() is not None:
+            # Its output stays open while a process it started runs on (one no signal to its
+            # tree reached): the run ends with its main process, not with such a stray.
+            ended_at = ended_at or time.monotonic()
+            if time.monotonic() - ended_at > OUTPUT_AFTER_EXIT_S:
+                logs.add(
+                    f"[headway] the trial's process ended {OUTPUT_AFTER_EXIT_S:g} s ago but "
+                    "processes it started still hold its output open: no longer read"
+                )
+                return
         if isinstance(item, str):
             logs.add(item)
         elif isinstance(item, tuple):  # (line, its position: line number or offset past it)

@@ -221,6 +221,23 @@ def test_lines_are_written_in_batches_of_500(submit, agent):
     assert [message for message, _ in writer.pending] == [f"line {i}" for i in range(1000, 1200)]
 
 
+def test_output_held_open_after_the_process_ended_is_read_for_a_bounded_time(
+    submit, agent, monkeypatch
+):
+    # A stray the trial started (out of reach of the kill) keeps its output open: no EOF.
+    monkeypatch.setattr(run_loop, "OUTPUT_AFTER_EXIT_S", 0.5)
+    trial = submit("true")
+    spec = agent.api.run_spec(trial.id, 1)
+    lines: queue.Queue = queue.Queue()
+    lines.put("last words")
+    writer = run_loop.LogWriter(trial.id, 1)
+    run_loop.supervise(spec, _idle_killer(), lines, writer)  # returns: the process ended
+    writer.flush()
+    logged = log_lines(trial)
+    assert logged[0] == "last words"
+    assert "still hold its output open: no longer read" in logged[-1]
+
+
 class _RecordingWriter(run_loop.LogWriter):
     """The real writer, also noting in memory what each flush sent (for another thread)."""
 
