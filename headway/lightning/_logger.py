@@ -266,3 +266,37 @@ def _float_or_none(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+class DetLogger(HeadwayLogger):
+    """``HeadwayLogger`` bound to an existing Core API context, named and built as
+    Determined's framework integrations are (``DetCallback(core_context, ...)``): the context
+    is the first, required argument.
+
+    .. code::
+
+        with core_v2.init_context(config=core_v2.Config(name="run")) as core_context:
+            trainer = L.Trainer(logger=DetLogger(core_context))
+
+    Everything else is ``HeadwayLogger``'s (metric names and groups, steps, hparams,
+    checkpoints, rank zero only); the logger never starts or ends a run: the context's owner
+    closes it.
+
+    Arguments:
+        core_context (headway.core.Context): a managed trial's ``core.init()``, or
+            ``core_v2.init_context()`` / the context of ``core_v2.init()``.
+        log_model (bool): register ``ModelCheckpoint`` files as Headway checkpoints (default
+            True).
+
+    Raises:
+        TypeError: when ``core_context`` is not a ``headway.core.Context`` (None included).
+    """
+
+    def __init__(self, core_context: Context, *, log_model: bool = True) -> None:
+        if not isinstance(core_context, Context):
+            raise TypeError(
+                "DetLogger(core_context): expected a headway.core.Context (core.init(), "
+                f"core_v2.init_context()), got {type(core_context).__name__}; "
+                "HeadwayLogger() starts a run of its own"
+            )
+        super().__init__(core_context, log_model=log_model)

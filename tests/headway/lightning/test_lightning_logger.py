@@ -11,9 +11,10 @@ pytest.importorskip("lightning")
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import Logger
 
 from headway import core
-from headway.lightning import HeadwayLogger
+from headway.lightning import DetLogger, HeadwayLogger
 from registry.models import Checkpoint, MetricReport
 from tests.headway.lightning._tiny import TinyRegression, loaders, trainer_kwargs
 
@@ -99,3 +100,30 @@ def test_log_model_false_registers_no_checkpoint(managed_trial, tmp_path: pathli
 def test_a_context_is_required() -> None:
     with pytest.raises(TypeError, match=r"headway\.core\.Context"):
         HeadwayLogger({"not": "a context"})  # type: ignore[arg-type]
+
+
+def test_det_logger_reports_into_the_contexts_trial(managed_trial, tmp_path: pathlib.Path):
+    trial, _ = managed_trial()
+    train, val = loaders(batches=2)
+    with core.init() as ctx:
+        det_logger = DetLogger(ctx)
+        assert isinstance(det_logger, Logger) and det_logger.experiment is ctx
+        trainer = pl.Trainer(
+            max_epochs=1,
+            logger=det_logger,
+            callbacks=[ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_loss")],
+            **trainer_kwargs(tmp_path),
+        )
+        trainer.fit(TinyRegression(lr=0.05, width=4), train, val)
+    assert det_logger.version == f"trial-{trial.id}"
+    assert sorted(series(trial, "training")["train_loss_step"]) == [1, 2]
+    assert sorted(series(trial, "validation")["val_loss"]) == [2]
+    checkpoint = Checkpoint.objects.get(trial=trial)
+    assert checkpoint.steps_completed == 2
+    assert checkpoint.metadata["lightning"]["hparams"] == {"lr": 0.05, "width": 4}
+
+
+@pytest.mark.parametrize("argument", [None, {"not": "a context"}])
+def test_det_logger_needs_a_context(argument) -> None:
+    with pytest.raises(TypeError, match=r"DetLogger\(core_context\).*headway\.core\.Context"):
+        DetLogger(argument)

@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from headway import core
 from headway.client import RegistryAPI
 from headway.experimental import core_v2
-from headway.lightning import HeadwayLogger
+from headway.lightning import DetLogger, HeadwayLogger
 from registry.models import Checkpoint, MetricReport, Trial
 from tests.headway.lightning._tiny import TinyRegression, loaders, trainer_kwargs
 
@@ -90,3 +90,18 @@ def test_config_with_a_context_is_refused(client, tmp_path) -> None:
             HeadwayLogger(ctx, config=core_v2.Config())
         with pytest.raises(ValueError, match="config and client"):
             HeadwayLogger(ctx, client=client)
+
+
+def test_det_logger_reports_into_a_core_v2_context(client, tmp_path) -> None:
+    config = core_v2.Config(name="det-logger", external_experiment_id="e", external_trial_id="t")
+    with core_v2.init_context(config=config, client=client) as ctx:
+        fit(DetLogger(ctx), tmp_path, TinyRegression(lr=0.2, width=4))
+        trial = Trial.objects.get()
+        assert trial.state == "ACTIVE"  # the logger does not end a run it did not start
+    trial.refresh_from_db()
+    assert trial.state == "COMPLETED" and trial.experiment.name == "det-logger"
+    steps = MetricReport.objects.filter(trial=trial, group="training").values_list(
+        "steps_completed", flat=True
+    )
+    assert sorted(steps) == [1, 2]
+    assert Checkpoint.objects.get(trial=trial).steps_completed == 2
