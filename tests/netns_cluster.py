@@ -43,6 +43,9 @@ API (for tests of several hosts, partitions, host loss)::
         cluster.slots_in_use("b")                      # the master's count (REST workers/)
         cluster.run_in("b", ["ip", "addr"])            # a command inside b's namespace
         cluster.psql("SELECT 1")                       # a query on the master's database
+        cluster.stop_web(); cluster.start_web()        # the master's faults (tests/netns_faults.py)
+        cluster.stop_master_worker(); cluster.start_master_worker()
+        cluster.restart_postgres(down=20)
 
 ``worker_env`` (for all) and ``host_env`` (per host) add or override the agents' variables
 (``host_env()`` builds them; ``common_env()`` is the master's); ``private_dirs``
@@ -66,7 +69,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, free_port, serves_headway, wait_for
+from tests.helpers import REPO, free_port, wait_for
+from tests.netns_faults import MasterFaults
 from tests.netns_inspect import HostProcesses
 from tests.netns_master import (
     PG_BIN,
@@ -105,7 +109,7 @@ def require_netns() -> None:
         pytest.skip(why)
 
 
-class NetnsCluster(HostProcesses, ClusterStorage):
+class NetnsCluster(HostProcesses, ClusterStorage, MasterFaults):
     """A master and worker hosts in network namespaces (see the module docstring).
 
     Args:
@@ -271,8 +275,6 @@ class NetnsCluster(HostProcesses, ClusterStorage):
         return run_checked(cmd, cwd=REPO, env=self.common_env()).stdout
 
     def _web(self) -> None:
-        from config.services import web_command
-
         env = self.common_env()
         run_checked([sys.executable, "manage.py", "migrate", "--noinput"], cwd=REPO, env=env)
         self.token = run_checked(
@@ -280,18 +282,12 @@ class NetnsCluster(HostProcesses, ClusterStorage):
             cwd=REPO,
             env=env,
         ).stdout.strip()
-        port = free_port()
-        self.url = f"http://{self.master}:{port}"
-        env.update(HEADWAY_MASTER_URL=self.url, HEADWAY_WEB_WORKERS="1", HEADWAY_WEB_THREADS="64")
-        self._spawn(web_command(port, bind=self.master), self.base / "web.log", env=env)
-        wait_for(lambda: serves_headway(self.url), 120, f"the web server ({self.base})")
+        self.url = f"http://{self.master}:{free_port()}"
+        self.start_web()
 
     def _master_worker(self) -> None:
         """The master's Celery worker with beat (lost-run reaper, GC), in the root namespace."""
-        from config.services import master_worker_command
-
-        log = self.base / "master-worker.log"
-        self._spawn(master_worker_command(NAMESPACE), log, env=self.common_env())
+        self.start_master_worker()
 
     def _spawn(
         self, cmd: Sequence[str], log: Path, env: dict[str, str] | None = None

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,6 +56,7 @@ class Postgres:
         self.address = address
         self.network = network
         self.data: Path | None = None
+        self.options = ""  # the server's command-line options (start, restart)
         self.url = ""
 
     def start(self) -> str:
@@ -78,7 +80,9 @@ class Postgres:
         with open(data / "pg_hba.conf", "a") as hba:
             hba.write(f"host all all {self.network} trust\n")
         port = free_port()
-        options = f"-c listen_addresses={self.address} -p {port} -k {data} -c fsync=off"
+        self.options = options = (
+            f"-c listen_addresses={self.address} -p {port} -k {data} -c fsync=off"
+        )
         run_checked(
             [
                 *_AS_POSTGRES,
@@ -106,6 +110,15 @@ class Postgres:
         )
         self.url = f"postgres://postgres@{self.address}:{port}/headway"
         return self.url
+
+    def restart(self, down: float) -> None:
+        """Stop the server (``-m fast``: every connection cut), wait ``down`` seconds, start it
+        again with the options it ran with."""
+        assert self.data is not None, "not started"
+        pg_ctl = [*_AS_POSTGRES, str(PG_BIN[-1] / "pg_ctl"), "-D", str(self.data)]
+        run_checked([*pg_ctl, "-m", "fast", "-w", "stop"])
+        time.sleep(down)
+        run_checked([*pg_ctl, "-w", "-l", str(self.data / "log"), "-o", self.options, "start"])
 
     def stop(self) -> None:
         """Stop the server now (``-m immediate``) and remove its data; idempotent."""

@@ -1,0 +1,92 @@
+"""Faults of the master side of a namespaced test cluster (tests/netns_cluster.py): its web
+server, master worker and PostgreSQL stopped and started again, as an operator's restart or a
+crash would.
+
+A mixin of ``NetnsCluster``: it needs ``base``, ``master``, ``url``, ``_procs``, ``_spawn``,
+``common_env`` and ``_postgres_server``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from tests.helpers import serves_headway, wait_for
+
+
+class MasterFaults:
+    """Stopping and starting the master's processes (see module)."""
+
+    base: Path
+    master: str
+    url: str
+    _procs: list[subprocess.Popen]
+    _spawn: Callable[..., subprocess.Popen]
+    common_env: Callable[[], dict[str, str]]
+    _postgres_server: object
+
+    def start_web(self) -> subprocess.Popen:
+        """Start the web server (gunicorn, one worker of 64 threads) on ``self.url``'s port, as
+        at the cluster's start; return once it serves."""
+        from config.services import web_command
+
+        env = self.common_env()
+        env.update(HEADWAY_MASTER_URL=self.url, HEADWAY_WEB_WORKERS="1", HEADWAY_WEB_THREADS="64")
+        port = urlsplit(self.url).port
+        assert port is not None, self.url
+        proc = self._spawn(web_command(port, bind=self.master), self.base / "web.log", env=env)
+        wait_for(lambda: serves_headway(self.url), 120, f"the web server ({self.base})")
+        return proc
+
+    def stop_web(self, sig: int = signal.SIGTERM) -> None:
+        """Stop every web server of the master (``sig`` to its process group) and wait for it."""
+        self._stop(self._find("gunicorn"), sig)
+
+    def start_master_worker(self) -> subprocess.Popen:
+        """Start the master's Celery worker with beat (lost-run reaper, GC)."""
+        from config.services import master_worker_command
+        from tests.netns_cluster import NAMESPACE
+
+        log = self.base / "master-worker.log"
+        return self._spawn(master_worker_command(NAMESPACE), log, env=self.common_env())
+
+    def stop_master_worker(self, sig: int = signal.SIGTERM) -> None:
+        """Stop the master's worker (``sig`` to its process group) and wait for it."""
+        self._stop(self._find("config", "worker"), sig)
+
+    def restart_postgres(self, down: float) -> None:
+        """Stop the master's PostgreSQL (fast shutdown: connections cut, as a restart does),
+        keep it down ``down`` seconds, start it again with the same options."""
+        server = self._postgres_server
+        restart = getattr(server, "restart", None)
+        assert restart is not None, "the cluster has no PostgreSQL of its own"
+        restart(down)
+
+    def _find(self, *words: str) -> list[subprocess.Popen]:
+        found = [
+            proc
+            for proc in self._procs
+            if proc.poll() is None and all(word in proc.args for word in words)
+        ]
+        assert found, f"no running process with {words} in its command"
+        return found
+
+    def _stop(self, procs: Sequence[subprocess.Popen], sig: int, grace: float = 60) -> None:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + grace
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self._procs.remove(proc)
