@@ -133,7 +133,9 @@ def test_finding_a_submission_during_a_redis_outage_is_stored_once_and_runs_late
         # Redis stays away until the placed run's task was tried (the placement pass may run
         # after the request, from a heartbeat): its send failed, or was skipped after a failure.
         wait_for(
-            lambda: any(line in _log(stack)[seen:] for line in ("could not be sent", "was not sent")),
+            lambda: any(
+                line in _log(stack)[seen:] for line in ("could not be sent", "was not sent")
+            ),
             120,
             "the run's task to be tried while Redis is down",
         )
