@@ -3,11 +3,14 @@ a user token (``core_v2.init()``), then heartbeats and ends it with the run's to
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from headway.client._api_base import APIBase
+from headway.client._api_host import LogLine, _log_lines
 
 if TYPE_CHECKING:  # the wire models load at the first call (pydantic's import cost)
+    from headway.client._wire import LogsAccepted
     from headway.client._wire_unmanaged import (
         UnmanagedExited,
         UnmanagedHeartbeat,
@@ -62,3 +65,17 @@ class UnmanagedAPI(APIBase):
         body = {"exit_code": exit_code}
         answer = self._post("unmanaged_exit", body, trial_id=trial_id, run_id=run_id)
         return wire_unmanaged.UnmanagedExited.model_validate(answer)
+
+    def unmanaged_logs(self, trial_id: int, run_id: int, lines: Iterable[LogLine]) -> LogsAccepted:
+        """Append the script's output lines (``LogLine``: a message, or ``(message, timestamp,
+        position)``) to run ``run_id``'s trial logs; the answer counts those stored (a line at
+        or below the run's highest stored position is a resend and is not).
+
+        Raises:
+            headway.client.ConflictError: (409) the run has ended.
+        """
+        from headway.client import _wire as wire
+
+        body = {"lines": _log_lines(lines)}
+        answer = self._post("unmanaged_logs", body, trial_id=trial_id, run_id=run_id)
+        return wire.LogsAccepted.model_validate(answer)

@@ -60,9 +60,10 @@ TRIAL_ROUTES: dict[str, tuple[str, str]] = {
     "trial_searcher_completed": ("POST", _TRIAL + "searcher/completed/"),
     "trial_searcher_early_exit": ("POST", _TRIAL + "searcher/early_exit/"),
     "checkpoint_metadata_add": ("POST", "checkpoints/{uuid}/metadata/"),
-    # An unmanaged run (core_v2) heartbeats and ends itself with its run token.
+    # An unmanaged run (core_v2) heartbeats, sends its output and ends itself with its run token.
     "unmanaged_heartbeat": ("POST", "unmanaged/trials/{trial_id}/runs/{run_id}/heartbeat/"),
     "unmanaged_exit": ("POST", "unmanaged/trials/{trial_id}/runs/{run_id}/exit/"),
+    "unmanaged_logs": ("POST", "unmanaged/trials/{trial_id}/runs/{run_id}/logs/"),
 }
 
 _EXPERIMENT = "experiments/{experiment_id}/"

@@ -11,6 +11,7 @@ from registry.api.views.health import HealthView
 from registry.api.views.unmanaged import (
     UnmanagedExitView,
     UnmanagedHeartbeatView,
+    UnmanagedLogsView,
     UnmanagedStartView,
 )
 from registry.model_registry import MODEL_NAME_PATTERN
@@ -105,6 +106,11 @@ urlpatterns = [
         "unmanaged/trials/<db_id:trial_id>/runs/<db_id:run_id>/heartbeat/",
         UnmanagedHeartbeatView.as_view(),
         name="unmanaged-heartbeat",
+    ),
+    path(
+        "unmanaged/trials/<db_id:trial_id>/runs/<db_id:run_id>/logs/",
+        UnmanagedLogsView.as_view(),
+        name="unmanaged-logs",
     ),
     path(
         "unmanaged/trials/<db_id:trial_id>/runs/<db_id:run_id>/exit/",

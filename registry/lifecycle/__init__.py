@@ -70,6 +70,7 @@ from registry.lifecycle._trials import (
 from registry.lifecycle._unmanaged import (
     UnmanagedStart,
     reap_lost_unmanaged_runs,
+    unmanaged_append_logs,
     unmanaged_heartbeat,
     unmanaged_run_exited,
     unmanaged_start,
@@ -125,6 +126,7 @@ __all__ = [
     "trial_run_preempt",
     "trial_run_running",
     "trial_searcher_completed",
+    "unmanaged_append_logs",
     "unmanaged_heartbeat",
     "unmanaged_run_exited",
     "unmanaged_start",

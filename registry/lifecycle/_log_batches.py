@@ -51,6 +51,15 @@ def append_logs(
         part: TrialRun | RunShare = placed_share(host, trial_id, run_id, node_rank)
     else:
         part = placed_run(host, trial_id, run_id)
+    return store_lines(part, trial_id, run_id, lines)
+
+
+def store_lines(
+    part: TrialRun | RunShare, trial_id: int, run_id: int, lines: Sequence[LogLine]
+) -> int:
+    """``append_logs`` once the sender may write to ``part`` (the run, or the share, whose
+    ``log_position`` marks the lines stored): store the lines past its mark as logs of run
+    ``run_id`` of ``trial_id``; returns how many were stored."""
     limit = settings.HEADWAY_MAX_LOG_LINE_CHARS
     now = timezone.now()
     mark = part.log_position

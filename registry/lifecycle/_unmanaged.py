@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +29,7 @@ from registry.errors import IllegalTransition, InvalidInput
 from registry.jsonsafe import json_storage_problem
 from registry.lifecycle._common import refresh_experiment, trial_end
 from registry.lifecycle._experiments import _complete_config, parse_config_or_400
+from registry.lifecycle._log_batches import LogLine, store_lines
 from registry.models import (
     TERMINAL_STATES,
     Checkpoint,
@@ -274,6 +276,22 @@ def unmanaged_heartbeat(*, trial_id: int, run_id: int) -> bool:
         .exclude(run__state=RunState.EXITED)
         .update(heartbeat_at=timezone.now())
     )
+
+
+def unmanaged_append_logs(*, trial_id: int, run_id: int, lines: Sequence[LogLine]) -> int | None:
+    """Store the output lines the script of unmanaged run ``run_id`` sent as the trial's logs,
+    each once (``store_lines``: a line at or below the run's highest stored ``position`` is a
+    resend). Returns how many were stored, or None when there is no such unmanaged run.
+
+    Raises:
+        IllegalTransition: the run has ended (closed, superseded or lost).
+    """
+    run = TrialRun.objects.filter(trial_id=trial_id, run_id=run_id, unmanaged__isnull=False).first()
+    if run is None:
+        return None
+    if run.state == RunState.EXITED:
+        raise IllegalTransition(f"Run {run_id} of trial {trial_id} has ended.")
+    return store_lines(run, trial_id, run_id, lines)
 
 
 def unmanaged_run_exited(*, trial_id: int, run_id: int, exit_code: int | None) -> Trial | None:

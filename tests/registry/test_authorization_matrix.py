@@ -190,7 +190,7 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         "admin-host-enable",
     ):
         kwargs = {"name": "mx-host"}
-    elif name in ("unmanaged-heartbeat", "unmanaged-exit"):
+    elif name in ("unmanaged-heartbeat", "unmanaged-exit", "unmanaged-logs"):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}
     bodies: dict[tuple[str, str], dict] = {
         ("login", "post"): {"username": "mx-owner", "password": "pw-owner"},
@@ -218,6 +218,7 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         ("host-token-list", "post"): {"name": "mx-host"},
         ("unmanaged-start", "post"): {"config": {"name": "mx-unmanaged"}},
         ("unmanaged-exit", "post"): {"exit_code": 0},
+        ("unmanaged-logs", "post"): {"lines": [{"message": "mx line", "position": 1}]},
     }
     return reverse(f"registry-api:{name}", kwargs=kwargs), bodies.get((name, method))
 

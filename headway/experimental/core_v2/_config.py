@@ -34,6 +34,9 @@ class Config:
         external_trial_id (str | None): with ``external_experiment_id``: every run with the
             same id continues the same trial (resume: reports go on, ``info.latest_checkpoint``
             is its latest checkpoint).
+        ship_logs (bool): send the lines the script writes to ``sys.stdout`` / ``sys.stderr``
+            as the trial's logs while the run is open (default True; they are still printed).
+            A Headway addition: Determined always ships them.
     """
 
     name: str | None = None
@@ -47,6 +50,7 @@ class Config:
     searcher: dict[str, Any] | None = None
     external_experiment_id: str | None = None
     external_trial_id: str | None = None
+    ship_logs: bool = True
 
 
 @dataclasses.dataclass

@@ -5,7 +5,8 @@ by the worker) the config is ignored and the trial's own Core API context is ret
 Elsewhere the script becomes an unmanaged run: the registry at ``HEADWAY_MASTER`` (or the
 ``client`` given) creates or finds its experiment and trial with the user's token (the CLI's:
 ``HEADWAY_TOKEN`` or ``headway login``), and the run reports through the same REST routes as
-any trial, with its own run token. ``close()`` ends it COMPLETED; an exception that escapes
+any trial, with its own run token; the chief also ships what the script prints as the trial's
+logs (``Config.ship_logs``, ``_log_shipper``). ``close()`` ends it COMPLETED; an exception that escapes
 the script (``sys.excepthook``) or the ``with init_context(...)`` block ends it ERROR.
 """
 
@@ -22,6 +23,7 @@ from headway.core import Context, DistributedContext, PreemptMode, TensorboardMo
 from headway.core._context import init_for
 from headway.core._distributed import default_distributed
 from headway.experimental.core_v2._config import Config, config_document, merge_config
+from headway.experimental.core_v2._log_shipper import start_log_shipper
 from headway.experimental.core_v2._unmanaged import RunKeeper, start_run
 
 _state: dict[str, Any] = {"context": None, "master": None, "hooked": False, "failed": False}
@@ -87,6 +89,11 @@ def init_context(
         run, distributed=distributed, preempt_mode=preempt_mode, tensorboard_mode=tensorboard_mode
     )
     if distributed.rank == 0:
+        if merged.ship_logs:  # delivered before the run ends: the hooks run in order
+            shipper = start_log_shipper(
+                run.master_url, run.token, run.trial.trial_id, run.trial.run_id
+            )
+            context._close_hooks.append(shipper.close)
         keeper = RunKeeper(run, interval)
         keeper.start()
         context._close_hooks.append(keeper.end)

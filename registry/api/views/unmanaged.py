@@ -2,8 +2,9 @@
 
 ``POST unmanaged/`` (a user token) finds or creates the user's unmanaged experiment and trial by
 their external ids and starts a new run, RUNNING at once, with a trial-scoped run token; the
-script then reports through the trial routes like any trial's process. ``heartbeat/`` and
-``exit/`` take the run's token (or its owner's). See registry.lifecycle._unmanaged.
+script then reports through the trial routes like any trial's process. ``heartbeat/``,
+``logs/`` (the script's output, the trial's logs) and ``exit/`` take the run's token (or its
+owner's). See registry.lifecycle._unmanaged.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.views import APIView
 
+from headway.client._wire import LogsAccepted
 from headway.client._wire_unmanaged import UnmanagedExited, UnmanagedHeartbeat, UnmanagedStarted
 from registry import lifecycle
 from registry.api.answers import answer
+from registry.api.host_agent_serializers import LogBatchRequestSerializer
 from registry.api.model_serializers import StrictCharField, StrictSerializer
 from registry.api.permissions import trial_run_of
 from registry.authz import NotPermitted, ensure_can_write_trial_data
@@ -143,3 +146,27 @@ class UnmanagedExitView(_RunView):
             raise NotFound(f"Trial {trial_id} has no unmanaged run {run_id}.")
         trial.refresh_from_db(fields=["state"])
         return answer(UnmanagedExited, {"trial_state": trial.state})
+
+
+class UnmanagedLogsView(_RunView):
+    @extend_schema(
+        tags=TAG,
+        summary="Append an unmanaged run's output lines",
+        request=LogBatchRequestSerializer,
+        responses={200: LogsAccepted},
+    )
+    def post(self, request, trial_id: int, run_id: int):
+        """The script's stdout/stderr lines become the trial's logs (as a host's batch: NUL-free,
+        cut at HEADWAY_MAX_LOG_LINE_CHARS, a line at or below the run's highest stored
+        ``position`` skipped as a resend); 409 once the run has ended."""
+        self.check_run(request, trial_id, run_id)
+        serializer = LogBatchRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        lines = [
+            (line["message"], line["timestamp"], line["position"])
+            for line in serializer.validated_data["lines"]
+        ]
+        count = lifecycle.unmanaged_append_logs(trial_id=trial_id, run_id=run_id, lines=lines)
+        if count is None:
+            raise NotFound(f"Trial {trial_id} has no unmanaged run {run_id}.")
+        return answer(LogsAccepted, {"accepted": count})
