@@ -177,9 +177,14 @@ def check_broker() -> ComponentHealth:
 def master_worker_limit() -> float:
     """Seconds after which a master worker with no reaper pass is reported down: six reaper
     intervals (``HEADWAY_REAPER_INTERVAL_SECONDS``), at least 60."""
+    return max(_MIN_BEAT_LIMIT_SECONDS, _BEAT_LIMIT_INTERVALS * reaper_interval())
+
+
+def reaper_interval() -> float:
+    """Seconds between the master worker's reaper passes (``HEADWAY_REAPER_INTERVAL_SECONDS``,
+    as its beat schedule holds it)."""
     schedule: Any = settings.CELERY_BEAT_SCHEDULE["reap-lost-runs"]["schedule"]
-    interval = float(schedule)
-    return max(_MIN_BEAT_LIMIT_SECONDS, _BEAT_LIMIT_INTERVALS * interval)
+    return float(schedule)
 
 
 def record_beat(name: str = MASTER_WORKER, at: datetime | None = None) -> None:

@@ -12,19 +12,10 @@ def reap_lost_runs() -> None:
     """Re-queue trials whose lease expired (not counted as restarts), place queued runs, and
     send again the tasks of placed runs no worker claimed (sent every
     ``HEADWAY_REAPER_INTERVAL_SECONDS`` by Celery beat)."""
-    from datetime import timedelta
-
-    from django.conf import settings
-
-    from registry import lifecycle
     from registry.health import record_beat
-    from registry.scheduling import place_queued_runs, redispatch_unclaimed_runs
+    from registry.lifecycle._standin import reaper_pass
 
-    lifecycle.reap_lost_runs()  # runs and shares whose lease expired plus its margin
-    lifecycle.reap_lost_unmanaged_runs()  # scripts run outside the cluster that went silent
-    place_queued_runs()  # also a periodic safety net for passes that failed
-    # Placed runs whose task message was lost (no worker claimed them).
-    redispatch_unclaimed_runs(timeout=timedelta(seconds=settings.HEADWAY_DISPATCH_TIMEOUT_SECONDS))
+    reaper_pass()
     # A completed pass is the master worker's beat (GET /api/v1/health/, registry/health.py):
     # its age covers the beat scheduler, the broker hop and the worker together.
     record_beat()
