@@ -83,8 +83,8 @@ class AgentSettings:
             answer, then the master's): ``outage_budget()``.
         HEADWAY_LOG_FLUSH_SECONDS (float): the longest a log line waits before it is sent.
         HEADWAY_REATTACH_SECONDS (float): how long a one-host trial outlives its killed agent,
-            waiting for a restarted agent to re-attach it (``workers.reattach``); 0: it is
-            stopped at once, as before re-attachment existed.
+            waiting for a restarted agent to re-attach it (``workers.reattach``; default 30);
+            0: it is stopped at once.
         HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS (float): how long a run's hosts wait for each other.
         Others as in docs/configuration.md.
     """
@@ -134,7 +134,7 @@ class AgentSettings:
             "HEADWAY_OUTAGE_TOLERANCE_SECONDS", 600.0
         )
         self.HEADWAY_LOG_FLUSH_SECONDS = _env_number("HEADWAY_LOG_FLUSH_SECONDS", 0.5)
-        self.HEADWAY_REATTACH_SECONDS = _env_number("HEADWAY_REATTACH_SECONDS", 0.0)
+        self.HEADWAY_REATTACH_SECONDS = _env_number("HEADWAY_REATTACH_SECONDS", 30.0)
         self.HEADWAY_MAX_LOG_LINE_CHARS = _env_integer("HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
         self.HEADWAY_THREADS_PER_SLOT = _env_integer("HEADWAY_THREADS_PER_SLOT", 0)
         self.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = _env_number(

@@ -187,7 +187,9 @@ def _stop_strays(grace: float) -> None:
     deadline = time.monotonic() + grace
     while procs.live_descendants(os.getpid()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    procs.signal_descendants(os.getpid(), signal.SIGKILL)
+    if procs.live_descendants(os.getpid()):
+        _say(f"still running {grace:g} s after SIGTERM: SIGKILL")
+        procs.signal_descendants(os.getpid(), signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
