@@ -345,6 +345,14 @@ HEADWAY_DISPATCH_TIMEOUT_SECONDS = envint("HEADWAY_DISPATCH_TIMEOUT_SECONDS", 12
 # seconds after the first loss in a row, doubling, at most the cap (registry/lifecycle/_lost.py).
 HEADWAY_LOST_BACKOFF_SECONDS = float(envstr("HEADWAY_LOST_BACKOFF_SECONDS", "10"))
 HEADWAY_LOST_BACKOFF_MAX_SECONDS = float(envstr("HEADWAY_LOST_BACKOFF_MAX_SECONDS", "300"))
+# A host on which this many runs in a row were lost before their ranks started is drained
+# (registry.lifecycle._host_health); 0: never.
+HEADWAY_HOST_MAX_FAILED_STARTS = envint("HEADWAY_HOST_MAX_FAILED_STARTS", 3)
+if HEADWAY_HOST_MAX_FAILED_STARTS < 0:
+    raise ImproperlyConfigured(
+        f"HEADWAY_HOST_MAX_FAILED_STARTS must be 0 (never drain) or more, "
+        f"got {HEADWAY_HOST_MAX_FAILED_STARTS}"
+    )
 HEADWAY_LOG_FLUSH_SECONDS = float(envstr("HEADWAY_LOG_FLUSH_SECONDS", "0.5"))
 # Torch/OMP threads per slot handed to trial processes (0 = leave torch's default).
 HEADWAY_THREADS_PER_SLOT = envint("HEADWAY_THREADS_PER_SLOT", 0)

@@ -48,7 +48,8 @@ def _age(seconds: float | None) -> str | None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """One row per host: name, state (enabled / draining / disabled, alive / lost), slots
-    used / total, pool, last heartbeat age, its agent's address."""
+    used / total, pool, last heartbeat age, its agent's address; then, for each host the
+    master drained itself, a line with the reason."""
     hosts = make_api(args).host_list()
     if args.json:
         print_json([host.model_dump(mode="json") for host in hosts])
@@ -67,6 +68,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             for host in hosts
         ],
     )
+    for host in hosts:
+        if host.reason:  # why the master took it out of service itself
+            print(f"{host.name}: {host.reason}")
     return 0
 
 

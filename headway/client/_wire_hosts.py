@@ -24,6 +24,8 @@ class HostStatus(WireModel):
         pool (str): the resource pool it serves.
         state (str): ``enabled`` (takes new runs), ``draining`` (takes none; its running runs
             finish) or ``disabled`` (takes none; its running runs were preempted).
+        reason (str): why, when the master took it out of service itself (drained after runs
+            kept failing to start on it); empty after an admin's enable, disable or drain.
         alive (bool): it heartbeated within ``HEADWAY_HOST_TIMEOUT_SECONDS`` (else lost or
             stopped).
         slots (int): slots it offers; ``slots_in_use`` held by runs placed on it (and shares
@@ -39,6 +41,7 @@ class HostStatus(WireModel):
     name: str
     pool: str
     state: str
+    reason: str = ""
     alive: bool
     slots: int
     slots_in_use: int

@@ -389,6 +389,7 @@ class WorkerHostSerializer(serializers.ModelSerializer):
             "gpu",
             "alive",
             "admin_state",
+            "admin_reason",
             "started_at",
             "heartbeat_at",
             "runs",

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from registry.errors import StoredConfigInvalid
 from registry.lifecycle._common import trial_end
+from registry.lifecycle._host_health import host_failed_start
 from registry.models import RunState, State, Trial, TrialLog, TrialRun
 from registry.scheduling import backoff_message, gave_up_message, lost_message, schedule_run
 
@@ -59,6 +60,7 @@ def after_lost_run(trial: Trial, run: TrialRun, was_started: bool, why: str) -> 
         schedule_run(trial)
         _say(trial, run, lost_message(why, slots))
         return
+    host_failed_start(run.host_id, why)  # drained at HEADWAY_HOST_MAX_FAILED_STARTS in a row
     trial.lost_before_start += 1
     trial.save(update_fields=["lost_before_start"])
     losses, limit = trial.lost_before_start, _limit(trial)

@@ -16,6 +16,7 @@ from registry.lifecycle._common import (
     refresh_experiment,
     trial_end,
 )
+from registry.lifecycle._host_health import host_started_a_run
 from registry.lifecycle._log_policies import retries_cancelled
 from registry.lifecycle._lost import after_lost_run, started
 from registry.lifecycle._search import deliver_event, has_pending_operation
@@ -60,12 +61,17 @@ def trial_run_claim(*, trial_id: int, run_id: int, worker: str) -> TrialRun | No
 
 
 def trial_run_running(*, trial_id: int, run_id: int) -> None:
-    """Mark a claimed run as RUNNING (its process started); the trial's count of runs lost
-    before start begins again (``_lost.py``)."""
+    """Mark a claimed run as RUNNING (its process started); the trial's and its host's counts
+    of runs lost before start begin again (``_lost.py``, ``_host_health.py``)."""
     if TrialRun.objects.filter(trial_id=trial_id, run_id=run_id, state=RunState.STARTING).update(
         state=RunState.RUNNING, heartbeat_at=timezone.now()
     ):
         Trial.objects.filter(id=trial_id, lost_before_start__gt=0).update(lost_before_start=0)
+        host_started_a_run(
+            TrialRun.objects.filter(trial_id=trial_id, run_id=run_id)
+            .values_list("host_id", flat=True)
+            .first()
+        )
 
 
 def trial_run_heartbeat(*, trial_id: int, run_id: int) -> str:

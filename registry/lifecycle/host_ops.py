@@ -3,7 +3,8 @@
 As Determined's ``det agent disable [--drain] | enable``: a **draining** host takes no new run
 and lets its running ones finish; a **disabled** one takes no new run and its running ones are
 preempted (checkpoint, exit 0, resumed elsewhere from that checkpoint; not counted against
-``max_restarts``, as a host's warm shutdown); **enable** makes it placeable again. Either way
+``max_restarts``, as a host's warm shutdown); **enable** makes it placeable again (also a host the master drained itself after runs kept
+failing to start on it: ``registry.lifecycle._host_health``). Either way
 the runs placed on it and not claimed yet are placed again elsewhere by the next pass
 (``registry.scheduling._snapshot``). **Remove** forgets a host that holds no run and revokes its
 token (docs/decisions/scheduling.md). REST (``/api/v1/hosts/``), ``headway host`` and the
@@ -48,6 +49,7 @@ def host_status(host: WorkerHost, now: datetime | None = None) -> dict:
         "name": host.name,
         "pool": host.pool,
         "state": host.admin_state,
+        "reason": host.admin_reason,
         "alive": host.is_alive(now),
         "slots": host.slots,
         "slots_in_use": getattr(host, "slots_in_use", 0),
@@ -100,7 +102,7 @@ def host_disable(name: str, *, drain: bool) -> dict:
     """
     host = _get(name)
     state = HostAdminState.DRAINING if drain else HostAdminState.DISABLED
-    WorkerHost.objects.filter(id=host.id).update(admin_state=state)
+    WorkerHost.objects.filter(id=host.id).update(admin_state=state, admin_reason="")
     if not drain:
         _preempt_runs_on(host)
     # Runs placed on it and not claimed yet go elsewhere now, not at its next heartbeat.
@@ -135,7 +137,10 @@ def host_enable(name: str) -> dict:
         IllegalTransition: (409) a Slurm job's node.
     """
     host = _get(name)
-    WorkerHost.objects.filter(id=host.id).update(admin_state=HostAdminState.ENABLED)
+    # Back in service: a host drained automatically starts counting failed starts afresh.
+    WorkerHost.objects.filter(id=host.id).update(
+        admin_state=HostAdminState.ENABLED, admin_reason="", failed_starts=0
+    )
     scheduling.request_placement(host.namespace)
     return _status(name)
 

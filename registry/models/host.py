@@ -71,6 +71,11 @@ class WorkerHost(models.Model):
     admin_state = models.CharField(
         max_length=16, choices=HostAdminState.choices, default=HostAdminState.ENABLED
     )
+    # Why it is not ENABLED when the master decided it (drained automatically: see
+    # registry.lifecycle._host_health); empty after an admin's enable, disable or drain.
+    admin_reason = models.CharField(max_length=500, blank=True, default="")
+    # Runs lost on it in a row before their ranks started (reset by a run that starts).
+    failed_starts = models.PositiveIntegerField(default=0)
     # The agent process that holds the host now (a uuid each agent process draws at start),
     # with its pid and address for the message that refuses a second agent of the same host
     # while this one heartbeats (registry.scheduling._hosts.host_heartbeat).

@@ -64,3 +64,12 @@ def test_removing_a_busy_host_says_which_runs_hold_it(client, api, staff):
     assert f"trial {run.trial_id} run 1" in page.content.decode()
     assert WorkerHost.objects.filter(name="gpu-a").exists()
     assert client.post(_url("gpu-a", "reboot")).status_code == 404
+
+
+def test_the_page_says_why_the_master_drained_a_host(client, user):
+    register_host("gpu-a", 1)
+    reason = "drained automatically: 3 runs in a row were lost on it before their ranks started"
+    WorkerHost.objects.filter(name="gpu-a").update(admin_state="draining", admin_reason=reason)
+    client.force_login(user)
+    html = client.get(reverse("dashboard:workers")).content.decode()
+    assert f'<div class="muted host-admin-reason">{reason}</div>' in html

@@ -107,3 +107,14 @@ def test_a_user_who_is_not_an_admin_is_refused(server, hosts, capsys, monkeypatc
         assert main(["--master", url, "host", *command]) == 1
         assert "Only an admin may operate hosts." in capsys.readouterr().err
     assert WorkerHost.objects.get(name="cli-a").admin_state == "enabled"
+
+
+def test_the_list_says_why_the_master_drained_a_host(server, hosts, capsys):
+    url, _ = server
+    reason = "drained automatically: 3 runs in a row were lost on it before their ranks started"
+    WorkerHost.objects.filter(name="cli-b").update(admin_state="draining", admin_reason=reason)
+    assert main(["--master", url, "host", "list"]) == 0
+    out = capsys.readouterr().out
+    assert _rows(out)["cli-b"][:2] == ["cli-b", "draining,"]
+    assert f"cli-b: {reason}" in out.splitlines()
+    assert not any(line.startswith("cli-a:") for line in out.splitlines())  # nothing to say
