@@ -7,7 +7,9 @@ Core API trial (torchrun) trains; after its 4th step a fault hits the master:
 
 - every web server stopped for 3 minutes, then started;
 - the master worker (lost-run reaper, beat) stopped past a lease plus its margin, then started;
-- PostgreSQL stopped past a lease plus its margin, then started.
+- PostgreSQL stopped past a lease plus its margin, then started;
+- the host agent SIGKILLed and started again 5 s later (it re-attaches the trial, which waits
+  ``HEADWAY_REATTACH_SECONDS``, 30 s by default, for it).
 
 Each time the trial completes with its first run (0 runs re-queued), no restart charged, every
 training step stored once and none missing, and its checkpoints registered.
@@ -15,6 +17,7 @@ training step stored once and none missing, and its checkpoints registered.
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 
@@ -78,3 +81,13 @@ def test_a_master_worker_restart_costs_the_trial_nothing(netns):
 
 def test_a_postgresql_restart_costs_the_trial_nothing(netns):
     _through(netns, lambda: netns.restart_postgres(down=PAST_A_LEASE))
+
+
+def test_a_host_agent_killed_and_back_within_10_s_re_attaches_the_trial(netns):
+    def fault() -> None:
+        netns.kill_worker("a", signal.SIGKILL)  # the agent only: trials run in their own sessions
+        time.sleep(5)
+        netns.start_worker("a")
+
+    _through(netns, fault)
+    assert "re-attaching 1 run(s)" in netns.hosts["a"].log.read_text()
