@@ -3,16 +3,12 @@ server, master worker and PostgreSQL stopped and started again, as an operator's
 crash would.
 
 A mixin of ``NetnsCluster``: it needs ``base``, ``master``, ``url``, ``_procs``, ``_spawn``,
-``common_env`` and ``_postgres_server``.
+``_terminate``, ``common_env`` and ``_postgres_server``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -28,6 +24,7 @@ class MasterFaults:
     url: str
     _procs: list[subprocess.Popen]
     _spawn: Callable[..., subprocess.Popen]
+    _terminate: Callable[..., None]
     common_env: Callable[[], dict[str, str]]
     _postgres_server: object
 
@@ -44,9 +41,10 @@ class MasterFaults:
         wait_for(lambda: serves_headway(self.url), 120, f"the web server ({self.base})")
         return proc
 
-    def stop_web(self, sig: int = signal.SIGTERM) -> None:
-        """Stop every web server of the master (``sig`` to its process group) and wait for it."""
-        self._stop(self._find("gunicorn"), sig)
+    def stop_web(self) -> None:
+        """Stop every web server of the master (SIGTERM to its process group, SIGKILL a minute
+        later) and wait for it."""
+        self._stop(self._find("gunicorn"))
 
     def start_master_worker(self) -> subprocess.Popen:
         """Start the master's Celery worker with beat (lost-run reaper, GC)."""
@@ -56,9 +54,10 @@ class MasterFaults:
         log = self.base / "master-worker.log"
         return self._spawn(master_worker_command(NAMESPACE), log, env=self.common_env())
 
-    def stop_master_worker(self, sig: int = signal.SIGTERM) -> None:
-        """Stop the master's worker (``sig`` to its process group) and wait for it."""
-        self._stop(self._find("config", "worker"), sig)
+    def stop_master_worker(self) -> None:
+        """Stop the master's worker (SIGTERM to its process group, SIGKILL a minute later) and
+        wait for it."""
+        self._stop(self._find("config", "worker"))
 
     def restart_postgres(self, down: float) -> None:
         """Stop the master's PostgreSQL (fast shutdown: connections cut, as a restart does),
@@ -77,16 +76,7 @@ class MasterFaults:
         assert found, f"no running process with {words} in its command"
         return found
 
-    def _stop(self, procs: Sequence[subprocess.Popen], sig: int, grace: float = 60) -> None:
+    def _stop(self, procs: Sequence[subprocess.Popen]) -> None:
+        self._terminate(procs, grace=60)
         for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-        deadline = time.monotonic() + grace
-        for proc in procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
             self._procs.remove(proc)

@@ -152,6 +152,19 @@ def api(user):
 
 
 @pytest.fixture
+def unmanaged_client(api, live_server, monkeypatch):
+    """alice's ``headway.client.RegistryAPI`` of the live registry, as a script run outside the
+    cluster has it: no managed trial around this process, no system metrics."""
+    from headway.client import RegistryAPI
+
+    monkeypatch.delenv("HEADWAY_CLUSTER_INFO", raising=False)
+    monkeypatch.setenv("HEADWAY_SYSTEM_METRICS", "0")
+    user_api = RegistryAPI(live_server.url, api.token)
+    yield user_api
+    user_api.session._http.close()  # its keep-alive connection ends while the database is up
+
+
+@pytest.fixture
 def trial(api):
     """A new single-trial experiment's trial, its first run QUEUED (on no worker's queue)."""
     from registry.models import Trial

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,13 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def client(api, live_server, monkeypatch: pytest.MonkeyPatch) -> Iterator[RegistryAPI]:
-    """alice's client of the live registry; no managed trial around this process."""
-    monkeypatch.delenv("HEADWAY_CLUSTER_INFO", raising=False)
-    monkeypatch.setenv("HEADWAY_SYSTEM_METRICS", "0")
-    user_api = RegistryAPI(live_server.url, api.token)
-    yield user_api
-    user_api.session._http.close()
+def client(unmanaged_client: RegistryAPI) -> RegistryAPI:
+    """A user's client of the live registry (``unmanaged_client``)."""
+    return unmanaged_client
 
 
 @pytest.fixture(autouse=True)

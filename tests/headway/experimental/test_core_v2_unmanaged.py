@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -29,13 +28,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def client(api, live_server, monkeypatch: pytest.MonkeyPatch) -> Iterator[RegistryAPI]:
-    """alice's client of the live registry; no managed trial around this process."""
-    monkeypatch.delenv("HEADWAY_CLUSTER_INFO", raising=False)
-    monkeypatch.setenv("HEADWAY_SYSTEM_METRICS", "0")
-    user_api = RegistryAPI(live_server.url, api.token)
-    yield user_api
-    user_api.session._http.close()  # its keep-alive connection ends while the database is up
+def client(unmanaged_client: RegistryAPI) -> RegistryAPI:
+    """A user's client of the live registry (``unmanaged_client``)."""
+    return unmanaged_client
 
 
 @pytest.fixture(autouse=True)

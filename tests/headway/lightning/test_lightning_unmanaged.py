@@ -4,7 +4,6 @@ trial of the live registry, with Lightning's hparams as the trial's, ended by fi
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Iterator
 
 import pytest
 
@@ -24,13 +23,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def client(api, live_server, monkeypatch: pytest.MonkeyPatch) -> Iterator[RegistryAPI]:
-    """A user's client of the live registry; no managed trial around this process."""
-    monkeypatch.delenv("HEADWAY_CLUSTER_INFO", raising=False)
-    monkeypatch.setenv("HEADWAY_SYSTEM_METRICS", "0")
-    user_api = RegistryAPI(live_server.url, api.token)
-    yield user_api
-    user_api.session._http.close()  # its keep-alive connection ends while the database is up
+def client(unmanaged_client: RegistryAPI) -> RegistryAPI:
+    """A user's client of the live registry (``unmanaged_client``)."""
+    return unmanaged_client
 
 
 def fit(logger: HeadwayLogger, root: pathlib.Path, model: pl.LightningModule) -> None:
