@@ -20,6 +20,7 @@ from headway import core
 from headway.expconf import Length
 from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._context import PyTorchTrialContext
+from headway.pytorch._fit_lengths import cluster_max_length, local_max_length
 from headway.pytorch._loop import DONE, PREEMPTED, _Loop
 from headway.pytorch._profiler import fit_extras
 from headway.pytorch._trainer_utils import (
@@ -30,7 +31,7 @@ from headway.pytorch._trainer_utils import (
     to_batches,
 )
 from headway.pytorch._trial import PyTorchTrial
-from headway.pytorch._units import Batch, Epoch, TrainUnit, unit_from_config
+from headway.pytorch._units import Batch, TrainUnit, unit_from_config
 
 logger = logging.getLogger("headway.pytorch")
 
@@ -218,12 +219,12 @@ class Trainer:
                 conf.get("min_checkpoint_period"), "min_checkpoint_period", gbs
             )
         if info is not None:
-            max_length = _cluster_max_length(searcher, max_length, test_mode)
+            max_length = cluster_max_length(searcher, max_length, test_mode)
             reporting_period = Batch(int(conf.get("scheduling_unit") or 100))
             if latest_checkpoint is None:
                 latest_checkpoint = info.latest_checkpoint
         elif max_length is None:
-            max_length = _local_max_length(searcher, gbs, test_mode)
+            max_length = local_max_length(searcher, gbs, test_mode)
         callbacks = self._trial.build_callbacks()
         train_loader, val_loader, per_epoch = self._data_loaders(conf, gbs)
         loop = self._loop_type(
@@ -400,49 +401,3 @@ class Trainer:
                 )
             for cb in loop.callbacks:
                 cb.on_checkpoint_load(str(path))
-
-
-def _cluster_max_length(
-    searcher: dict[str, Any], max_length: TrainUnit | None, test_mode: bool
-) -> TrainUnit | None:
-    """What ``fit()`` trains on the cluster: None when the searcher's operations decide (the
-    config has ``searcher.max_length``), else ``max_length`` or the time-metric length."""
-    if test_mode:
-        raise ValueError("fit(test_mode=True) is only supported in local training mode")
-    if searcher.get("max_length") is not None:
-        if max_length is not None:
-            logger.warning(
-                "fit(max_length=%r) ignored: the searcher decides on the cluster",
-                max_length,
-            )
-        return None  # the searcher's operations decide
-    # Determined 0.38: no searcher.max_length, the script decides how long.
-    max_length = max_length or _time_metric_length(searcher)
-    if max_length is None:
-        raise ValueError(
-            "fit(max_length=...) is required: the experiment config has no "
-            "searcher.max_length (nor adaptive_asha time_metric batches/epochs)"
-        )
-    return max_length
-
-
-def _local_max_length(searcher: dict[str, Any], gbs: Any, test_mode: bool) -> TrainUnit | None:
-    """What ``fit()`` trains locally when it was given no ``max_length``: the config's
-    ``searcher.max_length`` (None only in test mode, which trains one batch)."""
-    max_length = unit_from_config(searcher.get("max_length"), "searcher.max_length", gbs)
-    if max_length is None and not test_mode:
-        raise ValueError(
-            "fit(max_length=...) is required when training locally "
-            "(or pass exp_conf with searcher.max_length to pytorch.init)"
-        )
-    return max_length
-
-
-def _time_metric_length(searcher: dict[str, Any]) -> TrainUnit | None:
-    """``max_time`` of a time-metric ASHA counted in ``batches`` or ``epochs``, as a TrainUnit
-    (Determined's ``fit()`` expects its ``max_length`` to match it); None otherwise."""
-    unit = {"batches": Batch, "epochs": Epoch}.get(searcher.get("time_metric") or "")
-    max_time = searcher.get("max_time")
-    if unit is None or not isinstance(max_time, int):
-        return None
-    return unit(max_time)
