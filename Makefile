@@ -3,6 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.bench-installed
 # loadgroup: tests marked xdist_group(NAME) run on one worker (the shared test Slurm's), the rest
 # are spread test by test as with --dist load.
 PYTEST_ARGS ?= -n 2 --dist loadgroup
@@ -57,11 +58,17 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# The bench extra (the full mlflow, for the MLflow tracking server peer) only here: `make install`
+# stays what the tests need.
+$(BENCH_STAMP): $(STAMP)
+	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[server,dev,deepspeed,bench]'
+	touch $(BENCH_STAMP)
+
 ## make bench [TINY=1]: every benchmark of bench/run_all.py (harness_overhead, metrics_ingest, sdk_reporting,
-## tensorboard_writer, metrics_read, hparam_importance, dashboard, preempt_latency, scheduling, scheduling_scale, ddp_overhead,
+## logging_overhead, tensorboard_writer, metrics_read, hparam_importance, dashboard, preempt_latency, scheduling, scheduling_scale, ddp_overhead,
 ## serving, overload, checkpoint_io) to its JSON line on SQLite, then on PostgreSQL + Redis (moto S3 in
 ## checkpoint_io); cleans up after itself.
-bench: migrate
+bench: migrate $(BENCH_STAMP)
 	$(PY) bench/run_all.py $(if $(TINY),--tiny)
 
 clean:

@@ -41,6 +41,7 @@ BENCHMARKS = (
     "harness_overhead",
     "metrics_ingest",
     "sdk_reporting",
+    "logging_overhead",
     "tensorboard_writer",
     "metrics_read",
     "hparam_importance",
