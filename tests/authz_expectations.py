@@ -121,6 +121,7 @@ API: dict[tuple[str, str], str] = {
     ("unmanaged-heartbeat", "post"): TRIAL_DATA,
     ("unmanaged-exit", "post"): TRIAL_DATA,
     ("unmanaged-logs", "post"): TRIAL_DATA,
+    ("unmanaged-checkpoint-file", "put"): TRIAL_DATA,
 }
 
 # Dashboard route name -> (method, kind); READ / CREATE / OWNER as above (session logins only).

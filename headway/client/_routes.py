@@ -64,6 +64,11 @@ TRIAL_ROUTES: dict[str, tuple[str, str]] = {
     "unmanaged_heartbeat": ("POST", "unmanaged/trials/{trial_id}/runs/{run_id}/heartbeat/"),
     "unmanaged_exit": ("POST", "unmanaged/trials/{trial_id}/runs/{run_id}/exit/"),
     "unmanaged_logs": ("POST", "unmanaged/trials/{trial_id}/runs/{run_id}/logs/"),
+    # ... and may send its checkpoint files through the master (headway.storage._master).
+    "unmanaged_checkpoint_file": (
+        "PUT",
+        "unmanaged/trials/{trial_id}/runs/{run_id}/checkpoints/{storage_id}/files/",
+    ),
 }
 
 _EXPERIMENT = "experiments/{experiment_id}/"

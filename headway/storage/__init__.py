@@ -3,7 +3,8 @@
 Never imports Django. ``build_storage_manager(config)`` picks the backend from an experiment's
 ``checkpoint_storage``; ``iter_tar_chunks`` streams a checkpoint as a tar (``tar_size`` bytes);
 ``direct_reader`` / ``copy_direct`` read a registered checkpoint straight from a mounted
-shared_fs folder (``DownloadMode.DIRECT``).
+shared_fs folder (``DownloadMode.DIRECT``); ``MasterStorageManager`` sends and fetches an
+unmanaged run's checkpoint files through the master.
 """
 
 from headway.storage._archive_stream import (
@@ -24,6 +25,7 @@ __all__ = [
     "DirectReadUnavailable",
     "DownloadMode",
     "FileRange",
+    "MasterStorageManager",
     "ReadAhead",
     "S3StorageManager",
     "SharedFSStorageManager",
@@ -47,4 +49,8 @@ def __getattr__(name: str) -> object:
         from headway.storage._s3 import S3StorageManager
 
         return S3StorageManager
+    if name == "MasterStorageManager":  # the REST client: only unmanaged runs need it
+        from headway.storage._master import MasterStorageManager
+
+        return MasterStorageManager
     raise AttributeError(f"module 'headway.storage' has no attribute {name!r}")

@@ -15,7 +15,7 @@ import os
 import pathlib
 import re
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from headway.archive import check_member_path
 
@@ -41,6 +41,12 @@ def is_storage_id(name: str) -> bool:
     return isinstance(name, str) and _STORAGE_ID_RE.fullmatch(name) is not None
 
 
+class Readable(Protocol):
+    """A byte stream ``put_file`` reads: a file, a request body."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 MARKER_FILE = ".headway-checkpoint.json"
 """The checkpoint marker, written by ``store_path`` before any file of a checkpoint: proof for
 the registry's orphan clean-up that a folder (or key prefix) is a Headway checkpoint and which
@@ -50,12 +56,14 @@ checkpoint's folder (``SharedFSStorageManager.marker_path``)."""
 MAX_MARKER_BYTES = 4096
 
 
-def marker_bytes(storage_id: str) -> bytes:
+def marker_bytes(storage_id: str, trial_id: int | None = None) -> bytes:
     """The marker of checkpoint ``storage_id``: JSON ``{"headway_checkpoint": storage_id,
-    "trial_id": int | null}``. ``trial_id`` is ``$HEADWAY_TRIAL_ID``, which the worker sets for
-    every trial process (null in local mode)."""
-    raw = os.environ.get("HEADWAY_TRIAL_ID", "")
-    trial_id = int(raw) if raw.isdigit() else None
+    "trial_id": int | null}``. ``trial_id`` defaults to ``$HEADWAY_TRIAL_ID``, which the worker
+    sets for every trial process (null in local mode); the registry passes the trial whose
+    upload it writes (``put_file``)."""
+    if trial_id is None:
+        raw = os.environ.get("HEADWAY_TRIAL_ID", "")
+        trial_id = int(raw) if raw.isdigit() else None
     return json.dumps({"headway_checkpoint": storage_id, "trial_id": trial_id}).encode()
 
 
@@ -180,6 +188,22 @@ class StorageManager(abc.ABC):
             NotImplementedError: for a backend without presigned URLs (shared_fs).
         """
         raise NotImplementedError(f"{type(self).__name__} has no presigned URLs")
+
+    def put_file(
+        self, storage_id: str, relpath: str, body: Readable, *, trial_id: int | None = None
+    ) -> int:
+        """Write one file of checkpoint ``storage_id`` from the stream ``body`` (read to its end
+        in pieces, never whole) and return its size in bytes; the marker is written first when
+        the checkpoint has none (naming ``trial_id``). Writing the same path again replaces the
+        file: an upload retried is stored once. The registry's side of uploads through the
+        master (``MasterStorageManager``).
+
+        Raises:
+            ValueError: ``relpath`` is not a safe canonical path (``check_relpath``), is the
+                marker's name, or leads through a file or link.
+            NotImplementedError: for a backend that cannot write single files.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot write single files")
 
     @abc.abstractmethod
     def delete(self, storage_id: str) -> None:

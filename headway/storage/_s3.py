@@ -26,6 +26,7 @@ from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from headway.storage._base import (
     MARKER_FILE,
     MAX_MARKER_BYTES,
+    Readable,
     StorageManager,
     check_relpath,
     check_storage_id,
@@ -310,6 +311,23 @@ class S3StorageManager(StorageManager):
             params["ResponseContentDisposition"] = content_disposition
         return self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_s)
 
+    def put_file(
+        self, storage_id: str, relpath: str, body: Readable, *, trial_id: int | None = None
+    ) -> int:
+        """Upload ``body`` (multipart in pieces) as ``<prefix>/<storage_id>/<relpath>``, the
+        marker first when missing; the same key again replaces the object. See
+        ``StorageManager.put_file``."""
+        rel = check_relpath(relpath)
+        if str(rel) == MARKER_FILE:
+            raise ValueError(f"checkpoint file path {relpath!r} is reserved for the marker")
+        prefix = self._key_prefix(storage_id)
+        if self.read_marker(storage_id) is None:
+            marker = marker_bytes(storage_id, trial_id)
+            self._client.put_object(Bucket=self.bucket, Key=prefix + MARKER_FILE, Body=marker)
+        counted = _Counted(body)
+        self._client.upload_fileobj(cast(BinaryIO, counted), self.bucket, prefix + str(rel))
+        return counted.size
+
     def delete(self, storage_id: str) -> None:
         """Delete every object of the checkpoint (1000 keys per request)."""
         prefix = self._key_prefix(storage_id)
@@ -356,6 +374,19 @@ class S3StorageManager(StorageManager):
             Bucket=self.bucket, Prefix=self._key_prefix(storage_id), MaxKeys=1
         )
         return int(answer.get("KeyCount", 0)) > 0
+
+
+class _Counted:
+    """A read-only stream that counts the bytes read through it."""
+
+    def __init__(self, body: Readable) -> None:
+        self._body = body
+        self.size = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._body.read(size)
+        self.size += len(data)
+        return data
 
 
 def transient_s3_error(exc: BaseException) -> bool:

@@ -8,6 +8,7 @@ import logging
 import os
 import pathlib
 import shutil
+import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO
@@ -15,6 +16,7 @@ from typing import BinaryIO
 from headway.storage._base import (
     MARKER_FILE,
     MAX_MARKER_BYTES,
+    Readable,
     StorageManager,
     check_relpath,
     check_storage_id,
@@ -179,6 +181,43 @@ class SharedFSStorageManager(StorageManager):
     def file_size(self, storage_id: str, relpath: str) -> int:
         """Size in bytes of ``<checkpoint>/<relpath>``."""
         return self._file(storage_id, relpath).stat().st_size
+
+    def put_file(
+        self, storage_id: str, relpath: str, body: Readable, *, trial_id: int | None = None
+    ) -> int:
+        """Write ``<checkpoint>/<relpath>`` from ``body`` through a temporary file in the same
+        folder, fsynced, then renamed over the path (a retry replaces, a reader never sees half
+        a file); the marker first when missing. See ``StorageManager.put_file``."""
+        rel = check_relpath(relpath)
+        if rel.parts[0] == MARKER_FILE:
+            raise ValueError(f"checkpoint file path {relpath!r} is reserved for the marker")
+        root = self._dir(storage_id)
+        marker = self.marker_path(storage_id)
+        root.mkdir(parents=True, exist_ok=True)
+        if not marker.exists():
+            marker.write_bytes(marker_bytes(storage_id, trial_id))
+        root = self._existing_dir(storage_id)
+        try:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise ValueError(f"checkpoint file path {relpath!r} leads through a file") from None
+        parent = (root / rel).parent.resolve()
+        if parent != root / rel.parent:  # a link on the way: never write outside the checkpoint
+            raise ValueError(f"checkpoint file path {relpath!r} points outside the checkpoint")
+        fd, temporary = tempfile.mkstemp(dir=parent, prefix=f".{rel.name}.", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                shutil.copyfileobj(body, fh, 1024 * 1024)
+                size = fh.tell()
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(temporary, parent / rel.name)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        _fsync(str(parent))
+        return size
 
     def delete(self, storage_id: str) -> None:
         """Remove the checkpoint directory (no error when it is already gone); a symbolic link in

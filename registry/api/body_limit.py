@@ -8,9 +8,15 @@ reading a body without one runs over.
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
+
+# Routes that stream their body to storage under their own cap (never read into memory):
+# checkpoint files sent through the master (HEADWAY_MAX_CHECKPOINT_UPLOAD_BYTES).
+STREAMED_UPLOADS = re.compile(r"/api/v1/unmanaged/trials/\d+/runs/\d+/checkpoints/[^/]+/files/")
 
 
 def _too_large(size: int | None) -> JsonResponse:
@@ -32,7 +38,8 @@ class BodyLimitMiddleware:
 
     def __call__(self, request: HttpRequest):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if request.path.startswith("/api/") and limit is not None:
+        streamed = STREAMED_UPLOADS.fullmatch(request.path) is not None
+        if request.path.startswith("/api/") and limit is not None and not streamed:
             try:
                 size = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:

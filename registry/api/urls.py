@@ -14,6 +14,7 @@ from registry.api.views.unmanaged import (
     UnmanagedLogsView,
     UnmanagedStartView,
 )
+from registry.api.views.unmanaged_checkpoints import UnmanagedCheckpointFileView
 from registry.model_registry import MODEL_NAME_PATTERN
 
 app_name = "registry-api"
@@ -111,6 +112,11 @@ urlpatterns = [
         "unmanaged/trials/<db_id:trial_id>/runs/<db_id:run_id>/logs/",
         UnmanagedLogsView.as_view(),
         name="unmanaged-logs",
+    ),
+    path(
+        "unmanaged/trials/<db_id:trial_id>/runs/<db_id:run_id>/checkpoints/<str:storage_id>/files/",
+        UnmanagedCheckpointFileView.as_view(),
+        name="unmanaged-checkpoint-file",
     ),
     path(
         "unmanaged/trials/<db_id:trial_id>/runs/<db_id:run_id>/exit/",

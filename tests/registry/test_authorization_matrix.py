@@ -192,6 +192,8 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         kwargs = {"name": "mx-host"}
     elif name in ("unmanaged-heartbeat", "unmanaged-exit", "unmanaged-logs"):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}
+    elif name == "unmanaged-checkpoint-file":
+        kwargs = {"trial_id": t.id, "run_id": t.run_id, "storage_id": str(uuid.uuid4())}
     bodies: dict[tuple[str, str], dict] = {
         ("login", "post"): {"username": "mx-owner", "password": "pw-owner"},
         ("experiment-list", "post"): {"config": TINY_CONFIG, "model_definition": b64(TINY_MODEL)},

@@ -34,6 +34,11 @@ class Config:
         external_trial_id (str | None): with ``external_experiment_id``: every run with the
             same id continues the same trial (resume: reports go on, ``info.latest_checkpoint``
             is its latest checkpoint).
+        checkpoint_upload (str): ``"direct"`` (default): the script writes and reads the
+            storage location itself (a mounted shared_fs folder, S3 with its own credentials);
+            ``"master"``: checkpoint files travel through the master, which writes them into
+            the location (for a machine that cannot reach the storage; each file at most the
+            server's ``HEADWAY_MAX_CHECKPOINT_UPLOAD_BYTES``). A Headway addition.
         ship_logs (bool): send the lines the script writes to ``sys.stdout`` / ``sys.stderr``
             as the trial's logs while the run is open (default True; they are still printed).
             A Headway addition: Determined always ships them.
@@ -50,6 +55,7 @@ class Config:
     searcher: dict[str, Any] | None = None
     external_experiment_id: str | None = None
     external_trial_id: str | None = None
+    checkpoint_upload: str = "direct"
     ship_logs: bool = True
 
 
@@ -69,6 +75,19 @@ class UnmanagedConfig(Config):
     def __init__(self, **kwargs: Any) -> None:
         warnings.warn("'UnmanagedConfig' is deprecated; use 'Config'", FutureWarning, stacklevel=2)
         super().__init__(**kwargs)
+
+
+CHECKPOINT_UPLOADS = ("direct", "master")
+
+
+def check_checkpoint_upload(config: Config) -> None:
+    """Raise ``ValueError`` naming ``checkpoint_upload`` when it is not one of
+    ``CHECKPOINT_UPLOADS``."""
+    if config.checkpoint_upload not in CHECKPOINT_UPLOADS:
+        raise ValueError(
+            f"Config.checkpoint_upload must be one of {', '.join(CHECKPOINT_UPLOADS)}, "
+            f"got {config.checkpoint_upload!r}"
+        )
 
 
 def merge_config(

@@ -22,7 +22,12 @@ from headway.client import RegistryAPI
 from headway.core import Context, DistributedContext, PreemptMode, TensorboardMode
 from headway.core._context import init_for
 from headway.core._distributed import default_distributed
-from headway.experimental.core_v2._config import Config, config_document, merge_config
+from headway.experimental.core_v2._config import (
+    Config,
+    check_checkpoint_upload,
+    config_document,
+    merge_config,
+)
 from headway.experimental.core_v2._log_shipper import start_log_shipper
 from headway.experimental.core_v2._unmanaged import RunKeeper, start_run
 
@@ -75,6 +80,7 @@ def init_context(
             tensorboard_mode=tensorboard_mode,
         )
     merged = merge_config(config, defaults, unmanaged)
+    check_checkpoint_upload(merged)
     api = _user_api(client)
     distributed = default_distributed(distributed, None)
     run, interval = start_run(
@@ -88,6 +94,13 @@ def init_context(
     context = init_for(
         run, distributed=distributed, preempt_mode=preempt_mode, tensorboard_mode=tensorboard_mode
     )
+    if merged.checkpoint_upload == "master":
+        from headway.storage._master import MasterStorageManager
+
+        # Instead of the location's own backend: every file goes through the master.
+        context.checkpoint._storage = MasterStorageManager(
+            run.master_url, run.token, run.trial.trial_id, run.trial.run_id
+        )
     if distributed.rank == 0:
         if merged.ship_logs:  # delivered before the run ends: the hooks run in order
             shipper = start_log_shipper(

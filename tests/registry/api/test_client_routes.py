@@ -19,6 +19,7 @@ SAMPLES = {
     "uuid": str(uuid.uuid4()),
     "name": "my-model.v2",
     "version": 4,
+    "storage_id": str(uuid.uuid4()),
 }
 
 
