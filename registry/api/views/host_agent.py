@@ -10,6 +10,7 @@ one method per route. docs/rest-api.md "Host agent".
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.http import HttpResponse
@@ -22,9 +23,11 @@ from registry.api import host_agent_serializers as bodies
 from registry.api.answers import answer
 from registry.api.host_auth import IsHostAgent, host_token_of
 from registry.lifecycle import host_agent as agent
+from registry.lifecycle._standin import stand_in_if_silent
 from registry.models import RunShare, TrialRun
 
 TAG = ["host agent"]
+logger = logging.getLogger("headway.lifecycle")
 
 
 def _run_status(run: TrialRun) -> Response:
@@ -72,7 +75,8 @@ class HostHeartbeatView(HostAgentView):
         worker's first beat) sends again the runs placed on it and not yet claimed; then a
         placement pass that never waits for a running one. The answer names the listed runs
         and shares the master already ended (``stale_runs``, ``stale_shares``): the host stops
-        them, and is not placeable while it lists any."""
+        them, and is not placeable while it lists any. While the master worker is silent, the
+        beat also runs its lost-run reaper pass (``registry.lifecycle._standin``)."""
         data = self.body(bodies.HostHeartbeatRequestSerializer)
         row, resent, renewed = agent.host_beat(self.host, **data)
         fields = {f: getattr(row, f) for f in wire.HostInfo.model_fields if hasattr(row, f)}
@@ -81,6 +85,11 @@ class HostHeartbeatView(HostAgentView):
             self.host, data.get("runs", ()), data.get("shares", ())
         )
         extra |= {"stale_runs": stale_runs, "stale_shares": stale_shares}
+        try:
+            # While the master worker is silent this web server runs its lost-run reaper.
+            stand_in_if_silent()
+        except Exception:  # the beat was served: a failed stand-in pass is the next one's
+            logger.exception("the web tier's stand-in reaper pass failed")
         return answer(wire.HostInfo, fields | extra)
 
 
