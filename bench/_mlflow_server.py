@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
-from _server import free_port, postgres_drop, postgres_recreate
+from _server import free_port, postgres_drop, postgres_recreate, stop_process_group
 
 # The first start creates MLflow's tables (its Alembic migrations): ~40 s on the busy 2-core machine.
 START_TIMEOUT_S = 180.0
@@ -92,14 +91,7 @@ class MlflowServer:
 
     def stop(self) -> None:
         """SIGTERM the server's process group (SIGKILL after 10 s); drop its database."""
-        if self.proc is not None and self.proc.poll() is None:
-            pgid = os.getpgid(self.proc.pid)
-            os.killpg(pgid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(pgid, signal.SIGKILL)
-                self.proc.wait()
+        stop_process_group(self.proc)
         postgres_drop(self.database_url)
         shutil.rmtree(self.var_dir, ignore_errors=True)
 

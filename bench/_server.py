@@ -53,6 +53,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_process_group(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
+    """SIGTERM ``proc``'s process group, SIGKILL it ``grace`` seconds later; nothing when it
+    is None or has ended."""
+    if proc is None or proc.poll() is not None:
+        return
+    pgid = os.getpgid(proc.pid)
+    os.killpg(pgid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(pgid, signal.SIGKILL)
+        proc.wait()
+
+
 def single_file_model_definition(filename: str, source: str) -> str:
     """A model definition holding one file, as the REST API takes it (base64 tar.gz)."""
     buf = io.BytesIO()
@@ -309,15 +323,7 @@ class Server:
 
     def stop(self) -> None:
         """SIGTERM the server's process group, SIGKILL it after 10 s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        pgid = os.getpgid(self.proc.pid)
-        os.killpg(pgid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(pgid, signal.SIGKILL)
-            self.proc.wait()
+        stop_process_group(self.proc)
 
     def cpu_seconds(self) -> float:
         """CPU seconds (user + system) used so far by the server process and its children (its
