@@ -3,7 +3,8 @@
 On the cluster (``headway experiment create const.yaml .``) the trial's hparams set the module;
 ``HeadwayLogger`` reports ``train_loss`` and ``val_loss`` / ``val_accuracy`` and registers the
 ``ModelCheckpoint`` files; ``HeadwayCallback`` checkpoints and stops on pause; a resumed trial
-continues from its latest checkpoint. ``python train.py`` runs the same code locally, and
+continues from its latest checkpoint. Under torchrun (``distributed.yaml``: two slots) the
+``Trainer`` runs DDP over torchrun's ranks. ``python train.py`` runs the same code locally, and
 ``python train.py --unmanaged`` reports to the master at ``$HEADWAY_MASTER`` as an unmanaged run.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -36,14 +39,16 @@ class DigitsMLP(pl.LightningModule):
     def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
         loss = nn.functional.cross_entropy(self.net(x), y)
-        self.log("train_loss", loss, on_step=True, on_epoch=True)  # train_loss_step/_epoch
+        # train_loss_step and train_loss_epoch; sync_dist: the mean over DDP ranks (no-op alone)
+        self.log("train_loss", loss, on_step=True, on_epoch=True, sync_dist=True)
         return loss
 
     def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
         x, y = batch
         logits = self.net(x)
-        self.log("val_loss", nn.functional.cross_entropy(logits, y))
-        self.log("val_accuracy", (logits.argmax(dim=1) == y).float().mean())
+        # Each DDP rank validates its share of the images: sync_dist averages them.
+        self.log("val_loss", nn.functional.cross_entropy(logits, y), sync_dist=True)
+        self.log("val_accuracy", (logits.argmax(dim=1) == y).float().mean(), sync_dist=True)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
@@ -57,6 +62,23 @@ def loaders(batch_size: int) -> tuple[DataLoader, DataLoader]:
     x_train, x_val, y_train, y_val = train_test_split(x, y, test_size=0.2, random_state=0)
     train = DataLoader(TensorDataset(x_train, y_train), batch_size=batch_size, shuffle=True)
     return train, DataLoader(TensorDataset(x_val, y_val), batch_size=256)
+
+
+def distributed_kwargs(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ``Trainer``'s ``strategy``/``devices``/``num_nodes`` for the ranks torchrun started.
+
+    Under ``torchrun`` (``python -m headway.launch.torch_distributed`` on a trial with
+    ``slots_per_trial`` > 1) ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` say how many processes run
+    in all and on this host: one DDP device a process, gloo on the CPU; Lightning joins the
+    group torchrun's environment describes rather than starting processes itself. Without it
+    (``WORLD_SIZE`` unset or 1) one process on one device, as before.
+    """
+    env = os.environ if environ is None else environ
+    world = int(env.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return {"devices": 1}
+    local = int(env.get("LOCAL_WORLD_SIZE", str(world)))
+    return {"strategy": "ddp", "devices": local, "num_nodes": world // local}
 
 
 def main() -> None:
@@ -84,6 +106,7 @@ def main() -> None:
         trainer = pl.Trainer(
             max_epochs=args.max_epochs,
             accelerator="cpu",
+            **distributed_kwargs(),
             logger=HeadwayLogger(core_context),
             callbacks=[
                 HeadwayCallback(core_context),

@@ -34,8 +34,9 @@ class HeadwayCallback(Callback):
     The checkpoint (``preempted.ckpt``, Lightning's full state: weights, optimizers, loops)
     is registered with ``steps_completed`` = ``trainer.global_step``, so
     ``latest_checkpoint_path(core_context)`` gives it to ``Trainer.fit(ckpt_path=...)`` when
-    the trial is activated again. In local mode ``should_preempt()`` is always False and the
-    callback does nothing.
+    the trial is activated again; a fit restored from a checkpoint logs the step it resumes at,
+    on every rank. In local mode ``should_preempt()`` is always False and the callback does
+    nothing else.
 
     Arguments:
         core_context (headway.core.Context): the trial's Core API (``core.init()``).
@@ -59,6 +60,18 @@ class HeadwayCallback(Callback):
         for each in trainer.loggers:
             if isinstance(each, HeadwayLogger):
                 each.attach(trainer)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # After Lightning restored the loops: every rank says where it continues, so a resumed
+        # trial's logs show that no rank started over.
+        if trainer.ckpt_path is not None:
+            logger.info(
+                "rank %d resumes at step %d (epoch %d) from %s",
+                trainer.global_rank,
+                trainer.global_step,
+                trainer.current_epoch,
+                trainer.ckpt_path,
+            )
 
     def on_train_batch_end(
         self,

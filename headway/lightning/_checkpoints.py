@@ -10,6 +10,7 @@ path for ``Trainer.fit(ckpt_path=...)``.
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
 import shutil
 import tempfile
@@ -18,6 +19,8 @@ from typing import Any
 from headway.core import Context, DownloadMode
 
 METADATA_KEY = "lightning"
+
+logger = logging.getLogger("headway.lightning")
 
 
 def store_file(
@@ -59,7 +62,8 @@ def latest_checkpoint_path(
 
     Pass it to ``Trainer.fit(ckpt_path=...)``: Lightning restores the weights, optimizers, loops
     and global step, so a resumed (paused, restarted) trial continues at the checkpoint's
-    ``steps_completed``. Every rank calls it and gets its own copy.
+    ``steps_completed``. Every rank calls it and gets its own copy, and logs which checkpoint
+    it restores (``restoring checkpoint <storage_id> at step <steps_completed>``).
 
     Arguments:
         core_context: the trial's Core API context (``core.init()``).
@@ -77,21 +81,33 @@ def latest_checkpoint_path(
     target = pathlib.Path(directory or tempfile.mkdtemp(prefix="headway-lightning-"))
     target.mkdir(parents=True, exist_ok=True)
     core_context.checkpoint.download(storage_id, target, DownloadMode.NoSharedDownload)
-    name = _lightning_file(target)
+    metadata = _metadata(target)
+    name = _lightning_file(metadata)
     if name is None or not (target / name).exists():
         raise FileNotFoundError(
             f"checkpoint {storage_id} holds no Lightning checkpoint file (metadata.json has no "
             f"'{METADATA_KEY}.file'): it was not stored by headway.lightning"
         )
+    # On every rank: a resumed trial's logs say which checkpoint each rank restored.
+    logger.info(
+        "restoring checkpoint %s at step %s: %s",
+        storage_id,
+        metadata.get("steps_completed"),
+        target / name,
+    )
     return str(target / name)
 
 
-def _lightning_file(directory: pathlib.Path) -> str | None:
+def _metadata(directory: pathlib.Path) -> dict[str, Any]:
     try:
         metadata = json.loads((directory / "metadata.json").read_text())
     except (OSError, ValueError):
-        return None
-    entry = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+        return {}
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _lightning_file(metadata: dict[str, Any]) -> str | None:
+    entry = metadata.get(METADATA_KEY)
     name = entry.get("file") if isinstance(entry, dict) else None
     # A bare file name only: never a path that leaves the checkpoint's directory.
     return name if isinstance(name, str) and name and pathlib.Path(name).name == name else None

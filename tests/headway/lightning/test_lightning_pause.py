@@ -3,6 +3,7 @@ from that checkpoint (latest_checkpoint_path) and continues at its steps_complet
 
 from __future__ import annotations
 
+import logging
 import pathlib
 
 import pytest
@@ -49,7 +50,9 @@ def fit(
     return trainer
 
 
-def test_pause_checkpoints_and_stops_then_resume_continues(managed_trial, tmp_path) -> None:
+def test_pause_checkpoints_and_stops_then_resume_continues(
+    managed_trial, tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
     trial, _ = managed_trial()
     with core.init(preempt_poll_interval=0.05) as ctx:
         assert latest_checkpoint_path(ctx) is None  # a new trial
@@ -65,11 +68,15 @@ def test_pause_checkpoints_and_stops_then_resume_continues(managed_trial, tmp_pa
 
     lifecycle.trial_activate(trial_id=trial.id)
     trial, _ = managed_trial(Trial.objects.get(id=trial.id))
+    caplog.set_level(logging.INFO, logger="headway.lightning")
     with core.init() as ctx:
         path = latest_checkpoint_path(ctx, tmp_path / "restore")
         assert path == str(tmp_path / "restore" / "preempted.ckpt")
         second = fit(tmp_path / "run2", [], path, ctx)
     assert second.global_step == 8  # continued from 3, not from 0
+    # The logs say which checkpoint was restored and where the Trainer continued.
+    assert f"restoring checkpoint {preempted.uuid} at step 3: {path}" in caplog.messages
+    assert f"rank 0 resumes at step 3 (epoch 0) from {path}" in caplog.messages
 
     steps = {}
     for report in MetricReport.objects.filter(trial=trial, group="training"):
