@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("lightning")
 
+from e2e_tests.headway.lightning._pause import pause_then_complete
 from registry.models import MetricReport
 from tests.helpers import REPO
 
@@ -40,18 +41,8 @@ def rank_lines(lines: list[str], rank: int, text: str) -> list[str]:
 def test_the_lightning_example_on_two_slots_pauses_and_both_ranks_resume(cluster_api):
     trial = cluster_api.submit(EXAMPLE / "distributed.yaml", EXAMPLE, entrypoint=ENTRYPOINT)
     trial_id = trial["id"]
-    cluster_api.wait_trial(trial_id, lambda t: t["steps_completed"] >= 10, "the first log")
-    cluster_api.post(f"trials/{trial_id}/pause")
-    cluster_api.wait_trial(
-        trial_id, lambda t: t["state"] == "PAUSED" and t["run_state"] == "EXITED", "PAUSED"
-    )
-    checkpoints = cluster_api.get(f"trials/{trial_id}/checkpoints/")["results"]
-    preempted = [c for c in checkpoints if c["metadata"]["lightning"].get("preempted")]
-    assert len(preempted) == 1
-    paused_at = preempted[0]["steps_completed"]
-    assert 10 <= paused_at < MAX_STEPS
-    cluster_api.post(f"trials/{trial_id}/activate")
-    done = cluster_api.wait_trial(trial_id, lambda t: t["state"] == "COMPLETED", "COMPLETED")
+    paused, done = pause_then_complete(cluster_api, trial_id, MAX_STEPS)
+    paused_at = paused["steps_completed"]
     assert done["run_id"] == 2 and done["restarts"] == 0
 
     lines = cluster_api.logs(trial_id)
@@ -62,9 +53,9 @@ def test_the_lightning_example_on_two_slots_pauses_and_both_ranks_resume(cluster
             assert rank_lines(run, rank, f"GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/2"), rank
         # Each rank restored the checkpoint saved at the pause and continued at its step.
         restored = rank_lines(second, rank, "restoring checkpoint ")
-        assert (
-            len(restored) == 1 and f" {preempted[0]['uuid']} at step {paused_at}:" in (restored[0])
-        ), restored
+        assert len(restored) == 1 and f" {paused['uuid']} at step {paused_at}:" in (restored[0]), (
+            restored
+        )
         assert rank_lines(second, rank, f"rank {rank} resumes at step {paused_at} "), rank
         assert not rank_lines(first, rank, "restoring checkpoint ")  # a new trial
     # Rank zero alone registered the pause's checkpoint.

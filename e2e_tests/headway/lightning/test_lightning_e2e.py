@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("lightning")
 
+from e2e_tests.headway.lightning._pause import pause_then_complete
 from registry.models import MetricReport
 from tests.helpers import REPO
 
@@ -23,18 +24,8 @@ def test_the_lightning_example_pauses_and_resumes_from_its_checkpoint(cluster_ap
         EXAMPLE / "const.yaml", EXAMPLE, entrypoint=f"python train.py --max-epochs {EPOCHS}"
     )
     trial_id = trial["id"]
-    cluster_api.wait_trial(trial_id, lambda t: t["steps_completed"] >= 10, "the first log")
-    cluster_api.post(f"trials/{trial_id}/pause")
-    cluster_api.wait_trial(
-        trial_id, lambda t: t["state"] == "PAUSED" and t["run_state"] == "EXITED", "PAUSED"
-    )
-    checkpoints = cluster_api.get(f"trials/{trial_id}/checkpoints/")["results"]
-    preempted = [c for c in checkpoints if c["metadata"]["lightning"].get("preempted")]
-    assert len(preempted) == 1
-    paused_at = preempted[0]["steps_completed"]
-    assert 10 <= paused_at < MAX_STEPS
-    cluster_api.post(f"trials/{trial_id}/activate")
-    done = cluster_api.wait_trial(trial_id, lambda t: t["state"] == "COMPLETED", "COMPLETED")
+    paused, done = pause_then_complete(cluster_api, trial_id, MAX_STEPS)
+    paused_at = paused["steps_completed"]
     assert done["run_id"] == 2
 
     # Run 2 resumed at the checkpoint: it reported no step at or before it.
