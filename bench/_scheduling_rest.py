@@ -12,7 +12,8 @@ tasks go to the broker: Redis when ``REDIS_URL`` is set, else the filesystem tra
   commit the placement pass that fills the freed slot and sends the new run's task. Placements
   per second of wall time over the rounds is the sustained figure.
 - **heartbeats**: ``THREADS`` threads send ``POST host-agent/heartbeat/`` for the 1,000 hosts
-  (the upsert and a pass request that never waits) for ``HEARTBEAT_S`` seconds.
+  for ``HEARTBEAT_S`` seconds: the upsert alone, as the hosts are alive and their slots
+  unchanged (such a beat asks for no placement pass: ``host_agent.host_beat``).
 """
 
 from __future__ import annotations

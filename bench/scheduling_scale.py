@@ -19,9 +19,10 @@ send is a no-op (below), so placed runs stay placed until the bench ends them.
    end and a pass places the queue's next runs in their slots: placements / time in passes.
 5. Heartbeats while passes run: a child process runs passes back to back (with the same
    no-op send) while ``HEARTBEAT_THREADS`` threads send heartbeats (the upsert, then a pass
-   request, as the host-agent heartbeat route does: ``registry.lifecycle.host_agent.host_beat``
-   with no lease listed, without the HTTP request around it) for ``HEARTBEAT_S`` seconds:
-   heartbeats handled per second (goal >= 200) and their latency.
+   request, as the host-agent heartbeat route does for a beat that adds capacity: the worst
+   case, ``registry.lifecycle.host_agent.host_beat`` with no lease listed, without the HTTP
+   request around it) for ``HEARTBEAT_S`` seconds: heartbeats handled per second (goal >= 200)
+   and their latency.
 6. The same over REST, with real Celery sends (``_scheduling_rest``): runs end by their hosts'
    exit reports to a web server, whose commits run the passes that refill the slots
    (``rest_placements_per_s_1000_hosts``, goal >= 100), then heartbeats over HTTP
@@ -122,9 +123,9 @@ def host_pool() -> str:
 
 
 def heartbeat(name: str) -> None:
-    """One host heartbeat as the master handles it (``host_agent.host_beat``, no lease listed;
-    the baseline commit's worker made the same calls itself): the upsert, then a pass request
-    (one that never waits for a running pass where the code has it)."""
+    """One host heartbeat as the master handles one that adds capacity (``host_agent.host_beat``,
+    no lease listed; the baseline commit's worker made the same calls for every beat): the upsert,
+    then a pass request (one that never waits for a running pass where the code has it)."""
     from registry import scheduling
 
     register(name)

@@ -6,8 +6,9 @@ Steps, from Celery's ``worker_ready`` (``workers.tasks``):
 2. Make sure the worker consumes the host's queue ``<HEADWAY_QUEUE>.host.<name>`` (normally
    already on its ``-Q``; see ``workers.command``).
 3. Register the host with the master (``POST host-agent/heartbeat/`` with the host token: an
-   upsert; the first beat has the master send again the runs already placed here, and every
-   beat asks for a placement pass, which the master runs without waiting).
+   upsert; the first beat has the master send again the runs already placed here and run a
+   placement pass without waiting; a later beat does only when it changed what can be placed
+   here: the host back alive, other slots or pool).
 4. A daemon thread beats every ``HEADWAY_HOST_HEARTBEAT_SECONDS`` (the master's, at a fixed
    rate), listing the leases of the runs this worker holds: the master renews them with the
    host row. The lease watchdog (``workers.leases``) stops the trials whose lease could not be

@@ -47,6 +47,7 @@ from registry.models import (
     TrialRun,
     WorkerHost,
 )
+from registry.models.host import alive_cutoff
 from registry.pools import check_resource_pool
 
 # -- the host itself ----------------------------------------------------------------------------
@@ -76,13 +77,18 @@ def host_beat(
 ) -> tuple[WorkerHost, int, int]:
     """Register or heartbeat ``host`` (``scheduling.host_heartbeat``'s upsert); with
     ``redispatch`` (a worker's first beat) send again the runs placed on it and not claimed
-    (``scheduling.host_redispatch``); then request a placement pass, as the worker's beat did.
+    (``scheduling.host_redispatch``); then, only when the beat can make a placement possible
+    that was not before (``_may_place``), request a placement pass.
 
     First the leases the host holds are renewed (``runs``: ``{"trial_id", "run_id"}``,
     ``shares``: with ``"node_rank"``; one UPDATE per table, as ``workers.leases.renew``): only
     those placed on ``host`` and not EXITED. ``namespace``: the cluster namespace the host
     serves (default: this master's ``HEADWAY_QUEUE``). The placement pass is that namespace's
-    and never waits for a running one (``place_queued_runs(wait=False)``).
+    and never waits for a running one (``place_queued_runs(wait=False)``). A pass reads every
+    waiting run, so the beat of an alive host whose slots, devices, gpu, pool and namespace are
+    unchanged requests none: what frees or adds capacity otherwise requests its own (a run's
+    exit, a queued run, a host enabled) and the reaper's periodic pass places what waited on
+    time alone (a retry back-off).
 
     ``agent_id`` (with ``agent_pid``, ``agent_address``) names the agent process: a second
     agent of a host whose holder still heartbeats is refused before anything is renewed.
@@ -111,10 +117,13 @@ def host_beat(
     if agent_id:
         scheduling.host_agent_check(name=host, agent_id=agent_id)
     # The first beat served after the master's own outage renews every lease of the namespace.
-    scheduling.resume_after_outage(namespace or settings.CELERY_TASK_DEFAULT_QUEUE)
+    resumed = scheduling.resume_after_outage(namespace or settings.CELERY_TASK_DEFAULT_QUEUE)
     renewed = _renew_leases(host, runs, shares)
     fenced = any(stale_leases(host, runs, shares))
-    before = WorkerHost.objects.filter(name=host).values_list("heartbeat_at", flat=True).first()
+    # The row as it was, in one query: its heartbeat time (kept while fenced) and what decides
+    # whether this beat changes what can be placed.
+    previous = WorkerHost.objects.filter(name=host).values_list(*_PLACEABLE).first()
+    before = previous[0] if previous is not None else None
     row = scheduling.host_heartbeat(
         name=host,
         pool=pool,
@@ -134,8 +143,26 @@ def host_beat(
         WorkerHost.objects.filter(name=host).update(heartbeat_at=before)
         row.heartbeat_at = before
     resent = scheduling.host_redispatch(name=host) if redispatch else 0
-    scheduling.request_placement(row.namespace, wait=False)
+    # A fenced beat refreshed nothing: no pass may see its slots yet. The first beat (and one
+    # that renewed leases after the master's own outage) asks for one whatever it changed.
+    if not fenced and (redispatch or resumed or _may_place(previous, row)):
+        scheduling.request_placement(row.namespace, wait=False)
     return row, resent, renewed
+
+
+# What a pass reads of a host row (``registry.scheduling._snapshot``): whether it is alive, and
+# its capacity and eligibility. The leases a beat lists are not capacity: the runs' rows are.
+_PLACEABLE = ("heartbeat_at", "slots", "devices", "gpu", "pool", "namespace")
+
+
+def _may_place(previous: tuple | None, row: WorkerHost) -> bool:
+    """Whether refreshing host row ``previous`` (``_PLACEABLE``'s fields; None: a new row) into
+    ``row`` can make a placement possible that was not: the host was not alive before this beat
+    (new, stopped, silent past ``HEADWAY_HOST_TIMEOUT_SECONDS``, or fenced until now), or its
+    capacity or eligibility changed."""
+    if previous is None or previous[0] is None or previous[0] < alive_cutoff():
+        return True
+    return tuple(previous[1:]) != tuple(getattr(row, field) for field in _PLACEABLE[1:])
 
 
 def stale_leases(
@@ -203,8 +230,12 @@ def host_timing() -> dict[str, float]:
 
 
 def host_stop(host: str) -> None:
-    """The host's worker shuts down: no run is placed on it any more (``host_stopped``)."""
+    """The host's worker shuts down: no run is placed on it any more (``host_stopped``), and a
+    placement pass is requested: the runs placed on it and not claimed yet move elsewhere."""
     scheduling.host_stopped(name=host)
+    namespace = WorkerHost.objects.filter(name=host).values_list("namespace", flat=True).first()
+    if namespace is not None:
+        scheduling.request_placement(namespace, wait=False)
 
 
 # -- runs placed on the host (the chief's part) -------------------------------------------------
@@ -447,7 +478,12 @@ def share_exit(
     host: str, trial_id: int, run_id: int, node_rank: int, *, exit_code: int | None
 ) -> RunShare:
     """Record the share's exit (``None``: stopped by its host's shutdown or never started); a
-    repeated report changes nothing."""
+    repeated report changes nothing. Once its run has EXITED too the share's slots are free,
+    so a placement pass is requested (the run's exit requested one while they were held)."""
     share = placed_share(host, trial_id, run_id, node_rank)
     _shares.share_exited(share.id, exit_code)
-    return fresh_share(share)
+    share = fresh_share(share)
+    if share.run.state == RunState.EXITED:
+        # A share holds its host's slots past its run's exit while its ranks run: free now.
+        scheduling.request_placement(share.run.namespace, wait=False)
+    return share

@@ -2,8 +2,8 @@
 
 Two passes must never run at once (they would hand out the same free slot), so a pass holds a
 PostgreSQL advisory lock, one per namespace (``lock_key``). A caller that must see its own
-change placed (a run queued: ``wait=True``) waits for the lock. A host heartbeat or a run's exit
-(``wait=False``) never waits: it announces a request (``nextval`` of the sequence
+change placed (a run queued: ``wait=True``) waits for the lock. A host heartbeat that adds
+capacity or a run's exit (``wait=False``) never waits: it announces a request (``nextval`` of the sequence
 ``headway_placement_requests``, which takes no lock and is not transactional), then only *tries*
 the lock. The pass holding the lock reads the sequence when it starts and again after it
 released the lock; if a request came meanwhile, it runs again (trying the lock: if someone else

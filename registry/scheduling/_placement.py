@@ -1,7 +1,7 @@
 """The placement pass: queued runs onto alive hosts of their pool, by priority then submission.
 
-``place_queued_runs()`` runs after a run is queued or exits (on commit), on every host
-heartbeat and in the periodic reaper task. One pass places the queue of every resource pool of
+``place_queued_runs()`` runs after a run is queued or exits (on commit), on a host heartbeat
+that adds capacity (``host_agent.host_beat``), and in the periodic reaper task. One pass places the queue of every resource pool of
 this registry's namespace (``HEADWAY_QUEUE``) and costs O(hosts + runs holding slots + queued
 runs): a fixed number of queries (the hosts, the runs holding slots, the shares holding slots,
 the queue in order, the trials with a stale message), then one short transaction writing every

@@ -16,12 +16,13 @@ from registry.scheduling._queue import close_queued_run, queue_run
 def request_placement(namespace: str | None = None, *, wait: bool = True) -> None:
     """Run a placement pass of ``namespace`` (default this registry's) once the current
     transaction commits (at once outside one). A change to a run passes the run's namespace, a
-    heartbeat its host's: the pass is the one whose queue or slots changed, whatever the serving
-    process is set to. ``wait=False`` (heartbeats): never wait for a running pass
-    (``place_queued_runs``).
+    host's change (a heartbeat that adds capacity: ``host_agent.host_beat``) its host's: the
+    pass is the one whose queue or slots changed, whatever the serving process is set to.
+    ``wait=False`` (heartbeats, exits): never wait for a running pass (``place_queued_runs``).
 
     ``robust``: a failed pass (broker or database down) is logged, not raised into the request
-    or task whose transaction already committed; the next heartbeat or reaper pass retries.
+    or task whose transaction already committed; the next request's pass or the reaper's
+    periodic pass retries.
     """
 
     def placement_pass() -> None:

@@ -72,8 +72,10 @@ class HostHeartbeatView(HostAgentView):
     )
     def post(self, request):
         """Renew the leases it lists, upsert the token's host (pool, devices); ``redispatch`` (a
-        worker's first beat) sends again the runs placed on it and not yet claimed; then a
-        placement pass that never waits for a running one. The answer names the listed runs
+        worker's first beat) sends again the runs placed on it and not yet claimed; then, when
+        the beat can make a placement possible (a host new or back alive, changed slots,
+        devices, gpu, pool or namespace, ``redispatch``), a placement pass that never waits for
+        a running one. The answer names the listed runs
         and shares the master already ended (``stale_runs``, ``stale_shares``): the host stops
         them, and is not placeable while it lists any. While the master worker is silent, the
         beat also runs its lost-run reaper pass (``registry.lifecycle._standin``)."""
