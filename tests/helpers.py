@@ -343,7 +343,9 @@ def host_token(name: str, key: str | None = None) -> str:
     from registry.models.host_token import hash_host_key
 
     key = key or new_host_key()
-    HostToken.objects.get_or_create(key_hash=hash_host_key(key), defaults={"name": name})
+    token, _ = HostToken.objects.get_or_create(key_hash=hash_host_key(key), defaults={"name": name})
+    if token.revoked_at is not None:  # revoked by an earlier test: live again
+        HostToken.objects.filter(pk=token.pk).update(revoked_at=None)
     return key
 
 

@@ -205,7 +205,8 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
     and one host agent (REST only, a host token, no database settings) on Redis + Postgres.
 
     Yields a namespace with ``url`` (master URL), ``queue`` (the namespace), ``host`` and
-    ``host_token`` (the agent's; ``cluster_token`` creates it again after each flush),
+    ``host_token`` (the agent's; ``cluster_token`` creates it again after each flush, and
+    starts the agent again, ``start_agent()``, when a revocation made it exit: ``agent``),
     ``checkpoint_dir``, ``worker_log`` and ``env`` (the master's environment, database
     included: ``tests.helpers.start_worker`` strips it for other hosts).
     """
@@ -264,26 +265,35 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    agent = start_worker(
-        dict(env, HEADWAY_HOST_NAME=host_name), worker_log, queue, host_name, 3, token=key
-    )
+
+    def start_agent() -> subprocess.Popen:
+        return start_worker(
+            dict(env, HEADWAY_HOST_NAME=host_name), worker_log, queue, host_name, 3, token=key
+        )
+
+    agent = start_agent()
     # The hosts call the live server between tests too (heartbeats): it keeps database access
     # for the session, as the workers that opened the database themselves had. Without it a
     # call cut off mid-pass by the blocker left the placement lock held by a dead request.
+    found = types.SimpleNamespace(
+        url=live_server.url,
+        queue=queue,
+        host=host_name,
+        host_token=key,
+        checkpoint_dir=checkpoint_dir,
+        worker_log=worker_log,
+        env=env,
+        agent=agent,
+        start_agent=start_agent,
+        revocations_seen=0,
+    )
     unblocked = django_db_blocker.unblock()
     unblocked.__enter__()
     try:
-        yield types.SimpleNamespace(
-            url=live_server.url,
-            queue=queue,
-            host=host_name,
-            host_token=key,
-            checkpoint_dir=checkpoint_dir,
-            worker_log=worker_log,
-            env=env,
-        )
+        yield found
     finally:
         unblocked.__exit__(None, None, None)
+        agent = found.agent
         for proc in (agent, master):
             proc.terminate()
         for proc in (agent, master):
@@ -303,6 +313,18 @@ def cluster_token(cluster, transactional_db, django_user_model, settings):
 
     settings.CELERY_TASK_DEFAULT_QUEUE = cluster.queue
     host_token(cluster.host, cluster.host_token)
+    # Another test revoked this host's token (its agent exits once its trials stopped, as it
+    # must): the agent is started again, with the token live again.
+    revocations = cluster.worker_log.read_text(errors="replace").count("host token revoked")
+    if revocations > cluster.revocations_seen:
+        cluster.revocations_seen = revocations
+        try:
+            cluster.agent.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            cluster.agent.kill()
+            cluster.agent.wait()
+    if cluster.agent.poll() is not None:
+        cluster.agent = cluster.start_agent()
     user = django_user_model.objects.create_user("researcher", password="researcher-password")
     return Token.objects.create(user=user).key
 
