@@ -1,14 +1,15 @@
 """Faults of the master side of a namespaced test cluster (tests/netns_cluster.py): its web
-server, master worker and PostgreSQL stopped and started again, as an operator's restart or a
-crash would.
+server, master worker, Redis and PostgreSQL stopped and started again, as an operator's restart
+or a crash would.
 
-A mixin of ``NetnsCluster``: it needs ``base``, ``master``, ``url``, ``_procs``, ``_spawn``,
-``_terminate``, ``common_env`` and ``_postgres_server``.
+A mixin of ``NetnsCluster``: it needs ``base``, ``master``, ``url``, ``redis_url``, ``_procs``,
+``_spawn``, ``_terminate``, ``common_env`` and ``_postgres_server``.
 """
 
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -22,6 +23,7 @@ class MasterFaults:
     base: Path
     master: str
     url: str
+    redis_url: str
     _procs: list[subprocess.Popen]
     _spawn: Callable[..., subprocess.Popen]
     _terminate: Callable[..., None]
@@ -58,6 +60,18 @@ class MasterFaults:
         """Stop the master's worker (SIGTERM to its process group, SIGKILL a minute later) and
         wait for it."""
         self._stop(self._find("config", "worker"))
+
+    def restart_redis(self, down: float) -> None:
+        """Stop the master's Redis (the broker: every queued message is lost, it keeps no
+        data), keep it down ``down`` seconds, start it again on the same address and port."""
+        from tests.netns_master import connects, redis_command
+
+        port = urlsplit(self.redis_url).port
+        assert port is not None, self.redis_url
+        self._stop(self._find("redis-server"))
+        time.sleep(down)
+        self._spawn(redis_command(self.master, port, self.base), self.base / "redis.log")
+        wait_for(lambda: connects(self.master, port), 30, "redis to listen again")
 
     def restart_postgres(self, down: float) -> None:
         """Stop the master's PostgreSQL (fast shutdown: connections cut, as a restart does),

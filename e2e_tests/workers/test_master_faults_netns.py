@@ -8,6 +8,8 @@ Core API trial (torchrun) trains; after its 4th step a fault hits the master:
 - every web server stopped for 3 minutes, then started;
 - the master worker (lost-run reaper, beat) stopped past a lease plus its margin, then started;
 - PostgreSQL stopped past a lease plus its margin, then started;
+- Redis (the broker) stopped past a lease plus its margin, then started with none of its
+  messages;
 - the host agent SIGKILLed and started again 5 s later (it re-attaches the trial, which waits
   ``HEADWAY_REATTACH_SECONDS``, 30 s by default, for it).
 
@@ -81,6 +83,10 @@ def test_a_master_worker_restart_costs_the_trial_nothing(netns):
 
 def test_a_postgresql_restart_costs_the_trial_nothing(netns):
     _through(netns, lambda: netns.restart_postgres(down=PAST_A_LEASE))
+
+
+def test_a_redis_restart_costs_the_trial_nothing(netns):
+    _through(netns, lambda: netns.restart_redis(down=PAST_A_LEASE))
 
 
 def test_a_host_agent_killed_and_back_within_10_s_re_attaches_the_trial(netns):
