@@ -35,7 +35,11 @@ SLOTS_PER_HOST = 2
 
 def run_logs(cluster_api, trial_id: int, run_id: int) -> list[str]:
     """The trial's log lines written by run ``run_id`` (from its start line to the next one)."""
-    lines = cluster_api.logs(trial_id)
+    return run_lines(cluster_api.logs(trial_id), run_id)
+
+
+def run_lines(lines: list[str], run_id: int) -> list[str]:
+    """The lines of ``lines`` (a trial's log) written by run ``run_id``."""
     out, inside = [], False
     for line in lines:
         if line.startswith("[headway] run ") and " of trial " in line and " starting " in line:

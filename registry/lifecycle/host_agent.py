@@ -11,25 +11,29 @@ state, heartbeat and the rendezvous.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
 from django.db.models.functions import Length
 from django.utils import timezone
 
-from headway.client import wire
 from registry import scheduling
 from registry.authz import NotPermitted
-from registry.errors import InvalidInput
 from registry.lifecycle import _shares
 from registry.lifecycle._host_access import (
     fresh_run,
     fresh_share,
     placed_run,
     placed_share,
+)
+
+# -- the host itself ----------------------------------------------------------------------------
+from registry.lifecycle._host_beat import (  # noqa: F401 (the agent routes' API)
+    host_beat,
+    host_queue,
+    host_stop,
+    host_timing,
+    stale_leases,
 )
 from registry.lifecycle._log_batches import append_logs  # noqa: F401 (the agent routes' API)
 from registry.lifecycle._runs import (
@@ -45,200 +49,7 @@ from registry.models import (
     RunShare,
     RunState,
     TrialRun,
-    WorkerHost,
 )
-from registry.models.host import alive_cutoff
-from registry.pools import check_resource_pool
-
-# -- the host itself ----------------------------------------------------------------------------
-
-
-def host_queue(host: str, namespace: str | None = None) -> str:
-    """Host ``host``'s Celery queue, ``<namespace>.host.<name>`` (default namespace: this
-    master's ``HEADWAY_QUEUE``; as ``workers.hosts.host_queue``)."""
-    return wire.host_queue_name(namespace or settings.CELERY_TASK_DEFAULT_QUEUE, host)
-
-
-@transaction.atomic
-def host_beat(
-    host: str,
-    *,
-    pool: str,
-    devices: Sequence[str],
-    gpu: bool,
-    started_at: datetime,
-    namespace: str | None = None,
-    redispatch: bool = False,
-    runs: Sequence[dict] = (),
-    shares: Sequence[dict] = (),
-    agent_id: str = "",
-    agent_pid: int | None = None,
-    agent_address: str = "",
-) -> tuple[WorkerHost, int, int]:
-    """Register or heartbeat ``host`` (``scheduling.host_heartbeat``'s upsert); with
-    ``redispatch`` (a worker's first beat) send again the runs placed on it and not claimed
-    (``scheduling.host_redispatch``); then, only when the beat can make a placement possible
-    that was not before (``_may_place``), request a placement pass.
-
-    First the leases the host holds are renewed (``runs``: ``{"trial_id", "run_id"}``,
-    ``shares``: with ``"node_rank"``; one UPDATE per table, as ``workers.leases.renew``): only
-    those placed on ``host`` and not EXITED. ``namespace``: the cluster namespace the host
-    serves (default: this master's ``HEADWAY_QUEUE``). The placement pass is that namespace's
-    and never waits for a running one (``place_queued_runs(wait=False)``). A pass reads every
-    waiting run, so the beat of an alive host whose slots, devices, gpu, pool and namespace are
-    unchanged requests none: what frees or adds capacity otherwise requests its own (a run's
-    exit, a queued run, a host enabled) and the reaper's periodic pass places what waited on
-    time alone (a retry back-off).
-
-    ``agent_id`` (with ``agent_pid``, ``agent_address``) names the agent process: a second
-    agent of a host whose holder still heartbeats is refused before anything is renewed.
-
-    One transaction. The first beat of a namespace served after no host of it was (the
-    master's own outage) first renews every live lease of the namespace
-    (``scheduling.resume_after_outage``). A beat listing a run or share the master already
-    ended (``stale_leases``: the host was cut off and its run given away) leaves the host row's
-    heartbeat time as it was, so the host is not placeable until it stopped them (fencing).
-
-    Returns the host row, how many runs were sent again and how many leases were renewed.
-
-    Raises:
-        InvalidInput: (400, ``pool``) a pool the admin's pools file does not list.
-        AgentConflict: (409) another agent instance holds the host (``host_heartbeat``).
-    """
-    if check_resource_pool(pool, field="pool").is_slurm and not _is_slurm_node(host):
-        raise InvalidInput(
-            {
-                "pool": [
-                    f"pool {pool!r} is a slurm pool: its hosts are the nodes of the Slurm jobs "
-                    "the master submits; a host agent joins a pool of type agent"
-                ]
-            }
-        )
-    if agent_id:
-        scheduling.host_agent_check(name=host, agent_id=agent_id)
-    # The first beat served after the master's own outage renews every lease of the namespace.
-    resumed = scheduling.resume_after_outage(namespace or settings.CELERY_TASK_DEFAULT_QUEUE)
-    renewed = _renew_leases(host, runs, shares)
-    fenced = any(stale_leases(host, runs, shares))
-    # The row as it was, in one query: its heartbeat time (kept while fenced) and what decides
-    # whether this beat changes what can be placed.
-    previous = WorkerHost.objects.filter(name=host).values_list(*_PLACEABLE).first()
-    before = previous[0] if previous is not None else None
-    row = scheduling.host_heartbeat(
-        name=host,
-        pool=pool,
-        namespace=namespace,
-        queue=host_queue(host, namespace),
-        slots=len(devices),
-        devices=devices,
-        gpu=gpu,
-        started_at=started_at,
-        agent_id=agent_id,
-        agent_pid=agent_pid,
-        agent_address=agent_address,
-    )
-    if fenced:
-        # It still runs what the master gave away: no pass may place on its slots until it
-        # stopped them (same transaction: no pass ever sees the refreshed row).
-        WorkerHost.objects.filter(name=host).update(heartbeat_at=before)
-        row.heartbeat_at = before
-    resent = scheduling.host_redispatch(name=host) if redispatch else 0
-    # A fenced beat refreshed nothing: no pass may see its slots yet. The first beat (and one
-    # that renewed leases after the master's own outage) asks for one whatever it changed.
-    if not fenced and (redispatch or resumed or _may_place(previous, row)):
-        scheduling.request_placement(row.namespace, wait=False)
-    return row, resent, renewed
-
-
-# What a pass reads of a host row (``registry.scheduling._snapshot``): whether it is alive, and
-# its capacity and eligibility. The leases a beat lists are not capacity: the runs' rows are.
-_PLACEABLE = ("heartbeat_at", "slots", "devices", "gpu", "pool", "namespace")
-
-
-def _may_place(previous: tuple | None, row: WorkerHost) -> bool:
-    """Whether refreshing host row ``previous`` (``_PLACEABLE``'s fields; None: a new row) into
-    ``row`` can make a placement possible that was not: the host was not alive before this beat
-    (new, stopped, silent past ``HEADWAY_HOST_TIMEOUT_SECONDS``, or fenced until now), or its
-    capacity or eligibility changed."""
-    if previous is None or previous[0] is None or previous[0] < alive_cutoff():
-        return True
-    return tuple(previous[1:]) != tuple(getattr(row, field) for field in _PLACEABLE[1:])
-
-
-def stale_leases(
-    host: str, runs: Sequence[dict], shares: Sequence[dict]
-) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
-    """The runs and shares a heartbeat of ``host`` listed that are placed on it and already
-    EXITED: the master gave them away (lost) while the host could not reach it, so the host
-    must stop them (fencing, ``HostInfo.stale_runs``). Only the host's own rows are looked at."""
-    stale_runs: list[tuple[int, int]] = []
-    if runs:
-        found = Q(pk__in=[])
-        for ref in runs:
-            found |= Q(trial_id=ref["trial_id"], run_id=ref["run_id"])
-        stale_runs = sorted(
-            TrialRun.objects.filter(found, host__name=host, state=RunState.EXITED).values_list(
-                "trial_id", "run_id"
-            )
-        )
-    stale_shares: list[tuple[int, int, int]] = []
-    if shares:
-        found = Q(pk__in=[])
-        for ref in shares:
-            found |= Q(
-                run__trial_id=ref["trial_id"], run__run_id=ref["run_id"], node_rank=ref["node_rank"]
-            )
-        stale_shares = sorted(
-            RunShare.objects.filter(found, host__name=host, state=RunState.EXITED).values_list(
-                "run__trial_id", "run__run_id", "node_rank"
-            )
-        )
-    return stale_runs, stale_shares
-
-
-def _is_slurm_node(host: str) -> bool:
-    """Whether ``host`` is a node the master made for one of its Slurm jobs (registry.slurm)."""
-    return WorkerHost.objects.filter(name=host, slurm_job__isnull=False).exists()
-
-
-def _renew_leases(host: str, runs: Sequence[dict], shares: Sequence[dict]) -> int:
-    """Renew the listed runs and shares that are placed on ``host`` (never another host's)."""
-    run_ids = Q()
-    for ref in runs:
-        run_ids |= Q(trial_id=ref["trial_id"], run_id=ref["run_id"])
-    share_ids = Q()
-    for ref in shares:
-        share_ids |= Q(
-            run__trial_id=ref["trial_id"], run__run_id=ref["run_id"], node_rank=ref["node_rank"]
-        )
-    return scheduling.renew_leases(
-        runs=run_ids & Q(host__name=host) if runs else None,
-        shares=share_ids & Q(host__name=host) if shares else None,
-    )
-
-
-def host_timing() -> dict[str, float]:
-    """The master's heartbeat interval, lease and kill grace (seconds), sent with every
-    heartbeat answer: the host stops a run whose lease it could not renew by these, so the
-    two sides never disagree on when a lease ends (``HostInfo``)."""
-    return {
-        "heartbeat_seconds": settings.HEADWAY_HOST_HEARTBEAT_SECONDS,
-        "lease_seconds": settings.HEADWAY_LEASE_SECONDS,
-        "kill_grace_seconds": settings.HEADWAY_KILL_GRACE_SECONDS,
-        "outage_tolerance_seconds": settings.HEADWAY_OUTAGE_TOLERANCE_SECONDS,
-    }
-
-
-def host_stop(host: str) -> None:
-    """The host's worker shuts down: no run is placed on it any more (``host_stopped``), and a
-    placement pass is requested: the runs placed on it and not claimed yet move elsewhere."""
-    scheduling.host_stopped(name=host)
-    namespace = WorkerHost.objects.filter(name=host).values_list("namespace", flat=True).first()
-    if namespace is not None:
-        scheduling.request_placement(namespace, wait=False)
-
-
-# -- runs placed on the host (the chief's part) -------------------------------------------------
 
 
 def run_claim(host: str, trial_id: int, run_id: int, *, worker: str) -> bool:
@@ -413,7 +224,7 @@ def run_shares(host: str, trial_id: int, run_id: int) -> list[dict]:
     lapsed, _ = scheduling.lease_cutoff(run.namespace, now)
     unrenewed = now - timedelta(seconds=settings.HEADWAY_LEASE_SECONDS)
     shares = []
-    for rank, name, state, code, beat, host_beat in RunShare.objects.filter(run=run).values_list(
+    for rank, name, state, code, beat, host_beat_at in RunShare.objects.filter(run=run).values_list(
         "node_rank", "host__name", "state", "exit_code", "heartbeat_at", "host__heartbeat_at"
     ):
         where = f"node {rank} (host {name})"
@@ -422,7 +233,7 @@ def run_shares(host: str, trial_id: int, run_id: int) -> list[dict]:
             problem = f"lost: host {name} lost: {where} stopped without an exit code"
         elif state == RunState.EXITED and code != 0:
             problem = f"failed: {where} exited with code {code}"
-        elif state == RunState.QUEUED and (host_beat is None or host_beat < unrenewed):
+        elif state == RunState.QUEUED and (host_beat_at is None or host_beat_at < unrenewed):
             # Its host stopped, or has renewed nothing for a lease: the share cannot start.
             problem = f"lost: host {name} lost: {where} cannot start"
         elif state in (RunState.STARTING, RunState.RUNNING) and beat is not None and beat < lapsed:

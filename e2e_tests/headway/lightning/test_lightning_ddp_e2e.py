@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("lightning")
 
 from e2e_tests.headway.lightning._pause import pause_then_complete
+from e2e_tests.workers.test_distributed_e2e import run_lines
 from registry.models import MetricReport
 from tests.helpers import REPO
 
@@ -20,17 +21,6 @@ EPOCHS = 12
 STEPS_PER_EPOCH = 23  # 1,437 training images over two ranks (719 each) in batches of 32
 MAX_STEPS = EPOCHS * STEPS_PER_EPOCH
 ENTRYPOINT = f"python -m headway.launch.torch_distributed python train.py --max-epochs {EPOCHS}"
-
-
-def run_lines(lines: list[str], run_id: int) -> list[str]:
-    """The log lines of run ``run_id`` (from its start line to the next run's)."""
-    out, inside = [], False
-    for line in lines:
-        if line.startswith("[headway] run ") and " of trial " in line and " starting " in line:
-            inside = line.startswith(f"[headway] run {run_id} ")
-        if inside:
-            out.append(line)
-    return out
 
 
 def rank_lines(lines: list[str], rank: int, text: str) -> list[str]:
