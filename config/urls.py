@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.urls import include, path
 
+from config.login_forms import AdminLoginForm, LoginForm
 from registry.api.views.prometheus import PrometheusMetricsView
 
 
@@ -28,6 +29,8 @@ handler404 = "registry.api.errors.not_found"
 # A transient database error (pool exhausted, server restarting) anywhere, middleware included,
 # is a 503 with Retry-After (registry/overload.py); other 500s are JSON under /api/.
 handler500 = "registry.overload.server_error"
+# Usernames longer than their column are a form error, not a 500 (config/login_forms.py).
+admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -36,7 +39,9 @@ urlpatterns = [
     path("api/v1/", include("registry.api.urls")),
     # The MLflow-compatible API (registry/api/mlflow/): MLflow's client calls /api/2.0/mlflow/.
     path("api/2.0/", include("registry.api.mlflow.urls")),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "accounts/login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("dashboard.urls")),

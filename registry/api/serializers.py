@@ -11,6 +11,7 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from config.login_forms import username_max_length
 from headway.early_exit import EarlyExitReason
 from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
@@ -291,7 +292,9 @@ class EarlyExitSerializer(serializers.Serializer):
 
 
 class LoginSerializer(serializers.Serializer):
-    username = serializers.CharField()
+    # Longer than the user model's column: a 400 naming it (the failed-login record
+    # django-axes writes would not fit, and PostgreSQL refused it with a 500).
+    username = serializers.CharField(max_length=username_max_length())
     password = serializers.CharField(trim_whitespace=False)
 
 

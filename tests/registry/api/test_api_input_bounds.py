@@ -1,0 +1,56 @@
+"""Hardening: free-form input accepted from run tokens, host tokens and anonymous clients is
+bounded, and each bound is answered as a JSON 4xx naming the field (never a 500 or a row that
+grows without limit). Runs on the suite's database (PostgreSQL in CI)."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.helpers import start_run
+
+pytestmark = pytest.mark.django_db
+
+LONG_USERNAME = "u" * 300
+
+
+def run_client(trial) -> APIClient:
+    """A client holding the trial's running run's token (what the trial process holds)."""
+    run = start_run(trial)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {run.token}")
+    return client
+
+
+# --- usernames over the columns' length -------------------------------------------------------
+
+
+def test_api_login_with_a_300_character_username_is_400_naming_it(client):
+    response = client.post(
+        "/api/v1/auth/login/",
+        {"username": LONG_USERNAME, "password": "x"},
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert "username" in response.json()["errors"]
+
+
+def test_dashboard_login_with_a_300_character_username_is_refused_naming_it(client):
+    response = client.post("/accounts/login/", {"username": LONG_USERNAME, "password": "x"})
+    assert response.status_code == 200  # the form again, with its error
+    assert "username" in response.context["form"].errors
+
+
+def test_admin_login_with_a_300_character_username_is_refused_naming_it(client):
+    response = client.post("/admin/login/", {"username": LONG_USERNAME, "password": "x"})
+    assert response.status_code == 200
+    assert "username" in response.context["form"].errors
+
+
+def test_a_username_at_the_column_length_is_an_ordinary_wrong_login(client):
+    response = client.post(
+        "/api/v1/auth/login/",
+        {"username": "u" * 150, "password": "x"},
+        content_type="application/json",
+    )
+    assert response.status_code == 401
