@@ -32,6 +32,7 @@ from headway.archive._check import (
     check_model_definition,
     extract_model_definition,
 )
+from headway.archive._extract import UnsafeTarMember, safe_extractall
 from headway.archive._isolated import (
     CHECK_MEMORY_BYTES,
     CHECK_TIMEOUT_SECONDS,
@@ -66,6 +67,7 @@ __all__ = [
     "ModelDefinitionError",
     "ModelDefinitionTooLarge",
     "UnsafeArchivePath",
+    "UnsafeTarMember",
     "check_entrypoint_class",
     "check_member",
     "check_member_path",
@@ -75,4 +77,5 @@ __all__ = [
     "extract_model_definition",
     "pack_model_definition",
     "prescan_tar_gz",
+    "safe_extractall",
 ]

@@ -8,6 +8,7 @@ import os
 import tarfile
 from pathlib import PurePosixPath
 
+from headway.archive._extract import safe_extractall
 from headway.archive._rules import (
     _MAX_LINK_HOPS,
     MAX_MODEL_DEF_BYTES,
@@ -235,7 +236,8 @@ def check_entrypoint_class(data: bytes, module: str, class_name: str) -> None:
 def extract_model_definition(data: bytes, dest: str | os.PathLike[str]) -> None:
     """Unpack a model definition that ``check_model_definition`` accepted into ``dest``.
 
-    Uses ``tarfile``'s ``"data"`` filter (PEP 706) as a second line of defence: it refuses the
+    Uses ``tarfile``'s ``"data"`` filter (PEP 706; ``safe_extractall`` on Pythons without it) as a
+    second line of defence: it refuses the
     same unsafe members again; ``prescan_tar_gz`` runs first, as in ``check_model_definition``.
 
     Raises:
@@ -245,4 +247,4 @@ def extract_model_definition(data: bytes, dest: str | os.PathLike[str]) -> None:
     """
     prescan_tar_gz(data)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(dest, filter="data")
+        safe_extractall(tar, dest)

@@ -20,6 +20,7 @@ import shutil
 import tarfile
 from typing import Any
 
+from headway.archive import safe_extractall
 from headway.client import NotFoundError, RegistryAPI, resolve_token, save_token
 from headway.storage import DirectReadUnavailable, DownloadMode, copy_direct, direct_reader
 
@@ -122,7 +123,7 @@ class Checkpoint:
         try:
             response.raw.decode_content = True
             with tarfile.open(fileobj=response.raw, mode="r|") as archive:
-                archive.extractall(dest, filter="data")
+                safe_extractall(archive, dest)
         finally:
             response.close()
         return str(dest)
