@@ -327,6 +327,9 @@ HEADWAY_MAX_METRIC_NAMES_PER_REPORT = envint("HEADWAY_MAX_METRIC_NAMES_PER_REPOR
 HEADWAY_MAX_METRIC_SERIES_PER_TRIAL = envint("HEADWAY_MAX_METRIC_SERIES_PER_TRIAL", 10_000)
 HEADWAY_MAX_LOG_LINE_CHARS = envint("HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
 HEADWAY_MAX_CHECKPOINT_FILES = envint("HEADWAY_MAX_CHECKPOINT_FILES", 50_000)
+# A checkpoint's metadata as JSON, at registration and after additions (413 beyond): every
+# checkpoint list and detail carries it (docs/decisions/security.md).
+HEADWAY_MAX_CHECKPOINT_METADATA_BYTES = envint("HEADWAY_MAX_CHECKPOINT_METADATA_BYTES", 64 * 1024)
 # One checkpoint file an unmanaged run sends through the master (streamed to storage).
 HEADWAY_MAX_CHECKPOINT_UPLOAD_BYTES = envint("HEADWAY_MAX_CHECKPOINT_UPLOAD_BYTES", 10 * 1024**3)
 # A request body may hold the base64 of the largest model definition plus the config; larger

@@ -222,7 +222,12 @@ class CheckpointRegisterSerializer(StrictSerializer):
     resources = serializers.DictField(
         child=serializers.IntegerField(min_value=0, max_value=INT64_MAX)
     )
-    metadata = StorableDictField(required=False, default=dict)
+    metadata = StorableDictField(
+        required=False,
+        default=dict,
+        max_bytes_setting="HEADWAY_MAX_CHECKPOINT_METADATA_BYTES",
+        help_text="JSON object of at most HEADWAY_MAX_CHECKPOINT_METADATA_BYTES (64 KiB); 413 beyond.",
+    )
 
     def validate_resources(self, value: dict[str, int]) -> dict[str, int]:
         """At most ``HEADWAY_MAX_CHECKPOINT_FILES`` files, each a safe canonical relative path

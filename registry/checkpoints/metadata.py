@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import uuid as uuid_lib
 from typing import Any
 
 from django.db import transaction
 
 from registry.errors import InvalidInput
+from registry.jsonsafe import check_json_size
 from registry.models import Checkpoint
 
-MAX_METADATA_BYTES = 256 * 1024
-"""Largest a checkpoint's whole metadata may grow to through ``checkpoint_add_metadata``
-(as JSON): repeated additions must not grow a row without bound."""
+METADATA_LIMIT_SETTING = "HEADWAY_MAX_CHECKPOINT_METADATA_BYTES"
+"""The setting bounding a checkpoint's whole metadata as JSON, at registration and after each
+addition here: repeated additions must not grow a row without bound either."""
 
 FIXED_KEYS = ("steps_completed",)
 """Keys that describe the checkpoint itself; the SDK resumes from them, so they stay as
@@ -28,8 +28,9 @@ def checkpoint_add_metadata(*, uuid: uuid_lib.UUID, metadata: dict[str, Any]) ->
 
     Raises:
         Checkpoint.DoesNotExist: unknown ``uuid``.
-        InvalidInput: naming ``metadata.<key>`` for a changed fixed key, or ``metadata`` when
-            the merged metadata would exceed ``MAX_METADATA_BYTES``.
+        InvalidInput: naming ``metadata.<key>`` for a changed fixed key.
+        PayloadTooLarge: (413) naming ``metadata`` when the merged metadata would exceed
+            ``HEADWAY_MAX_CHECKPOINT_METADATA_BYTES`` as JSON.
     """
     with transaction.atomic():
         # Locked so that two additions at once both land (read-merge-write).
@@ -46,16 +47,7 @@ def checkpoint_add_metadata(*, uuid: uuid_lib.UUID, metadata: dict[str, Any]) ->
                     }
                 )
         current.update(metadata)
-        size = len(json.dumps(current))
-        if size > MAX_METADATA_BYTES:
-            raise InvalidInput(
-                {
-                    "metadata": [
-                        f"the checkpoint's metadata would be {size} bytes as JSON; at most "
-                        f"{MAX_METADATA_BYTES}."
-                    ]
-                }
-            )
+        check_json_size(current, field="metadata", setting=METADATA_LIMIT_SETTING)
         checkpoint.metadata = current
         checkpoint.save(update_fields=["metadata"])
     return checkpoint

@@ -13,7 +13,7 @@ from headway.client import _wire as wire
 from registry.api.answers import answer
 from registry.api.permissions import trial_run_of
 from registry.authz import ensure_can_write_trial_data
-from registry.checkpoints.metadata import MAX_METADATA_BYTES, checkpoint_add_metadata
+from registry.checkpoints.metadata import checkpoint_add_metadata
 from registry.jsonsafe import json_storage_problem
 from registry.models import Checkpoint
 
@@ -25,8 +25,9 @@ class CheckpointMetadataSerializer(serializers.Serializer):
         allow_empty=False,
         help_text=(
             "JSON object; each top-level key is added to the checkpoint's metadata or replaces "
-            f"the key there. The merged metadata may be at most {MAX_METADATA_BYTES} bytes as "
-            "JSON; steps_completed cannot be changed."
+            "the key there. The merged metadata may be at most "
+            "HEADWAY_MAX_CHECKPOINT_METADATA_BYTES (64 KiB) as JSON (413 beyond); "
+            "steps_completed cannot be changed."
         ),
     )
 

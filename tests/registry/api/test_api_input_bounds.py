@@ -4,6 +4,8 @@ grows without limit). Runs on the suite's database (PostgreSQL in CI)."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -54,3 +56,37 @@ def test_a_username_at_the_column_length_is_an_ordinary_wrong_login(client):
         content_type="application/json",
     )
     assert response.status_code == 401
+
+
+# --- checkpoint metadata ------------------------------------------------------------------------
+
+
+def register_body(metadata: dict) -> dict:
+    return {
+        "uuid": str(uuid.uuid4()),
+        "steps_completed": 10,
+        "resources": {"state-dict.pth": 10},
+        "metadata": metadata,
+    }
+
+
+def test_checkpoint_metadata_over_the_limit_is_a_413_naming_it(trial):
+    client = run_client(trial)
+    too_big = {"blob": "x" * (64 * 1024)}
+    response = client.post(
+        f"/api/v1/trials/{trial.id}/checkpoints/", register_body(too_big), format="json"
+    )
+    assert response.status_code == 413, response.content[:300]
+    message = response.json()["errors"]["metadata"][0]
+    assert "HEADWAY_MAX_CHECKPOINT_METADATA_BYTES" in message and "65536" in message
+    assert not trial.checkpoints.exists()
+
+
+def test_checkpoint_metadata_at_the_limit_is_registered(trial, settings):
+    settings.HEADWAY_MAX_CHECKPOINT_METADATA_BYTES = 100
+    client = run_client(trial)
+    fits = {"k": "x" * (100 - len('{"k": ""}'))}
+    url = f"/api/v1/trials/{trial.id}/checkpoints/"
+    assert client.post(url, register_body(fits), format="json").status_code == 201
+    over = {"k": "x" * (101 - len('{"k": ""}'))}
+    assert client.post(url, register_body(over), format="json").status_code == 413

@@ -15,7 +15,6 @@ from rest_framework.test import APIClient
 from headway import core
 from headway.client import BadRequestError
 from headway.experimental import client
-from registry.checkpoints.metadata import MAX_METADATA_BYTES
 from registry.models import Checkpoint
 from tests.helpers import register_checkpoint
 from tests.helpers_checkpoints import store_over_rest, trial_on_storage
@@ -57,7 +56,6 @@ def test_the_owner_adds_keys_and_replaces_existing_ones(api, checkpoint) -> None
         ({"metadata": [1, 2]}, "metadata"),
         ({"metadata": "text"}, "metadata"),
         ({"metadata": {"steps_completed": 11}}, "metadata.steps_completed"),
-        ({"metadata": {"blob": "x" * (MAX_METADATA_BYTES + 1)}}, "metadata"),
     ],
 )
 def test_bad_metadata_is_a_400_naming_the_field(api, checkpoint, body, field) -> None:
@@ -65,6 +63,17 @@ def test_bad_metadata_is_a_400_naming_the_field(api, checkpoint, body, field) ->
     assert response.status_code == 400, response.content
     assert field in json.dumps(response.json())
     assert Checkpoint.objects.get(uuid=checkpoint.uuid).metadata == {"steps_completed": 10}
+
+
+def test_metadata_growing_past_the_limit_is_a_413_naming_it(api, checkpoint, settings) -> None:
+    settings.HEADWAY_MAX_CHECKPOINT_METADATA_BYTES = 1000
+    assert _post(api, checkpoint.uuid, {"metadata": {"a": "x" * 500}}).status_code == 200
+    # Each addition fits; the merged metadata would not.
+    response = _post(api, checkpoint.uuid, {"metadata": {"b": "x" * 500}})
+    assert response.status_code == 413, response.content
+    body = response.json()
+    assert "HEADWAY_MAX_CHECKPOINT_METADATA_BYTES" in body["errors"]["metadata"][0]
+    assert set(Checkpoint.objects.get(uuid=checkpoint.uuid).metadata) == {"steps_completed", "a"}
 
 
 def test_nan_metadata_is_a_400_not_a_500(api, checkpoint) -> None:
