@@ -43,6 +43,13 @@ def back(request: HttpRequest, fallback: str, *args: Any) -> HttpResponse:
     return redirect(target if safe else resolve_url(fallback, *args))
 
 
+def bad_request(message: str) -> HttpResponse:
+    """A 400 whose body is ``message`` as plain text (UTF-8). A message that repeats what the
+    request sent (a path, an action) must never be served as HTML: the CSP stops an injected
+    script, not an injected ``<meta http-equiv="refresh">`` or a fake form."""
+    return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
+
+
 def control_service(table: dict[str, Callable[..., Any]], action: str) -> Callable[..., Any]:
     """The lifecycle function of ``action`` in ``table`` (``dashboard.controls``).
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render, resolve_url
 from django.template.loader import render_to_string
 from django.views.decorators.cache import never_cache
@@ -23,7 +23,14 @@ from dashboard import experiment_config, overview, selectors
 from dashboard.controls import EXPERIMENT_CONTROLS
 from dashboard.edit_forms import ExperimentEditForm, NotesForm
 from dashboard.templatetags.edit_tags import label_line
-from dashboard.views._common import back, control_service, edit_page, ensure, ensure_owner
+from dashboard.views._common import (
+    back,
+    bad_request,
+    control_service,
+    edit_page,
+    ensure,
+    ensure_owner,
+)
 from registry import authz, lifecycle
 from registry.errors import RegistryError, StoredConfigInvalid
 from registry.models import Experiment
@@ -139,7 +146,7 @@ def experiment_files(request: HttpRequest, experiment_id: int) -> HttpResponse:
         try:
             view = experiment_config.model_file(exp.id, path)
         except ValueError as exc:
-            return HttpResponseBadRequest(f"path: {exc}")
+            return bad_request(f"path: {exc}")
         if view is None:
             raise Http404(f"{path!r} is not a file of this model definition.")
     context = {"experiment": exp, "files": files, "view": view}

@@ -18,7 +18,6 @@ from django.core.paginator import Paginator
 from django.http import (
     HttpRequest,
     HttpResponse,
-    HttpResponseBadRequest,
     JsonResponse,
     QueryDict,
 )
@@ -30,6 +29,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard import selectors
 from dashboard.controls import BULK_ACTIONS, EXPERIMENT_CONTROLS
 from dashboard.filters import ExperimentFilter, sort_columns
+from dashboard.views._common import bad_request
 from registry import authz
 from registry.errors import RegistryError
 from registry.models import Experiment
@@ -121,13 +121,13 @@ def experiment_bulk_control(request: HttpRequest) -> HttpResponse:
     """
     action = request.POST.get("action", "")
     if action not in BULK_ACTIONS:
-        return HttpResponseBadRequest(f"Unknown bulk action {action!r}.")
+        return bad_request(f"Unknown bulk action {action!r}.")
     try:
         ids = sorted({int(value) for value in request.POST.getlist("experiment")})
     except ValueError:
-        return HttpResponseBadRequest("Experiment ids must be integers.")
+        return bad_request("Experiment ids must be integers.")
     if len(ids) > MAX_BULK_EXPERIMENTS:
-        return HttpResponseBadRequest(f"At most {MAX_BULK_EXPERIMENTS} experiments at once.")
+        return bad_request(f"At most {MAX_BULK_EXPERIMENTS} experiments at once.")
     response = _back_to_list(request.POST.get("query", ""))
     if not ids:
         messages.warning(request, f"Tick at least one experiment to {action}.")
