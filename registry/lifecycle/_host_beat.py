@@ -13,7 +13,7 @@ from django.db.models import Q
 
 from headway.client import wire
 from registry import scheduling
-from registry.errors import InvalidInput
+from registry.errors import IllegalTransition, InvalidInput
 from registry.lifecycle._log_batches import append_logs  # noqa: F401 (the agent routes' API)
 from registry.models import (
     RunShare,
@@ -25,6 +25,22 @@ from registry.models.host import alive_cutoff
 from registry.pools import check_resource_pool
 
 # -- the host itself ----------------------------------------------------------------------------
+
+
+class NamespaceFixed(IllegalTransition):
+    """409 naming ``namespace``: a registered host's beat names another cluster namespace.
+
+    A host token stands for one host of one cluster; moving its host into another namespace
+    would hand that cluster's runs (and their run tokens) to a host its admin never admitted.
+    """
+
+    def __init__(self, host: str, registered: str, wanted: str) -> None:
+        message = (
+            f"host {host} is registered in namespace {registered!r}, not {wanted!r}; a host "
+            "token cannot move its host (an admin forgets the host with DELETE hosts/{name}/ "
+            "and issues a new token)"
+        )
+        super().__init__(message, {"namespace": [message]})
 
 
 def host_queue(host: str, namespace: str | None = None) -> str:
@@ -78,6 +94,8 @@ def host_beat(
     Raises:
         InvalidInput: (400, ``pool``) a pool the admin's pools file does not list.
         AgentConflict: (409) another agent instance holds the host (``host_heartbeat``).
+        NamespaceFixed: (409, ``namespace``) the host is registered in another namespace
+            (the default counts as this master's); nothing is renewed or changed.
     """
     if check_resource_pool(pool, field="pool").is_slurm and not _is_slurm_node(host):
         raise InvalidInput(
@@ -90,14 +108,17 @@ def host_beat(
         )
     if agent_id:
         scheduling.host_agent_check(name=host, agent_id=agent_id)
-    # The first beat served after the master's own outage renews every lease of the namespace.
-    resumed = scheduling.resume_after_outage(namespace or settings.CELERY_TASK_DEFAULT_QUEUE)
-    renewed = _renew_leases(host, runs, shares)
-    fenced = any(stale_leases(host, runs, shares))
-    # The row as it was, in one query: its heartbeat time (kept while fenced) and what decides
-    # whether this beat changes what can be placed.
+    # The row as it was, in one query: its heartbeat time (kept while fenced), what decides
+    # whether this beat changes what can be placed, and the namespace it was registered in.
     previous = WorkerHost.objects.filter(name=host).values_list(*_PLACEABLE).first()
     before = previous[0] if previous is not None else None
+    wanted = namespace or settings.CELERY_TASK_DEFAULT_QUEUE
+    if previous is not None and previous[_PLACEABLE.index("namespace")] != wanted:
+        raise NamespaceFixed(host, previous[_PLACEABLE.index("namespace")], wanted)
+    # The first beat served after the master's own outage renews every lease of the namespace.
+    resumed = scheduling.resume_after_outage(wanted)
+    renewed = _renew_leases(host, runs, shares)
+    fenced = any(stale_leases(host, runs, shares))
     row = scheduling.host_heartbeat(
         name=host,
         pool=pool,

@@ -14,6 +14,7 @@ from tests.helpers import start_run
 pytestmark = pytest.mark.django_db
 
 LONG_USERNAME = "u" * 300
+HOST_BEAT = "/api/v1/host-agent/heartbeat/"
 
 
 def run_client(trial) -> APIClient:
@@ -90,3 +91,49 @@ def test_checkpoint_metadata_at_the_limit_is_registered(trial, settings):
     assert client.post(url, register_body(fits), format="json").status_code == 201
     over = {"k": "x" * (101 - len('{"k": ""}'))}
     assert client.post(url, register_body(over), format="json").status_code == 413
+
+
+# --- a host token and its host's namespace -----------------------------------------------------
+
+
+def host_client(name: str) -> APIClient:
+    from tests.host_api_helpers import issue_key
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_key(name)}")
+    return client
+
+
+def host_beat_body(**extra) -> dict:
+    from django.utils import timezone
+
+    from tests.helpers import _default_pool
+
+    body = {"pool": _default_pool(), "devices": ["cpu0"], "gpu": False}
+    return body | {"started_at": timezone.now().isoformat()} | extra
+
+
+def test_a_host_token_cannot_move_its_host_into_another_namespace(settings):
+    from registry.models import WorkerHost
+
+    client = host_client("ns-host")
+    mine = settings.CELERY_TASK_DEFAULT_QUEUE
+    assert client.post(HOST_BEAT, host_beat_body(), format="json").status_code == 200
+    response = client.post(HOST_BEAT, host_beat_body(namespace="other-cluster"), format="json")
+    assert response.status_code == 409, response.content[:300]
+    assert "other-cluster" in response.json()["errors"]["namespace"][0]
+    row = WorkerHost.objects.get(name="ns-host")
+    assert (row.namespace, row.queue) == (mine, f"{mine}.host.ns-host")
+    # Its own namespace, named or left to the default, keeps being served.
+    assert client.post(HOST_BEAT, host_beat_body(namespace=mine), format="json").status_code == 200
+
+
+def test_a_forgotten_host_registers_in_the_namespace_its_new_token_beats_in(admin_client):
+    from registry.models import WorkerHost
+
+    host_client("moved").post(HOST_BEAT, host_beat_body(), format="json")
+    assert admin_client.delete("/api/v1/hosts/moved/").status_code in (200, 204)
+    client = host_client("moved")
+    response = client.post(HOST_BEAT, host_beat_body(namespace="other-cluster"), format="json")
+    assert response.status_code == 200, response.content[:300]
+    assert WorkerHost.objects.get(name="moved").namespace == "other-cluster"
