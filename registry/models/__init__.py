@@ -10,6 +10,7 @@ from registry.models.logs import TrialLog
 from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
 from registry.models.model_registry import ModelVersion, RegisteredModel
 from registry.models.slurm_job import SlurmJob
+from registry.models.slurm_node import SlurmNode
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
 from registry.models.trial import Trial, TrialRun
 from registry.models.unmanaged import UnmanagedRun
@@ -30,6 +31,7 @@ __all__ = [
     "RunShare",
     "RunState",
     "SlurmJob",
+    "SlurmNode",
     "State",
     "StopReason",
     "Trial",
