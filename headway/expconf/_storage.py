@@ -29,15 +29,27 @@ _NonNegativeInt = Annotated[int, Field(ge=0)]
 LOCATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
+# A storage_path is joined under the location's root (and a checkpoint's uuid below it): at most
+# this many characters in all, so an S3 key (1,024 bytes) or a path stays within what storage
+# accepts and configs stay small; each folder name at most NAME_MAX (255) bytes, as Linux
+# filesystems and S3 consoles allow.
+MAX_STORAGE_PATH_CHARS = 1024
+MAX_STORAGE_PATH_SEGMENT_BYTES = 255
+
+
 def check_sub_path(value: str | None) -> str | None:
     """Validate a ``storage_path``: a relative POSIX path without ``..``, ``.``, empty
-    segments, backslashes or NUL; returns it without surrounding slashes (None/"" -> None).
+    segments, backslashes or NUL, at most ``MAX_STORAGE_PATH_CHARS`` characters with each
+    segment at most ``MAX_STORAGE_PATH_SEGMENT_BYTES`` bytes (UTF-8); returns it without
+    surrounding slashes (None/"" -> None).
 
     Raises:
         ValueError: for anything else, with a message saying what is allowed.
     """
     if value is None:
         return None
+    if len(value) > MAX_STORAGE_PATH_CHARS:
+        raise ValueError(f"{len(value)} characters; at most {MAX_STORAGE_PATH_CHARS}")
     stripped = value.strip("/") if not value.startswith("/") else value
     if stripped == "":
         return None
@@ -52,6 +64,12 @@ def check_sub_path(value: str | None) -> str | None:
             f"must be a relative path inside the storage location (no leading '/', '..', '.', "
             f"empty segments or backslashes), got {value!r}"
         )
+    for part in parts:
+        if len(part.encode()) > MAX_STORAGE_PATH_SEGMENT_BYTES:
+            raise ValueError(
+                f"a folder name of {len(part.encode())} bytes; at most "
+                f"{MAX_STORAGE_PATH_SEGMENT_BYTES} each"
+            )
     return stripped
 
 
@@ -112,7 +130,7 @@ class SharedFSConfig(_StorageConfig):
     """
 
     type: Literal["shared_fs"]
-    host_path: Annotated[str, Field(min_length=1)] | None = None
+    host_path: Annotated[str, Field(min_length=1, max_length=MAX_STORAGE_PATH_CHARS)] | None = None
 
 
 class S3Config(_StorageConfig):
@@ -127,9 +145,10 @@ class S3Config(_StorageConfig):
 
     type: Literal["s3"]
     bucket: Annotated[str, Field(min_length=3, max_length=63)] | None = None
-    prefix: str = ""
-    endpoint_url: str | None = None
-    region: str | None = None
+    prefix: Annotated[str, Field(max_length=MAX_STORAGE_PATH_CHARS)] = ""
+    # URLs and region names are short: bounded so a config cannot carry megabytes in them.
+    endpoint_url: Annotated[str, Field(max_length=2048)] | None = None
+    region: Annotated[str, Field(max_length=64)] | None = None
 
     @model_validator(mode="after")
     def _bucket_or_location(self) -> S3Config:

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from tests.helpers import start_run
+from tests.helpers import TINY_CONFIG, create_experiment, start_run
 
 pytestmark = pytest.mark.django_db
 
@@ -137,3 +137,51 @@ def test_a_forgotten_host_registers_in_the_namespace_its_new_token_beats_in(admi
     response = client.post(HOST_BEAT, host_beat_body(namespace="other-cluster"), format="json")
     assert response.status_code == 200, response.content[:300]
     assert WorkerHost.objects.get(name="moved").namespace == "other-cluster"
+
+
+# --- storage_path -------------------------------------------------------------------------------
+
+
+def config_with_storage_path(path: str) -> str:
+    return TINY_CONFIG + f"checkpoint_storage: {{type: shared_fs, storage_path: {path}}}\n"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/".join(["abcd"] * 1000),  # 4,999 characters
+        "a" * 256,  # one folder name longer than filesystems allow
+    ],
+)
+def test_a_long_storage_path_is_400_naming_it(api, path):
+    response = create_experiment(api, config=config_with_storage_path(path))
+    assert response.status_code == 400, response.content[:300]
+    assert "config.checkpoint_storage.storage_path" in response.json()["errors"]
+
+
+def test_a_storage_path_at_the_limits_is_accepted(api):
+    path = "/".join(["a" * 255] * 4)  # 1,023 characters, each folder 255
+    response = create_experiment(api, config=config_with_storage_path(path))
+    assert response.status_code == 201, response.content[:300]
+
+
+def test_an_unmanaged_run_s_long_storage_path_is_400_naming_it(api):
+    config = {"name": "u", "checkpoint_storage": {"type": "shared_fs", "storage_path": "a/" * 2500}}
+    response = api.post("/api/v1/unmanaged/", {"config": config}, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert any("storage_path" in field for field in response.json()["errors"])
+
+
+def test_a_long_host_path_inside_a_location_is_400_naming_it(api, tmp_path):
+    # Inside pytest's temporary root, one of the suite's storage locations.
+    storage = "{type: shared_fs, host_path: " + str(tmp_path) + "/a" * 2500 + "}"
+    response = create_experiment(api, config=TINY_CONFIG + f"checkpoint_storage: {storage}\n")
+    assert response.status_code == 400, response.content[:300]
+    assert "at most 1024" in response.json()["errors"]["config.checkpoint_storage.host_path"][0]
+
+
+def test_a_long_s3_prefix_is_400_naming_it(api):
+    storage = "{type: s3, bucket: bkt, prefix: " + "a/" * 2500 + "}"
+    response = create_experiment(api, config=TINY_CONFIG + f"checkpoint_storage: {storage}\n")
+    assert response.status_code == 400, response.content[:300]
+    assert "config.checkpoint_storage.prefix" in response.json()["errors"]
