@@ -11,6 +11,9 @@ Views (REST and dashboard) only call these functions. Rules, in one place:
 - Versions are numbered 1, 2, ... per model: the next number is the highest plus one, chosen while
   the model row is locked (``select_for_update``), so concurrent registrations never collide.
   Deleting the newest version frees its number (as in Determined).
+- Registering a checkpoint needs the right to change its experiment (its owner or an admin,
+  ``check_can_register``), not only the model: a version keeps its checkpoint from being
+  deleted, so otherwise anyone could pin anyone's checkpoint in a model of their own.
 - Only a ``COMPLETED`` checkpoint can be registered; the checkpoint row is locked while the
   version is written, so a retention pass that locks it too cannot delete it meanwhile. Lock
   order: model, then checkpoint.
@@ -112,6 +115,20 @@ def check_can_modify(model: RegisteredModel, user: Any) -> None:
     raise ModelPermissionDenied(
         f"Only the owner of model {model.name!r} ({model.owner.get_username()}) or an admin may"
         " change it."
+    )
+
+
+def check_can_register(checkpoint: Checkpoint, user: Any) -> None:
+    """Raise ``ModelPermissionDenied`` unless ``user`` may register ``checkpoint`` as a model
+    version: the owner of its experiment or an admin (``registry.authz.can_change``). Reads
+    ``checkpoint.trial.experiment.owner`` (join them to save the queries)."""
+    experiment = checkpoint.trial.experiment
+    if can_change(user, experiment.owner_id):
+        return
+    raise ModelPermissionDenied(
+        f"Only the owner of experiment {experiment.id} ({experiment.owner.get_username()}) or an"
+        f" admin may register its checkpoint {checkpoint.uuid} as a model version: a version"
+        " keeps the checkpoint from being deleted."
     )
 
 
@@ -248,11 +265,13 @@ def version_register(
     """Register ``checkpoint_uuid`` as the next version of ``model`` (Determined's
     ``Model.register_version``); return the version, its checkpoint and trial joined.
 
-    Any user may register any checkpoint (everyone may read every checkpoint); the version then
-    protects it from retention and deletion until the version or model is deleted.
+    The user must be allowed to change both the model and the checkpoint's experiment (owner or
+    admin): the version protects the checkpoint from retention and deletion until the version
+    or model is deleted, which only the checkpoint's owner may decide.
 
     Raises:
-        ModelPermissionDenied: ``user`` is neither the model's owner nor staff.
+        ModelPermissionDenied: ``user`` is neither the model's owner nor staff, or neither the
+            checkpoint's experiment's owner nor staff (``check_can_register``).
         ModelConflict: the model is archived.
         InvalidInput: ``{"checkpoint_uuid": [...]}`` for an unknown checkpoint or one that is
             not ``COMPLETED`` (being deleted or deleted).
@@ -270,12 +289,13 @@ def version_register(
         checkpoint = (
             # ``of=self``: lock the checkpoint row only, not the joined trial.
             Checkpoint.objects.select_for_update(of=("self",))
-            .select_related("trial")
+            .select_related("trial__experiment__owner")
             .filter(uuid=checkpoint_uuid)
             .first()
         )
         if checkpoint is None:
             raise InvalidInput({"checkpoint_uuid": [f"No checkpoint {checkpoint_uuid}."]})
+        check_can_register(checkpoint, user)
         if checkpoint.state != CheckpointState.COMPLETED:
             raise InvalidInput(
                 {
