@@ -70,3 +70,37 @@ def embedded_secret_key(var_dir: Path, *, allowed: bool) -> str:
     if not key:
         raise ImproperlyConfigured(f"SECRET_KEY is unset and {path} is empty")
     return key
+
+
+# Keys and credentials that ship in examples and images (docker-compose.yml's old fallback,
+# Django's startproject prefix, MinIO's root account): whoever read them knows the secret.
+KNOWN_SECRET_KEYS = frozenset(
+    {"change-me-in-production", "change-me", "changeme", "secret", "secret-key", "insecure"}
+)
+KNOWN_S3_CREDENTIALS = frozenset({("minioadmin", "minioadmin")})
+
+
+def refuse_default_credentials(
+    secret_key: str, *, embedded: bool, environ: "os._Environ[str] | dict[str, str]" = os.environ
+) -> None:
+    """Stop start-up on a published default secret.
+
+    ``secret_key`` may never be one of ``KNOWN_SECRET_KEYS`` nor start with Django's
+    ``django-insecure-``. Outside the embedded single-machine setup (``embedded`` False:
+    ``DATABASE_URL`` is not SQLite), ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (what
+    the registry and the bucket step sign S3 requests with) may not be MinIO's default root
+    account; ``make demo`` (SQLite) may talk to a local MinIO that still has it.
+
+    Raises:
+        ImproperlyConfigured: naming the variable and how to make a value.
+    """
+    make = "e.g. $(python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+    if secret_key.strip().lower() in KNOWN_SECRET_KEYS or secret_key.startswith("django-insecure-"):
+        raise ImproperlyConfigured(f"SECRET_KEY is a published default; set a random one, {make}")
+    pair = (environ.get("AWS_ACCESS_KEY_ID", ""), environ.get("AWS_SECRET_ACCESS_KEY", ""))
+    if not embedded and pair in KNOWN_S3_CREDENTIALS:
+        raise ImproperlyConfigured(
+            "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are MinIO's default root account "
+            "(minioadmin); give MinIO its own (MINIO_ROOT_USER, MINIO_ROOT_PASSWORD) and Headway "
+            f"the same or an access key of its own, {make}"
+        )

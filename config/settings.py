@@ -14,7 +14,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from config.database import database_settings
-from config.env import embedded_secret_key, envbool, envint, envstr
+from config.env import embedded_secret_key, envbool, envint, envstr, refuse_default_credentials
 from config.storage_locations import load_storage_locations
 from headway.archive import MAX_MODEL_DEF_BYTES
 
@@ -25,11 +25,12 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 DEBUG = envbool("DEBUG", False)
 # SECRET_KEY signs sessions and CSRF tokens. Required on PostgreSQL (a deployment); the
 # single-machine SQLite setup (and the tests) use a random key kept in $HEADWAY_VAR_DIR.
-SECRET_KEY = envstr("SECRET_KEY", "") or embedded_secret_key(
-    VAR_DIR,
-    allowed=envstr("DATABASE_URL", "sqlite:").startswith("sqlite:")
-    or bool(os.environ.get("PYTEST_VERSION")),
+# Published defaults (a key from an example, MinIO's root account) stop start-up too.
+_EMBEDDED = envstr("DATABASE_URL", "sqlite:").startswith("sqlite:") or bool(
+    os.environ.get("PYTEST_VERSION")
 )
+SECRET_KEY = envstr("SECRET_KEY", "") or embedded_secret_key(VAR_DIR, allowed=_EMBEDDED)
+refuse_default_credentials(SECRET_KEY, embedded=_EMBEDDED)
 ALLOWED_HOSTS = envstr("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver,[::1]").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in envstr("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 

@@ -47,6 +47,36 @@ def test_finding_hard_coded_default_secret_key_the_embedded_setup_makes_a_random
     assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
 
 
+POSTGRES = "postgres://u@127.0.0.1:1/none"  # settings never connect: nothing listens there
+MINIO_DEFAULTS = {"AWS_ACCESS_KEY_ID": "minioadmin", "AWS_SECRET_ACCESS_KEY": "minioadmin"}
+
+
+@pytest.mark.parametrize("key", ["change-me-in-production", "django-insecure-abc123"])
+@pytest.mark.parametrize("database", [POSTGRES, None])
+def test_finding_default_secret_key_a_published_default_stops_start_up(tmp_path, key, database):
+    env = {"SECRET_KEY": key} | ({"DATABASE_URL": database} if database else {})
+    proc = _settings_in_subprocess(tmp_path, **env)
+    assert proc.returncode != 0
+    assert "ImproperlyConfigured: SECRET_KEY is a published default" in proc.stderr
+
+
+def test_finding_default_s3_credentials_stop_a_deployment_not_the_demo(tmp_path):
+    key = "a-deployment-key-" + "k" * 40
+    refused = _settings_in_subprocess(
+        tmp_path, DATABASE_URL=POSTGRES, SECRET_KEY=key, **MINIO_DEFAULTS
+    )
+    assert refused.returncode != 0
+    assert "ImproperlyConfigured: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are MinIO" in (
+        refused.stderr
+    )
+    own = dict(MINIO_DEFAULTS, AWS_SECRET_ACCESS_KEY="a-password-of-its-own")
+    deployed = _settings_in_subprocess(tmp_path, DATABASE_URL=POSTGRES, SECRET_KEY=key, **own)
+    assert json.loads(deployed.stdout)["key"] == key
+    # `make demo` (SQLite, the embedded key) may talk to a local MinIO with its defaults.
+    demo = _settings_in_subprocess(tmp_path / "demo", **MINIO_DEFAULTS)
+    assert demo.returncode == 0, demo.stderr
+
+
 def test_finding_no_hsts_secure_cookies_behind_tls(tmp_path):
     plain = json.loads(_settings_in_subprocess(tmp_path).stdout)
     assert (plain["cookie"], plain["hsts"], plain["proxy"]) == (False, 0, None)

@@ -54,10 +54,8 @@ DYNAMIC_READS = {
 }
 
 # Documented in a `variable` table although no Headway code reads them: name -> who reads them.
-READ_BY_LIBRARIES = {
-    "AWS_ACCESS_KEY_ID": "boto3 (S3 checkpoint storage), in the server and in trial processes",
-    "AWS_SECRET_ACCESS_KEY": "boto3 (S3 checkpoint storage), in the server and in trial processes",
-}
+# (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY were, until settings refused MinIO's defaults.)
+READ_BY_LIBRARIES: dict[str, str] = {}
 
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
