@@ -7,7 +7,8 @@ with named locations (docs/deployment.md, "Storage locations")::
     default: shared            # optional when only one location is named
     locations:
       shared: {type: shared_fs, host_path: /srv/headway/checkpoints}
-      minio:  {type: s3, bucket: checkpoints, prefix: headway, endpoint_url: http://minio:9000}
+      minio:  {type: s3, bucket: checkpoints, prefix: headway, endpoint_url: http://minio:9000,
+               public_endpoint_url: https://s3.example.com}
 
 Unset, the embedded default is one location, ``default``: ``shared_fs`` at
 ``HEADWAY_CHECKPOINT_DIR`` (``registry.storage_locations.locations``). This module only reads
@@ -65,6 +66,9 @@ class StorageLocation:
             ``/``; "" for the whole bucket).
         endpoint_url, region (str | None): s3: the endpoint (None: ``HEADWAY_S3_ENDPOINT_URL``,
             else AWS) and region.
+        public_endpoint_url (str | None): s3: the same service as users reach it, named by the
+            presigned download links the registry redirects to (None: ``endpoint_url``); an
+            internal name such as ``http://minio:9000`` resolves for no user.
     """
 
     name: str
@@ -74,6 +78,7 @@ class StorageLocation:
     prefix: str = ""
     endpoint_url: str | None = None
     region: str | None = None
+    public_endpoint_url: str | None = None
 
     def storage_config(self) -> dict[str, Any]:
         """The location's own fields as a ``checkpoint_storage`` dict (no sub-path)."""
@@ -112,6 +117,7 @@ class _S3(_Strict):
     prefix: str = ""
     endpoint_url: str | None = None
     region: str | None = None
+    public_endpoint_url: str | None = None
 
 
 class _File(_Strict):
@@ -129,10 +135,10 @@ def _location(name: str, spec: _SharedFS | _S3) -> StorageLocation:
         if not os.path.isabs(spec.host_path):
             raise ImproperlyConfigured(f"{where}.host_path must be absolute: {spec.host_path!r}")
         return StorageLocation(name, "shared_fs", host_path=os.path.normpath(spec.host_path))
-    if spec.endpoint_url is not None and normalize_endpoint(spec.endpoint_url) is None:
-        raise ImproperlyConfigured(
-            f"{where}.endpoint_url must be an http(s) URL of a host: {spec.endpoint_url!r}"
-        )
+    for field in ("endpoint_url", "public_endpoint_url"):
+        url = getattr(spec, field)
+        if url is not None and normalize_endpoint(url) is None:
+            raise ImproperlyConfigured(f"{where}.{field} must be an http(s) URL of a host: {url!r}")
     return StorageLocation(
         name,
         "s3",
@@ -140,6 +146,7 @@ def _location(name: str, spec: _SharedFS | _S3) -> StorageLocation:
         prefix=spec.prefix.strip("/"),
         endpoint_url=spec.endpoint_url,
         region=spec.region,
+        public_endpoint_url=spec.public_endpoint_url,
     )
 
 
@@ -149,7 +156,7 @@ def load_storage_locations(path: str) -> StorageLocations:
     Raises:
         ImproperlyConfigured: naming ``HEADWAY_STORAGE_LOCATIONS`` and the bad field: an
             unreadable file, an unknown key or type, a relative ``host_path``, a bad
-            ``endpoint_url``, or a ``default`` that names no location (required when there are
+            ``endpoint_url`` or ``public_endpoint_url``, or a ``default`` that names no location (required when there are
             several).
     """
     try:

@@ -215,6 +215,7 @@ def location_manager(storage: dict[str, Any]) -> StorageManager:
     """The storage manager of a stored ``checkpoint_storage`` (an experiment's or a
     checkpoint's), resolved against the locations at this moment.
 
+    For s3, presigned URLs name the location's ``public_endpoint_url`` when it has one.
     For shared_fs the folder's real path (symbolic links followed) must also lie inside the
     location's real root: trial code can write a link into a location.
 
@@ -224,7 +225,10 @@ def location_manager(storage: dict[str, Any]) -> StorageManager:
         ValueError: an invalid config (``build_storage_manager``).
     """
     resolved = resolve_storage(storage, field="checkpoint_storage")
-    manager = build_storage_manager(resolved)
+    public = locations().locations[resolved["location"]].public_endpoint_url
+    # The registry's own manager only: presigned links name the public endpoint (trial
+    # processes never presign, and the stored config stays without it).
+    manager = build_storage_manager(resolved | ({"public_endpoint_url": public} if public else {}))
     if isinstance(manager, SharedFSStorageManager):
         root = Path(str(resolved["host_path"])).resolve()
         if not manager.base_path.resolve().is_relative_to(root):

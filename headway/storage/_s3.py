@@ -13,11 +13,9 @@ import logging
 import os
 import pathlib
 import tempfile
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-import boto3
 import botocore.config
 import botocore.exceptions
 import s3transfer.exceptions
@@ -36,9 +34,9 @@ from headway.storage._base import (
     parse_marker,
 )
 from headway.storage._retry import retry_transient
+from headway.storage._s3_client import _client
 
 if TYPE_CHECKING:
-    from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
 logger = logging.getLogger("headway.storage")
@@ -50,20 +48,6 @@ _TRANSFER = TransferConfig(
 )
 
 
-# Environment variables boto3's default credential chain and region read: a cached client is
-# reused only while they are unchanged.
-_AWS_ENV = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_PROFILE",
-    "AWS_DEFAULT_REGION",
-    "AWS_REGION",
-)
-# botocore's own retries (standard mode: connection errors, 5xx, throttling such as SlowDown,
-# capped exponential backoff with jitter) cover a blip of a few seconds inside one request;
-# an outage of a minute is ridden out by retrying the whole transfer (``retry_transient``).
-_BOTO_RETRIES: Any = {"mode": "standard", "max_attempts": 5}
 # Error codes S3 answers while it is overloaded or restarting (any 5xx is retried too).
 _TRANSIENT_CODES = frozenset(
     {
@@ -76,37 +60,6 @@ _TRANSIENT_CODES = frozenset(
         "RequestTimeTooSkewed",
     }
 )
-_CLIENTS: dict[tuple[str | None, ...], S3Client] = {}
-_CLIENTS_LOCK = threading.Lock()
-_MAX_CLIENTS = 16
-
-
-def _client(
-    endpoint_url: str | None, access_key: str | None, secret_key: str | None, region: str | None
-) -> S3Client:
-    """A boto3 S3 client for these settings, shared by every manager that names the same ones.
-
-    Building a client costs about 8 ms (200 ms for the first in a process, which loads the
-    service model): the registry builds a manager per download request, so the client is kept
-    (boto3 clients are thread-safe). At most ``_MAX_CLIENTS`` are kept, the oldest dropped.
-    """
-    key = (endpoint_url, access_key, secret_key, region, *map(os.environ.get, _AWS_ENV))
-    with _CLIENTS_LOCK:  # boto3's default session is not safe to build clients from in parallel
-        client = _CLIENTS.get(key)
-        if client is None:
-            client = boto3.client(
-                "s3",
-                endpoint_url=endpoint_url,
-                aws_access_key_id=access_key,
-                aws_secret_access_key=secret_key,
-                region_name=region,
-                # SigV4 everywhere, presigned URLs included (AWS retired SigV2; X-Amz-Expires).
-                config=botocore.config.Config(signature_version="s3v4", retries=_BOTO_RETRIES),
-            )
-            if len(_CLIENTS) >= _MAX_CLIENTS:
-                _CLIENTS.pop(next(iter(_CLIENTS)))
-            _CLIENTS[key] = client
-        return client
 
 
 class S3StorageManager(StorageManager):
@@ -123,6 +76,9 @@ class S3StorageManager(StorageManager):
             (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, profiles, instance roles).
         region (str | None): region name.
         tmp_dir (str | None): where temporary checkpoint directories go (default ``$TMPDIR``).
+        public_endpoint_url (str | None): the same S3 service as users reach it (e.g.
+            ``https://s3.example.com`` for ``http://minio:9000``), named by presigned URLs
+            only (``presigned_url``); default: ``endpoint_url``.
     """
 
     def __init__(
@@ -135,6 +91,7 @@ class S3StorageManager(StorageManager):
         secret_key: str | None = None,
         region: str | None = None,
         tmp_dir: str | None = None,
+        public_endpoint_url: str | None = None,
     ) -> None:
         if not bucket:
             raise ValueError("checkpoint_storage.bucket is required for type 's3'")
@@ -142,11 +99,18 @@ class S3StorageManager(StorageManager):
         self.prefix = prefix.strip("/")
         self.tmp_dir = tmp_dir
         self._client = _client(endpoint_url, access_key, secret_key, region)
+        # Signing makes no request: the public name need not resolve here.
+        self._presign_client = (
+            _client(public_endpoint_url, access_key, secret_key, region)
+            if public_endpoint_url
+            else self._client
+        )
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> S3StorageManager:
         """Build from ``{"type": "s3", "bucket", "prefix"?, "endpoint_url"?, "access_key"?,
-        "secret_key"?, "region"?}``; missing keys fall back to boto3's own defaults.
+        "secret_key"?, "region"?, "public_endpoint_url"?}``; missing keys fall back to boto3's
+        own defaults.
 
         Raises:
             ValueError: when ``bucket`` is missing.
@@ -161,6 +125,7 @@ class S3StorageManager(StorageManager):
             access_key=config.get("access_key"),
             secret_key=config.get("secret_key"),
             region=config.get("region"),
+            public_endpoint_url=config.get("public_endpoint_url"),
         )
 
     def __repr__(self) -> str:
@@ -301,15 +266,17 @@ class S3StorageManager(StorageManager):
     ) -> str:
         """A time-limited GET URL for one file (the registry may redirect downloads to it).
 
-        The URL names this manager's endpoint (``endpoint_url``), so it works for whoever can
-        reach that endpoint, with no credentials. ``content_disposition`` is the
+        The URL names this manager's ``public_endpoint_url`` (else ``endpoint_url``), so it
+        works for whoever can reach that endpoint, with no credentials. ``content_disposition`` is the
         ``Content-Disposition`` header S3 answers with (e.g. ``attachment; filename="x.pt"``).
         """
         key = self._key_prefix(storage_id) + str(check_relpath(relpath))
         params = {"Bucket": self.bucket, "Key": key}
         if content_disposition:
             params["ResponseContentDisposition"] = content_disposition
-        return self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_s)
+        return self._presign_client.generate_presigned_url(
+            "get_object", Params=params, ExpiresIn=expires_s
+        )
 
     def put_file(
         self, storage_id: str, relpath: str, body: Readable, *, trial_id: int | None = None

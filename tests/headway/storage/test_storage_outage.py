@@ -18,7 +18,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from headway.storage import S3StorageManager, SharedFSStorageManager, _s3, build_storage_manager
+from headway.storage import (
+    S3StorageManager,
+    SharedFSStorageManager,
+    _s3_client,
+    build_storage_manager,
+)
 from headway.storage._base import MARKER_FILE
 from headway.storage._retry import storage_retry_seconds
 from tests.headway.storage.outage_proxy import OutageProxy
@@ -45,7 +50,7 @@ class _RetryLogged(logging.Handler):
 @pytest.fixture
 def outage(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[OutageProxy]:
     # botocore's own retries made short, so the outage outlasts them as a minute-long one does.
-    monkeypatch.setattr(_s3, "_BOTO_RETRIES", {"mode": "standard", "max_attempts": 2})
+    monkeypatch.setattr(_s3_client, "_BOTO_RETRIES", {"mode": "standard", "max_attempts": 2})
     monkeypatch.setenv("HEADWAY_STORAGE_RETRY_SECONDS", "120")
     target = urllib.parse.urlsplit(s3_endpoint)
     proxy = OutageProxy((target.hostname or "", target.port or 0), start_down=True)
