@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 # are spread test by test as with --dist load.
 PYTEST_ARGS ?= -n 2 --dist loadgroup
 
-.PHONY: install migrate demo serve test test-fast test-e2e lint format bench clean
+.PHONY: install migrate demo serve test test-fast test-e2e lint format bench gpu-check clean
 
 # torch is pinned here: 2.13.0 is the CPU build on this disk; a looser pin pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml Makefile
@@ -70,6 +70,14 @@ $(BENCH_STAMP): $(STAMP)
 ## checkpoint_io); cleans up after itself.
 bench: migrate $(BENCH_STAMP)
 	$(PY) bench/run_all.py $(if $(TINY),--tiny)
+
+## make gpu-check: on a machine with a CUDA device, every GPU path in one run of at most 8 minutes
+## (bench/gpu_check.py: CUDA tests, a 1-GPU cluster trial, use_amp, DeepSpeed, NVML, the harness
+## bench on cuda, Lightning, Hugging Face, the DCGAN port) to var/gpu-check.json; exits 2 without one.
+# No `install` prerequisite: a GPU machine often has no network, and a Makefile newer than the
+# stamp would start a pip install there. It runs the .venv as it is.
+gpu-check:
+	$(PY) bench/gpu_check.py --require-gpu
 
 clean:
 	rm -rf var/
