@@ -63,6 +63,7 @@ API: dict[tuple[str, str], str] = {
     ("trial-metrics", "get"): READ_OWN_RUN,
     ("trial-metrics", "post"): TRIAL_DATA,
     ("trial-metrics-csv", "get"): READ,
+    ("trial-summary-metrics", "get"): READ_OWN_RUN,
     ("trial-logs", "get"): READ,
     ("trial-preempt", "get"): READ_OWN_RUN,
     ("trial-preempt-ack", "post"): TRIAL_DATA,

@@ -55,6 +55,10 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 [group, name] + [summary.get(key) for key in ("last", "min", "max", "count")]
             )
     print_table(["group", "name", "last", "min", "max", "count"], rows)
+    more = (trial.get("summary_metrics_count") or len(rows)) - len(rows)
+    if more > 0:
+        # The trial answer embeds at most 100 series; `trial metrics` pages them all.
+        print(f"... and {more} more series (headway trial metrics {trial['id']})")
     print("\nCheckpoints:")
     print_table(
         ["uuid", "steps_completed", "state", "size", "created"],
@@ -118,21 +122,13 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     if args.name:
         params["name"] = args.name
     if not args.csv:
-        trial = api.trial_get(args.id)
+        # Every series, a page at a time (the trial answer embeds at most 100).
         rows = [
-            [
-                group,
-                name,
-                s.get("count"),
-                s.get("last_step"),
-                s.get("last"),
-                s.get("min"),
-                s.get("max"),
-            ]
-            for group, by_name in sorted((trial.get("summary_metrics") or {}).items())
-            if not args.group or group == args.group
-            for name, s in sorted((by_name or {}).items())
-            if not args.name or name in args.name
+            [s["group"], s["name"]]
+            + [s.get(key) for key in ("count", "last_step", "last", "min", "max")]
+            for s in api.trial_summary_metrics(args.id)
+            if (not args.group or s["group"] == args.group)
+            and (not args.name or s["name"] in args.name)
         ]
         print_table(["GROUP", "NAME", "COUNT", "LAST STEP", "LAST", "MIN", "MAX"], rows)
         return 0

@@ -79,6 +79,12 @@ class UserAPI(APIBase):
         row: wire.Row = self._get("trial_get", trial_id=trial_id)
         return row
 
+    def trial_summary_metrics(self, trial_id: int) -> list[wire.Row]:
+        """Every series aggregate of the trial (``group``, ``name``, ``last``, ``last_step``,
+        ``min``, ``max``, ``count``), by group then name, all pages (the trial itself embeds
+        at most 100 in ``summary_metrics``)."""
+        return self._list("trial_summary_metrics", {"limit": 1000}, trial_id=trial_id)
+
     def trial_checkpoints(self, trial_id: int) -> list[wire.Row]:
         """The trial's checkpoints."""
         return self._list("trial_checkpoints", trial_id=trial_id)

@@ -88,6 +88,7 @@ USER_ROUTES: dict[str, tuple[str, str]] = {
     **{f"experiment_{a}": ("POST", _EXPERIMENT + f"{a}/") for a in EXPERIMENT_ACTIONS},
     "trial_get": ("GET", _TRIAL),
     "trial_checkpoints": ("GET", _TRIAL + "checkpoints/"),
+    "trial_summary_metrics": ("GET", _TRIAL + "summary-metrics/"),
     "trial_logs": ("GET", _TRIAL + "logs/"),
     "trial_metrics_csv": ("GET", "trials/{trial_id}/metrics.csv"),
     "trial_continue": ("POST", _TRIAL + "continue/"),

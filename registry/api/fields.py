@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from registry import metrics
 from registry.jsonsafe import check_json_size, json_storage_problem
 
 
@@ -29,3 +31,33 @@ class StorableDictField(serializers.DictField):
         if self.max_bytes_setting is not None:
             check_json_size(value, field=self.field_name or "input", setting=self.max_bytes_setting)
         return value
+
+
+_SUMMARY_SCHEMA = {
+    "type": "object",
+    "description": "{group: {name: {last, last_step, min, max, count}}}",
+    "additionalProperties": {"type": "object", "additionalProperties": {"type": "object"}},
+}
+
+
+@extend_schema_field(_SUMMARY_SCHEMA)
+class SummaryMetricsField(serializers.Field):
+    """A trial's ``summary_metrics`` with at most ``metrics.SUMMARY_SERIES_IN_TRIAL`` series,
+    the searcher metric's first (``metrics.bounded_summary``); read-only, ``source="*"``."""
+
+    def to_representation(self, value: Any) -> dict[str, Any]:
+        # The experiment is at hand without a query: select_related by the trial routes, the
+        # related manager's own instance in an experiment's trial list.
+        searcher = (value.experiment.config or {}).get("searcher") or {}
+        metric = searcher.get("metric") if isinstance(searcher, dict) else None
+        return metrics.bounded_summary(
+            value.summary_metrics, metric if isinstance(metric, str) else None
+        )
+
+
+@extend_schema_field({"type": "integer", "minimum": 0})
+class SummaryMetricsCountField(serializers.Field):
+    """How many series a trial's whole ``summary_metrics`` holds (``source="summary_metrics"``)."""
+
+    def to_representation(self, value: Any) -> int:
+        return metrics.summary_count(value)

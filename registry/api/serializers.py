@@ -16,7 +16,11 @@ from headway.early_exit import EarlyExitReason
 from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
 from headway.storage._base import check_relpath
-from registry.api.fields import StorableDictField
+from registry.api.fields import (
+    StorableDictField,
+    SummaryMetricsCountField,
+    SummaryMetricsField,
+)
 from registry.api.model_serializers import (
     StrictCharField,
     StrictSerializer,
@@ -105,9 +109,15 @@ class ExperimentCreateSerializer(serializers.Serializer):
 
 
 class TrialSerializer(serializers.ModelSerializer):
+    """A trial. ``summary_metrics`` embeds at most ``metrics.SUMMARY_SERIES_IN_TRIAL`` series
+    (the searcher metric's first); ``summary_metrics_count`` counts them all, and
+    ``GET trials/{id}/summary-metrics/`` pages every one (``registry.metrics._summary``)."""
+
     experiment_id = serializers.IntegerField(read_only=True)
     # Annotated by ``Trial.objects.with_run_state()`` (one query for a whole page of trials).
     run_state = serializers.CharField(read_only=True, allow_null=True)
+    summary_metrics = SummaryMetricsField(source="*", read_only=True)
+    summary_metrics_count = SummaryMetricsCountField(source="summary_metrics", read_only=True)
 
     class Meta:
         model = Trial
@@ -126,6 +136,7 @@ class TrialSerializer(serializers.ModelSerializer):
             "latest_checkpoint",
             "warm_start_checkpoint",
             "summary_metrics",
+            "summary_metrics_count",
             "request_id",
             "searcher_length",
             "searcher_completed_length",

@@ -22,15 +22,23 @@ from registry.metrics._parse import (
 )
 from registry.metrics._read import Window, read_experiment_series, read_series
 from registry.metrics._store import rebuild_trial
+from registry.metrics._summary import (
+    SUMMARY_SERIES_IN_TRIAL,
+    bounded_summary,
+    summary_count,
+    summary_series,
+)
 
 __all__ = [
     "BASE_WIDTH",
     "FANOUT",
     "LEVELS",
     "MAX_REPORTS_PER_BATCH",
+    "SUMMARY_SERIES_IN_TRIAL",
     "ReportIn",
     "Window",
     "XAxis",
+    "bounded_summary",
     "level_width",
     "metrics_report",
     "parse_reports",
@@ -39,4 +47,6 @@ __all__ = [
     "rebuild_trial",
     "report_batch_json_schema",
     "stream_rows",
+    "summary_count",
+    "summary_series",
 ]

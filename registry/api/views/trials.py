@@ -35,6 +35,7 @@ from registry.api.serializers import (
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
 from registry.api.views.edits import TrialPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
+from registry.api.views.trial_summary import TrialSummaryMixin
 from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data
 from registry.errors import InvalidInput
 from registry.models import Experiment, Trial, TrialLog
@@ -57,12 +58,15 @@ LOG_LIMIT_MAX = 10_000
 PREEMPT_WAIT_MAX = 60
 
 
-class TrialViewSet(TrialPatchMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class TrialViewSet(
+    TrialPatchMixin, TrialSummaryMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     serializer_class = TrialSerializer
     queryset = Trial.objects.with_run_state().select_related("experiment")
     # Actions a trial token may call (for its own trial only, checked in get_object).
     allow_trial_token = (
         "retrieve",
+        "summary_metrics",
         "metrics",
         "checkpoints",
         "preempt",

@@ -216,6 +216,20 @@ def test_trial_describe_prints_metrics_and_checkpoints(
     assert "opt.momentum" in out and "loss" in out and "u-1" in out and "2.0 KiB" in out
 
 
+def test_trial_describe_says_how_many_series_it_did_not_show(
+    fake: type[FakeSession], capsys: pytest.CaptureFixture[str]
+) -> None:
+    embedded = {f"m{i}": {"last": 1.0} for i in range(100)}
+    fake.routes[("GET", "trials/4/")] = {
+        "id": 4,
+        "summary_metrics": {"training": embedded},
+        "summary_metrics_count": 10_000,
+    }
+    fake.routes[("GET", "trials/4/checkpoints/")] = []
+    assert main(["trial", "describe", "4"]) == 0
+    assert "... and 9900 more series (headway trial metrics 4)" in capsys.readouterr().out
+
+
 def test_trial_logs_follow_pages_until_the_trial_ends(
     fake: type[FakeSession], capsys: pytest.CaptureFixture[str]
 ) -> None:

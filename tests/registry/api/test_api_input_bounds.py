@@ -185,3 +185,76 @@ def test_a_long_s3_prefix_is_400_naming_it(api):
     response = create_experiment(api, config=TINY_CONFIG + f"checkpoint_storage: {storage}\n")
     assert response.status_code == 400, response.content[:300]
     assert "config.checkpoint_storage.prefix" in response.json()["errors"]
+
+
+# --- a trial with 10,000 metric series ------------------------------------------------------------
+
+
+def report_series(client, trial, count: int) -> None:
+    """Report ``count`` training series (1,000 per report, the per-report limit) and one
+    validation series, the searcher metric, through the metrics route."""
+    reports = [
+        {
+            "group": "training",
+            "steps_completed": step + 1,
+            "metrics": {
+                f"m{step * 1000 + i:05d}": 1.0 for i in range(min(1000, count - step * 1000))
+            },
+        }
+        for step in range(-(-count // 1000))
+    ]
+    reports.append(
+        {"group": "validation", "steps_completed": 1, "metrics": {"validation_loss": 0.5}}
+    )
+    response = client.post(
+        f"/api/v1/trials/{trial.id}/metrics/", {"reports": reports}, format="json"
+    )
+    assert response.status_code == 200, response.content[:300]
+
+
+def test_a_trial_with_10000_series_answers_a_bounded_summary_and_pages_the_rest(api, trial):
+    report_series(run_client(trial), trial, 9_999)  # and validation_loss: 10,000 series
+    response = api.get(f"/api/v1/trials/{trial.id}/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["summary_metrics_count"] == 10_000
+    embedded = [(g, n) for g, by_name in body["summary_metrics"].items() for n in by_name]
+    assert len(embedded) == 100
+    assert ("validation", "validation_loss") in embedded  # the searcher metric comes first
+    assert len(response.content) < 30_000  # was 0.6 MB
+    # The experiment's trial list embeds as much.
+    listed = api.get(f"/api/v1/experiments/{trial.experiment_id}/trials/").json()["results"]
+    assert len(listed[0]["summary_metrics"]["training"]) == 99
+    # Every series is reachable, a page at a time, in group then name order.
+    seen = []
+    url = f"/api/v1/trials/{trial.id}/summary-metrics/?limit=1000"
+    while url:
+        page = api.get(url).json()
+        assert page["count"] == 10_000
+        seen += [(row["group"], row["name"]) for row in page["results"]]
+        url = page["next"]
+    assert len(seen) == 10_000 and seen == sorted(seen)
+    assert seen[-1] == ("validation", "validation_loss")
+    first = api.get(f"/api/v1/trials/{trial.id}/summary-metrics/?limit=1").json()["results"][0]
+    assert first == {
+        "group": "training",
+        "name": "m00000",
+        "last": 1.0,
+        "last_step": 1,
+        "min": 1.0,
+        "max": 1.0,
+        "count": 1,
+    }
+
+
+def test_a_trial_with_few_series_embeds_them_all(api, trial):
+    report_series(run_client(trial), trial, 3)
+    body = api.get(f"/api/v1/trials/{trial.id}/").json()
+    assert body["summary_metrics_count"] == 4
+    assert set(body["summary_metrics"]["training"]) == {"m00000", "m00001", "m00002"}
+
+
+def test_the_summary_route_refuses_a_bad_limit_naming_it(api, trial):
+    response = api.get(f"/api/v1/trials/{trial.id}/summary-metrics/?limit=0")
+    assert response.status_code == 400
+    assert "limit" in response.json()["errors"]
