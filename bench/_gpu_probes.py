@@ -3,8 +3,9 @@
 Each probe trains something small in local mode (no registry) on ``--device``, asserts that it
 ran there, and prints one JSON line of what it found; a failed assertion exits non-zero.
 ``--device cpu`` runs the same code on a machine without a GPU (the CPU-side expectations:
-bfloat16 autocast, no NVML metrics), which is how the probes are exercised off a GPU host; the
-dcgan probe needs CUDA-built torchvision and has no CPU variant worth running.
+bfloat16 autocast, no NVML metrics), which is how the probes are exercised off a GPU host
+(tests/bench/test_gpu_check.py); the dcgan probe needs torchvision, which the CPU machines here
+lack (docs/pytorch-trial.md, "Porting from Determined").
 
 Probes: ``use_amp``, ``nvml``, ``deepspeed``, ``lightning``, ``transformers``, ``dcgan``.
 """
