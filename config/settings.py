@@ -254,6 +254,18 @@ CELERY_TASK_DEFAULT_QUEUE = envstr("HEADWAY_QUEUE", "headway")
 # HEADWAY_QUEUE stays the cluster's queue prefix (its namespace), not a pool.
 HEADWAY_RESOURCE_POOLS = envstr("HEADWAY_RESOURCE_POOLS", "")
 HEADWAY_RESOURCE_POOL = envstr("HEADWAY_RESOURCE_POOL", "default")
+# Hyperparameter importance fits (registry/hparam_importance.py) run in the master's worker,
+# at most this many at once cluster-wide (the worker runs 2 threads: 1 leaves one for the
+# reaper and checkpoint GC), each stopped after this many seconds.
+HEADWAY_HPARAM_IMPORTANCE_MAX_FITS = envint("HEADWAY_HPARAM_IMPORTANCE_MAX_FITS", 1)
+HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS = envint(
+    "HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS", 60
+)
+if HEADWAY_HPARAM_IMPORTANCE_MAX_FITS < 1 or HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS < 1:
+    raise ImproperlyConfigured(
+        "HEADWAY_HPARAM_IMPORTANCE_MAX_FITS and HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS"
+        " must be at least 1"
+    )
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True

@@ -6,6 +6,7 @@ from registry.models.component_beat import ComponentBeat
 from registry.models.experiment import Experiment, blob_fields
 from registry.models.host import HostAdminState, RunShare, WorkerHost
 from registry.models.host_token import HostToken
+from registry.models.hparam_importance import FitState, HparamImportanceFit
 from registry.models.logs import TrialLog
 from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
 from registry.models.model_registry import ModelVersion, RegisteredModel
@@ -21,8 +22,10 @@ __all__ = [
     "CheckpointState",
     "ComponentBeat",
     "Experiment",
+    "FitState",
     "HostAdminState",
     "HostToken",
+    "HparamImportanceFit",
     "MetricBucket",
     "MetricReport",
     "MetricSeries",
