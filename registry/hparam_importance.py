@@ -1,41 +1,47 @@
-"""Hyperparameter importance for a metric of a search, computed with a random forest.
+"""Hyperparameter importance for a metric of a search: asked for by a request, fitted once per
+trial set in the master's Celery worker (``registry.hparam_importance_fit`` has the method).
 
-The method is the one Weights & Biases' "Parameter importance" panel uses
-(https://docs.wandb.ai/guides/app/features/panels/parameter-importance/): fit a random forest
-with the hyperparameters as features and the metric as the target, and report each feature's
-importance (scikit-learn's ``RandomForestRegressor.feature_importances_``, the mean decrease in
-impurity of Breiman, "Random Forests", Machine Learning 45, 2001), beside the linear (Pearson)
-correlation of each numeric hyperparameter with the metric.
+A request (``importance_answer``) reads only each trial's ``(id, value)`` of the metric, hashes
+them into the fit's key, and answers from the ``HparamImportanceFit`` row of that key: its
+stored result (200) or failure (422), 202 while it is queued or running, and, with no row yet,
+queues one (202) unless ``HEADWAY_HPARAM_IMPORTANCE_MAX_FITS`` fits are already in flight
+cluster-wide (429). The worker's task (``run_fit``) then reads the hyperparameters and fits.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
+import time
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-import numpy as np
-from django.core.cache import cache
+from celery import current_app
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models.fields.json import KeyTransform
+from django.utils import timezone
 
-from headway.expconf import flatten_hparams
 from registry.errors import InvalidInput, RegistryError
-from registry.models import Experiment, Trial
+from registry.hparam_importance_fit import FitTimeout, fit, is_number
+from registry.models import Experiment, FitState, HparamImportanceFit, Trial
 
+logger = logging.getLogger(__name__)
+
+TASK = "headway.hparam_importance"
 # Fewer trials than this give importances that are mostly noise (a forest of bootstrap samples
 # of four points); docs/decisions/dashboard.md.
 MIN_TRIALS = 5
-# Enough trees for stable importances on searches of up to a few thousand trials; fixed seed so
-# that the same trials always give the same answer.
-N_ESTIMATORS = 100
-SEED = 0
-# A fit costs ~0.1-0.3 s at 1,000 trials (docs/performance.md); the same trials and values give
-# the same answer, so it is kept under a hash of them and a page reload or a second viewer reuses it.
-CACHE_SECONDS = 3600
-# Categorical value of a trial that lacks a hyperparameter (conditional or nested hparams).
-MISSING = "(none)"
-# float32 is what the forest's trees compare in: larger magnitudes would become infinite.
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
+# Seconds a client waits before asking again: a queued fit of 1,000 trials takes a few seconds.
+POLL_SECONDS = 2
+# ... and when every fit slot is taken.
+BUSY_SECONDS = 10
+# A fit still in flight after this many time limits was lost (a worker stopped, or the broker
+# lost its message): its slot is freed and the next request queues it again.
+LOST_AFTER_LIMITS = 5
 
 
 class NotEnoughTrials(RegistryError):
@@ -44,139 +50,181 @@ class NotEnoughTrials(RegistryError):
     status = 409
 
 
-def _is_number(value: Any) -> bool:
-    """A number a float holds (booleans are categories; an integer past float range is text)."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    try:
-        float(value)
-    except OverflowError:
-        return False
-    return True
+@dataclass(frozen=True)
+class Answer:
+    """What ``GET .../hparam-importance/`` answers: status, JSON body, ``Retry-After`` seconds."""
+
+    status: int
+    body: dict[str, Any]
+    retry_after: int | None = None
 
 
-def _metric_values(experiment: Experiment, metric: str) -> list[tuple[dict[str, Any], float]]:
-    """``(hparams, value)`` of each trial with a finite value of ``metric``.
+def _values(experiment: Experiment, metric: str, *, with_hparams: bool = False) -> list[tuple]:
+    """``(trial id, value)`` (with ``with_hparams``: ``(id, value, hparams)``) of each trial with
+    a finite value of ``metric``, in id order.
 
     For the searcher metric the value is the trial's best validation value (the one the searcher
     and the charts rank by); for another validation metric, its last reported value (what W&B
-    calls the run's summary). Raises InvalidInput naming ``metric`` when no trial reported it.
+    calls the run's summary), read inside the database so that a request never decodes the
+    trials' hyperparameters or summaries. Raises InvalidInput naming ``metric`` when no trial
+    reported it.
     """
     trials = Trial.objects.filter(experiment_id=experiment.id).order_by("id")
     if metric == experiment.searcher_metric:
-        rows = trials.values_list("hparams", "best_validation")
-        return [(h, v) for h, v in rows if v is not None and math.isfinite(v)]
-    known: set[str] = set()
-    out = []
-    for hparams, summary in trials.values_list("hparams", "summary_metrics"):
-        validation = (summary or {}).get("validation") or {}
-        known.update(validation)
-        value = (validation.get(metric) or {}).get("last")
-        if isinstance(value, int | float) and _is_number(value) and math.isfinite(value):
-            out.append((hparams, float(value)))
-    if metric not in known:
-        names = sorted(known | {experiment.searcher_metric})
-        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        raise InvalidInput(
-            {"metric": [f"No trial of experiment {experiment.id} reported it; known: {shown}."]}
-        )
-    return out
+        value: Any = "best_validation"
+    else:
+        path = KeyTransform(metric, KeyTransform("validation", "summary_metrics"))
+        value = KeyTransform("last", path)
+    fields = ("id", value, "hparams") if with_hparams else ("id", value)
+    rows = list(trials.values_list(*fields))
+    if (
+        value != "best_validation"
+        and not any(row[1] is not None for row in rows)
+        and not trials.filter(summary_metrics__validation__has_key=metric).exists()
+    ):
+        _unknown_metric(experiment, metric, trials)
+    return [
+        (row[0], float(row[1]), *row[2:])
+        for row in rows
+        if is_number(row[1]) and math.isfinite(row[1])
+    ]
 
 
-def _feature(column: list[Any]) -> tuple[str, np.ndarray]:
-    """``("numeric" | "categorical", float column)``: numbers as they are (missing = NaN, which
-    the forest's trees route on their own), text and booleans ordinal-encoded in sorted order."""
-    present = [v for v in column if v is not None]
-    if present and all(_is_number(v) for v in present):
-        values = [float(v) if v is not None else math.nan for v in column]
-        return "numeric", np.clip(np.array(values, dtype=float), -_FLOAT32_MAX, _FLOAT32_MAX)
-    texts = [MISSING if v is None else str(v) for v in column]
-    codes = {text: i for i, text in enumerate(sorted(set(texts)))}
-    return "categorical", np.array([codes[t] for t in texts], dtype=float)
+def _unknown_metric(experiment: Experiment, metric: str, trials) -> None:
+    """Raise InvalidInput naming ``metric`` and the validation metrics the trials reported."""
+    known: set[str] = {experiment.searcher_metric}
+    for summary in trials.values_list("summary_metrics", flat=True):
+        known.update((summary or {}).get("validation") or {})
+    names = sorted(known)
+    shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+    raise InvalidInput(
+        {"metric": [f"No trial of experiment {experiment.id} reported it; known: {shown}."]}
+    )
 
 
-def _correlation(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Pearson's r over the trials that have ``x``; None when either side is constant."""
-    kept = ~np.isnan(x)
-    x, y = x[kept], y[kept]
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return None
-    return float(np.corrcoef(x, y)[0, 1])
+def _key(rows: list[tuple]) -> str:
+    """The fit's key: sha256 of the ``(id, value)`` pairs (hyperparameters never change)."""
+    return hashlib.sha256(json.dumps([list(r[:2]) for r in rows]).encode()).hexdigest()
 
 
-def hparam_importance(experiment: Experiment, metric: str | None = None) -> dict[str, Any]:
-    """Importance of each varying hyperparameter of ``experiment`` for ``metric``.
+def _lost_before() -> Any:
+    """In-flight fits queued before this time are lost (``LOST_AFTER_LIMITS``)."""
+    limit = settings.HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS
+    return timezone.now() - timedelta(seconds=limit * LOST_AFTER_LIMITS)
 
-    ``metric`` defaults to the searcher metric. Returns ``{"experiment_id", "metric",
-    "trials" (how many trials had a value and were used), "method": "random_forest",
-    "hparams": [{"name" (dotted for nested hparams), "type": "numeric" | "categorical",
-    "importance" (>= 0; they sum to 1, or are all 0 when the metric does not vary),
-    "correlation" (Pearson's r with the metric, numeric hparams only, else None)}]}``, most
-    important first; ``hparams`` is empty when no hyperparameter varies between those trials.
-    The answer is cached (Django's default cache, ``CACHE_SECONDS``) under a hash of the trials'
-    hyperparameters and values, so a new or changed value is a new fit.
 
-    Raises InvalidInput (400, field ``metric``) for a metric no trial reported, and
-    NotEnoughTrials (409) with fewer than ``MIN_TRIALS`` trials having a value.
+def importance_answer(experiment: Experiment, metric: str | None = None) -> Answer:
+    """The answer to ``GET experiments/{id}/hparam-importance/?metric=`` (docs/rest-api.md).
+
+    ``metric`` defaults to the searcher metric. 200 with the stored result of the current
+    trial set (``run_fit``); 422 with its stored failure; 202 (``Retry-After``) while its fit is
+    queued or running, or after queuing it; 429 (``Retry-After``) when it is not stored and
+    every fit slot is taken. Raises InvalidInput (400, field ``metric``) for a metric no trial
+    reported, and NotEnoughTrials (409) with fewer than ``MIN_TRIALS`` trials having a value.
     """
     metric = metric or experiment.searcher_metric
-    rows = _metric_values(experiment, metric)
+    rows = _values(experiment, metric)
     if len(rows) < MIN_TRIALS:
         raise NotEnoughTrials(
             f"Hyperparameter importance needs at least {MIN_TRIALS} trials with a value of "
             f"{metric}; experiment {experiment.id} has {len(rows)}.",
             {"metric": [f"{len(rows)} of the required {MIN_TRIALS} trials have a value."]},
         )
-    key = (
-        "hparam-importance:"
-        + hashlib.sha256(
-            json.dumps([experiment.id, metric, rows], sort_keys=True, default=str).encode()
-        ).hexdigest()
-    )
-    cached = cache.get(key)
-    if cached is not None:
-        return cached
-    result = _fit(experiment, metric, rows)
-    cache.set(key, result, CACHE_SECONDS)
-    return result
-
-
-def _fit(
-    experiment: Experiment, metric: str, rows: list[tuple[dict[str, Any], float]]
-) -> dict[str, Any]:
-    """The answer of ``hparam_importance`` for these ``(hparams, value)`` rows."""
-    from sklearn.ensemble import RandomForestRegressor  # a second to import: only when asked
-
-    flat = [dict(flatten_hparams(hparams)) for hparams, _ in rows]
-    names = sorted({name for pairs in flat for name in pairs})
-    y = np.array([value for _, value in rows], dtype=float)
-    features = []
-    for name in names:
-        column = [pairs.get(name) for pairs in flat]
-        if len({repr(v) for v in column}) > 1:  # a constant hparam explains nothing
-            features.append((name, *_feature(column)))
-    result: dict[str, Any] = {
-        "experiment_id": experiment.id,
-        "metric": metric,
-        "trials": len(rows),
-        "method": "random_forest",
-        "hparams": [],
-    }
-    if not features:
-        return result
-    x = np.column_stack([column for _, _, column in features])
-    forest = RandomForestRegressor(n_estimators=N_ESTIMATORS, random_state=SEED, n_jobs=1)
-    forest.fit(x, y)
-    entries = [
-        {
-            "name": name,
-            "type": kind,
-            "importance": float(importance),
-            "correlation": _correlation(column, y) if kind == "numeric" else None,
-        }
-        for (name, kind, column), importance in zip(
-            features, forest.feature_importances_, strict=True
+    key = _key(rows)
+    HparamImportanceFit.objects.filter(slot__isnull=False, queued_at__lt=_lost_before()).delete()
+    found = HparamImportanceFit.objects.filter(
+        experiment_id=experiment.id, metric=metric, key=key
+    ).first()
+    if found is None:
+        found = _queue(experiment, metric, key)
+    if found is None:
+        return Answer(
+            429,
+            {
+                "detail": "Every hyperparameter importance fit slot is busy; retry later.",
+                "errors": {},
+            },
+            BUSY_SECONDS,
         )
-    ]
-    result["hparams"] = sorted(entries, key=lambda e: (-e["importance"], e["name"]))
-    return result
+    if found.state == FitState.DONE:
+        return Answer(200, found.result)
+    if found.state == FitState.FAILED:
+        return Answer(422, {"detail": found.error, "errors": {"metric": [found.error]}})
+    return Answer(
+        202,
+        {"detail": f"The importance of {metric} is being computed.", "state": found.state},
+        POLL_SECONDS,
+    )
+
+
+def _queue(experiment: Experiment, metric: str, key: str) -> HparamImportanceFit | None:
+    """Queue the fit of ``key`` in a free slot and send its task; None when every slot is taken.
+    A concurrent request that queued the same key first wins: its row is returned."""
+    for slot in range(settings.HEADWAY_HPARAM_IMPORTANCE_MAX_FITS):
+        try:
+            with transaction.atomic():
+                row = HparamImportanceFit.objects.create(
+                    experiment_id=experiment.id, metric=metric, key=key, slot=slot
+                )
+        except IntegrityError:  # the slot is taken, or another request queued this key
+            same = HparamImportanceFit.objects.filter(
+                experiment_id=experiment.id, metric=metric, key=key
+            ).first()
+            if same is not None:
+                return same
+            continue
+        transaction.on_commit(lambda fit_id=row.id: _send(fit_id), robust=True)
+        return row
+    return None
+
+
+def _send(fit_id: int) -> None:
+    current_app.send_task(TASK, args=[fit_id], queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+def run_fit(fit_id: int) -> None:
+    """(the master's worker) Fit the queued ``HparamImportanceFit`` ``fit_id`` and store its
+    result, or its failure when it runs past ``HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS``.
+
+    The result is ``{"experiment_id", "metric", "trials" (how many trials had a value and were
+    used), "method": "random_forest", "hparams_varying" (how many hyperparameters vary; at most
+    ``MAX_HPARAMS`` of them are fitted and listed), "hparams": [{"name" (dotted for nested
+    hparams), "type": "numeric" | "categorical", "importance" (>= 0; they sum to 1, or are all 0
+    when the metric does not vary), "correlation" (Pearson's r with the metric, numeric hparams
+    only, else None)}]}``, most important first. It is fitted on the trials' values now, which
+    may be newer than those of its key: the next request then queues their own fit. A fit that
+    is not queued (another worker took it, or it was lost and deleted) is left alone; done, it
+    frees its slot and replaces the metric's older results.
+    """
+    started = time.monotonic()
+    claimed = HparamImportanceFit.objects.filter(id=fit_id, state=FitState.QUEUED).update(
+        state=FitState.RUNNING
+    )
+    row = HparamImportanceFit.objects.filter(id=fit_id).first()
+    if not claimed or row is None:
+        return
+    experiment = Experiment.objects.only("id", "config").get(id=row.experiment_id)
+    limit = settings.HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS
+    done: dict[str, Any] = {"state": FitState.FAILED, "slot": None}
+    try:
+        rows = _values(experiment, row.metric, with_hparams=True)
+        fitted = fit([(hparams, value) for _, value, hparams in rows], deadline=started + limit)
+    except FitTimeout as exc:
+        done["error"] = (
+            f"The importance fit of {row.metric} did not finish within {limit} s ({exc}); it is "
+            "tried again when a trial's value changes."
+        )
+    except Exception as exc:  # stored for the viewers, not retried until the values change
+        logger.exception("hyperparameter importance fit %s failed", fit_id)
+        done["error"] = f"The importance fit of {row.metric} failed: {type(exc).__name__}."
+    else:
+        head = {"experiment_id": row.experiment_id, "metric": row.metric, "trials": len(rows)}
+        done.update(state=FitState.DONE, result={**head, "method": "random_forest", **fitted})
+    with transaction.atomic():
+        stored = HparamImportanceFit.objects.filter(id=fit_id, state=FitState.RUNNING).update(
+            finished_at=timezone.now(), **done
+        )
+        if stored:
+            HparamImportanceFit.objects.filter(
+                experiment_id=row.experiment_id, metric=row.metric, slot__isnull=True
+            ).exclude(id=fit_id).delete()

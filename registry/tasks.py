@@ -57,3 +57,17 @@ def experiment_delete(experiment_id: int) -> None:
     from registry.lifecycle import experiment_delete_run
 
     experiment_delete_run(experiment_id=experiment_id)
+
+
+@shared_task(
+    name="headway.hparam_importance",
+    # Not redelivered after a lost worker: the fit's row is then re-queued by the next request
+    # once it counts as lost (registry.hparam_importance.LOST_AFTER_LIMITS).
+    acks_late=False,
+    ignore_result=True,
+)
+def hparam_importance(fit_id: int) -> None:
+    """Fit one queued hyperparameter importance (``registry.hparam_importance.run_fit``)."""
+    from registry.hparam_importance import run_fit
+
+    run_fit(fit_id)

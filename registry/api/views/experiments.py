@@ -23,7 +23,7 @@ from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, chec
 from registry.api.views.edits import ExperimentPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params, series_response
 from registry.errors import IllegalTransition, InvalidInput
-from registry.hparam_importance import hparam_importance
+from registry.hparam_importance import importance_answer
 from registry.models import Checkpoint, Experiment, State
 from registry.scheduling import experiment_scheduling_message
 
@@ -32,7 +32,7 @@ from registry.scheduling import experiment_scheduling_message
 EXPERIMENT_MAX_POINTS = 100
 
 
-# The answer of ``registry.hparam_importance.hparam_importance`` (docs/rest-api.md).
+# The stored answer of ``registry.hparam_importance.run_fit`` (docs/rest-api.md).
 HPARAM_IMPORTANCE_RESPONSE = inline_serializer(
     "HparamImportance",
     {
@@ -40,6 +40,10 @@ HPARAM_IMPORTANCE_RESPONSE = inline_serializer(
         "metric": serializers.CharField(),
         "trials": serializers.IntegerField(help_text="Trials with a value of the metric, used."),
         "method": serializers.ChoiceField(choices=["random_forest"]),
+        "hparams_varying": serializers.IntegerField(
+            help_text="Hyperparameters that vary between those trials; at most 100 are fitted"
+            " and listed: those most associated with the metric on their own."
+        ),
         "hparams": inline_serializer(
             "HparamImportanceEntry",
             {
@@ -50,6 +54,15 @@ HPARAM_IMPORTANCE_RESPONSE = inline_serializer(
             },
             many=True,
         ),
+    },
+)
+
+# While the fit of the current trial set is queued or running (with Retry-After).
+HPARAM_IMPORTANCE_QUEUED = inline_serializer(
+    "HparamImportanceQueued",
+    {
+        "detail": serializers.CharField(),
+        "state": serializers.ChoiceField(choices=["queued", "running"]),
     },
 )
 
@@ -110,6 +123,10 @@ class ExperimentViewSet(
 
     @extend_schema(request=ExperimentCreateSerializer, responses={201: ExperimentSerializer})
     def create(self, request):
+        """Create an experiment from its config (a mapping or YAML text) and its model
+        definition (a base64 tar.gz holding the config's entrypoint): 400 naming the field
+        when the config is not a valid experiment config or the archive lacks the entrypoint,
+        413 when the archive is over its size limit."""
         data = ExperimentCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         experiment = lifecycle.experiment_create(
@@ -202,14 +219,25 @@ class ExperimentViewSet(
                 ),
             )
         ],
-        responses={200: HPARAM_IMPORTANCE_RESPONSE, 400: ErrorSerializer, 409: ErrorSerializer},
+        responses={
+            200: HPARAM_IMPORTANCE_RESPONSE,
+            202: HPARAM_IMPORTANCE_QUEUED,
+            400: ErrorSerializer,
+            409: ErrorSerializer,
+            422: ErrorSerializer,
+            429: ErrorSerializer,
+        },
     )
     @action(detail=True, methods=["get"], url_path="hparam-importance")
     def hparam_importance(self, request, pk=None):
-        """Importance of each hyperparameter for a metric (random forest, as W&B computes it);
-        409 while fewer than 5 trials have a value of the metric (docs/rest-api.md)."""
+        """Importance of each hyperparameter for a metric (random forest, as W&B computes it),
+        fitted once per trial set in the master's worker: 200 with the stored result, 202
+        while it is computed, 429 while every fit slot is busy (both with Retry-After), 422
+        when its fit failed, 409 while fewer than 5 trials have a value (docs/rest-api.md)."""
         experiment = self.get_object()
-        return Response(hparam_importance(experiment, text_param(request, "metric")))
+        result = importance_answer(experiment, text_param(request, "metric"))
+        headers = {"Retry-After": str(result.retry_after)} if result.retry_after else None
+        return Response(result.body, status=result.status, headers=headers)
 
     @extend_schema(parameters=CHECKPOINT_LIST_PARAMETERS, responses=CheckpointSerializer(many=True))
     @action(detail=True, methods=["get"])
