@@ -1,9 +1,11 @@
 // Hyperparameter importance for the searcher metric (experiment page, _hparams.html): a bar per
 // hyperparameter, most important on top, from GET /api/v1/experiments/{id}/hparam-importance/
 // (registry/hparam_importance.py: a random forest's impurity importance, W&B's method). The hover
-// adds each numeric hyperparameter's correlation with the metric. A 4xx answer (too few trials
-// with a value yet) is shown as its sentence in place of the chart. Fetched once the chart nears
-// the viewport.
+// adds each numeric hyperparameter's correlation with the metric. The fit runs in the master's
+// worker: while it is queued or running (202), or every fit slot is busy (429), a sentence says
+// so and the request is repeated after the answer's Retry-After. Another 4xx answer (too few
+// trials with a value yet, a failed fit) is shown as its sentence in place of the chart. Fetched
+// once the chart nears the viewport.
 (function () {
   "use strict";
   var views = document.getElementById("hparam-views");
@@ -12,13 +14,23 @@
     return;
   }
   var D3 = window.HeadwayFormat ? window.HeadwayFormat.D3 : ".4~g";
+  var chart = target;
   var answer = null;
 
   function plain(text) {
     return String(text).replace(/[<>&%{}]/g, "");
   }
 
+  // Repeated 202/429 answers are asked again at most this many times (~4 minutes at the
+  // server's Retry-After of 2 s), then the page says to come back.
+  var MAX_POLLS = 120;
+  var polls = 0;
+
   function showMessage(text) {
+    if (target !== chart) { // a message already: the same element says the next one
+      target.textContent = text;
+      return;
+    }
     var p = document.createElement("p");
     p.className = "muted";
     p.id = "hparam-importance";
@@ -27,12 +39,21 @@
     target = p;
   }
 
+  // The chart's own div again once a message took its place (Plotly draws into it).
+  function chartTarget() {
+    if (target !== chart) {
+      target.replaceWith(chart);
+      target = chart;
+    }
+    return chart;
+  }
+
   function draw() {
     var rows = answer.hparams.slice().reverse(); // Plotly stacks bars bottom-up
     // The theme (chart_config.js) sets the colours but the bars', which follow --accent.
     var accent = getComputedStyle(document.documentElement).getPropertyValue("--accent").trim() ||
       "#1f77b4";
-    return HeadwayChartConfig.react(target, [{
+    return HeadwayChartConfig.react(chartTarget(), [{
       type: "bar",
       orientation: "h",
       x: rows.map(function (h) { return h.importance; }),
@@ -54,10 +75,22 @@
   function load() {
     fetch(views.dataset.importanceUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) {
-        return response.json().then(function (body) { return { ok: response.ok, body: body }; });
+        return response.json().then(function (body) {
+          return { ok: response.ok, status: response.status, body: body,
+            retryAfter: Number(response.headers.get("Retry-After")) || 2 };
+        });
       })
       .then(function (result) {
-        if (!result.ok) {
+        if (result.status === 202 || result.status === 429) {
+          polls += 1;
+          if (polls > MAX_POLLS) {
+            showMessage("Importance is still being computed; reload the page later.");
+            return;
+          }
+          showMessage(result.status === 202 ? "Computing importance\u2026" :
+            "Importance is waiting for a free worker\u2026");
+          window.setTimeout(load, result.retryAfter * 1000);
+        } else if (!result.ok) {
           showMessage(result.body.detail || "Importance is not available.");
         } else if (!result.body.hparams.length) {
           showMessage("No hyperparameter varies between the trials with a value.");
@@ -71,8 +104,8 @@
       });
   }
 
-  // The fit costs server time (~0.1-0.3 s at 1,000 trials): asked for only when the chart is
-  // about to scroll into view, so it never competes with the page's first charts.
+  // The fit costs worker time (seconds at 1,000 trials): asked for only when the chart is about
+  // to scroll into view, so a page never scrolled that far queues no fit.
   if ("IntersectionObserver" in window) {
     var observer = new IntersectionObserver(function (entries) {
       if (entries.some(function (e) { return e.isIntersecting; })) {

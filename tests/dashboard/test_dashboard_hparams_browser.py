@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 
 from tests.browser import assert_accessible, log_in, save_screenshot
 from tests.browser_pages import TWO_FRAMES
-from tests.helpers_hparams import hparam_search
+from tests.helpers_hparams import hparam_search, run_queued_fits
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -150,7 +150,12 @@ def test_parallel_coordinates_filter_importance_and_scatters(live_server, chromi
 
     # The importance bars: one per hyperparameter, lr and optimizer on top.
     importance = "document.getElementById('hparam-importance')"
-    page.locator("#hparam-importance").scroll_into_view_if_needed()  # fetched near the viewport
+    # Fetched near the viewport (the heading: the chart's own element is swapped for messages).
+    page.locator("#hparam-importance-heading").scroll_into_view_if_needed()
+    # 202 while the fit is queued: the page says so and asks again after Retry-After; the
+    # master's worker's part is run here (no worker reads the tests' queue).
+    _poll(page, f"{importance}.textContent.includes('Computing importance')", "fit queued")
+    assert run_queued_fits() == 1
     _poll(page, f"{importance}._fullData && {importance}._fullData.length", "importance drawn")
     bars = page.evaluate(f"{importance}._fullData[0].y")
     assert len(bars) == 4 and set(bars[-2:]) == {"lr", "optimizer"}  # drawn bottom-up
@@ -176,6 +181,7 @@ def test_parallel_coordinates_filter_importance_and_scatters(live_server, chromi
     )
     _poll(page, f"{scatters}[0]._fullData[0].marker.color[0] === '#ff0000'", "dots recoloured")
     # Hover: a dot hovered here names its trial; a row hovered elsewhere enlarges its dots.
+    page.locator("#hparam-scatters .hparam-scatter").first.scroll_into_view_if_needed()
     point = page.evaluate(
         f"(() => {{ const d = {scatters}[0], l = d._fullLayout, t = d._fullData[0], "
         "r = d.getBoundingClientRect(); return [r.left + l._size.l + l.xaxis.d2p(t.x[1]), "
