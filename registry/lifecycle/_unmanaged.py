@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from headway.expconf import ExperimentConfig
 from registry.errors import IllegalTransition, InvalidInput
-from registry.jsonsafe import json_storage_problem
+from registry.jsonsafe import check_json_size, json_storage_problem
 from registry.lifecycle._common import refresh_experiment, trial_end
 from registry.lifecycle._experiments import _complete_config, parse_config_or_400
 from registry.lifecycle._log_batches import LogLine, store_lines
@@ -149,6 +149,7 @@ def unmanaged_start(
         InvalidInput: (400) a bad config (see ``unmanaged_config``), ``external_trial_id``
             without ``external_experiment_id``, ids that are not short strings, ``hparams``
             not a mapping.
+        PayloadTooLarge: (413) ``hparams`` over ``HEADWAY_MAX_CONFIG_BYTES`` as JSON.
         IllegalTransition: (409) the external experiment id names a managed experiment or one
             being deleted.
     """
@@ -163,6 +164,8 @@ def unmanaged_start(
     problem = json_storage_problem(hparams)
     if problem is not None:
         raise InvalidInput({"hparams": [problem]})
+    # Stored on the trial and shown in every trial answer: no larger than a config may be.
+    check_json_size(hparams or {}, field="hparams", setting="HEADWAY_MAX_CONFIG_BYTES")
     config = unmanaged_config(config_source)
     experiment = _experiment(owner, config, experiment_key)
     with transaction.atomic():

@@ -258,3 +258,13 @@ def test_the_summary_route_refuses_a_bad_limit_naming_it(api, trial):
     response = api.get(f"/api/v1/trials/{trial.id}/summary-metrics/?limit=0")
     assert response.status_code == 400
     assert "limit" in response.json()["errors"]
+
+
+def test_an_unmanaged_run_s_hparams_over_the_config_limit_are_a_413_naming_them(api, settings):
+    settings.HEADWAY_MAX_CONFIG_BYTES = 1000
+    body = {"config": {"name": "u"}, "hparams": {"blob": "x" * 1000}}
+    response = api.post("/api/v1/unmanaged/", body, format="json")
+    assert response.status_code == 413, response.content[:300]
+    assert "HEADWAY_MAX_CONFIG_BYTES" in response.json()["errors"]["hparams"][0]
+    body["hparams"] = {"lr": 0.1}
+    assert api.post("/api/v1/unmanaged/", body, format="json").status_code in (200, 201)
