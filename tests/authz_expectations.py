@@ -117,6 +117,7 @@ API: dict[tuple[str, str], str] = {
     ("admin-host-detail", "delete"): ADMIN,
     ("admin-host-disable", "post"): ADMIN,
     ("admin-host-enable", "post"): ADMIN,
+    ("resource-pool-slurm-node-enable", "post"): ADMIN,
     # Unmanaged runs (core_v2): users start their own; the run's token or its owner beat/end it.
     ("unmanaged-start", "post"): CREATE,
     ("unmanaged-heartbeat", "post"): TRIAL_DATA,

@@ -6,7 +6,7 @@ from rest_framework.routers import DefaultRouter
 
 import registry.path_converters  # noqa: F401 (registers the <db_id:...> converter)
 from registry.api import views
-from registry.api.views import host_agent, host_tokens, hosts
+from registry.api.views import host_agent, host_tokens, hosts, resource_pools
 from registry.api.views.health import HealthView
 from registry.api.views.unmanaged import (
     UnmanagedExitView,
@@ -89,6 +89,11 @@ host_token_urls = [
     path("hosts/<str:name>/", hosts.HostDetailView.as_view(), name="admin-host-detail"),
     path("hosts/<str:name>/disable/", hosts.HostDisableView.as_view(), name="admin-host-disable"),
     path("hosts/<str:name>/enable/", hosts.HostEnableView.as_view(), name="admin-host-enable"),
+    path(
+        "resource-pools/<str:pool>/slurm-nodes/<str:node>/enable/",
+        resource_pools.SlurmNodeEnableView.as_view(),
+        name="resource-pool-slurm-node-enable",
+    ),
 ]
 
 urlpatterns = [

@@ -8,8 +8,11 @@ ranks started (``WorkerHost.failed_starts``); the ``HEADWAY_HOST_MAX_FAILED_STAR
 3; 0 never) drains the host (``DRAINING``: no new runs, running ones finish) with the reason in
 ``WorkerHost.admin_reason``, shown by ``headway host list``, ``GET /api/v1/hosts/`` and the
 Workers page, and in the master's log. A run that starts on the host resets the count; an
-admin's ``enable`` puts it back in service. Slurm jobs' nodes are left to Slurm. The idea is
-Kubernetes' node problem detector tainting a node, and Slurm draining a node whose prolog fails.
+admin's ``enable`` puts it back in service. A slurm pool's nodes follow the same rule with the
+same setting, but Headway, a Slurm user and not its admin, does not drain them in Slurm: it
+excludes them from its own jobs (``registry.slurm._nodes``; counted when a job ends before its
+run started, reset here when a run's ranks start on a job). The idea is Kubernetes' node
+problem detector tainting a node, and Slurm draining a node whose prolog fails.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from django.conf import settings
 from django.db.models import F
 
 from registry.models import HostAdminState, WorkerHost
+from registry.slurm._nodes import nodes_started
 
 logger = logging.getLogger("headway.scheduler")
 
@@ -53,6 +57,18 @@ def host_failed_start(host_id: int | None, why: str) -> bool:
 
 
 def host_started_a_run(host_id: int | None) -> None:
-    """A run's ranks started on host ``host_id``: its count of failed starts begins again."""
-    if host_id is not None:
-        WorkerHost.objects.filter(id=host_id, failed_starts__gt=0).update(failed_starts=0)
+    """A run's ranks started on host ``host_id``: its count of failed starts begins again;
+    on a Slurm job's host, those of the job's nodes (when the reconciliation saw them yet;
+    else it resets them when it does: ``registry.slurm._reconcile``)."""
+    if host_id is None:
+        return
+    WorkerHost.objects.filter(id=host_id, failed_starts__gt=0).update(failed_starts=0)
+    job = (
+        WorkerHost.objects.filter(id=host_id, slurm_job__isnull=False)
+        .values("namespace", "slurm_job__pool", "slurm_job__nodes")
+        .first()
+    )
+    if job is not None:
+        nodes_started(
+            namespace=job["namespace"], pool=job["slurm_job__pool"], nodes=job["slurm_job__nodes"]
+        )

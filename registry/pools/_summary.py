@@ -15,7 +15,7 @@ import dataclasses
 from django.conf import settings
 from django.db.models import Count
 
-from registry.models import RunState, SlurmJob, State, TrialRun, WorkerHost
+from registry.models import RunState, SlurmJob, SlurmNode, State, TrialRun, WorkerHost
 from registry.models.host import alive_cutoff
 from registry.pools._file import SLURM, resource_pools
 
@@ -35,6 +35,8 @@ class PoolSummary:
         jobs_pending, jobs_running (int): a slurm pool's jobs Slurm holds pending / runs now
             (0 for an agent pool). Its hosts are the running jobs' nodes.
         slurm_jobs (list[SlurmJob]): a slurm pool's latest jobs (``hosts_by_pool`` only).
+        excluded_nodes (list[SlurmNode]): a slurm pool's nodes Headway's jobs avoid after runs
+            failed to start there (``registry.slurm._nodes``), by name, with the reason.
     """
 
     name: str
@@ -48,11 +50,12 @@ class PoolSummary:
     jobs_pending: int = 0
     jobs_running: int = 0
     slurm_jobs: list[SlurmJob] = dataclasses.field(default_factory=list)
+    excluded_nodes: list[SlurmNode] = dataclasses.field(default_factory=list)
 
 
 def pool_summaries() -> list[PoolSummary]:
     """Every configured pool, in the file's order, then any pool only hosts or runs still name
-    (by name); counts as in the module docstring. Three queries whatever the pool count."""
+    (by name); counts as in the module docstring. Four queries whatever the pool count."""
     namespace = settings.CELERY_TASK_DEFAULT_QUEUE
     out = {
         pool.name: PoolSummary(pool.name, pool.type, pool.description)
@@ -97,6 +100,9 @@ def pool_summaries() -> list[PoolSummary]:
             summary(name).jobs_pending += count
         else:
             summary(name).jobs_running += count
+    excluded = SlurmNode.objects.filter(namespace=namespace).exclude(excluded_reason="")
+    for node in excluded.order_by("pool", "name"):
+        summary(node.pool).excluded_nodes.append(node)
     configured = [p for p in out.values() if p.configured]
     return configured + sorted((p for p in out.values() if not p.configured), key=lambda p: p.name)
 

@@ -2,7 +2,8 @@
 
 ``poll()`` (the master worker's ``headway.slurm_pools`` task, every
 ``HEADWAY_SLURM_POLL_SECONDS``) submits each queued run of a slurm pool as one batch job
-(``_submit``; the script: ``_script``) and keeps runs and jobs in step (``_reconcile``), with
+(``_submit``; the script: ``_script``) and keeps runs and jobs in step (``_reconcile``), keeping
+its jobs off nodes where runs keep failing to start (``_nodes``), with
 Slurm's own client commands (``_commands``). Slurm places the jobs (gang allocation, fair share,
 backfill, time limits, node failures); inside a job, ``workers.slurm_node`` runs the run over
 REST as a host agent does.
@@ -21,6 +22,13 @@ from registry.slurm._commands import (
     cancel,
     jobs,
     submit,
+)
+from registry.slurm._nodes import (
+    SlurmNodeNotFound,
+    excluded_nodes,
+    node_enable,
+    nodes_failed_start,
+    nodes_started,
 )
 from registry.slurm._reconcile import reconcile_jobs
 from registry.slurm._submit import node_host_name, submit_queued_runs
@@ -51,9 +59,14 @@ __all__ = [
     "PROCESS_END_STATES",
     "SlurmError",
     "SlurmJob",
+    "SlurmNodeNotFound",
     "cancel",
+    "excluded_nodes",
     "jobs",
+    "node_enable",
     "node_host_name",
+    "nodes_failed_start",
+    "nodes_started",
     "poll",
     "reconcile_jobs",
     "submit",

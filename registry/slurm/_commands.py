@@ -1,4 +1,5 @@
-"""Slurm's own commands, as the master calls them: ``sbatch``, ``squeue --json``, ``scancel``.
+"""Slurm's own commands, as the master calls them: ``sbatch``, ``squeue --json``, ``scancel``,
+``scontrol show hostnames``.
 
 Headway drives Slurm through its client commands rather than ``slurmrestd`` (docs/decisions/scheduling.md,
 "Slurm pools"): they are in Debian's ``slurm-wlm`` and on every login node, need no JWT set-up,
@@ -191,3 +192,63 @@ def cancel(job_id: int, *, signal: str | None = None) -> None:
         if "already completing or completed" in str(exc) or "Invalid job id" in str(exc):
             return
         raise
+
+
+def hostnames(expression: str) -> list[str]:
+    """The node names of a hostlist ``expression`` as squeue reports a job's nodes
+    (``node[01-03],gpu7`` -> ``node01``, ``node02``, ``node03``, ``gpu7``), expanded by
+    ``scontrol show hostnames`` (Slurm's own parser), or by ``expand_hostlist`` where
+    scontrol is not installed; ``[]`` for an empty expression.
+
+    Raises:
+        SlurmError: scontrol refused the expression (or, without scontrol, it is malformed).
+    """
+    if not expression.strip():
+        return []
+    if shutil.which("scontrol") is None:
+        return expand_hostlist(expression)
+    names = _run(["scontrol", "show", "hostnames", expression]).split()
+    if not names:  # "Invalid hostlist" goes to stderr, with exit status 0
+        raise SlurmError(f"scontrol show hostnames could not expand {expression!r}")
+    return names
+
+
+def expand_hostlist(expression: str) -> list[str]:
+    """Slurm's hostlist grammar, for a master without ``scontrol``: comma-separated names,
+    each with bracketed lists of numbers and ranges whose zero padding is kept
+    (``n[01-02,7]`` -> ``n01``, ``n02``, ``n7``; several brackets multiply).
+
+    Raises:
+        SlurmError: an unbalanced bracket or a range that is not ``low-high`` numbers.
+    """
+    names: list[str] = []
+    depth, start = 0, 0
+    for i, char in enumerate(expression + ","):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth < 0 or depth > 1:
+            raise SlurmError(f"{expression!r} is not a Slurm hostlist (brackets)")
+        if char == "," and depth == 0:
+            if expression[start:i]:
+                names += _expand_one(expression[start:i], expression)
+            start = i + 1
+    if depth:
+        raise SlurmError(f"{expression!r} is not a Slurm hostlist (brackets)")
+    return names
+
+
+def _expand_one(item: str, expression: str) -> list[str]:
+    head, bracket, rest = item.partition("[")
+    if not bracket:
+        return [item]
+    ranges, _, tail = rest.partition("]")
+    out: list[str] = []
+    for part in ranges.split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or not (high or low).isdigit() or int(high or low) < int(low):
+            raise SlurmError(f"{expression!r} is not a Slurm hostlist (range {part!r})")
+        out += [
+            f"{head}{number:0{len(low)}d}{name}"
+            for number in range(int(low), int(high or low) + 1)
+            for name in _expand_one(tail, expression)
+        ]
+    return out

@@ -16,7 +16,12 @@ finished with (one ``squeue`` call) and, per job:
   the run is lost before start (re-queued after a back-off, the trial ERROR after
   ``max_lost_before_start`` such losses in a row: ``registry.lifecycle._lost``), with the
   job's output in the trial's log; a broken set-up (a node process that cannot start) ends so
-  instead of looping one job after another;
+  instead of looping one job after another; each of the job's nodes counts a failed start,
+  and one that reaches ``HEADWAY_HOST_MAX_FAILED_STARTS`` in a row is excluded from the pool's
+  later jobs (``_nodes``);
+- running with its nodes first known while its run's ranks already started: those nodes'
+  counts of failed starts begin again (the lifecycle resets them too when the ranks report
+  started, if the job's nodes were known then);
 - ended, its run too: the job's hosts are removed and their tokens revoked (``cleaned``).
 """
 
@@ -36,6 +41,7 @@ from registry.models.slurm_job import SlurmJob
 from registry.pools import ResourcePool
 from registry.slurm._commands import SlurmJob as SeenJob
 from registry.slurm._commands import cancel, jobs
+from registry.slurm._nodes import nodes_failed_start, nodes_started
 from registry.slurm._submit import job_work_dir, say
 
 logger = logging.getLogger("headway.slurm")
@@ -81,6 +87,7 @@ def reconcile_jobs(namespace: str, pools: dict[str, ResourcePool], run_exited: R
 
 
 def _active(job: SlurmJob, found: SeenJob) -> None:
+    nodes_seen = found.nodes and found.nodes != job.nodes
     if (job.state, job.reason, job.nodes) != (found.state, found.reason, found.nodes):
         job.state, job.reason, job.nodes = found.state, found.reason, found.nodes
         job.save(update_fields=["state", "reason", "nodes"])
@@ -89,6 +96,9 @@ def _active(job: SlurmJob, found: SeenJob) -> None:
     )
     if run is None:
         return
+    if nodes_seen and run["state"] == RunState.RUNNING:
+        # Its ranks reported started before this poll saw where the job runs.
+        nodes_started(namespace=job.run.namespace, pool=job.pool, nodes=job.nodes)
     if run["state"] == RunState.EXITED and found.state == "PENDING":
         # Closed before it started (paused, killed, its experiment ended): nothing to wait for.
         logger.info("Slurm job %s: its run was closed before it started; scancel", job.job_id)
@@ -128,6 +138,16 @@ def _ended(
         status = f", exit code {found.exit_code}" if found is not None and found.exit_code else ""
         why = f"Slurm job {job.job_id} ended {state}{_reason(found)}{status}"
         _copy_output(job, pool, run)
+        # squeue lists an ended job's nodes too (a job that ended between two polls).
+        nodes = (found.nodes if found is not None else "") or job.nodes
+        nodes_failed_start(
+            namespace=run.namespace,
+            pool=job.pool,
+            nodes=nodes,
+            why=why,
+            trial_id=run.trial_id,
+            run_id=run.run_id,
+        )
         run_exited(trial_id=run.trial_id, run_id=run.run_id, exit_code=None, reason=why)
     elif run.state != RunState.EXITED:
         if found is None or found.ended_by_infrastructure:

@@ -55,6 +55,7 @@ def job_script(
     python: str,
     work_dir: str,
     environment: Mapping[str, str],
+    exclude: Sequence[str] = (),
 ) -> str:
     """The whole batch script (``#!/bin/bash`` and ``#SBATCH`` lines) for one run's job.
 
@@ -67,6 +68,9 @@ def job_script(
             ``<work_dir>/slurm-<job id>.out``.
         environment: the variables the node processes get (``HEADWAY_*``; PATH), exported by
             the script itself.
+        exclude: nodes the job must not run on (the pool's nodes Headway excluded after
+            failed starts: ``registry.slurm._nodes``), one ``--exclude`` with those of an
+            ``--exclude=`` in the pool's ``sbatch_options`` (sbatch keeps only its last one).
     """
     options = [
         f"--job-name={name}",
@@ -87,7 +91,11 @@ def job_script(
     ):
         if value is not None:
             options.append(f"{flag}={value}")
-    options += settings.sbatch_options
+    own_excludes = [o for o in settings.sbatch_options if o.startswith("--exclude=")]
+    options += [o for o in settings.sbatch_options if o not in own_excludes]
+    excluded = [o.split("=", 1)[1] for o in own_excludes] + list(exclude)
+    if excluded:
+        options.append(f"--exclude={','.join(excluded)}")
     lines = ["#!/bin/bash", f"# {name}: written by the Headway master for one run; not a template."]
     lines += [f"#SBATCH {option}" for option in options]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(environment.items())]

@@ -8,10 +8,12 @@ allocation, fair share, priorities, backfill). Per run, in one transaction:
    alive until the node process heartbeats) and a host token for each; the run is placed on
    node 0 and ``RunShare`` rows on the others, exactly as a placement over agents, so the node
    processes use the host API unchanged and reach only this run.
-2. ``sbatch`` with the pool's settings (``_script.job_script``); the job id is stored.
+2. ``sbatch`` with the pool's settings (``_script.job_script``), ``--exclude`` naming the
+   pool's nodes Headway excluded after failed starts (``_nodes``); the job id is stored.
 
-A refused ``sbatch`` (bad partition, slurmctld down) rolls all of it back and the trial says
-Slurm's message; the next reconciliation tries again.
+A refused ``sbatch`` (bad partition, slurmctld down, every node the job could use excluded)
+rolls all of it back and the trial says Slurm's message, and the excluded nodes if any; the
+next reconciliation tries again.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from registry.models import HostToken, RunShare, RunState, State, Trial, TrialRu
 from registry.models.slurm_job import SlurmJob
 from registry.pools import ResourcePool
 from registry.slurm._commands import SlurmError, submit
+from registry.slurm._nodes import excluded_nodes
 from registry.slurm._script import JobLayout, job_name, job_script
 
 logger = logging.getLogger("headway.slurm")
@@ -57,15 +60,28 @@ def submit_queued_runs(namespace: str, pools: dict[str, ResourcePool]) -> list[i
     )
     submitted: list[int] = []
     for pk, pool in list(queued):
+        excluded = excluded_nodes(namespace=namespace, pool=pool)
         try:
-            job_id = _submit_run(pk, pools[pool], namespace)
+            job_id = _submit_run(pk, pools[pool], namespace, excluded)
         except SlurmError as exc:
             logger.warning("run %s could not be submitted to Slurm: %s", pk, exc)
-            say(pk, f"waiting: Slurm refused the job ({exc}); trying again")
+            say(pk, f"waiting: Slurm refused the job ({exc}){_excluded_note(pool, excluded)}")
             continue
         if job_id is not None:
             submitted.append(job_id)
     return submitted
+
+
+def _excluded_note(pool: str, excluded: list[str]) -> str:
+    """The end of a refusal's message: which nodes the job was kept off, and how to undo it
+    (Slurm's own message never says the job excluded them)."""
+    if not excluded:
+        return "; trying again"
+    return (
+        f"; the job excluded pool {pool}'s node(s) {', '.join(excluded)}, which Headway "
+        f"excluded after runs failed to start there (headway pool enable-node {pool} NODE "
+        "puts one back); trying again"
+    )
 
 
 def say(run_pk: int, message: str) -> None:
@@ -83,9 +99,9 @@ def job_work_dir(pool: ResourcePool) -> str:
     return (pool.slurm.work_dir if pool.slurm else None) or str(settings.HEADWAY_WORK_DIR)
 
 
-def _submit_run(run_pk: int, pool: ResourcePool, namespace: str) -> int | None:
-    """One run's hosts, tokens and job (see module); None when it was taken meanwhile or
-    cannot be laid out (its trial says why).
+def _submit_run(run_pk: int, pool: ResourcePool, namespace: str, excluded: list[str]) -> int | None:
+    """One run's hosts, tokens and job (see module), kept off the ``excluded`` nodes; None
+    when it was taken meanwhile or cannot be laid out (its trial says why).
 
     Raises:
         SlurmError: sbatch refused the job; nothing was written.
@@ -143,6 +159,7 @@ def _submit_run(run_pk: int, pool: ResourcePool, namespace: str) -> int | None:
             python=python,
             work_dir=work_dir,
             environment=_job_environment(run, pool, namespace, hosts, keys, work_dir, python),
+            exclude=excluded,
         )
         job.job_id = submit(script)
         job.state = "PENDING"
