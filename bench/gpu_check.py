@@ -56,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -82,14 +82,12 @@ class Check:
         argv: the command; ``{python}`` and ``{workdir}`` (a fresh temporary folder) are filled in
             (``str.format``: a literal brace is written twice).
         modules: Python modules it needs; a missing one skips it (``"<module> not installed"``).
-        env: variables added to this process's environment for the command.
     """
 
     name: str
     budget_s: float
     argv: tuple[str, ...]
     modules: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
 
 
 def _probe(name: str, *modules: str, budget_s: float) -> Check:
@@ -185,7 +183,7 @@ def run_check(check: Check, timeout_s: float, python: str) -> dict[str, Any]:
         tempfile.TemporaryFile("w+") as output,
     ):
         argv = [a.format(python=python, workdir=workdir) for a in check.argv]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **check.env}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(
             argv,
             cwd=REPO,
