@@ -1,4 +1,5 @@
-"""``headway pool list``: the resource pools, their hosts and slots, and their queues."""
+"""``headway pool list | enable-node``: the resource pools, their hosts and slots, their queues
+and a slurm pool's nodes Headway excluded; an admin puts such a node back. docs/cli.md."""
 
 from __future__ import annotations
 
@@ -9,18 +10,27 @@ from headway.cli._output import print_json, print_table
 
 
 def add_pool_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``pool list [--json]`` (alias ``p``) to the ``headway`` parser."""
+    """Add ``pool list [--json] | enable-node POOL NODE`` (alias ``p``) to the ``headway``
+    parser."""
     pool = commands.add_parser("pool", aliases=["p"], help="inspect resource pools")
     pool_cmds = pool.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
     pool_list = pool_cmds.add_parser("list", help="pools: alive hosts, slots, in use, queued runs")
     pool_list.add_argument("--json", action="store_true", help="print raw JSON")
     pool_list.set_defaults(func=cmd_list)
+    enable = pool_cmds.add_parser(
+        "enable-node",
+        help="admins: slurm pool POOL's jobs may run on NODE again (Headway excluded it after "
+        "runs failed to start there)",
+    )
+    enable.add_argument("pool", metavar="POOL", help="the slurm pool's name")
+    enable.add_argument("node", metavar="NODE", help="Slurm's node name, as pool list shows it")
+    enable.set_defaults(func=cmd_enable_node)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """One row per resource pool (name, type, alive hosts, slots, slots in
-    use, queued runs, description; a pool the admin's file no longer lists is marked); ``--json``
-    prints the REST answer."""
+    use, queued runs, description; a pool the admin's file no longer lists is marked), then a
+    line per Slurm node Headway excluded, with the reason; ``--json`` prints the REST answer."""
     pools = make_api(args).resource_pool_list()
     if args.json:
         print_json(pools)
@@ -40,5 +50,20 @@ def cmd_list(args: argparse.Namespace) -> int:
             ]
             for pool in pools
         ],
+    )
+    for pool in pools:
+        for node in pool.get("excluded_nodes") or []:
+            print(
+                f"{pool.get('name')}: Slurm node {node.get('name')} {node.get('excluded_reason')}"
+            )
+    return 0
+
+
+def cmd_enable_node(args: argparse.Namespace) -> int:
+    """Put the node back (admins); say so."""
+    node = make_api(args).slurm_node_enable(args.pool, args.node)
+    print(
+        f"Slurm node {node.get('name')} of pool {node.get('pool')}: "
+        "Headway's jobs may run there again"
     )
     return 0

@@ -105,6 +105,7 @@ USER_ROUTES: dict[str, tuple[str, str]] = {
     "model_version_get": ("GET", _MODEL + "versions/{version}/"),
     "worker_list": ("GET", "workers/"),
     "resource_pool_list": ("GET", "resource-pools/"),
+    "slurm_node_enable": ("POST", "resource-pools/{pool}/slurm-nodes/{node}/enable/"),
     # A script run outside the cluster starts its own (unmanaged) run: core_v2.init().
     "unmanaged_start": ("POST", "unmanaged/"),
 }

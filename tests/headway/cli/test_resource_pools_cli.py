@@ -98,3 +98,39 @@ def test_pool_list_without_credentials_says_so(server, capsys, monkeypatch):
     assert main(["--master", server, "pool", "list"]) == 1
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.strip()
+
+
+def test_pool_list_shows_excluded_slurm_nodes_and_an_admin_enables_one(
+    server, capsys, settings, tmp_path, django_user_model
+):
+    from django.utils import timezone
+
+    from registry.models import SlurmNode
+
+    pools = tmp_path / "slurm-pools.yaml"
+    pools.write_text("- {name: hpc, type: slurm, partition: debug}\n")
+    settings.HEADWAY_RESOURCE_POOLS = str(pools)
+    reason = "excluded automatically: 3 runs in a row were lost on it before their ranks started"
+    SlurmNode.objects.create(
+        namespace=settings.CELERY_TASK_DEFAULT_QUEUE,
+        pool="hpc",
+        name="n7",
+        failed_starts=3,
+        excluded_reason=reason,
+        excluded_at=timezone.now(),
+    )
+    assert main(["--master", server, "pool", "list"]) == 0
+    assert f"hpc: Slurm node n7 {reason}" in capsys.readouterr().out.splitlines()
+
+    assert main(["--master", server, "pool", "enable-node", "hpc", "n7"]) == 1
+    assert "Only an admin may enable a Slurm node." in capsys.readouterr().err
+    dana = django_user_model.objects.get(username="dana")
+    dana.is_staff = True
+    dana.save()  # (a signal drops the token's cached user)
+    assert main(["--master", server, "pool", "enable-node", "hpc", "n7"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "Slurm node n7 of pool hpc: Headway's jobs may run there again"
+    )
+    assert SlurmNode.objects.get(name="n7").excluded_reason == ""
+    assert main(["--master", server, "pool", "enable-node", "hpc", "n8"]) == 1
+    assert "no Slurm node n8" in capsys.readouterr().err
