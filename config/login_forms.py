@@ -20,14 +20,15 @@ from django.core.validators import MaxLengthValidator
 def username_max_length() -> int:
     """Characters the user model's username column holds (150 for Django's ``User``)."""
     user_model = get_user_model()
-    return user_model._meta.get_field(user_model.USERNAME_FIELD).max_length or 150
+    field = user_model._meta.get_field(user_model.USERNAME_FIELD)
+    return getattr(field, "max_length", None) or 150
 
 
 class _BoundedUsername:
     fields: dict[str, Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        super().__init__(*args, **kwargs)
         self.fields["username"].validators.append(MaxLengthValidator(username_max_length()))
 
 

@@ -44,7 +44,7 @@ def bounded_summary(
     out: dict[str, dict[str, Any]] = {}
     kept = 0
     first = summary.get("validation", {}) if searcher_metric else {}
-    if isinstance(first, dict) and searcher_metric in first:
+    if searcher_metric is not None and isinstance(first, dict) and searcher_metric in first:
         out["validation"] = {searcher_metric: first[searcher_metric]}
         kept = 1
     for group, name, entry in summary_series(summary):

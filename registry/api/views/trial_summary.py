@@ -38,7 +38,7 @@ class TrialSummaryMixin:
         pagination_class=BoundedLimitOffsetPagination,
     )
     def summary_metrics(self, request, pk=None):
-        trial = self.get_object()  # type: ignore[attr-defined]
+        trial = self.get_object()
         rows = [
             {
                 "group": group,
@@ -47,7 +47,5 @@ class TrialSummaryMixin:
             }
             for group, name, entry in metrics.summary_series(trial.summary_metrics)
         ]
-        page = self.paginate_queryset(rows)  # type: ignore[attr-defined]
-        return self.get_paginated_response(  # type: ignore[attr-defined]
-            SummarySeriesSerializer(page, many=True).data
-        )
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(SummarySeriesSerializer(page, many=True).data)
