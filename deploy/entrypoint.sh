@@ -29,6 +29,10 @@ case "$command" in
     exec "$PYTHON" - "$@" <<'PY'
 import os, sys
 import boto3, botocore.exceptions
+# MinIO's default root account is a published secret: the Django services refuse it too
+# (config.env.refuse_default_credentials).
+if (os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")) == ("minioadmin", "minioadmin"):
+    sys.exit("AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are MinIO's default root account; set your own (docs/deployment.md)")
 s3 = boto3.client("s3", endpoint_url=os.environ.get("HEADWAY_S3_ENDPOINT_URL") or None)
 try:
     s3.head_bucket(Bucket=sys.argv[1])

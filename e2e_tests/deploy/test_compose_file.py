@@ -8,7 +8,10 @@ interfaces with its default credentials". Compose puts a service without ``netwo
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from urllib.parse import urlsplit
 
 import yaml
@@ -68,3 +71,21 @@ def test_compose_requires_a_secret_key_and_minio_credentials_without_defaults():
 def test_minio_is_published_on_loopback_only():
     for port in SERVICES["minio"].get("ports", []):
         assert str(port).startswith("127.0.0.1:"), port
+
+
+def test_the_bucket_step_refuses_minios_default_root_account(tmp_path):
+    """The one Headway step that uses S3 credentials without Django's settings refuses them
+    too (before any request: no S3 server here)."""
+    env = dict(
+        os.environ,
+        PYTHON=sys.executable,
+        AWS_ACCESS_KEY_ID="minioadmin",
+        AWS_SECRET_ACCESS_KEY="minioadmin",
+        HEADWAY_S3_ENDPOINT_URL="http://127.0.0.1:9",
+    )
+    proc = subprocess.run(
+        ["sh", str(REPO / "deploy" / "entrypoint.sh"), "bucket", "checkpoints"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "MinIO's default root account" in proc.stderr
