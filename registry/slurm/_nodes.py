@@ -19,16 +19,20 @@ node's count is reset by the next run that starts on it.
 from __future__ import annotations
 
 import logging
+import re
 
 from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
-from registry.errors import RegistryError
+from registry.errors import InvalidInput, RegistryError
 from registry.models import SlurmNode, TrialLog
 from registry.slurm._commands import SlurmError, hostnames
 
 logger = logging.getLogger("headway.slurm")
+
+# A Slurm NodeName as sites write them (the database column holds 200 characters).
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
 
 class SlurmNodeNotFound(RegistryError):
@@ -107,8 +111,11 @@ def node_enable(*, namespace: str, pool: str, name: str) -> SlurmNode:
     next jobs may run there. Enabling a node that is not excluded only resets its count.
 
     Raises:
+        InvalidInput: ``name`` is not a node name (letters, digits, ``.``, ``_``, ``-``).
         SlurmNodeNotFound: Headway never counted a failed start on that node of that pool.
     """
+    if not NODE_NAME.fullmatch(name):
+        raise InvalidInput({"node": [f"{name[:200]!r} is not a Slurm node name"]})
     rows = SlurmNode.objects.filter(namespace=namespace, pool=pool, name=name)
     if not rows.update(failed_starts=0, excluded_reason="", excluded_at=None):
         raise SlurmNodeNotFound(

@@ -207,6 +207,8 @@ def test_the_pool_shows_its_excluded_nodes_and_an_admin_enables_one(
     assert _excluded() == ["n2"]
     missing = admin.post(f"/api/v1/resource-pools/{POOL}/slurm-nodes/n9/enable/")
     assert missing.status_code == 404 and "n9" in missing.json()["detail"]
+    bad = admin.post(f"/api/v1/resource-pools/{POOL}/slurm-nodes/n%00x/enable/")
+    assert bad.status_code == 400 and "node" in bad.json()["detail"], bad.content
     missing = admin.post("/api/v1/resource-pools/default/slurm-nodes/n1/enable/")
     assert missing.status_code == 404 and "default" in missing.json()["detail"]
 
