@@ -17,6 +17,7 @@ import math
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from celery import current_app
@@ -147,7 +148,7 @@ def importance_answer(experiment: Experiment, metric: str | None = None) -> Answ
             BUSY_SECONDS,
         )
     if found.state == FitState.DONE:
-        return Answer(200, found.result)
+        return Answer(200, found.result or {})
     if found.state == FitState.FAILED:
         return Answer(422, {"detail": found.error, "errors": {"metric": [found.error]}})
     return Answer(
@@ -173,7 +174,7 @@ def _queue(experiment: Experiment, metric: str, key: str) -> HparamImportanceFit
             if same is not None:
                 return same
             continue
-        transaction.on_commit(lambda fit_id=row.id: _send(fit_id), robust=True)
+        transaction.on_commit(partial(_send, row.id), robust=True)
         return row
     return None
 
