@@ -17,10 +17,26 @@ def optional_int_param(request, name: str, *, lo: int, hi: int) -> int | None:
     value is not an integer: a 400, never silently the default).
 
     Raises:
-        InvalidInput: ``{name: ["Must be an integer."]}`` or ``"Must be between lo and hi."``.
+        InvalidInput: ``{name: ["Must be an integer."]}``, ``"Must be between lo and hi."`` or,
+            given more than once (``?limit=1&limit=2``: an array where the schema says one
+            integer), ``"Give one value, not N."``.
     """
-    raw = request.query_params.get(name)
+    raw = single_value(request, name)
     return None if raw is None else _parse_int(name, raw, lo, hi)
+
+
+def single_value(request, name: str) -> str | None:
+    """The one value of the query parameter ``name``, or None when absent.
+
+    Raises:
+        InvalidInput: ``{name: ["Give one value, not N."]}`` when it is repeated: taking the
+            last (Django's ``QueryDict.get``) would accept an array the schema does not allow
+            and silently ignore the other values.
+    """
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise InvalidInput({name: [f"Give one value, not {len(values)}."]})
+    return values[0] if values else None
 
 
 def _parse_int(name: str, raw: str, lo: int, hi: int) -> int:
@@ -69,8 +85,10 @@ def text_param(request, name: str) -> str | None:
 
     Raises:
         InvalidInput: ``{name: ["NUL characters are not allowed."]}`` (PostgreSQL refuses NUL in
-            text, so the query would fail as a 500, or a streamed answer halfway through).
+            text, so the query would fail as a 500, or a streamed answer halfway through), or
+            as ``single_value`` when it is repeated.
     """
+    single_value(request, name)
     values = text_list_param(request, name)
     return values[-1] if values else None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter
 
+from registry.api.params import single_value
 from registry.api.serializers import CheckpointSerializer
 from registry.checkpoints import attach_metadata, with_metrics
 from registry.checkpoints.selectors import searcher_value
@@ -33,10 +34,10 @@ CHECKPOINT_LIST_PARAMETERS = [
 
 def _parse(request) -> tuple[str | None, str | None]:
     # An empty value is a 400 too (not silently the default).
-    order_by = request.query_params.get("order_by")
+    order_by = single_value(request, "order_by")
     if order_by is not None and order_by not in ORDERINGS:
         raise InvalidInput({"order_by": [f"Unknown ordering; allowed: {', '.join(ORDERINGS)}."]})
-    state = request.query_params.get("state")
+    state = single_value(request, "state")
     if state is not None and state not in CheckpointState.values:
         allowed = ", ".join(CheckpointState.values)
         raise InvalidInput({"state": [f"Unknown state; allowed: {allowed}."]})

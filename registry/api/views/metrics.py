@@ -19,6 +19,7 @@ from registry.api.params import (
     int_param,
     int_query_parameter,
     optional_int_param,
+    single_value,
     text_list_param,
     text_param,
 )
@@ -74,13 +75,15 @@ def series_params(request, *, default_max_points: int) -> dict[str, Any]:
     if x_min is not None and x_max is not None and x_min > x_max:
         raise InvalidInput({"x_max": [f"Must be at least x_min ({x_min})."]})
     after_step = optional_int_param(request, "after_step", lo=-1, hi=STEP_MAX)
-    raw_axis = request.query_params.get("x_axis", metrics.XAxis.BATCHES.value)
+    raw_axis = single_value(request, "x_axis")
+    raw_axis = metrics.XAxis.BATCHES.value if raw_axis is None else raw_axis
     try:
         x_axis = metrics.XAxis(raw_axis)
     except ValueError:
         allowed = ", ".join(a.value for a in metrics.XAxis)
         raise InvalidInput({"x_axis": [f"Must be one of: {allowed}."]}) from None
-    band = request.query_params.get("band", "false")
+    band = single_value(request, "band")
+    band = "false" if band is None else band
     if band not in ("true", "false"):
         raise InvalidInput({"band": ["Must be true or false."]})
     return {
