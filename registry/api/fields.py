@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -61,3 +62,25 @@ class SummaryMetricsCountField(serializers.Field):
 
     def to_representation(self, value: Any) -> int:
         return metrics.summary_count(value)
+
+
+@extend_schema_field(
+    {
+        "anyOf": [
+            {"type": "object", "additionalProperties": True},
+            {"type": "string", "pattern": r"^[^\x00]*$"},
+        ],
+        "description": "The experiment config (docs/config.md): a mapping, or YAML text of one.",
+    }
+)
+class ExperimentConfigField(serializers.JSONField):
+    """An experiment config: a JSON object or YAML text (never null, a number or a list)."""
+
+
+class CheckpointFilesField(serializers.DictField):
+    """``{relative path: size in bytes}``; the schema's ``maxProperties`` is
+    ``HEADWAY_MAX_CHECKPOINT_FILES`` (``registry.api.schema`` reads ``max_properties``)."""
+
+    @property
+    def max_properties(self) -> int:
+        return settings.HEADWAY_MAX_CHECKPOINT_FILES

@@ -128,7 +128,7 @@ class VersionCreateSerializer(StrictSerializer):
     """``{"checkpoint_uuid": uuid, "name"?, "comment"?, "labels"?, "metadata"?}``."""
 
     checkpoint_uuid = serializers.UUIDField()
-    name = serializers.CharField(required=False, allow_blank=True, max_length=256, default="")
+    name = StrictCharField(required=False, allow_blank=True, max_length=256, default="")
     comment = multiline_text_field(DESCRIPTION_MAX, default="")
     labels = labels_field()
     metadata = StorableDictField(required=False)
@@ -137,7 +137,7 @@ class VersionCreateSerializer(StrictSerializer):
 class VersionUpdateSerializer(StrictSerializer):
     """Any of ``name``, ``comment``, ``labels`` (replaces the list), ``metadata`` (replaces)."""
 
-    name = serializers.CharField(required=False, allow_blank=True, max_length=256)
+    name = StrictCharField(required=False, allow_blank=True, max_length=256)
     comment = multiline_text_field(DESCRIPTION_MAX)
     labels = labels_field()
     metadata = StorableDictField(required=False)

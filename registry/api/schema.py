@@ -19,8 +19,9 @@ A code the view declares itself (``@extend_schema(responses=...)``) is kept as d
 
 Request fields are documented as strictly as they are validated: a ``CharField`` gets a pattern
 refusing NUL characters (and, when it may not be blank, ``minLength: 1`` and a non-whitespace
-character), and a serializer that refuses unknown fields (``refuses_unknown_fields = True``)
-gets ``additionalProperties: false``.
+character), a ``DictField`` with a ``max_properties`` gets ``maxProperties``, and a serializer
+that refuses unknown fields (``refuses_unknown_fields = True``) gets ``additionalProperties:
+false``.
 
 Answers that are ``headway.client.wire`` models are documented by pydantic's JSON Schema, with
 optional fields written as OpenAPI 3.0 ``nullable`` (:class:`OpenAPI30PydanticExtension`).
@@ -105,6 +106,11 @@ class HeadwayAutoSchema(AutoSchema):
             nonblank = not field.allow_blank and field.trim_whitespace
             if not any(isinstance(v, RegexValidator) for v in field.validators):
                 schema.setdefault("pattern", _NONBLANK_NO_NUL if nonblank else _NO_NUL)
+        if direction == "request" and isinstance(field, serializers.DictField):
+            # A mapping whose size the server bounds (a setting, so read here, not declared).
+            max_properties = getattr(field, "max_properties", None)
+            if max_properties is not None:
+                schema["maxProperties"] = max_properties
         return schema
 
     def _map_basic_serializer(self, serializer, direction):

@@ -17,6 +17,8 @@ from headway.expconf import ConfigError, Length
 from headway.metric_values import chartable, decode_number
 from headway.storage._base import check_relpath
 from registry.api.fields import (
+    CheckpointFilesField,
+    ExperimentConfigField,
     StorableDictField,
     SummaryMetricsCountField,
     SummaryMetricsField,
@@ -90,11 +92,18 @@ class TrialPatchSerializer(StrictSerializer):
     notes = multiline_text_field(NOTES_MAX)
 
 
-class ExperimentCreateSerializer(serializers.Serializer):
+# Standard base64 with its padding, as base64.b64decode(validate=True) takes it.
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
+class ExperimentCreateSerializer(StrictSerializer):
     """``{"config": <object or YAML text>, "model_definition": <base64 tar.gz>}``."""
 
-    config = serializers.JSONField()
-    model_definition = serializers.CharField(trim_whitespace=False)
+    config = ExperimentConfigField()
+    model_definition = StrictCharField(
+        trim_whitespace=False,
+        validators=[RegexValidator(BASE64_PATTERN, message="Must be a base64-encoded tar.gz.")],
+    )
 
     def validate_config(self, value):
         if not isinstance(value, dict | str):
@@ -230,7 +239,7 @@ class CheckpointRegisterSerializer(StrictSerializer):
     run_id = serializers.IntegerField(
         min_value=0, max_value=RUN_ID_MAX, required=False, allow_null=True
     )
-    resources = serializers.DictField(
+    resources = CheckpointFilesField(
         child=serializers.IntegerField(min_value=0, max_value=INT64_MAX)
     )
     metadata = StorableDictField(

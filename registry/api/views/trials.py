@@ -58,6 +58,16 @@ LOG_LIMIT_MAX = 10_000
 PREEMPT_WAIT_MAX = 60
 
 
+# What the request schema cannot say (OpenAPI 3.0 has no propertyNames, nor sums).
+CHECKPOINT_REGISTER_DESCRIPTION = (
+    "Register a checkpoint of this trial. Each key of `resources` is a safe canonical relative "
+    "file path (not empty, not absolute, no backslash, NUL, `..`, `.` or empty segment), and the "
+    "sizes, each at most 2^63-1 bytes, must also add up to at most 2^63-1 (the checkpoint's size), "
+    "else a 400 naming resources. 201 for a new registration, 200 when the same one is "
+    "registered again."
+)
+
+
 class TrialViewSet(
     TrialPatchMixin, TrialSummaryMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
@@ -164,6 +174,7 @@ class TrialViewSet(
         methods=["POST"],
         request=CheckpointRegisterSerializer,
         parameters=[PREFER_PARAMETER],
+        description=CHECKPOINT_REGISTER_DESCRIPTION,
         # 201 for a new registration, 200 when the same one is registered again; with
         # Prefer: return=minimal, the body is wire.CheckpointRegistered.
         responses={200: CheckpointSerializer, 201: CheckpointSerializer},
