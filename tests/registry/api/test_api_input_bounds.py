@@ -42,6 +42,7 @@ def test_dashboard_login_with_a_300_character_username_is_refused_naming_it(clie
     response = client.post("/accounts/login/", {"username": LONG_USERNAME, "password": "x"})
     assert response.status_code == 200  # the form again, with its error
     assert "username" in response.context["form"].errors
+    assert "Username: Ensure this value has at most 150 characters" in response.content.decode()
 
 
 def test_admin_login_with_a_300_character_username_is_refused_naming_it(client):
