@@ -4,18 +4,20 @@ Run from the repository root: ``.venv/bin/python bench/hparam_importance.py``.
 
 On a fresh SQLite database (``HEADWAY_BENCH_BACKENDS`` / ``DATABASE_URL`` as for the other
 benchmarks, ``bench/_server.py``) this builds, for each size in ``--trials`` (100, 1000), a finished
-search whose trials have 4 hyperparameters (two numeric, one nested, one categorical) and two
-validation reports each (through ``registry.metrics.metrics_report``, which keeps
-``best_validation``). In the same process (Django's test ``Client``: server time, no network),
-each the median of ``--repeat``:
+search whose trials have 4 hyperparameters (two numeric, one nested, one categorical) plus
+``--hparams`` more (numeric noise; default 96, so 100 in all) and two validation reports each
+(through ``registry.metrics.metrics_report``, which keeps ``best_validation``). In the same process
+(Django's test ``Client``: server time, no network), each the median of ``--repeat``:
 
-- ``fit``: the importance endpoint with the cache cleared before each request (a random forest
-  fit, what the first viewer of a changed search waits for);
-- ``cached``: the same request again (the answer is cached under a hash of the trials' values);
-- ``baseline``: ``GET experiments/{id}/trials/`` (its first page, 100 trials), the plainest
-  read of the same experiment's trials.
+- ``queue``: the importance request that finds no stored fit and queues one (a 202);
+- ``fit``: the fit itself, the master worker's task (``headway.hparam_importance``) run here, which
+  no request waits for;
+- ``cached``: the request once the fit is stored (a 200 with the stored answer);
+- ``baseline``: ``GET experiments/{id}/trials/`` (its first 100 trials), the plainest read of the
+  same experiment's trials.
 
-Prints the ratios fit / baseline and cached / baseline, and ends with one JSON line.
+Prints the ratios queue / baseline, fit / baseline and cached / baseline, and ends with one JSON
+line.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from _tiny import pick
 POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/headway_bench_hparams"
 
 
-def _search(trials: int) -> int:
-    """(child) A finished search of ``trials`` trials; returns its id."""
+def _search(trials: int, extra: int) -> int:
+    """(child) A finished search of ``trials`` trials with ``extra`` noise hyperparameters;
+    returns its id."""
     from django.contrib.auth import get_user_model
 
     from registry.metrics import metrics_report, parse_reports
@@ -71,6 +74,7 @@ def _search(trials: int) -> int:
             "dropout": rng.uniform(0.1, 0.5),
             "optimizer": ("adam", "sgd", "rmsprop")[i % 3],
             "layers": {"width": rng.choice((32, 64, 128))},
+            **{f"noise{j:03d}": rng.random() for j in range(extra)},
         }
         value = 0.9 - 0.1 * abs(math.log10(lr) + 2.5) + rng.gauss(0, 0.01)
         trial = Trial.objects.create(experiment=experiment, hparams=hparams, state=State.COMPLETED)
@@ -86,31 +90,44 @@ def _search(trials: int) -> int:
     return experiment.id
 
 
-def _child(token: str, sizes: list[int], repeat: int, out_path: str) -> None:
+def _child(token: str, sizes: list[int], extra: int, repeat: int, out_path: str) -> None:
     """(child) Build, measure, write the figures as JSON to ``out_path``."""
+    import statistics
+    import time
+
     import django
 
     django.setup()
-    from django.core.cache import cache
     from django.test import Client
+
+    from registry.models import HparamImportanceFit
+    from registry.tasks import hparam_importance
 
     client = Client(HTTP_AUTHORIZATION=f"Token {token}")
     figures: dict[str, float] = {}
     for trials in sizes:
-        experiment_id = _search(trials)
+        experiment_id = _search(trials, extra)
         path = f"/api/v1/experiments/{experiment_id}/hparam-importance/"
-        timed_get(client, path, 1)  # import scikit-learn once, outside the timings
-        fits = []
-        for _ in range(repeat):
-            cache.clear()
-            fits.append(timed_get(client, path, 1)[0])
-        fits.sort()
+        queues, fits = [], []
+        for i in range(repeat + 1):  # the first round imports scikit-learn: not timed
+            HparamImportanceFit.objects.all().delete()
+            t0 = time.perf_counter()
+            response = client.get(path)
+            queued = (time.perf_counter() - t0) * 1000
+            assert response.status_code == 202, (response.status_code, response.content[:300])
+            t0 = time.perf_counter()
+            hparam_importance(HparamImportanceFit.objects.get().id)
+            fitted = (time.perf_counter() - t0) * 1000
+            if i:
+                queues.append(queued)
+                fits.append(fitted)
         cached_ms, response = timed_get(client, path, repeat)
         assert response.json()["trials"] == trials
         baseline_ms, _ = timed_get(client, f"/api/v1/experiments/{experiment_id}/trials/", repeat)
         figures.update(
             {
-                f"fit_{trials}_ms": fits[len(fits) // 2],
+                f"queue_{trials}_ms": statistics.median(queues),
+                f"fit_{trials}_ms": statistics.median(fits),
                 f"cached_{trials}_ms": cached_ms,
                 f"baseline_{trials}_ms": baseline_ms,
             }
@@ -118,11 +135,11 @@ def _child(token: str, sizes: list[int], repeat: int, out_path: str) -> None:
     Path(out_path).write_text(json.dumps(figures))
 
 
-def measure(backend: Backend, sizes: list[int], repeat: int) -> dict[str, float]:
+def measure(backend: Backend, sizes: list[int], extra: int, repeat: int) -> dict[str, float]:
     token = backend.prepare()
     out = backend.var_dir / "figures.json"
     cmd = [sys.executable, __file__, "--child", token, "--repeat", str(repeat), "--out", str(out)]
-    cmd += ["--trials", *map(str, sizes)]
+    cmd += ["--hparams", str(extra), "--trials", *map(str, sizes)]
     subprocess.run(cmd, cwd=REPO, env=backend.env, check=True)
     return json.loads(out.read_text())
 
@@ -130,29 +147,34 @@ def measure(backend: Backend, sizes: list[int], repeat: int) -> dict[str, float]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, nargs="+", default=[pick(100, 10), pick(1000, 20)])
+    parser.add_argument(
+        "--hparams", type=int, default=pick(96, 6), help="noise hyperparameters beyond the 4"
+    )
     parser.add_argument("--repeat", type=int, default=pick(5, 1))
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
     parser.add_argument("--child", metavar="TOKEN", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return _child(args.child, args.trials, args.repeat, args.out)
+        return _child(args.child, args.trials, args.hparams, args.repeat, args.out)
     figures: dict[str, float] = {}
     print(
-        f"{'backend':9s} {'trials':>6s} {'fit ms':>8s} {'cached ms':>9s} {'baseline ms':>11s}"
-        f" {'fit/base':>8s} {'cached/base':>11s}"
+        f"{'backend':9s} {'trials':>6s} {'queue ms':>8s} {'fit ms':>8s} {'cached ms':>9s}"
+        f" {'baseline ms':>11s} {'queue/base':>10s} {'fit/base':>8s} {'cached/base':>11s}"
     )
     for make in backend_factories(POSTGRES_URL, postgres=not args.no_postgres):
         backend = make()
         try:
-            r = measure(backend, args.trials, args.repeat)
+            r = measure(backend, args.trials, args.hparams, args.repeat)
         finally:
             backend.cleanup()
         for trials in args.trials:
-            fit, cached, base = (r[f"{k}_{trials}_ms"] for k in ("fit", "cached", "baseline"))
+            queue, fit, cached, base = (
+                r[f"{k}_{trials}_ms"] for k in ("queue", "fit", "cached", "baseline")
+            )
             print(
-                f"{backend.label:9s} {trials:6d} {fit:8.1f} {cached:9.1f} {base:11.1f}"
-                f" {fit / base:7.1f}x {cached / base:10.2f}x"
+                f"{backend.label:9s} {trials:6d} {queue:8.1f} {fit:8.1f} {cached:9.1f} {base:11.1f}"
+                f" {queue / base:9.2f}x {fit / base:7.1f}x {cached / base:10.2f}x"
             )
             figures.update({f"{backend.label}_{k}": round(v, 2) for k, v in r.items()})
     print(json.dumps(figures))
