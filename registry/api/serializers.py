@@ -226,6 +226,9 @@ class CheckpointSerializer(serializers.ModelSerializer):
 INT64_MAX = 2**63 - 1
 # Run ids are 32-bit columns (PositiveIntegerField).
 RUN_ID_MAX = 2**31 - 1
+# A checkpoint's file path is part of an object key (S3 keys are at most 1,024 bytes) and is
+# listed with the checkpoint in every answer that holds it.
+MAX_CHECKPOINT_FILE_PATH_CHARS = 1024
 
 
 class CheckpointRegisterSerializer(StrictSerializer):
@@ -251,11 +254,17 @@ class CheckpointRegisterSerializer(StrictSerializer):
 
     def validate_resources(self, value: dict[str, int]) -> dict[str, int]:
         """At most ``HEADWAY_MAX_CHECKPOINT_FILES`` files, each a safe canonical relative path
-        (``headway.storage.check_relpath``: no ``..``, absolute, empty or NUL names)."""
+        (``headway.storage.check_relpath``: no ``..``, absolute, empty or NUL names) of at most
+        ``MAX_CHECKPOINT_FILE_PATH_CHARS`` characters."""
         limit = settings.HEADWAY_MAX_CHECKPOINT_FILES
         if len(value) > limit:
             raise serializers.ValidationError(f"{len(value)} files; at most {limit}.")
         for name in value:
+            if len(name) > MAX_CHECKPOINT_FILE_PATH_CHARS:
+                raise serializers.ValidationError(
+                    f"a file path of {len(name)} characters; at most "
+                    f"{MAX_CHECKPOINT_FILE_PATH_CHARS} each."
+                )
             try:
                 check_relpath(name)
             except ValueError as exc:

@@ -269,3 +269,11 @@ def test_an_unmanaged_run_s_hparams_over_the_config_limit_are_a_413_naming_them(
     assert "HEADWAY_MAX_CONFIG_BYTES" in response.json()["errors"]["hparams"][0]
     body["hparams"] = {"lr": 0.1}
     assert api.post("/api/v1/unmanaged/", body, format="json").status_code in (200, 201)
+
+
+def test_a_checkpoint_file_path_over_1024_characters_is_400_naming_resources(trial):
+    client = run_client(trial)
+    body = register_body({}) | {"resources": {"a/" * 600 + "x": 1}}
+    response = client.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert "at most 1024" in response.json()["errors"]["resources"][0]
