@@ -277,3 +277,14 @@ def test_a_checkpoint_file_path_over_1024_characters_is_400_naming_resources(tri
     response = client.post(f"/api/v1/trials/{trial.id}/checkpoints/", body, format="json")
     assert response.status_code == 400, response.content[:300]
     assert "at most 1024" in response.json()["errors"]["resources"][0]
+
+
+def test_an_unmanaged_run_s_checkpoint_metadata_over_the_limit_is_a_413(api):
+    started = api.post("/api/v1/unmanaged/", {"config": {"name": "u"}}, format="json").json()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {started['token']}")
+    body = register_body({"blob": "x" * (64 * 1024)})
+    url = f"/api/v1/trials/{started['trial_id']}/checkpoints/"
+    response = client.post(url, body, format="json")
+    assert response.status_code == 413, response.content[:300]
+    assert "metadata" in response.json()["errors"]
