@@ -36,7 +36,8 @@ class HostHeartbeatRequestSerializer(StrictSerializer):
     set) when it is placed on this host and not EXITED; others are ignored.
 
     ``namespace`` is the cluster namespace the host's agent serves (its ``HEADWAY_QUEUE``; the
-    master's when omitted): only a master of that namespace places runs on it. The host's
+    master's when omitted): only a master of that namespace places runs on it. It is fixed at
+    the host's first beat: a beat naming another is a 409 naming ``namespace``. The host's
     queue is ``<namespace>.host.<name>`` of the token's name, never a name the host picks (a
     host cannot divert another host's runs to itself)."""
 
