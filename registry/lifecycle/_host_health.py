@@ -10,8 +10,8 @@ ranks started (``WorkerHost.failed_starts``); the ``HEADWAY_HOST_MAX_FAILED_STAR
 Workers page, and in the master's log. A run that starts on the host resets the count; an
 admin's ``enable`` puts it back in service. A slurm pool's nodes follow the same rule with the
 same setting, but Headway, a Slurm user and not its admin, does not drain them in Slurm: it
-excludes them from its own jobs (``registry.slurm._nodes``; counted when a job ends before its
-run started, reset here when a run's ranks start on a job). The idea is Kubernetes' node
+excludes them from its own jobs (``registry.slurm._nodes``; counted here, on every node of the
+run's job, and reset here when a run's ranks start on a job). The idea is Kubernetes' node
 problem detector tainting a node, and Slurm draining a node whose prolog fails.
 """
 
@@ -23,17 +23,35 @@ from django.conf import settings
 from django.db.models import F
 
 from registry.models import HostAdminState, WorkerHost
-from registry.slurm._nodes import nodes_started
+from registry.slurm._nodes import nodes_failed_start, nodes_started
 
 logger = logging.getLogger("headway.scheduler")
 
 
-def host_failed_start(host_id: int | None, why: str) -> bool:
-    """Count a run lost on host ``host_id`` before its ranks started (``why``: the cause, for
-    the reason); drain the host at ``HEADWAY_HOST_MAX_FAILED_STARTS`` in a row. Returns True
-    when this call drained it. A Slurm job's node, or no host, counts nothing."""
+def host_failed_start(host_id: int | None, why: str, *, trial_id: int, run_id: int) -> bool:
+    """Count a run (``run_id`` of trial ``trial_id``) lost on host ``host_id`` before its ranks
+    started (``why``: the cause, for the reason); drain the host at
+    ``HEADWAY_HOST_MAX_FAILED_STARTS`` in a row. Returns True when this call drained it (or
+    excluded a node). A Slurm job's host counts on each of the job's nodes instead
+    (``registry.slurm.nodes_failed_start``); no host counts nothing."""
     if host_id is None:
         return False
+    job = (
+        WorkerHost.objects.filter(id=host_id, slurm_job__isnull=False)
+        .values("namespace", "slurm_job__pool", "slurm_job__nodes")
+        .first()
+    )
+    if job is not None:
+        return bool(
+            nodes_failed_start(
+                namespace=job["namespace"],
+                pool=job["slurm_job__pool"],
+                nodes=job["slurm_job__nodes"],
+                why=why,
+                trial_id=trial_id,
+                run_id=run_id,
+            )
+        )
     rows = WorkerHost.objects.filter(id=host_id, slurm_job__isnull=True)
     rows.update(failed_starts=F("failed_starts") + 1)
     limit = settings.HEADWAY_HOST_MAX_FAILED_STARTS

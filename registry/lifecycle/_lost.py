@@ -60,7 +60,8 @@ def after_lost_run(trial: Trial, run: TrialRun, was_started: bool, why: str) -> 
         schedule_run(trial)
         _say(trial, run, lost_message(why, slots))
         return
-    host_failed_start(run.host_id, why)  # drained at HEADWAY_HOST_MAX_FAILED_STARTS in a row
+    # Drained (a Slurm job's nodes: excluded) at HEADWAY_HOST_MAX_FAILED_STARTS in a row.
+    host_failed_start(run.host_id, why, trial_id=trial.id, run_id=run.run_id)
     trial.lost_before_start += 1
     trial.save(update_fields=["lost_before_start"])
     losses, limit = trial.lost_before_start, _limit(trial)

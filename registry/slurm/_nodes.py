@@ -1,9 +1,10 @@
 """Slurm nodes that keep failing runs before they start: Headway stops sending its jobs there.
 
 The agent hosts' rule (``registry.lifecycle._host_health``) for the nodes of a slurm pool. A
-job that ended while its run was still QUEUED or STARTING (``_reconcile``: the run is lost
-before start) counts a failed start on each of its nodes (``SlurmNode.failed_starts``, in a
-row); the ``HEADWAY_HOST_MAX_FAILED_STARTS``-th (default 3; 0 never) excludes the node: the
+run lost before its ranks started (mostly a job that ended while its run was still QUEUED or
+STARTING: ``_reconcile``), counted by the lifecycle as on agents (its trial ACTIVE, the run its
+current one), counts a failed start on each node of its job (``SlurmNode.failed_starts``, in
+a row); the ``HEADWAY_HOST_MAX_FAILED_STARTS``-th (default 3; 0 never) excludes the node: the
 pool's later jobs carry ``sbatch --exclude`` (``_submit``, ``_script``), the reason is shown
 with the pool (``GET /api/v1/resource-pools/``, ``headway pool list``, the Workers page), in
 the master's log and in the trial's log. A run whose ranks start on a job resets its nodes'

@@ -16,9 +16,10 @@ finished with (one ``squeue`` call) and, per job:
   the run is lost before start (re-queued after a back-off, the trial ERROR after
   ``max_lost_before_start`` such losses in a row: ``registry.lifecycle._lost``), with the
   job's output in the trial's log; a broken set-up (a node process that cannot start) ends so
-  instead of looping one job after another; each of the job's nodes counts a failed start,
-  and one that reaches ``HEADWAY_HOST_MAX_FAILED_STARTS`` in a row is excluded from the pool's
-  later jobs (``_nodes``);
+  instead of looping one job after another; the lifecycle counts a failed start on each of
+  the job's nodes (recorded here: squeue lists an ended job's nodes too), and one that reaches
+  ``HEADWAY_HOST_MAX_FAILED_STARTS`` in a row is excluded from the pool's later jobs
+  (``_nodes``);
 - running with its nodes first known while its run's ranks already started: those nodes'
   counts of failed starts begin again (the lifecycle resets them too when the ranks report
   started, if the job's nodes were known then);
@@ -41,7 +42,7 @@ from registry.models.slurm_job import SlurmJob
 from registry.pools import ResourcePool
 from registry.slurm._commands import SlurmJob as SeenJob
 from registry.slurm._commands import cancel, jobs
-from registry.slurm._nodes import nodes_failed_start, nodes_started
+from registry.slurm._nodes import nodes_started
 from registry.slurm._submit import job_work_dir, say
 
 logger = logging.getLogger("headway.slurm")
@@ -129,7 +130,9 @@ def _ended(
         job.reason = found.reason if found is not None else "no longer listed by squeue"
         job.exit_code = found.exit_code if found is not None else None
         job.ended_at = job.ended_at or timezone.now()
-        job.save(update_fields=["state", "reason", "exit_code", "ended_at"])
+        # A job that started and ended between two polls: its nodes are known only now.
+        job.nodes = (found.nodes if found is not None else "") or job.nodes
+        job.save(update_fields=["state", "reason", "exit_code", "ended_at", "nodes"])
     run.refresh_from_db(fields=["state"])
     if run.state in (RunState.QUEUED, RunState.STARTING):
         # Its ranks never reported started: whatever ended the job (a node process that
@@ -138,16 +141,6 @@ def _ended(
         status = f", exit code {found.exit_code}" if found is not None and found.exit_code else ""
         why = f"Slurm job {job.job_id} ended {state}{_reason(found)}{status}"
         _copy_output(job, pool, run)
-        # squeue lists an ended job's nodes too (a job that ended between two polls).
-        nodes = (found.nodes if found is not None else "") or job.nodes
-        nodes_failed_start(
-            namespace=run.namespace,
-            pool=job.pool,
-            nodes=nodes,
-            why=why,
-            trial_id=run.trial_id,
-            run_id=run.run_id,
-        )
         run_exited(trial_id=run.trial_id, run_id=run.run_id, exit_code=None, reason=why)
     elif run.state != RunState.EXITED:
         if found is None or found.ended_by_infrastructure:

@@ -91,4 +91,4 @@ def lifecycle_drained(name: str) -> bool:
     """Count one more failed start on ``name`` directly; whether that drained it."""
     from registry.lifecycle._host_health import host_failed_start
 
-    return host_failed_start(_host(name).id, "a cause")
+    return host_failed_start(_host(name).id, "a cause", trial_id=0, run_id=0)

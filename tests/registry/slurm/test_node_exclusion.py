@@ -148,6 +148,37 @@ def test_the_lifecycle_resets_the_nodes_of_the_job_a_run_started_on(trial):
     assert counts == {"n1": 1, "n2": 0, "n3": 0}
 
 
+def _run_on_a_job(trial: Trial, nodes: str) -> None:
+    """Place the trial's queued run on node 0 of a Slurm job on ``nodes``, as submission does."""
+    run = trial.runs.get(run_id=Trial.objects.get(id=trial.id).run_id)
+    job = SlurmJob.objects.create(run=run, pool=POOL, nodes=nodes)
+    run.host = WorkerHost.objects.create(
+        name=f"slurm-r{run.pk}-n0",
+        pool=POOL,
+        namespace=django_settings.CELERY_TASK_DEFAULT_QUEUE,
+        queue="",
+        slurm_job=job,
+    )
+    run.save(update_fields=["host"])
+
+
+def test_the_lifecycle_counts_a_run_lost_before_start_on_its_job_s_nodes(trial):
+    _run_on_a_job(trial, "n[1-2]")
+    lifecycle.trial_run_exited(
+        trial_id=trial.id, run_id=1, exit_code=None, reason="Slurm job 5 ended FAILED"
+    )
+    assert dict(SlurmNode.objects.values_list("name", "failed_starts")) == {"n1": 1, "n2": 1}
+    # A killed trial's run that ends before it started is no failure of the node.
+    _run_on_a_job(trial, "n3")
+    assert lifecycle.trial_run_claim(trial_id=trial.id, run_id=2, worker="slurm-node") is not None
+    lifecycle.trial_kill(trial_id=trial.id)
+    lifecycle.trial_run_exited(
+        trial_id=trial.id, run_id=2, exit_code=None, reason="Slurm job 6 ended CANCELLED"
+    )
+    assert not SlurmNode.objects.filter(name="n3").exists()
+    assert Trial.objects.get(id=trial.id).state == "CANCELED"
+
+
 def test_zero_never_excludes(trial, settings):
     settings.HEADWAY_HOST_MAX_FAILED_STARTS = 0
     for _ in range(4):
