@@ -10,7 +10,13 @@ from rest_framework.response import Response
 from headway.client import _wire as wire
 from registry import lifecycle, metrics
 from registry.api.answers import answer
-from registry.api.params import TEXT_PATTERN, int_list_param, int_query_parameter, text_param
+from registry.api.params import (
+    TEXT_PATTERN,
+    int_list_param,
+    int_query_parameter,
+    single_value,
+    text_param,
+)
 from registry.api.permissions import ensure_owner_or_staff
 from registry.api.schema import ErrorSerializer
 from registry.api.serializers import (
@@ -93,7 +99,7 @@ class ExperimentViewSet(
         )
         if self.action != "list":
             return qs
-        state = self.request.query_params.get("state")
+        state = single_value(self.request, "state")
         if state is not None:
             if state not in State.values:
                 raise InvalidInput(
@@ -104,7 +110,7 @@ class ExperimentViewSet(
             # Experiments being deleted are hidden unless asked for by state (DELETE_FAILED
             # ones stay visible: the user has to act on them).
             qs = qs.exclude(state__in=(State.DELETING, State.DELETED))
-        archived = self.request.query_params.get("archived")
+        archived = single_value(self.request, "archived")
         if archived is not None:
             if archived not in ("true", "false"):
                 raise InvalidInput({"archived": ["Must be true or false."]})

@@ -22,6 +22,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from headway.storage._base import MARKER_FILE, check_relpath, check_storage_id
+from registry.api.params import single_value
 from registry.api.views.unmanaged import TAG, _RunView
 from registry.authz import NotPermitted
 from registry.errors import IllegalTransition, InvalidInput, PayloadTooLarge, RegistryError
@@ -109,7 +110,7 @@ class UnmanagedCheckpointFileView(_RunView):
         checkpoint another trial wrote, 409 once it is registered, 411 without
         ``Content-Length``, 413 over ``HEADWAY_MAX_CHECKPOINT_UPLOAD_BYTES``."""
         self.check_run(request, trial_id, run_id)
-        relpath = _checked_names(storage_id, request.query_params.get("path"))
+        relpath = _checked_names(storage_id, single_value(request, "path"))
         size = _content_length(request)
         owner = Checkpoint.objects.filter(uuid=storage_id).values_list("trial_id", flat=True)
         if owner.exists():
