@@ -103,9 +103,11 @@ def _unknown_metric(experiment: Experiment, metric: str, trials) -> None:
     )
 
 
-def _key(rows: list[tuple]) -> str:
-    """The fit's key: sha256 of the ``(id, value)`` pairs (hyperparameters never change)."""
-    return hashlib.sha256(json.dumps([list(r[:2]) for r in rows]).encode()).hexdigest()
+def _key(metric: str, rows: list[tuple]) -> str:
+    """The fit's key: sha256 of ``metric`` and the ``(id, value)`` pairs (hyperparameters never
+    change)."""
+    pairs = [list(r[:2]) for r in rows]
+    return hashlib.sha256(json.dumps([metric, pairs]).encode()).hexdigest()
 
 
 def _lost_before() -> Any:
@@ -131,11 +133,9 @@ def importance_answer(experiment: Experiment, metric: str | None = None) -> Answ
             f"{metric}; experiment {experiment.id} has {len(rows)}.",
             {"metric": [f"{len(rows)} of the required {MIN_TRIALS} trials have a value."]},
         )
-    key = _key(rows)
+    key = _key(metric, rows)
     HparamImportanceFit.objects.filter(slot__isnull=False, queued_at__lt=_lost_before()).delete()
-    found = HparamImportanceFit.objects.filter(
-        experiment_id=experiment.id, metric=metric, key=key
-    ).first()
+    found = HparamImportanceFit.objects.filter(experiment_id=experiment.id, key=key).first()
     if found is None:
         found = _queue(experiment, metric, key)
     if found is None:
@@ -168,9 +168,7 @@ def _queue(experiment: Experiment, metric: str, key: str) -> HparamImportanceFit
                     experiment_id=experiment.id, metric=metric, key=key, slot=slot
                 )
         except IntegrityError:  # the slot is taken, or another request queued this key
-            same = HparamImportanceFit.objects.filter(
-                experiment_id=experiment.id, metric=metric, key=key
-            ).first()
+            same = HparamImportanceFit.objects.filter(experiment_id=experiment.id, key=key).first()
             if same is not None:
                 return same
             continue

@@ -1,6 +1,6 @@
 """``HparamImportanceFit``: one hyperparameter-importance fit of an experiment's metric.
 
-A fit is keyed by the experiment, the metric and a hash of the trials' ``(id, value)`` pairs
+A fit is keyed by the experiment and a hash of the metric and the trials' ``(id, value)`` pairs
 (``registry.hparam_importance``), so every viewer of the same trial set shares one fit, and a
 new or changed value is a new one. The row is also the fit's place in the cluster-wide queue:
 while it is queued or running it holds one of ``HEADWAY_HPARAM_IMPORTANCE_MAX_FITS`` slots
@@ -27,8 +27,9 @@ class HparamImportanceFit(models.Model):
     experiment = models.ForeignKey(
         "registry.Experiment", on_delete=models.CASCADE, related_name="+"
     )
-    metric = models.CharField(max_length=255)
-    # sha256 (hex) of the trials' (id, value) pairs the fit was asked for.
+    # Text, not a bounded CharField: the metric is part of the key's hash, not of an index.
+    metric = models.TextField()
+    # sha256 (hex) of the metric and the trials' (id, value) pairs the fit was asked for.
     key = models.CharField(max_length=64)
     state = models.CharField(max_length=16, choices=FitState.choices, default=FitState.QUEUED)
     # 0 .. max fits - 1 while queued or running; NULL once done or failed (NULLs never collide).
@@ -42,9 +43,7 @@ class HparamImportanceFit(models.Model):
     class Meta:
         constraints: ClassVar[list[models.BaseConstraint]] = [
             # One fit per trial set: concurrent requests for it share the row.
-            models.UniqueConstraint(
-                fields=["experiment", "metric", "key"], name="unique_hparam_importance_fit"
-            ),
+            models.UniqueConstraint(fields=["experiment", "key"], name="unique_hparam_importance"),
         ]
 
     def __str__(self) -> str:

@@ -184,3 +184,15 @@ def test_a_lost_fit_frees_its_slot_and_is_queued_again(api, user):
     fit_task(lost.id)  # the lost message, delivered late, finds nothing to do
     assert run_queued_fits() == 1
     assert api.get(url(experiment)).status_code == 200
+
+
+def test_a_long_metric_name_is_fitted_not_a_500(api, user):
+    from registry.metrics import metrics_report, parse_reports
+
+    experiment, trials = hparam_search(user, MIN_TRIALS)
+    name = "validation_" + "x" * 245  # the longest name a report takes (256)
+    for i, trial in enumerate(trials):
+        report = {"group": "validation", "steps_completed": 100, "metrics": {name: float(i)}}
+        metrics_report(trial_id=trial.id, reports=parse_reports({"reports": [report]}))
+    body = fitted(api, url(experiment, metric=name)).json()
+    assert body["metric"] == name and body["trials"] == MIN_TRIALS
