@@ -66,41 +66,36 @@ def _values(experiment: Experiment, metric: str, *, with_hparams: bool = False) 
 
     For the searcher metric the value is the trial's best validation value (the one the searcher
     and the charts rank by); for another validation metric, its last reported value (what W&B
-    calls the run's summary), read inside the database so that a request never decodes the
-    trials' hyperparameters or summaries. Raises InvalidInput naming ``metric`` when no trial
-    reported it.
+    calls the run's summary), picked here from each trial's validation summary (the database
+    returns only that part of the summaries: SQLite's JSON paths cannot name every metric, e.g.
+    one with a double quote). A request never decodes the trials' hyperparameters. Raises
+    InvalidInput naming ``metric`` (with the known names) when no trial reported it.
     """
     trials = Trial.objects.filter(experiment_id=experiment.id).order_by("id")
-    if metric == experiment.searcher_metric:
-        value: Any = "best_validation"
-    else:
-        path = KeyTransform(metric, KeyTransform("validation", "summary_metrics"))
-        value = KeyTransform("last", path)
+    searcher = metric == experiment.searcher_metric
+    value: Any = "best_validation" if searcher else KeyTransform("validation", "summary_metrics")
     fields = ("id", value, "hparams") if with_hparams else ("id", value)
     rows = list(trials.values_list(*fields))
-    if (
-        value != "best_validation"
-        and not any(row[1] is not None for row in rows)
-        and not trials.filter(summary_metrics__validation__has_key=metric).exists()
-    ):
-        _unknown_metric(experiment, metric, trials)
+    if not searcher:
+        known: set[str] = set()
+        picked = []
+        for row in rows:
+            validation = row[1] if isinstance(row[1], dict) else {}
+            known.update(validation)
+            last = (validation.get(metric) or {}).get("last")
+            picked.append((row[0], last, *row[2:]))
+        if metric not in known:
+            names = sorted(known | {experiment.searcher_metric})
+            shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+            raise InvalidInput(
+                {"metric": [f"No trial of experiment {experiment.id} reported it; known: {shown}."]}
+            )
+        rows = picked
     return [
         (row[0], float(row[1]), *row[2:])
         for row in rows
         if is_number(row[1]) and math.isfinite(row[1])
     ]
-
-
-def _unknown_metric(experiment: Experiment, metric: str, trials) -> None:
-    """Raise InvalidInput naming ``metric`` and the validation metrics the trials reported."""
-    known: set[str] = {experiment.searcher_metric}
-    for summary in trials.values_list("summary_metrics", flat=True):
-        known.update((summary or {}).get("validation") or {})
-    names = sorted(known)
-    shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-    raise InvalidInput(
-        {"metric": [f"No trial of experiment {experiment.id} reported it; known: {shown}."]}
-    )
 
 
 def _key(metric: str, rows: list[tuple]) -> str:

@@ -186,13 +186,21 @@ def test_a_lost_fit_frees_its_slot_and_is_queued_again(api, user):
     assert api.get(url(experiment)).status_code == 200
 
 
-def test_a_long_metric_name_is_fitted_not_a_500(api, user):
+@pytest.mark.parametrize(
+    "name",
+    [
+        "validation_" + "x" * 245,  # the longest name a report takes (256)
+        "val.loss[0]\"$\\ 'x",  # JSON-path syntax in the name: a key, not a path
+    ],
+)
+def test_odd_metric_names_are_fitted_not_a_500(api, user, name):
+    from urllib.parse import quote
+
     from registry.metrics import metrics_report, parse_reports
 
     experiment, trials = hparam_search(user, MIN_TRIALS)
-    name = "validation_" + "x" * 245  # the longest name a report takes (256)
     for i, trial in enumerate(trials):
         report = {"group": "validation", "steps_completed": 100, "metrics": {name: float(i)}}
         metrics_report(trial_id=trial.id, reports=parse_reports({"reports": [report]}))
-    body = fitted(api, url(experiment, metric=name)).json()
+    body = fitted(api, url(experiment, metric=quote(name))).json()
     assert body["metric"] == name and body["trials"] == MIN_TRIALS
