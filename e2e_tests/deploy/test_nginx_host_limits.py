@@ -3,7 +3,7 @@ address refused with 429; on a real network that can be a host's heartbeats", an
 from a trial: 1,200 sockets, 0 of 3 requests answered" (trials reached gunicorn directly).
 
 deploy/nginx.conf runs under Debian's nginx in front of gunicorn with Headway's settings
-(``e2e_tests.deploy.test_nginx_proxy``'s loopback copy of the file). One address (127.0.0.2,
+(``tests.helpers_nginx``'s loopback copy of the file). One address (127.0.0.2,
 standing for a worker host whose trial misbehaves) holds 1,200 slowloris sockets trickling
 headers and enough slow uploads to exhaust its per-address connection limit (a request of
 its to an ordinary route is answered 429). Its host agent's heartbeat, from the same address
@@ -24,8 +24,9 @@ import requests
 
 from bench._server import Backend
 from e2e_tests.deploy.test_load import ProductionServer
-from e2e_tests.deploy.test_nginx_proxy import ATTACKER, _nginx, _open_slow, _start_nginx, _stop
+from e2e_tests.deploy.test_nginx_proxy import ATTACKER, _open_slow
 from tests.helpers import free_port, require, wait_for
+from tests.helpers_nginx import nginx_binary, start_nginx, stop_nginx
 
 SLOWLORIS = 1200
 MAX_UPLOADS = 600  # the per-address limit is 200; a bound for the loop that reaches it
@@ -60,7 +61,7 @@ def _keep_trickling(sockets: list[socket.socket], stop: threading.Event, piece: 
 @pytest.mark.slow
 @pytest.mark.integration
 def test_finding_a_trials_slow_uploads_and_slowloris_do_not_starve_its_hosts_heartbeat(tmp_path):
-    require(_nginx() is not None, "nginx not installed (apt-get install nginx-light)")
+    require(nginx_binary() is not None, "nginx not installed (apt-get install nginx-light)")
     backend = Backend.sqlite()
     backend.env["SECRET_KEY"] = "nginx-host-test-" + "k" * 40
     backend.prepare("nginx")
@@ -76,7 +77,7 @@ def test_finding_a_trials_slow_uploads_and_slowloris_do_not_starve_its_hosts_hea
     ]
     try:
         with ProductionServer(backend) as web:
-            proxy = _start_nginx(tmp_path, listen_port, web.port)
+            proxy = start_nginx(tmp_path, listen_port, web.port)
             healthz = f"http://127.0.0.1:{listen_port}/healthz"
 
             def healthy() -> bool:
@@ -128,5 +129,5 @@ def test_finding_a_trials_slow_uploads_and_slowloris_do_not_starve_its_hosts_hea
                 thread.join()
         for sock in headers_slow + uploads:
             sock.close()
-        _stop(proxy)
+        stop_nginx(proxy)
         backend.cleanup()

@@ -17,30 +17,22 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import requests
 
 from bench._server import Backend
 from e2e_tests.deploy.test_load import ProductionServer
-from tests.helpers import REPO, free_port, require, wait_for
+from tests.helpers import free_port, require, wait_for
+from tests.helpers_nginx import CONF, nginx_binary, start_nginx, stop_nginx
 
-CONF = REPO / "deploy" / "nginx.conf"
 SLOW_CONNECTIONS = 600
 ATTACKER = "127.0.0.2"  # the whole of 127.0.0.0/8 is loopback on Linux
 ATTACK_SECONDS = 25.0  # longer than client_header_timeout / client_body_timeout (10 s)
 TRICKLE_EVERY = 2.0
-
-
-def _nginx() -> str | None:
-    return shutil.which("nginx") or (
-        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
-    )
 
 
 def _directive(text: str, name: str) -> str:
@@ -55,66 +47,13 @@ def _size_bytes(value: str) -> int:
     return int(value[:-1]) * units[value[-1]] if value[-1] in units else int(value)
 
 
-def _loopback_conf(
-    text: str, *, listen_port: int, upstream_ports: tuple[int, int], run_dir: Path
-) -> str:
-    """deploy/nginx.conf with its deployment-specific lines replaced (each must exist): the
-    two web servers web1 and web2 are ``upstream_ports`` on loopback."""
-    for old, new in (
-        ("listen 80;", f"listen 127.0.0.1:{listen_port};"),
-        ("server web1:8000 ", f"server 127.0.0.1:{upstream_ports[0]} "),
-        ("server web2:8000 ", f"server 127.0.0.1:{upstream_ports[1]} "),
-        ("pid /run/nginx.pid;", f"pid {run_dir / 'nginx.pid'};"),
-        ("access_log /dev/stdout;", "access_log off;"),
-    ):
-        assert text.count(old) == 1, f"deploy/nginx.conf no longer has {old!r}; update this test"
-        text = text.replace(old, new)
-    return text
-
-
-def _start_nginx(
-    tmp_path: Path, listen_port: int, upstream_port: int, second_port: int | None = None
-) -> subprocess.Popen:
-    """deploy/nginx.conf under Debian's nginx on loopback, in the foreground (caller stops it);
-    its second web server is ``second_port`` (default: the first one's port again)."""
-    nginx = _nginx()
-    require(nginx is not None, "nginx not installed (apt-get install nginx-light)")
-    assert nginx is not None
-    conf = tmp_path / "nginx.conf"
-    conf.write_text(
-        _loopback_conf(
-            CONF.read_text(),
-            listen_port=listen_port,
-            upstream_ports=(upstream_port, second_port or upstream_port),
-            run_dir=tmp_path,
-        )
-    )
-    with (tmp_path / "nginx.log").open("wb") as log:
-        return subprocess.Popen(
-            [nginx, "-p", str(tmp_path), "-e", "stderr", "-c", str(conf), "-g", "daemon off;"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def _stop(proxy: subprocess.Popen | None) -> None:
-    if proxy is None:
-        return
-    proxy.terminate()
-    try:
-        proxy.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proxy.kill()
-        proxy.wait()
-
-
 @pytest.mark.integration
 def test_nginx_answers_json_when_gunicorn_is_down_or_the_body_too_large(tmp_path):
     """What nginx answers by itself is JSON in the API's error shape: 503 + Retry-After while
     gunicorn is down or restarting (the SDK retries it), 413 past the body limit."""
     listen_port = free_port()
     # Nothing on either web server's port.
-    proxy = _start_nginx(tmp_path, listen_port, free_port(), free_port())
+    proxy = start_nginx(tmp_path, listen_port, free_port(), free_port())
     try:
         url = f"http://127.0.0.1:{listen_port}"
 
@@ -142,7 +81,7 @@ def test_nginx_answers_json_when_gunicorn_is_down_or_the_body_too_large(tmp_path
         assert head.startswith(b"HTTP/1.1 413"), head
         assert json.loads(body) == {"detail": "Request body too large.", "errors": {}}
     finally:
-        _stop(proxy)
+        stop_nginx(proxy)
 
 
 def test_nginx_body_limit_matches_the_apps():
@@ -194,7 +133,7 @@ def _trickle(sockets: list[socket.socket], body: bool) -> list[socket.socket]:
 @pytest.mark.slow
 @pytest.mark.integration
 def test_finding_slowloris_600_slow_connections_do_not_stop_healthz_through_nginx(tmp_path):
-    require(_nginx() is not None, "nginx not installed (apt-get install nginx-light)")
+    require(nginx_binary() is not None, "nginx not installed (apt-get install nginx-light)")
     backend = Backend.sqlite()
     backend.env["SECRET_KEY"] = "nginx-test-" + "k" * 40
     backend.prepare("nginx")
@@ -203,7 +142,7 @@ def test_finding_slowloris_600_slow_connections_do_not_stop_healthz_through_ngin
     slow: dict[bool, list[socket.socket]] = {False: [], True: []}
     try:
         with ProductionServer(backend) as web:
-            proxy = _start_nginx(tmp_path, listen_port, web.port)
+            proxy = start_nginx(tmp_path, listen_port, web.port)
             url = f"http://127.0.0.1:{listen_port}/healthz"
 
             def healthy() -> bool:
@@ -243,5 +182,5 @@ def test_finding_slowloris_600_slow_connections_do_not_stop_healthz_through_ngin
         for sockets in slow.values():
             for sock in sockets:
                 sock.close()
-        _stop(proxy)
+        stop_nginx(proxy)
         backend.cleanup()

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_tests.deploy.test_nginx_proxy import _nginx, _start_nginx, _stop
 from tests.headway.client.test_faults_master_outage import FIXTURE
 from tests.helpers import free_port, require, serves_headway, start_worker, stop_workers, wait_for
+from tests.helpers_nginx import nginx_binary, start_nginx, stop_nginx
 from tests.helpers_web import WebServer
 
 
@@ -24,7 +24,7 @@ from tests.helpers_web import WebServer
 def test_a_web_server_killed_mid_trial_is_noticed_by_nobody(cluster, cluster_token, tmp_path):
     from tests.helpers_cluster import ClusterAPI
 
-    require(_nginx() is not None, "nginx not installed (apt-get install nginx-light)")
+    require(nginx_binary() is not None, "nginx not installed (apt-get install nginx-light)")
     ports = (free_port(), free_port())
     listen_port = free_port()
     url = f"http://127.0.0.1:{listen_port}"
@@ -36,7 +36,7 @@ def test_a_web_server_killed_mid_trial_is_noticed_by_nobody(cluster, cluster_tok
     try:
         for web in webs:
             web.start()
-        proxy = _start_nginx(tmp_path, listen_port, *ports)
+        proxy = start_nginx(tmp_path, listen_port, *ports)
         wait_for(lambda: serves_headway(url), 30, "nginx in front of both web servers")
         host = f"{pool}-host"
         worker_env = dict(env, HEADWAY_HOST_NAME=host, HEADWAY_SLOTS="1")
@@ -59,6 +59,6 @@ def test_a_web_server_killed_mid_trial_is_noticed_by_nobody(cluster, cluster_tok
     finally:
         for web in webs:
             web.kill()
-        _stop(proxy)
+        stop_nginx(proxy)
         if worker is not None:
             stop_workers([worker])
