@@ -248,6 +248,7 @@ def test_finding_empty_or_unknown_query_values_are_400s_not_defaults(server):
         ("experiments/?archived=yes", "archived"),
         ("experiments/?state=", "state"),
         ("experiments/?offset=", "offset"),
+        ("models/?archived=", "archived"),
     ]:
         response = http.get(f"{base}/{path}", timeout=60)
         assert response.status_code == 400, (path, response.text)
@@ -263,6 +264,8 @@ def test_finding_repeated_single_value_query_parameters_are_400s_naming_them(ser
         ("experiments/?limit=1&limit=2", "limit"),
         ("experiments/?offset=0&offset=0", "offset"),
         ("experiments/?archived=true&archived=false", "archived"),
+        ("models/?archived=true&archived=true", "archived"),
+        ("models/?label=a&label=b", "label"),
         (f"trials/{trial_id}/metrics/?x_axis=batches&x_axis=epochs", "x_axis"),
         (f"trials/{trial_id}/metrics/?band=true&band=true", "band"),
         (f"trials/{trial_id}/metrics/?group=training&group=validation", "group"),
