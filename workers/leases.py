@@ -210,13 +210,16 @@ def expire_all(why: str) -> int:
 def expire_stale(runs: Sequence[Sequence[int]], shares: Sequence[Sequence[int]]) -> int:
     """End the leases of the runs (``(trial_id, run_id)``) and shares (``(trial_id, run_id,
     node_rank)``) the master says it ended while this host could not reach it (a heartbeat's
-    ``stale_runs``, ``stale_shares``): the next ``check()`` stops their processes. Returns how
-    many ended."""
+    ``stale_runs``, ``stale_shares``): the next ``check()`` stops their processes. A lease whose
+    process already ended is left alone (its exit, reported after the heartbeat listed it, is
+    what the master recorded). Returns how many ended."""
     stale = {(RUN, t, r, 0) for t, r in runs} | {(SHARE, t, r, n) for t, r, n in shares}
     ended = []
     with _lock:
         for key, lease in _held.items():
-            if key in stale and not lease.expired:
+            # A run whose process already ended is EXITED on the master by this host's own
+            # exit report, sent after the heartbeat listed the run: nothing to stop, no loss.
+            if key in stale and not lease.expired and not _process_ended(lease):
                 lease.expired = (
                     f"the master ended trial {lease.trial_id} run {lease.run_id} (lost) while "
                     "this host could not reach it and re-queued its trial"
@@ -227,6 +230,10 @@ def expire_stale(runs: Sequence[Sequence[int]], shares: Sequence[Sequence[int]])
         if lease.note is not None:
             lease.note(f"[headway] {lease.expired}: stopping this copy's processes")
     return len(ended)
+
+
+def _process_ended(lease: Lease) -> bool:
+    return lease.killer is not None and lease.killer.process.poll() is not None
 
 
 def attach(lease: Lease, killer: ProcessGroupKiller, note: Callable[[str], None]) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -170,6 +172,23 @@ def test_a_run_named_stale_is_stopped_and_listed_until_its_process_ended(
     finally:
         leases.release(stale)
         leases.release(other)
+
+
+@pytest.mark.usefixtures("agent_lease")
+def test_a_run_named_stale_after_its_process_ended_is_no_loss():
+    """The heartbeat listed the run, then its process ended and this host reported the exit:
+    the master's answer names the run EXITED, which is that exit, not a loss."""
+    lines: list[str] = []
+    lease = leases.hold(leases.RUN, 7, 8, 0, claimed=time.monotonic())
+    try:
+        process = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+        process.wait(timeout=30)
+        leases.attach(lease, supervision.ProcessGroupKiller(process, grace=0.5), lines.append)
+        assert leases.expire_stale([(7, 8)], []) == 0
+        assert not lease.expired
+        assert lines == []
+    finally:
+        leases.release(lease)
 
 
 @pytest.mark.usefixtures("fresh_supervision")
