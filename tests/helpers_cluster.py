@@ -20,7 +20,17 @@ class ClusterAPI:
         self.http.headers["Authorization"] = f"Token {token}"
 
     def get(self, path: str, **params):
-        response = self.http.get(f"{self.url}/api/v1/{path}", params=params, timeout=60)
+        """GET ``/api/v1/{path}``'s JSON (asserted 200). A 503 (nginx while no web server
+        answers, or the master shedding reads) is asked again after its ``Retry-After``, for
+        up to 2 minutes, as the SDK does."""
+        import time
+
+        deadline = time.monotonic() + 120
+        while True:
+            response = self.http.get(f"{self.url}/api/v1/{path}", params=params, timeout=60)
+            if response.status_code != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(min(float(response.headers.get("Retry-After", "1")), 5.0))
         assert response.status_code == 200, response.text
         return response.json()
 

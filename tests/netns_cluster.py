@@ -69,7 +69,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, free_port, wait_for
+from tests.helpers import REPO, free_port, serves_headway, wait_for
 from tests.netns_faults import MasterFaults
 from tests.netns_inspect import HostProcesses
 from tests.netns_master import (
@@ -122,6 +122,8 @@ class NetnsCluster(HostProcesses, ClusterStorage, MasterFaults):
             adopt the master's timing from its heartbeat answers).
         agents: start a host agent in each host's namespace (False: the namespaces only, for
             other daemons, e.g. ``tests.netns_slurm``'s slurmd).
+        web_servers: 1 (``url`` is its own), or 2 behind deploy/nginx.conf (``url`` is
+            nginx's; needs nginx).
         private_dirs: ``{host: [folders]}`` hidden behind an empty tmpfs on that host.
         shared_fs: more ``shared_fs`` storage locations, ``{name: folder}`` (the location
             ``shared`` is ``base/shared``).
@@ -138,6 +140,7 @@ class NetnsCluster(HostProcesses, ClusterStorage, MasterFaults):
         shared_fs: Mapping[str, str] | None = None,
         master_env: Mapping[str, str] | None = None,
         agents: bool = True,
+        web_servers: int = 1,
     ) -> None:
         self.base = Path(base)
         self.names = list(hosts)
@@ -153,6 +156,8 @@ class NetnsCluster(HostProcesses, ClusterStorage, MasterFaults):
         self.bridge = ""
         self.master = ""
         self.url = ""
+        self.web_servers = web_servers
+        self.web_ports: list[int] = []
         self.token = ""
         self.database_url = ""
         self.redis_url = ""
@@ -282,8 +287,19 @@ class NetnsCluster(HostProcesses, ClusterStorage, MasterFaults):
             cwd=REPO,
             env=env,
         ).stdout.strip()
-        self.url = f"http://{self.master}:{free_port()}"
+        if self.web_servers == 1:
+            self.web_ports = [free_port()]
+            self.url = f"http://{self.master}:{self.web_ports[0]}"
+            self.start_web()
+            return
+        # Two behind nginx (docker-compose.yml's web1, web2 and proxy): hosts know only nginx.
+        assert self.web_servers == 2, "one web server, or two behind nginx"
+        self.web_ports = [free_port(), free_port()]
+        listen_port = free_port()
+        self.url = f"http://{self.master}:{listen_port}"
         self.start_web()
+        self.start_proxy(listen_port)
+        wait_for(lambda: serves_headway(self.url), 60, "nginx in front of both web servers")
 
     def _master_worker(self) -> None:
         """The master's Celery worker with beat (lost-run reaper, GC), in the root namespace."""

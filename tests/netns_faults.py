@@ -1,13 +1,15 @@
 """Faults of the master side of a namespaced test cluster (tests/netns_cluster.py): its web
-server, master worker, Redis and PostgreSQL stopped and started again, as an operator's restart
-or a crash would.
+servers (one, or two behind nginx), master worker, Redis and PostgreSQL stopped and started
+again, as an operator's restart or a crash would.
 
-A mixin of ``NetnsCluster``: it needs ``base``, ``master``, ``url``, ``redis_url``, ``_procs``,
-``_spawn``, ``_terminate``, ``common_env`` and ``_postgres_server``.
+A mixin of ``NetnsCluster``: it needs ``base``, ``master``, ``url``, ``web_ports``,
+``redis_url``, ``_procs``, ``_spawn``, ``_terminate``, ``common_env`` and ``_postgres_server``.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +25,7 @@ class MasterFaults:
     base: Path
     master: str
     url: str
+    web_ports: list[int]
     redis_url: str
     _procs: list[subprocess.Popen]
     _spawn: Callable[..., subprocess.Popen]
@@ -30,22 +33,65 @@ class MasterFaults:
     common_env: Callable[[], dict[str, str]]
     _postgres_server: object
 
-    def start_web(self) -> subprocess.Popen:
-        """Start the web server (gunicorn, one worker of 64 threads) on ``self.url``'s port, as
-        at the cluster's start; return once it serves."""
+    def start_web(self, ports: Sequence[int] | None = None) -> list[subprocess.Popen]:
+        """Start the master's web servers (gunicorn, one worker of 64 threads each) on
+        ``ports`` (default ``web_ports``: one, ``self.url``'s own port, or two behind nginx at
+        ``self.url``), as at the cluster's start; return them once each serves."""
         from config.services import web_command
 
         env = self.common_env()
         env.update(HEADWAY_MASTER_URL=self.url, HEADWAY_WEB_WORKERS="1", HEADWAY_WEB_THREADS="64")
-        port = urlsplit(self.url).port
-        assert port is not None, self.url
-        proc = self._spawn(web_command(port, bind=self.master), self.base / "web.log", env=env)
-        wait_for(lambda: serves_headway(self.url), 120, f"the web server ({self.base})")
-        return proc
+        procs = [
+            self._spawn(web_command(port, bind=self.master), self.base / f"web-{port}.log", env=env)
+            for port in ports or self.web_ports
+        ]
+        for port in ports or self.web_ports:
+            url = f"http://{self.master}:{port}"
+            wait_for(lambda url=url: serves_headway(url), 120, f"the web server {url}")
+        if any(proc.poll() is None and "nginx" in proc.args[0] for proc in self._procs):
+            # nginx leaves a server that failed out for its fail_timeout (10 s): until it
+            # tries it again, it answers 503 + Retry-After, as clients expect of a restart.
+            wait_for(lambda: serves_headway(self.url), 60, "nginx to use the web servers again")
+        return procs
+
+    def start_proxy(self, listen_port: int) -> subprocess.Popen:
+        """deploy/nginx.conf (Debian's nginx) on the master's address and ``listen_port`` in
+        front of its two web servers (``web_ports``), as docker-compose.yml's ``proxy``."""
+        from tests.helpers import require
+        from tests.helpers_nginx import CONF, nginx_binary, nginx_conf
+
+        nginx = nginx_binary()
+        require(nginx is not None, "nginx not installed (apt-get install nginx-light)")
+        assert nginx is not None and len(self.web_ports) == 2, self.web_ports
+        run_dir = self.base / "nginx"
+        run_dir.mkdir(exist_ok=True)
+        conf = run_dir / "nginx.conf"
+        text = CONF.read_text()
+        conf.write_text(
+            nginx_conf(
+                text,
+                listen_port=listen_port,
+                upstream_ports=(self.web_ports[0], self.web_ports[1]),
+                run_dir=run_dir,
+                address=self.master,
+            )
+        )
+        cmd = [nginx, "-p", str(run_dir), "-e", "stderr", "-c", str(conf), "-g", "daemon off;"]
+        return self._spawn(cmd, self.base / "nginx.log")
+
+    def kill_web(self, port: int) -> None:
+        """SIGKILL the web server on ``port`` (one of ``web_ports``), as a crash would; it
+        stays down."""
+        bind = f"{self.master}:{port}"
+        procs = [proc for proc in self._find("gunicorn") if bind in proc.args]
+        assert len(procs) == 1, f"one web server on {bind}: {procs}"
+        os.killpg(procs[0].pid, signal.SIGKILL)
+        procs[0].wait()
+        self._procs.remove(procs[0])
 
     def stop_web(self) -> None:
         """Stop every web server of the master (SIGTERM to its process group, SIGKILL a minute
-        later) and wait for it."""
+        later) and wait for it; nginx, when there is one, stays up."""
         self._stop(self._find("gunicorn"))
 
     def start_master_worker(self) -> subprocess.Popen:

@@ -1,11 +1,13 @@
 """Master trouble on real hosts costs a running trial nothing.
 
-One namespaced cluster for the module (tests/netns_cluster.py): a master (web server, master
-worker, its own PostgreSQL and Redis, a moto S3) and host ``a`` with 2 CPU slots, on the default
+One namespaced cluster for the module (tests/netns_cluster.py): a master (two web servers behind
+deploy/nginx.conf as in docker-compose.yml, the master worker, its own PostgreSQL and Redis, a
+moto S3) and host ``a`` with 2 CPU slots, on the default
 timings for its 1 s heartbeat (lease 10 s, margin 8 s, outage tolerance 10 minutes). A 2-slot
 Core API trial (torchrun) trains; after its 4th step a fault hits the master:
 
-- every web server stopped for 3 minutes, then started;
+- every web server stopped for 3 minutes, then started (nginx answers 503 meanwhile);
+- one of the two web servers killed (SIGKILL; it stays down until the trial ended);
 - the master worker (lost-run reaper, beat) stopped past a lease plus its margin, then started;
 - PostgreSQL stopped past a lease plus its margin, then started;
 - Redis (the broker) stopped past a lease plus its margin, then started with none of its
@@ -38,7 +40,9 @@ PAST_A_LEASE = LEASE + MARGIN + 10  # an outage every lease of the cluster outli
 @pytest.fixture(scope="module")
 def netns(tmp_path_factory):
     require_netns()
-    cluster = NetnsCluster(tmp_path_factory.mktemp("master-faults"), hosts=("a",), slots=2)
+    cluster = NetnsCluster(
+        tmp_path_factory.mktemp("master-faults"), hosts=("a",), slots=2, web_servers=2
+    )
     with cluster:
         cluster.wait_hosts_alive()
         yield cluster
@@ -70,6 +74,12 @@ def test_every_web_server_stopped_for_3_minutes_costs_the_trial_nothing(netns):
         netns.start_web()
 
     _through(netns, fault)
+
+
+def test_one_of_two_web_servers_killed_costs_the_trial_nothing(netns):
+    killed = netns.web_ports[0]
+    _through(netns, lambda: netns.kill_web(killed))
+    netns.start_web([killed])  # for the module's other tests
 
 
 def test_a_master_worker_restart_costs_the_trial_nothing(netns):
