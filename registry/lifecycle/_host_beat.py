@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -49,6 +50,18 @@ def host_queue(host: str, namespace: str | None = None) -> str:
     return wire.host_queue_name(namespace or settings.CELERY_TASK_DEFAULT_QUEUE, host)
 
 
+class Beat(NamedTuple):
+    """What ``host_beat`` did: the host row, runs sent again, leases renewed, and the listed
+    runs (``(trial_id, run_id)``) and shares (``(trial_id, run_id, node_rank)``) the master
+    already ended."""
+
+    row: WorkerHost
+    resent: int
+    renewed: int
+    stale_runs: list[tuple[int, int]]
+    stale_shares: list[tuple[int, int, int]]
+
+
 @transaction.atomic
 def host_beat(
     host: str,
@@ -64,7 +77,7 @@ def host_beat(
     agent_id: str = "",
     agent_pid: int | None = None,
     agent_address: str = "",
-) -> tuple[WorkerHost, int, int]:
+) -> Beat:
     """Register or heartbeat ``host`` (``scheduling.host_heartbeat``'s upsert); with
     ``redispatch`` (a worker's first beat) send again the runs placed on it and not claimed
     (``scheduling.host_redispatch``); then, only when the beat can make a placement possible
@@ -89,7 +102,8 @@ def host_beat(
     ended (``stale_leases``: the host was cut off and its run given away) leaves the host row's
     heartbeat time as it was, so the host is not placeable until it stopped them (fencing).
 
-    Returns the host row, how many runs were sent again and how many leases were renewed.
+    Returns a ``Beat``: the host row, how many runs were sent again, how many leases were
+    renewed, and the stale runs and shares (``stale_leases``) the answer names.
 
     Raises:
         InvalidInput: (400, ``pool``) a pool the admin's pools file does not list.
@@ -106,19 +120,21 @@ def host_beat(
                 ]
             }
         )
-    if agent_id:
-        scheduling.host_agent_check(name=host, agent_id=agent_id)
-    # The row as it was, in one query: its heartbeat time (kept while fenced), what decides
-    # whether this beat changes what can be placed, and the namespace it was registered in.
-    previous = WorkerHost.objects.filter(name=host).values_list(*_PLACEABLE).first()
+    # The row as it was, in one query: which agent holds it, its heartbeat time (kept while
+    # fenced), what decides whether this beat changes what can be placed, and the namespace
+    # it was registered in.
+    current = WorkerHost.objects.filter(name=host).first()
+    scheduling.host_agent_check(current, agent_id)
+    previous = None if current is None else tuple(getattr(current, f) for f in _PLACEABLE)
     before = previous[0] if previous is not None else None
     wanted = namespace or settings.CELERY_TASK_DEFAULT_QUEUE
     if previous is not None and previous[_PLACEABLE.index("namespace")] != wanted:
         raise NamespaceFixed(host, previous[_PLACEABLE.index("namespace")], wanted)
     # The first beat served after the master's own outage renews every lease of the namespace.
-    resumed = scheduling.resume_after_outage(wanted)
+    resumed = scheduling.resume_after_outage(wanted, served_at=before)
     renewed = _renew_leases(host, runs, shares)
-    fenced = any(stale_leases(host, runs, shares))
+    stale_runs, stale_shares = stale_leases(host, runs, shares)
+    fenced = bool(stale_runs or stale_shares)
     row = scheduling.host_heartbeat(
         name=host,
         pool=pool,
@@ -131,6 +147,7 @@ def host_beat(
         agent_id=agent_id,
         agent_pid=agent_pid,
         agent_address=agent_address,
+        current=current,
     )
     if fenced:
         # It still runs what the master gave away: no pass may place on its slots until it
@@ -142,7 +159,7 @@ def host_beat(
     # that renewed leases after the master's own outage) asks for one whatever it changed.
     if not fenced and (redispatch or resumed or _may_place(previous, row)):
         scheduling.request_placement(row.namespace, wait=False)
-    return row, resent, renewed
+    return Beat(row, resent, renewed, stale_runs, stale_shares)
 
 
 # What a pass reads of a host row (``registry.scheduling._snapshot``): whether it is alive, and

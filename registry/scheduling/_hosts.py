@@ -84,6 +84,7 @@ def host_heartbeat(
     agent_id: str = "",
     agent_pid: int | None = None,
     agent_address: str = "",
+    current: WorkerHost | None = None,
 ) -> WorkerHost:
     """Register host ``name`` or refresh it: an upsert that also recreates a deleted row.
 
@@ -107,6 +108,10 @@ def host_heartbeat(
     Raises:
         AgentConflict: (409) another agent instance holds the host and heartbeated within
             ``HEADWAY_HOST_TIMEOUT_SECONDS`` (two agents of one host would both take its runs).
+
+    ``current``: the host's row as the caller read it in this transaction (a heartbeat reads
+    it first): when the UPDATE refreshes it, it is returned with the written fields set
+    instead of being read again (its other fields, e.g. ``admin_state``, as they were read).
     """
     fields = {
         "pool": pool,
@@ -130,7 +135,11 @@ def host_heartbeat(
             | Q(heartbeat_at__lt=alive_cutoff())
         )
     if WorkerHost.objects.filter(free, name=name).update(**fields):
-        return WorkerHost.objects.get(name=name)
+        if current is None or current.name != name:
+            return WorkerHost.objects.get(name=name)
+        for field, value in fields.items():
+            setattr(current, field, value)
+        return current
     holder = WorkerHost.objects.filter(name=name).first()
     if holder is not None:
         raise AgentConflict(holder)
@@ -159,20 +168,22 @@ class AgentConflict(IllegalTransition):
         )
 
 
-def host_agent_check(*, name: str, agent_id: str) -> None:
-    """Refuse agent ``agent_id`` of host ``name`` before its heartbeat renews anything, when
-    another agent instance holds the host and heartbeated within the host timeout.
+def host_agent_check(row: WorkerHost | None, agent_id: str) -> None:
+    """Refuse agent ``agent_id`` of host row ``row`` (as read at the start of its heartbeat;
+    None: a new host) before the beat renews anything, when another agent instance holds the
+    host and heartbeated within the host timeout (the rule of ``host_heartbeat``'s UPDATE).
 
     Raises:
         AgentConflict: (409) naming the other agent.
     """
-    holder = (
-        WorkerHost.objects.filter(name=name, heartbeat_at__gte=alive_cutoff())
-        .exclude(agent_id__in=("", agent_id))
-        .first()
-    )
-    if holder is not None:
-        raise AgentConflict(holder)
+    if (
+        row is not None
+        and agent_id
+        and row.agent_id not in ("", agent_id)
+        and row.heartbeat_at is not None
+        and row.heartbeat_at >= alive_cutoff()
+    ):
+        raise AgentConflict(row)
 
 
 def host_stopped(*, name: str) -> None:

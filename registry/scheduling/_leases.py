@@ -65,13 +65,18 @@ def lease_cutoff(namespace: str, now: datetime | None = None) -> tuple[datetime,
     return now - expiry, expiry
 
 
-def resume_after_outage(namespace: str, now: datetime | None = None) -> int:
+def resume_after_outage(
+    namespace: str, now: datetime | None = None, served_at: datetime | None = None
+) -> int:
     """Called with each host heartbeat of ``namespace`` before the host row is written: when the
     master served no host of it for ``HEADWAY_HOST_TIMEOUT_SECONDS`` (its own outage, or every
     host was cut off), renew every live lease of the namespace at ``now`` (a fresh grace from
     the moment it serves again). Returns how many runs and shares were renewed (0 while it was
-    serving: one cheap query)."""
+    serving: one cheap query, none when ``served_at``, the beating host's own last recorded
+    heartbeat in ``namespace``, already shows it was)."""
     now = now or timezone.now()
+    if served_at is not None and served_at >= alive_cutoff(now):
+        return 0
     if serving(namespace, now):
         return 0
     runs = TrialRun.objects.filter(namespace=namespace, state__in=_LIVE, heartbeat_at__lt=now)

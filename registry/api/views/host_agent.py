@@ -80,13 +80,11 @@ class HostHeartbeatView(HostAgentView):
         them, and is not placeable while it lists any. While the master worker is silent, the
         beat also runs its lost-run reaper pass (``registry.lifecycle._standin``)."""
         data = self.body(bodies.HostHeartbeatRequestSerializer)
-        row, resent, renewed = agent.host_beat(self.host, **data)
+        beat = agent.host_beat(self.host, **data)
+        row = beat.row
         fields = {f: getattr(row, f) for f in wire.HostInfo.model_fields if hasattr(row, f)}
-        extra = {"redispatched": resent, "renewed": renewed} | agent.host_timing()
-        stale_runs, stale_shares = agent.stale_leases(
-            self.host, data.get("runs", ()), data.get("shares", ())
-        )
-        extra |= {"stale_runs": stale_runs, "stale_shares": stale_shares}
+        extra = {"redispatched": beat.resent, "renewed": beat.renewed} | agent.host_timing()
+        extra |= {"stale_runs": beat.stale_runs, "stale_shares": beat.stale_shares}
         try:
             # While the master worker is silent this web server runs its lost-run reaper.
             stand_in_if_silent()
