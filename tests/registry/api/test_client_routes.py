@@ -20,6 +20,8 @@ SAMPLES = {
     "name": "my-model.v2",
     "version": 4,
     "storage_id": str(uuid.uuid4()),
+    "pool": "hpc",
+    "node": "node-01",
 }
 
 
