@@ -39,6 +39,21 @@ def single_value(request, name: str) -> str | None:
     return values[0] if values else None
 
 
+def bool_param(request, name: str) -> bool | None:
+    """The query parameter ``name`` as a boolean (``true`` / ``false``), or None when absent.
+
+    Raises:
+        InvalidInput: ``{name: ["Must be true or false."]}`` for any other value (an empty
+            one included), or as ``single_value`` when it is repeated.
+    """
+    raw = single_value(request, name)
+    if raw is None:
+        return None
+    if raw not in ("true", "false"):
+        raise InvalidInput({name: ["Must be true or false."]})
+    return raw == "true"
+
+
 def _parse_int(name: str, raw: str, lo: int, hi: int) -> int:
     if not _INTEGER.fullmatch(raw):
         raise InvalidInput({name: [f"Must be an integer, got {raw[:40]!r}."]})

@@ -12,6 +12,7 @@ from registry import lifecycle, metrics
 from registry.api.answers import answer
 from registry.api.params import (
     TEXT_PATTERN,
+    bool_param,
     int_list_param,
     int_query_parameter,
     single_value,
@@ -110,11 +111,9 @@ class ExperimentViewSet(
             # Experiments being deleted are hidden unless asked for by state (DELETE_FAILED
             # ones stay visible: the user has to act on them).
             qs = qs.exclude(state__in=(State.DELETING, State.DELETED))
-        archived = single_value(self.request, "archived")
+        archived = bool_param(self.request, "archived")
         if archived is not None:
-            if archived not in ("true", "false"):
-                raise InvalidInput({"archived": ["Must be true or false."]})
-            qs = qs.filter(archived=archived == "true")
+            qs = qs.filter(archived=archived)
         return qs
 
     @extend_schema(

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from registry import metrics
 from registry.api.params import (
     TEXT_PATTERN,
+    bool_param,
     int_param,
     int_query_parameter,
     optional_int_param,
@@ -82,17 +83,14 @@ def series_params(request, *, default_max_points: int) -> dict[str, Any]:
     except ValueError:
         allowed = ", ".join(a.value for a in metrics.XAxis)
         raise InvalidInput({"x_axis": [f"Must be one of: {allowed}."]}) from None
-    band = single_value(request, "band")
-    band = "false" if band is None else band
-    if band not in ("true", "false"):
-        raise InvalidInput({"band": ["Must be true or false."]})
+    band = bool_param(request, "band") or False
     return {
         "group": text_param(request, "group"),
         "names": text_list_param(request, "name"),
         "max_points": max_points,
         "window": metrics.Window(x_min=x_min, x_max=x_max, after_step=after_step),
         "x_axis": x_axis,
-        "band": band == "true",
+        "band": band,
     }
 
 

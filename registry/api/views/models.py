@@ -25,7 +25,7 @@ from registry.api.model_serializers import (
     VersionCreateSerializer,
     VersionUpdateSerializer,
 )
-from registry.api.params import single_value
+from registry.api.params import bool_param, single_value
 from registry.errors import InvalidInput
 from registry.models import ModelVersion, RegisteredModel
 
@@ -94,9 +94,7 @@ class RegisteredModelViewSet(viewsets.GenericViewSet):
         # here, as for every query parameter of the API (registry.api.params).
         for param in ("name", "label"):
             single_value(request, param)
-        archived = single_value(request, "archived")
-        if archived is not None and archived not in ("true", "false"):
-            raise InvalidInput({"archived": ["Must be true or false."]})
+        bool_param(request, "archived")
         filterset = RegisteredModelFilter(request.query_params, queryset=_models())
         if not filterset.is_valid():
             raise InvalidInput({k: [str(m) for m in v] for k, v in filterset.errors.items()})
