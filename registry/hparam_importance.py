@@ -129,8 +129,15 @@ def importance_answer(experiment: Experiment, metric: str | None = None) -> Answ
             {"metric": [f"{len(rows)} of the required {MIN_TRIALS} trials have a value."]},
         )
     key = _key(metric, rows)
-    HparamImportanceFit.objects.filter(slot__isnull=False, queued_at__lt=_lost_before()).delete()
-    found = HparamImportanceFit.objects.filter(experiment_id=experiment.id, key=key).first()
+    fits = HparamImportanceFit.objects.filter(experiment_id=experiment.id, key=key)
+    found = fits.first()
+    if found is None or found.slot is not None:
+        # Not stored yet (a stored fit holds no slot): lost fits free their slots first, this
+        # key's own included, so it can be queued again.
+        HparamImportanceFit.objects.filter(
+            slot__isnull=False, queued_at__lt=_lost_before()
+        ).delete()
+        found = found and fits.first()
     if found is None:
         found = _queue(experiment, metric, key)
     if found is None:

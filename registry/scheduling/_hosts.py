@@ -135,7 +135,7 @@ def host_heartbeat(
             | Q(heartbeat_at__lt=alive_cutoff())
         )
     if WorkerHost.objects.filter(free, name=name).update(**fields):
-        if current is None or current.name != name:
+        if current is None:
             return WorkerHost.objects.get(name=name)
         for field, value in fields.items():
             setattr(current, field, value)
