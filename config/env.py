@@ -29,15 +29,19 @@ def envbool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
 
 
-def envint(name: str, default: int) -> int:
-    """Return ``$name`` as an int."""
+def envint(name: str, default: int, *, minimum: int | None = None) -> int:
+    """Return ``$name`` as an int; with ``minimum``, a smaller value is refused."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+        value = default
+    else:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
 
 
 def embedded_secret_key(var_dir: Path, *, allowed: bool) -> str:

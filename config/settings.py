@@ -13,6 +13,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config.broker import broker_settings
 from config.database import database_settings
 from config.env import embedded_secret_key, envbool, envint, envstr, refuse_default_credentials
 from config.storage_locations import load_storage_locations
@@ -231,23 +232,7 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: a Redis broker when REDIS_URL is set, else the filesystem transport (no server needed).
 REDIS_URL = envstr("REDIS_URL", "")
-if REDIS_URL:
-    CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
-        "visibility_timeout": envint("HEADWAY_VISIBILITY_TIMEOUT", 43200)
-    }
-else:
-    _broker_dir = VAR_DIR / "broker"
-    for _sub in ("out", "processed", "control"):
-        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir / "out"),
-        "data_folder_out": str(_broker_dir / "out"),
-        "processed_folder": str(_broker_dir / "processed"),
-        "control_folder": str(_broker_dir / "control"),
-        "store_processed": False,
-    }
+CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = broker_settings(REDIS_URL, VAR_DIR)
 CELERY_TASK_DEFAULT_QUEUE = envstr("HEADWAY_QUEUE", "headway")
 # Resource pools (registry/pools/): the admin's YAML file listing them ("" = only `default`),
 # checked when Django starts (RegistryConfig.ready); the pool this process's worker host joins.
@@ -257,15 +242,10 @@ HEADWAY_RESOURCE_POOL = envstr("HEADWAY_RESOURCE_POOL", "default")
 # Hyperparameter importance fits (registry/hparam_importance.py) run in the master's worker,
 # at most this many at once cluster-wide (the worker runs 2 threads: 1 leaves one for the
 # reaper and checkpoint GC), each stopped after this many seconds.
-HEADWAY_HPARAM_IMPORTANCE_MAX_FITS = envint("HEADWAY_HPARAM_IMPORTANCE_MAX_FITS", 1)
+HEADWAY_HPARAM_IMPORTANCE_MAX_FITS = envint("HEADWAY_HPARAM_IMPORTANCE_MAX_FITS", 1, minimum=1)
 HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS = envint(
-    "HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS", 60
+    "HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS", 60, minimum=1
 )
-if HEADWAY_HPARAM_IMPORTANCE_MAX_FITS < 1 or HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS < 1:
-    raise ImproperlyConfigured(
-        "HEADWAY_HPARAM_IMPORTANCE_MAX_FITS and HEADWAY_HPARAM_IMPORTANCE_TIME_LIMIT_SECONDS"
-        " must be at least 1"
-    )
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True

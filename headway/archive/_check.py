@@ -236,9 +236,9 @@ def check_entrypoint_class(data: bytes, module: str, class_name: str) -> None:
 def extract_model_definition(data: bytes, dest: str | os.PathLike[str]) -> None:
     """Unpack a model definition that ``check_model_definition`` accepted into ``dest``.
 
-    Uses ``tarfile``'s ``"data"`` filter (PEP 706; ``safe_extractall`` on Pythons without it) as a
-    second line of defence: it refuses the
-    same unsafe members again; ``prescan_tar_gz`` runs first, as in ``check_model_definition``.
+    Uses ``tarfile``'s ``"data"`` filter (PEP 706; ``safe_extractall`` on Pythons without it) as
+    a second line of defence: it refuses the same unsafe members again; ``prescan_tar_gz`` runs
+    first, as in ``check_model_definition``.
 
     Raises:
         ModelDefinitionError: what ``prescan_tar_gz`` refuses.
