@@ -69,7 +69,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, free_port, serves_headway, wait_for
+from tests.helpers import REPO, free_port, wait_for
 from tests.netns_faults import MasterFaults
 from tests.netns_inspect import HostProcesses
 from tests.netns_master import (
@@ -287,19 +287,7 @@ class NetnsCluster(HostProcesses, ClusterStorage, MasterFaults):
             cwd=REPO,
             env=env,
         ).stdout.strip()
-        if self.web_servers == 1:
-            self.web_ports = [free_port()]
-            self.url = f"http://{self.master}:{self.web_ports[0]}"
-            self.start_web()
-            return
-        # Two behind nginx (docker-compose.yml's web1, web2 and proxy): hosts know only nginx.
-        assert self.web_servers == 2, "one web server, or two behind nginx"
-        self.web_ports = [free_port(), free_port()]
-        listen_port = free_port()
-        self.url = f"http://{self.master}:{listen_port}"
-        self.start_web()
-        self.start_proxy(listen_port)
-        wait_for(lambda: serves_headway(self.url), 60, "nginx in front of both web servers")
+        self.start_web_tier(self.web_servers)
 
     def _master_worker(self) -> None:
         """The master's Celery worker with beat (lost-run reaper, GC), in the root namespace."""

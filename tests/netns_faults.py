@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tests.helpers import serves_headway, wait_for
+from tests.helpers import free_port, require, serves_headway, wait_for
 
 
 class MasterFaults:
@@ -32,6 +32,19 @@ class MasterFaults:
     _terminate: Callable[..., None]
     common_env: Callable[[], dict[str, str]]
     _postgres_server: object
+
+    def start_web_tier(self, web_servers: int) -> None:
+        """Choose the web tier's ports and ``url`` and start it: one web server (``url`` is its
+        own), or two behind nginx (docker-compose.yml's web1, web2 and proxy: hosts know only
+        nginx's ``url``)."""
+        assert web_servers in (1, 2), "one web server, or two behind nginx"
+        self.web_ports = [free_port() for _ in range(web_servers)]
+        listen_port = self.web_ports[0] if web_servers == 1 else free_port()
+        self.url = f"http://{self.master}:{listen_port}"
+        self.start_web()
+        if web_servers == 2:
+            self.start_proxy(listen_port)
+            wait_for(lambda: serves_headway(self.url), 60, "nginx in front of both web servers")
 
     def start_web(self, ports: Sequence[int] | None = None) -> list[subprocess.Popen]:
         """Start the master's web servers (gunicorn, one worker of 64 threads each) on
@@ -57,7 +70,6 @@ class MasterFaults:
     def start_proxy(self, listen_port: int) -> subprocess.Popen:
         """deploy/nginx.conf (Debian's nginx) on the master's address and ``listen_port`` in
         front of its two web servers (``web_ports``), as docker-compose.yml's ``proxy``."""
-        from tests.helpers import require
         from tests.helpers_nginx import CONF, nginx_binary, nginx_conf
 
         nginx = nginx_binary()
