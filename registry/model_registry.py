@@ -281,14 +281,14 @@ def version_register(
     with transaction.atomic():
         # The model row lock serialises registrations of this model: two of them cannot both
         # read the same highest version and insert the same next number.
-        locked = RegisteredModel.objects.select_for_update().get(pk=model.pk)
+        locked = RegisteredModel.objects.select_for_update(no_key=True).get(pk=model.pk)
         if locked.archived:
             raise ModelConflict(
                 f"Model {model.name!r} is archived; unarchive it to register versions."
             )
         checkpoint = (
             # ``of=self``: lock the checkpoint row only, not the joined trial.
-            Checkpoint.objects.select_for_update(of=("self",))
+            Checkpoint.objects.select_for_update(of=("self",), no_key=True)
             .select_related("trial__experiment__owner")
             .filter(uuid=checkpoint_uuid)
             .first()

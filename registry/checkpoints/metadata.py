@@ -34,7 +34,7 @@ def checkpoint_add_metadata(*, uuid: uuid_lib.UUID, metadata: dict[str, Any]) ->
     """
     with transaction.atomic():
         # Locked so that two additions at once both land (read-merge-write).
-        checkpoint = Checkpoint.objects.select_for_update().get(uuid=uuid)
+        checkpoint = Checkpoint.objects.select_for_update(no_key=True).get(uuid=uuid)
         current = dict(checkpoint.metadata or {})
         for key in FIXED_KEYS:
             if key in metadata and key in current and metadata[key] != current[key]:

@@ -1,8 +1,9 @@
 """Every state change of experiments, trials, runs and checkpoints happens here.
 
 Views, the REST API, workers and management commands call these functions; none of them writes
-a state field itself. Each transition locks the rows it changes (``select_for_update``, always
-trials before their experiment, so two transitions cannot deadlock) or uses a conditional
+a state field itself. Each transition locks the rows it changes (``select_for_update`` with
+``no_key=True``, always trials before their experiment, so two transitions cannot deadlock; rows
+that reference a locked one, a log line or a metric point, can still be inserted meanwhile) or uses a conditional
 UPDATE, so a double click, a retried task or a racing worker cannot corrupt state.
 Semantics follow Determined (docs/lifecycle.md).
 """

@@ -164,7 +164,9 @@ def experiment_delete(*, experiment_id: int) -> Experiment:
             or an unfinished trial of another experiment warm-starts from one.
     """
     with transaction.atomic():
-        experiment = Experiment.objects.select_for_update().without_blobs().get(id=experiment_id)
+        experiment = (
+            Experiment.objects.select_for_update(no_key=True).without_blobs().get(id=experiment_id)
+        )
         if experiment.state == State.DELETING:
             return experiment
         if experiment.state not in TERMINAL_STATES | {State.DELETE_FAILED}:

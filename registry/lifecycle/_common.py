@@ -22,7 +22,7 @@ STOPPING_STATES = frozenset({State.STOPPING_CANCELED, State.STOPPING_KILLED, Sta
 def live_run(trial: Trial) -> TrialRun | None:
     """The trial's current run unless it has exited (or there is none)."""
     return (
-        TrialRun.objects.select_for_update()
+        TrialRun.objects.select_for_update(no_key=True)
         .filter(trial=trial, run_id=trial.run_id)
         .exclude(state=RunState.EXITED)
         .first()
@@ -52,7 +52,7 @@ def refresh_experiment(experiment_id: int) -> Experiment:
     canceled or killed that has no trial at all ends CANCELED. Otherwise
     an ACTIVE/PAUSED experiment is PAUSED exactly when every unfinished trial is PAUSED.
     """
-    experiment = Experiment.objects.select_for_update().get(id=experiment_id)
+    experiment = Experiment.objects.select_for_update(no_key=True).get(id=experiment_id)
     rows = list(experiment.trials.values_list("state", "progress"))
     fields = ["progress", "state", "ended_at"]
     searched = searcher_for(experiment).progress()
@@ -97,11 +97,11 @@ def apply_deferred_operations(experiment_id: int) -> int:
     for request_id in sorted(request_ids, key=lambda r: (len(r), r)):
         with transaction.atomic():
             trial = (
-                Trial.objects.select_for_update()
+                Trial.objects.select_for_update(no_key=True)
                 .filter(experiment_id=experiment_id, request_id=request_id)
                 .first()
             )
-            experiment = Experiment.objects.select_for_update().get(id=experiment_id)
+            experiment = Experiment.objects.select_for_update(no_key=True).get(id=experiment_id)
             remaining = []
             for data in deferred_operations(experiment):
                 if str(data["request_id"]) != request_id:

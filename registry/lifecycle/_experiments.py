@@ -175,12 +175,12 @@ def _lock_experiment_trials(experiment_id: int) -> tuple[Experiment, list[Trial]
     # Trials first, then the experiment: the same order as trial transitions (no deadlock).
     # of=self: the join with the experiment must not lock it along with the first trial.
     trials = list(
-        Trial.objects.select_for_update(of=("self",))
+        Trial.objects.select_for_update(of=("self",), no_key=True)
         .select_related("experiment")
         .filter(experiment_id=experiment_id)
         .order_by("id")
     )
-    experiment = Experiment.objects.select_for_update().get(id=experiment_id)
+    experiment = Experiment.objects.select_for_update(no_key=True).get(id=experiment_id)
     return experiment, trials
 
 
@@ -248,7 +248,7 @@ def experiment_kill(*, experiment_id: int) -> Experiment:
 
 def _set_archived(experiment_id: int, archived: bool) -> Experiment:
     with transaction.atomic():
-        experiment = Experiment.objects.select_for_update().get(id=experiment_id)
+        experiment = Experiment.objects.select_for_update(no_key=True).get(id=experiment_id)
         if archived:
             _acts(experiment, "archive")
         experiment.archived = archived

@@ -131,7 +131,11 @@ def trial_run_exited(
     """
     with transaction.atomic():
         trial = lock_trial(trial_id)
-        run = TrialRun.objects.select_for_update().filter(trial_id=trial_id, run_id=run_id).first()
+        run = (
+            TrialRun.objects.select_for_update(no_key=True)
+            .filter(trial_id=trial_id, run_id=run_id)
+            .first()
+        )
         if run is None or run.state == RunState.EXITED:
             return trial
         was_started = started(run)  # a loss before start is bounded (_lost.py)

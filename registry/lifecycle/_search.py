@@ -183,7 +183,7 @@ def deliver_event(trial: Trial, event: Callable[[SearchMethod], list[Operation]]
     """Deliver one searcher event about ``trial`` (locks its experiment; trial already locked).
 
     Operations for ``trial`` itself change the given instance."""
-    experiment = Experiment.objects.select_for_update().get(id=trial.experiment_id)
+    experiment = Experiment.objects.select_for_update(no_key=True).get(id=trial.experiment_id)
     searcher = searcher_for(experiment)
     apply_operations(experiment, searcher, event(searcher), in_hand=trial)
 

@@ -241,7 +241,7 @@ def _new_run(trial: Trial) -> TrialRun:
     """End the trial's live run (superseded), reopen the trial and start run ``run_id + 1``."""
     now = timezone.now()
     previous = (
-        TrialRun.objects.select_for_update()
+        TrialRun.objects.select_for_update(no_key=True)
         .filter(trial=trial, run_id=trial.run_id)
         .exclude(state=RunState.EXITED)
         .first()
@@ -321,7 +321,9 @@ def _end_run(
         trial = lock_trial(trial_id)
         # Only the run's row: PostgreSQL refuses FOR UPDATE of the outer join's nullable side.
         row = (
-            TrialRun.objects.select_for_update(of=("self",)).select_related("unmanaged").get(id=run)
+            TrialRun.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("unmanaged")
+            .get(id=run)
         )
         if row.state == RunState.EXITED:
             return trial, False

@@ -162,7 +162,7 @@ def host_remove(name: str) -> dict:
         # The row lock conflicts with a placement pass writing a run onto this host (the
         # foreign key's share lock): either the pass commits first and the check below sees
         # its run, or the pass waits and then finds the host gone.
-        host = WorkerHost.objects.select_for_update().get(name=name)
+        host = WorkerHost.objects.select_for_update(no_key=True).get(name=name)
         runs = list(
             TrialRun.objects.filter(host=host)
             .exclude(state=RunState.EXITED)

@@ -50,8 +50,12 @@ def _select_sql(vendor: str) -> tuple[str, list[str], list[str]]:
         f" WHERE t.{q('id')} = %s"
     )
     # SQLite has no row locks: its IMMEDIATE transactions already hold the write lock.
+    # NO KEY UPDATE, as every lifecycle lock: a row inserted in another transaction that
+    # references the trial (a log line, a metric, a checkpoint) takes KEY SHARE on it, which
+    # FOR UPDATE would block; a transaction that holds the trial's run and then inserts such a
+    # row (a log batch) deadlocked with a pause waiting for that run.
     if vendor == "postgresql":
-        sql += " FOR UPDATE OF t"
+        sql += " FOR NO KEY UPDATE OF t"
     return sql, trial_cols, exp_cols
 
 
@@ -60,7 +64,8 @@ def lock_trial(trial_id: int, *, begin: bool = False) -> Trial:
 
     Only the trial row is locked (``FOR UPDATE OF``): locking the experiment row at the same
     time would go against the lock order (trials before their experiment); concurrent pauses
-    and reports deadlocked (issue #23).
+    and reports deadlocked. The lock is ``FOR NO KEY UPDATE``: rows that reference the trial
+    can still be inserted meanwhile.
 
     Arguments:
         begin: PostgreSQL, Django in autocommit mode: open the transaction here, its ``BEGIN``

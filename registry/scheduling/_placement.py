@@ -202,7 +202,7 @@ def _assign(plans: list[_Plan]) -> list[tuple[int, int]]:
     now = timezone.now()
     with transaction.atomic():
         ids = set(
-            TrialRun.objects.select_for_update(skip_locked=True)
+            TrialRun.objects.select_for_update(skip_locked=True, no_key=True)
             .filter(id__in=[plan.run.pk for plan in plans], state=RunState.QUEUED)
             .filter(host__isnull=True)
             .values_list("id", flat=True)

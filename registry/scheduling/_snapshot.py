@@ -203,7 +203,7 @@ def _requeue(trial_id: int, run_id: int, alive_ids: set[int]) -> None:
     with transaction.atomic():
         trial = lock_trial(trial_id)
         run = (
-            TrialRun.objects.select_for_update()
+            TrialRun.objects.select_for_update(no_key=True)
             .filter(trial_id=trial_id, run_id=run_id, state=RunState.QUEUED)
             .first()
         )

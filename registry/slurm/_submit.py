@@ -109,7 +109,7 @@ def _submit_run(run_pk: int, pool: ResourcePool, namespace: str, excluded: list[
     assert pool.slurm is not None
     with transaction.atomic():
         run = (
-            TrialRun.objects.select_for_update(skip_locked=True)
+            TrialRun.objects.select_for_update(skip_locked=True, no_key=True)
             .filter(id=run_pk, state=RunState.QUEUED, host__isnull=True)
             .first()
         )
