@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 # are spread test by test as with --dist load.
 PYTEST_ARGS ?= -n 2 --dist loadgroup
 
-.PHONY: install migrate demo serve test test-fast test-e2e lint format bench gpu-check clean
+.PHONY: install migrate demo serve test test-fast test-e2e lint format bench gpu-check compose-check clean
 
 # torch is pinned here: 2.13.0 is the CPU build on this disk; a looser pin pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml Makefile
@@ -78,6 +78,17 @@ bench: migrate $(BENCH_STAMP)
 # stamp would start a pip install there. It runs the .venv as it is.
 gpu-check:
 	$(PY) bench/gpu_check.py --require-gpu
+
+## make compose-check [KEEP=1]: by hand (as root; not part of make test or CI), the Dockerfile and
+## docker-compose.yml for real on this machine without a registry: a private dockerd, every image built
+## here (debootstrap base, test-only stand-ins for python, postgres, redis, minio and nginx), the stack up
+## through nginx, the digits demo trained with web and worker restarts mid-trial, checkpoint downloads
+## (tar, presigned S3), then everything removed and the host's iptables/ip_forward put back; per-phase
+## times and var/compose-check.json. KEEP=1 keeps the images in var/compose-check/ for the next run.
+## Needs Debian's packages: apt-get install -y docker.io docker-compose debootstrap.
+# No `install` prerequisite, as gpu-check: it uses the .venv as it is (the headway CLI, the client).
+compose-check:
+	deploy/compose-check/run.sh $(if $(KEEP),--keep-images)
 
 clean:
 	rm -rf var/
