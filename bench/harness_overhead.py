@@ -23,7 +23,7 @@ beside the same ratio of this process's CPU time per batch (equal CPU with unequ
 the machine's load, not the harness's work) and the 1-minute load average before and after.
 The tiny model runs on one torch thread (``--tiny-threads``: its quantity is per-batch overhead,
 which two threads on a busy 2-core machine drown in noise), the large one on the default.
-Targets (issue #27): >= 0.97x raw on the tiny model (<= 11 us a batch), >= 0.99x on the large
+Targets: >= 0.97x raw on the tiny model (<= 11 us a batch), >= 0.99x on the large
 one. ``--device cuda`` puts every model and batch on ``cuda:0`` (default ``cpu``, also on a GPU
 host: the harness's own choice, ``cuda:0`` whenever CUDA is available, is overridden so that
 all loops share one device), each batch copied there as the harness copies it, and the clocks

@@ -34,7 +34,7 @@ its own database, and rounds of one-point reports and 1,000-point batches altern
 moves far less than two halves measured one after the other. In tiny mode both sides are this
 tree.
 
-Targets (issue #27): >= 200,000 points/s batched on SQLite and >= 100,000 on PostgreSQL,
+Targets: >= 200,000 points/s batched on SQLite and >= 100,000 on PostgreSQL,
 <= 3 ms p50 single on both, >= 50,000 SDK steps/s. ``--profile`` runs the same POSTs
 in-process through Django's test Client under cProfile and prints where the time goes, grouped
 by package. The last line printed is a JSON object of the figures. Reference only (not measured

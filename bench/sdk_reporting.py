@@ -19,7 +19,7 @@ its range), the loop alone's steps/s, the loop's own speed while reporting, the 
 CPU per step (main and reporter threads) for both and their difference (what reporting costs the
 trial process), the server's CPU per step, and the 1-minute load average before and after. Each
 reporting run writes a fresh trial, read back afterwards: every step once, in order (nothing lost
-or duplicated). Target (issue #27): >= 50,000 steps/s on both databases. ``--baseline REF``
+or duplicated). Target: >= 50,000 steps/s on both databases. ``--baseline REF``
 first runs this script over commit ``REF``'s code (``bench/_baseline.py``) and prints ratios. ``--profile`` prints a
 cProfile of the per-call path in the trial process (all threads' time lands in the main thread's
 calls only, so it is the caller's cost). The last line printed is a JSON object of the figures.

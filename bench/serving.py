@@ -5,7 +5,7 @@
 Servers compared in the same run: Django's ``runserver`` (the former ``make serve``), gunicorn
 with gthread workers (``config/gunicorn.py``, what ``make serve`` runs now) and uvicorn workers
 (ASGI; only when uvicorn is importable). SQLite, embedded defaults, loopback.
-Target (issue #12): every poll held and answered 200, dashboard p95 < 100 ms.
+Target: every poll held and answered 200, dashboard p95 < 100 ms.
 Ends with one line holding a JSON object of the figures.
 """
 

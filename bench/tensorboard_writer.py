@@ -6,7 +6,7 @@ Run from the repository root: ``.venv/bin/python bench/tensorboard_writer.py`` (
 On a cluster ``core.init()`` (``TensorboardMode.AUTO``) writes every reported training metric to
 the trial's TensorBoard folder from a thread of its own (``headway.core._tensorboard``). A
 Core API loop that reports every step (``report_training_metrics(step, {"loss": x})``) makes one
-event a step, so that thread must keep up with the SDK's reporting goal (issue #27: 50,000
+event a step, so that thread must keep up with the SDK's reporting goal (50,000
 steps/s). Each run reports ``--steps`` steps through one ``TensorboardFiles`` as fast as the loop
 can, then waits until everything is written (``drain()``, what a checkpoint does), with:
 

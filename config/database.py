@@ -7,7 +7,7 @@ that waits longer than ``HEADWAY_DB_POOL_TIMEOUT_SECONDS`` for one is answered 5
 ``Retry-After`` (``registry.overload``). Persistent per-thread connections
 (``HEADWAY_DB_CONN_MAX_AGE``) kept one connection per gunicorn thread that ever served a
 request: 50 reporting trials and 20 readers exhausted PostgreSQL's default
-``max_connections=100`` and the server answered 500 until restarted (issue #23). A pooled
+``max_connections=100`` and the server answered 500 until restarted. A pooled
 connection is checked before it is lent (``config.postgresql.base.check_pooled_connection``), so
 a database restart costs no request a dead connection: a full check (an empty query, one round
 trip) only when its socket has something to read, which is how a server that ended the session

@@ -1,7 +1,7 @@
 """The admin's checkpoint storage locations: ``HEADWAY_STORAGE_LOCATIONS`` names a YAML file.
 
 Determined's master config names the checkpoint storage; experiments may not aim the
-registry's rights at any other folder or bucket (issue #23). Headway's settings do the same
+registry's rights at any other folder or bucket. Headway's settings do the same
 with named locations (docs/deployment.md, "Storage locations")::
 
     default: shared            # optional when only one location is named

@@ -11,7 +11,7 @@ def json_storage_problem(value: Any) -> str | None:
 
     PostgreSQL refuses the NUL character (``\\u0000``) in ``jsonb`` strings and keys and in
     text, and JSON has no NaN or infinity (the API's parser takes the bare literals): either
-    failed the ``INSERT`` as a 500 (issue #23).
+    failed the ``INSERT`` as a 500.
     """
     try:
         text = json.dumps(value, allow_nan=False)

@@ -3,15 +3,15 @@
 The SDK's watcher thread keeps one ``GET trials/{id}/preempt/?timeout=S`` open; the server
 answers as soon as the run's ``stop_requested`` is set, or ``False`` after ``S`` seconds.
 
-A waiting request holds no database connection (issue #12: "30 preemption long-polls left 41
-idle connections"). On a server with a thread per client connection (Django's ``runserver``)
-each kept-alive request thread would otherwise keep its own connection open for as long as the
-trial lives, and even a thread pool (gunicorn) would query once per waiter every 0.1 s. So
-after one direct check, the request thread closes its connection and waits on an event; one
-watcher thread per process polls every waiting run in ONE query every ``POLL_SECONDS`` over its
-own connection, which it closes as soon as nobody waits. Inside a transaction (tests) and on
-SQLite (one file, no connection limit; a test's in-memory database is not visible from another
-thread) the request thread polls by itself, as before.
+A waiting request holds no database connection (the security review found that "30 preemption
+long-polls left 41 idle connections"). On a server with a thread per client connection (Django's
+``runserver``) each kept-alive request thread would otherwise keep its own connection open for as
+long as the trial lives, and even a thread pool (gunicorn) would query once per waiter every 0.1 s.
+So after one direct check, the request thread closes its connection and waits on an event; one
+watcher thread per process polls every waiting run in ONE query every ``POLL_SECONDS`` over its own
+connection, which it closes as soon as nobody waits. Inside a transaction (tests) and on SQLite (one
+file, no connection limit; a test's in-memory database is not visible from another thread) the
+request thread polls by itself, as before.
 """
 
 from __future__ import annotations

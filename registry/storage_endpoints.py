@@ -1,4 +1,4 @@
-"""Which storage endpoints the registry may talk to (issue #12, SSRF).
+"""Which storage endpoints the registry may talk to (no SSRF).
 
 An experiment's ``checkpoint_storage.endpoint_url`` is user input, but the registry (downloads,
 checkpoint GC and deletion) sends signed S3 requests there with the server's credentials. So a
@@ -10,7 +10,7 @@ storage manager from a stored config (``registry_storage_manager``), so a config
 the allow-list (or before it shrank) is refused too. Trial processes are not the registry: they
 build their storage manager with ``headway.storage`` directly.
 
-Since issue #23 the place itself (folder, bucket, prefix) must also be one of the admin's
+The place itself (folder, bucket, prefix) must also be one of the admin's
 storage locations (``registry.storage_locations``); this check comes first, so a stored config
 naming a disallowed endpoint is refused before anything else is looked at.
 """

@@ -1,9 +1,9 @@
 """An experiment's ``checkpoint_storage`` resolved against the admin's storage locations.
 
-Before issue #23 ``host_path``, ``storage_path`` and ``bucket`` were free user input, and the
-registry used them with its own rights: checkpoint GC listed and deleted in someone else's
-folder or bucket, and a checkpoint registered under a uuid found there could be downloaded.
-Now the places are the admin's (``HEADWAY_STORAGE_LOCATIONS``, config/storage_locations.py);
+Before storage locations, ``host_path``, ``storage_path`` and ``bucket`` were free user input, and
+the registry used them with its own rights: checkpoint GC listed and deleted in someone else's
+folder or bucket, and a checkpoint registered under a uuid found there could be downloaded. Now the
+places are the admin's (``HEADWAY_STORAGE_LOCATIONS``, config/storage_locations.py);
 ``resolve_storage`` maps a config onto one of them or refuses it naming the field:
 
 - ``{location: NAME, storage_path?: SUB}``: that location, a sub-folder (S3: sub-prefix) in it;

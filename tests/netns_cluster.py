@@ -8,7 +8,7 @@
   ``eth0`` inside at ``10.213.<N>.<10+i>``) and its own loopback. Inside, the host name is
   the host's (``unshare --uts``) and ``/etc/hosts`` (``/etc/netns/<ns>/hosts``, which
   ``ip netns exec`` mounts) resolves it to ``127.0.1.1``, as Debian and Ubuntu do: the
-  default that made gloo advertise loopback to the other hosts (issue #21);
+  default that made gloo advertise loopback to the other hosts;
 - the master side, all bound to the bridge address: its own PostgreSQL (``initdb`` and
   ``pg_ctl`` from ``/usr/lib/postgresql/*/bin``, run as ``postgres`` in a temporary folder),
   its own Redis (``redis-server --bind``), a moto S3 server, the web server (gunicorn,

@@ -119,7 +119,7 @@ def check_trial_user_runs_python(user: TrialUser, python: str | None = None) -> 
 
     Called when the worker starts: a ``HEADWAY_TRIAL_USER`` that cannot read the interpreter
     (e.g. a virtual environment under root's home) would otherwise fail every trial at start
-    and burn its ``max_restarts`` (issue #23).
+    and burn its ``max_restarts``.
 
     Raises:
         AgentConfigError: naming ``HEADWAY_TRIAL_USER``, the interpreter and the error.

@@ -2,7 +2,7 @@
 
 While a trial runs, its host sends log lines, heartbeats the run and learns of a kill request,
 each a call to the master (``workers.link``). A failed call is retried: log lines wait in
-memory, the heartbeat is sent again, and the run goes on (before issue #23 the first failure
+memory, the heartbeat is sent again, and the run goes on (before this, the first failure
 in a one-second database restart ended the supervision and left the trial process behind).
 Only an outage longer than the outage tolerance (``HEADWAY_OUTAGE_TOLERANCE_SECONDS``, after
 which the master may give the trial to another host) stops the trial's processes, as a host

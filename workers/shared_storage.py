@@ -3,7 +3,7 @@ every other host reads it before starting its ranks (``headway.storage._shared_f
 
 Once per run start, before any rank trains: a host that does not see the chief's folder
 refuses its share with a message naming the storage and both hosts, so checkpoints never land
-on one host's local disk while the others resume from nothing (issue #21, section 4).
+on one host's local disk while the others resume from nothing.
 """
 
 from __future__ import annotations

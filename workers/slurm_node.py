@@ -1,4 +1,4 @@
-"""``python -m workers.slurm_node``: one node's part of a run inside its Slurm job (issue #22).
+"""``python -m workers.slurm_node``: one node's part of a run inside its Slurm job.
 
 The master's batch script (``registry.slurm._script``) starts one of these per node with
 ``srun``. Each acts as a host agent for exactly one run and then exits:

@@ -1,6 +1,6 @@
 """Template helpers of the control forms: where to come back to, confirmations, a kept form.
 
-The confirmations say what will really happen (issue #9): a kill stops the process at once and
+The confirmations say what will really happen: a kill stops the process at once and
 saves nothing new, so what survives is the latest checkpoint already saved, if any; a cancel
 stops gracefully, saving a checkpoint first (``registry.lifecycle`` trial_cancel / trial_kill,
 Determined's "cancel" vs "kill").

@@ -120,7 +120,7 @@ def trial_continue(request: HttpRequest, trial_id: int) -> HttpResponse:
     Form fields (``ContinueTrialForm``): ``checkpoint`` (uuid; empty = the trial's latest),
     ``max_length`` (batches; empty = unchanged), ``hparams`` (``NAME=VALUE`` lines), ``next``.
     On success, redirects to the new trial's page (``dashboard:trial``) with a success note
-    (issue #9: "creates the warm-started trial and navigates to it"). On bad input or a refusal,
+    (the warm-started trial is created and the user lands on it). On bad input or a refusal,
     goes back to ``next`` (default: the trial's experiment page) with the error note; for field
     errors the typed values and the errors are kept in the session so that page re-opens the
     form with them (``dashboard.forms.stash_continue_form``).

@@ -1,4 +1,4 @@
-"""Finding (issue #23, Medium): "the database runs out of connections under load and stays
+"""Second audit finding (Medium): "the database runs out of connections under load and stays
 broken": with persistent per-thread connections, 50 reporting trials plus 20 readers against
 PostgreSQL's default ``max_connections=100`` got 35% of reports and 21-24% of reads answered
 500 ("too many clients"), and 14 of 50 reads still failed after the load ended.

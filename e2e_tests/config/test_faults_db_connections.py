@@ -1,4 +1,4 @@
-"""Finding (issue #12): "The development server's thread-per-request leaves one PostgreSQL
+"""Security review finding: "The development server's thread-per-request leaves one PostgreSQL
 connection open per finished thread (30 preemption long-polls left 41 idle connections)".
 
 30 trials' watchers long-poll ``trials/{id}/preempt/`` at once, each over its own kept-alive
@@ -42,7 +42,7 @@ def _server_connections() -> int:
         return int(cursor.fetchone()[0])
 
 
-# Issue #23 put PostgreSQL behind a connection pool per process: the pool keeps the connections
+# PostgreSQL is behind a connection pool per process: the pool keeps the connections
 # it opened for the burst of 30 requests (up to its maximum) while the polls wait. "pool off"
 # (HEADWAY_DB_POOL_MAX_SIZE=0, as behind PgBouncer) checks that a waiting poll holds none;
 # "pooled" that the server never holds more than its pools' maximum, below one per poll.

@@ -1,4 +1,4 @@
-"""Finding (issue #23, Low): "a one-second PostgreSQL restart kills the running run (misleading
+"""Second audit finding (Low): "a one-second PostgreSQL restart kills the running run (misleading
 'could not be launched', re-queued only ~80 s later by the reaper)".
 
 A Core API trial (8 epochs, a checkpoint each) runs under ``manage.py serve`` (gunicorn and a

@@ -1,5 +1,5 @@
 """Bounded load over loopback: 20 threads report metrics while 20 read charts, against a real
-server process, on SQLite and on PostgreSQL (issue #12, "Fuzzing in the suite").
+server process, on SQLite and on PostgreSQL (the security review's "Fuzzing in the suite").
 
 Every reporter owns one trial and sends batches of consecutive steps; readers poll the
 experiment and trial chart endpoints with ``after_step`` as the dashboard does. Afterwards each

@@ -1,4 +1,4 @@
-"""Finding (issue #23, Medium): "slowloris: 600 slowly trickled connections from one client made
+"""Second audit finding (Medium): "slowloris: 600 slowly trickled connections from one client made
 ``/healthz`` time out in 4 of 5 samples; gunicorn is published directly, with no buffering
 proxy".
 

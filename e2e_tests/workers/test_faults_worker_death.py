@@ -1,4 +1,4 @@
-"""Finding (issue #12), worker death: a real worker killed with SIGKILL stops its trial.
+"""Security review finding, worker death: a real worker killed with SIGKILL stops its trial.
 
 The unit tests of the guard are in tests/workers/test_faults_worker_death.py."""
 

@@ -1,4 +1,4 @@
-"""Host tokens on real hosts (issue #21, §2): REST-only agents, their scope, their revocation.
+"""Host tokens on real hosts: REST-only agents, their scope, their revocation.
 
 One cluster for the module (tests/netns_cluster.py): a master (PostgreSQL, Redis, moto S3, web
 server, master worker) and hosts ``a`` and ``b`` with 2 CPU slots each in network namespaces,

@@ -3,7 +3,7 @@
 The cluster (tests/netns_cluster.py, one per module): a master (PostgreSQL, Redis, moto S3,
 gunicorn on the bridge address) and hosts ``a`` and ``b`` (2 CPU slots each) whose workers
 run in their own namespaces, whose host names resolve to loopback (as on Debian) and that are
-given no ``HEADWAY_HOST_ADDRESS``: each derives it from its route to the master (issue #21).
+given no ``HEADWAY_HOST_ADDRESS``: each derives it from its route to the master.
 Host ``b`` also has a folder of its own (a tmpfs) where the others see the ``split`` storage.
 """
 

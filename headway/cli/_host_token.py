@@ -1,4 +1,4 @@
-"""``headway host-token create|list|revoke``: worker hosts' tokens (admins; issue #21)."""
+"""``headway host-token create|list|revoke``: worker hosts' tokens (admins)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``RegistryAPI``'s host routes: a worker host's agent (host token) and the host-token admin
-routes (issue #21). Answers are the wire models the server builds them from."""
+routes. Answers are the wire models the server builds them from."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 _RUN = "host-agent/trials/{trial_id}/runs/{run_id}/"
 _SHARE = _RUN + "shares/{node_rank}/"
 
-# The host agent's routes (host token) and the host-token admin routes (issue #21): every one
+# The host agent's routes (host token) and the host-token admin routes: every one
 # answers a wire model (a test checks the OpenAPI schema documents it).
 HOST_ROUTES: dict[str, tuple[str, str]] = {
     "host_heartbeat": ("POST", "host-agent/heartbeat/"),

@@ -6,8 +6,8 @@ client's parsing and the server's output cannot drift apart. Shapes follow aim's
 ``response_model``s. Models ignore fields they do not know, so an older client keeps working
 against a newer server that added one.
 
-The host agent's routes and the host-token admin routes (issue #21), and the REST routes that
-answer a plain JSON object rather than a DRF serializer's rows (issue #26): login, a trial's
+The host agent's routes and the host-token admin routes, and the REST routes that
+answer a plain JSON object rather than a DRF serializer's rows: login, a trial's
 SDK calls (metrics, preemption, progress, searcher), metric series, checkpoint metadata and
 checkpoint GC. Routes answering model rows (experiments, trials, checkpoints) are documented by
 their DRF serializers. A test (``tests/registry/api/test_api_schema_responses.py``) checks that every

@@ -1,4 +1,4 @@
-"""A checkpoint that did not fit: a clear error instead of torch's obscure one (issue #12).
+"""A checkpoint that did not fit: a clear error instead of torch's obscure one.
 
 ``torch.save`` to a full disk raises ``RuntimeError('[enforce fail at inline_container.cc:672]
 . unexpected pos 576 vs 534')``; plain writes raise ``OSError(ENOSPC)``. ``CheckpointContext.

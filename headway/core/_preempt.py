@@ -26,7 +26,7 @@ logger = logging.getLogger("headway.core")
 LISTENING_FILE = "preempt-listening"
 """Created by the watcher thread in the run's directory (next to ``$HEADWAY_CLUSTER_INFO``) as
 it starts: the worker, shutting down, gives a run with this file its grace period to checkpoint,
-and stops at once one without it (a process still starting can see no preemption; issue #27)."""
+and stops at once one without it (a process still starting can see no preemption)."""
 
 
 def _announce_listening() -> None:

@@ -1,15 +1,15 @@
 """Stop a trial whose worker died: ``python -m headway.exec.guard --parent PID -- command...``.
 
-The worker starts every trial process through this guard (issue #12: "after a worker is killed
-its trial runs unsupervised for 60-90 s"). The guard runs ``command`` as its child in its own
-process group (the one the worker made for the run) and watches its parent: once the worker
-``PID`` is no longer its parent (the worker was killed: the guard was re-parented), it sends
+The worker starts every trial process through this guard (the security review found that "after a
+worker is killed its trial runs unsupervised for 60-90 s"). The guard runs ``command`` as its child
+in its own process group (the one the worker made for the run) and watches its parent: once the
+worker ``PID`` is no longer its parent (the worker was killed: the guard was re-parented), it sends
 SIGTERM to the whole group, and SIGKILL ``--grace`` seconds later if the trial still runs (the
 groups its descendants moved to as well, such as torchrun's ranks: ``procs.signal_descendants``). It
 checks once per ``--interval`` seconds from a sleeping thread (no busy loop), so a trial stops
 within about ``interval`` seconds of its worker's death; the lost-run reaper re-queues it.
 
-With ``--lease-file PATH`` it also enforces the run's lease (issue #21): the worker writes there
+With ``--lease-file PATH`` it also enforces the run's lease: the worker writes there
 the ``time.monotonic()`` at which the lease ends, again at each renewal; ``BACKSTOP_DELAY_S``
 after that time the guard stops the group the same way. The worker's own watchdog does that
 first, at the lease's end, and says why in the worker's and the trial's logs

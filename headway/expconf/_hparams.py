@@ -100,7 +100,7 @@ class LogHyperparameter(_RangeHyperparameter):
         if self.base == 1:
             raise field_error("base", "must not be 1 (every sample would be 1)")
         # Every sample lies between base**minval and base**maxval: both must be floats
-        # (`maxval: 1000` overflowed at sampling time, an OverflowError, issue #23).
+        # (`maxval: 1000` overflowed at sampling time, an OverflowError).
         for bound in ("minval", "maxval"):
             try:
                 self.base ** getattr(self, bound)

@@ -1,5 +1,5 @@
 """Loading experiment configs from YAML safely: YAML 1.2 floats, bounded alias expansion and
-nesting (issue #23: "billion laughs" and 500-level documents)."""
+nesting ("billion laughs" and 500-level documents)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _expanded_values(data: Any, limit: int) -> int:
 MAX_CONFIG_DEPTH = 100
 """Deepest nesting of mappings and lists a config may have: validation and serialisation
 recurse per level, and a config 500 levels deep failed there (pydantic's recursion guard, a 500
-on the server, issue #23)."""
+on the server)."""
 
 
 def check_depth(data: Any) -> None:

@@ -111,7 +111,7 @@ def save_state(path: pathlib.Path, state: dict[str, Any]) -> None:
 
 
 def _numpy_rng_globals() -> list[Any]:
-    """What a NumPy RNG state saved as an ``ndarray`` (checkpoints before issue #12) needs
+    """What a NumPy RNG state saved as an ``ndarray`` (older checkpoints) needs
     under ``weights_only=True``: array reconstruction and the uint32 dtype, no object arrays."""
     multiarray = getattr(np, "_core", None) or np.core
     return [

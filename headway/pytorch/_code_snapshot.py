@@ -4,7 +4,7 @@ Determined saves the model definition into each checkpoint (``util.write_user_co
 ``fit()`` takes a snapshot of the folder the trial class imports from, once, so that files the
 trial writes later do not end up in ``code/``. Small code (the usual few scripts) is kept in
 memory: creating one file costs about a millisecond on some disks, and a temporary copy of a
-model folder of 20 files made every ``fit()`` start 20 ms later (issue #27, docs/performance.md);
+model folder of 20 files made every ``fit()`` start 20 ms later (docs/performance.md);
 larger code is copied into a temporary folder as before.
 """
 

@@ -2,7 +2,7 @@
 
 A ``shared_fs`` checkpoint storage is a folder every host mounts at the same path. When it is
 not (each host has a local folder of that name), checkpoints land on the chief's local disk, the
-other hosts resume from nothing, and the master cannot serve them (issue #21, section 4). So,
+other hosts resume from nothing, and the master cannot serve them. So,
 once per run start, the chief host writes a marker into the storage folder and every other host
 of the run reads it before starting its ranks:
 

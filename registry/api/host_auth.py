@@ -1,4 +1,4 @@
-"""Host tokens on the REST API: who a worker host is, and the routes it may use (issue #21).
+"""Host tokens on the REST API: who a worker host is, and the routes it may use.
 
 A host sends ``Authorization: Token hwh_...`` like any client. ``HostTokenAuthentication`` comes
 first in ``DEFAULT_AUTHENTICATION_CLASSES``: it answers only keys with the host prefix (others go

@@ -10,8 +10,8 @@ class BoundedJSONParser(JSONParser):
     """``JSONParser`` that turns a ``RecursionError`` into a 400 (``ParseError``).
 
     Python's ``json`` decodes nested arrays and objects recursively, so a body such as
-    ``{"config": {"a": {"a": ...}}}`` 100,000 levels deep raised ``RecursionError`` (an HTML 500,
-    issue #23) instead of a parse error.
+    ``{"config": {"a": {"a": ...}}}`` 100,000 levels deep raised ``RecursionError`` (an HTML
+    500) instead of a parse error.
     """
 
     def parse(self, stream, media_type=None, parser_context=None):

@@ -234,7 +234,7 @@ MAX_CHECKPOINT_FILE_PATH_CHARS = 1024
 class CheckpointRegisterSerializer(StrictSerializer):
     """``POST trials/{id}/checkpoints/``: only these fields; a body naming anything else (a
     ``storage``, ``host_path`` or ``bucket`` of one's choosing) is a 400 naming it: the registry
-    decides where a checkpoint lives (the trial's own storage location, issue #23)."""
+    decides where a checkpoint lives (the trial's own storage location)."""
 
     uuid = serializers.UUIDField()
     # Stored in 64-bit columns: a larger number is a 400, not an overflow (500).

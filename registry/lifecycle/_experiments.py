@@ -102,7 +102,7 @@ def experiment_create(
     """
     config = parse_config_or_400(config_source)
     check_storage_endpoint(config.to_dict().get("checkpoint_storage"))  # SSRF: allow-list only
-    # Only the admin's storage locations (issue #23): a 400 naming the field otherwise.
+    # Only the admin's storage locations: a 400 naming the field otherwise.
     storage = resolve_storage(config.to_dict().get("checkpoint_storage"))
     check_resource_pool(config.resources.resource_pool)  # the admin's pools: 400 naming it
     # The rules (and the messages) are headway.archive's, shared with the CLI's packer.

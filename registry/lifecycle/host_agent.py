@@ -1,4 +1,4 @@
-"""What a worker host does to the registry, behind the host agent's REST routes (issue #21).
+"""What a worker host does to the registry, behind the host agent's REST routes.
 
 Each function takes the calling host's name (its token's name) first and touches only what that
 host may: its own host row, the runs placed on it (``TrialRun.host``) and its shares of runs

@@ -1,5 +1,5 @@
 """Host tokens: issued and revoked by admins (REST, ``headway host-token``, ``manage.py
-headway_host_token``), all through these functions (issue #21; ``registry.models.HostToken``)."""
+headway_host_token``), all through these functions (``registry.models.HostToken``)."""
 
 from __future__ import annotations
 

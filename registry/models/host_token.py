@@ -1,4 +1,4 @@
-"""``HostToken``: the credential a worker host uses to talk to the master (issue #21, section 2).
+"""``HostToken``: the credential a worker host uses to talk to the master.
 
 An admin issues one per host name (``manage.py headway_host_token NAME --create``, the REST API or
 ``headway host-token create NAME``); the token's name is the only host name it may register

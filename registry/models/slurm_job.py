@@ -1,4 +1,4 @@
-"""``SlurmJob``: the Slurm batch job that runs one run of a ``slurm`` pool (issue #22)."""
+"""``SlurmJob``: the Slurm batch job that runs one run of a ``slurm`` pool."""
 
 from __future__ import annotations
 

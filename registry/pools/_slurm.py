@@ -1,4 +1,4 @@
-"""The settings of a ``type: slurm`` pool in the admin's pools file (issue #22).
+"""The settings of a ``type: slurm`` pool in the admin's pools file.
 
 They are the admin's alone: an experiment config has no sbatch field, so users cannot add job
 options (docs/decisions/scheduling.md, "Slurm pools"). Every value is checked when the file is

@@ -221,7 +221,7 @@ def host_redispatch(*, name: str) -> int:
 
 def renew_leases(runs: Q | None = None, shares: Q | None = None) -> int:
     """Renew the leases of the runs and shares these filters select: one UPDATE per table of
-    ``heartbeat_at`` (the lease, issue #21), never of an EXITED row; return how many rows.
+    ``heartbeat_at`` (the lease), never of an EXITED row; return how many rows.
 
     The one renewal both host paths use: the worker's heartbeat (``workers.leases.renew``) and
     the host agent's REST heartbeat (``registry.lifecycle.host_agent``).

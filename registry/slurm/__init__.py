@@ -1,4 +1,4 @@
-"""Slurm as a resource manager (issue #22): the master's side of a ``slurm`` resource pool.
+"""Slurm as a resource manager: the master's side of a ``slurm`` resource pool.
 
 ``poll()`` (the master worker's ``headway.slurm_pools`` task, every
 ``HEADWAY_SLURM_POLL_SECONDS``) submits each queued run of a slurm pool as one batch job

@@ -1,4 +1,4 @@
-"""Keeping each run's state and its Slurm job's state in step (issue #22).
+"""Keeping each run's state and its Slurm job's state in step.
 
 Every ``HEADWAY_SLURM_POLL_SECONDS`` the master's worker reads the state of the jobs it has not
 finished with (one ``squeue`` call) and, per job:

@@ -1,4 +1,4 @@
-"""Submitting the queued runs of ``slurm`` pools as Slurm batch jobs (issue #22).
+"""Submitting the queued runs of ``slurm`` pools as Slurm batch jobs.
 
 Headway's own scheduler never places these runs (``registry.scheduling`` leaves slurm pools
 out): each queued run becomes one job at once, and Slurm decides when and where it runs (gang

@@ -1,5 +1,5 @@
-"""Production settings (issue #12, Low findings "a hard-coded default SECRET_KEY", "no HSTS /
-secure cookies / CSP settings", "no login throttling")."""
+"""Production settings (the security review's Low findings "a hard-coded default SECRET_KEY", "no
+HSTS / secure cookies / CSP settings", "no login throttling")."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ def _local_asset_urls(html: str) -> list[str]:
 
 
 def test_swagger_ui_uses_only_local_assets(client_alice: Client) -> None:
-    client = client_alice  # the schema and its UI need a login (issue #12)
+    client = client_alice  # the schema and its UI need a login
     response = client.get("/api/v1/schema/ui/")
     assert response.status_code == 200
     html = response.content.decode()
@@ -68,7 +68,7 @@ def test_production_settings_use_the_compressed_manifest_storage() -> None:
     """Outside pytest (no ``PYTEST_VERSION``) the settings pick the hashed + gzipped storage."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_VERSION"}
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    env["SECRET_KEY"] = "a-test-key"  # required outside the demo (issue #12)
+    env["SECRET_KEY"] = "a-test-key"  # required outside the demo
     code = (
         "from django.conf import settings; "
         "print(settings.STORAGES['staticfiles']['BACKEND']); "

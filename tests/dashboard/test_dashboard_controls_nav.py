@@ -1,4 +1,4 @@
-"""Where dashboard controls lead (issue #9): ``next``, continue → new trial page, confirmations."""
+"""Where dashboard controls lead: ``next``, continue → new trial page, confirmations."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Editing in the dashboard and over REST: experiment name / description / labels / notes, trial
-notes, model description / labels, version comment / labels (issue #25).
+notes, model description / labels, version comment / labels.
 
 Django test client and DRF's client against the real services (registry.lifecycle,
 registry.model_registry); each edit as the owner, as an admin, as another user (403, nothing

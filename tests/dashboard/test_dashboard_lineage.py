@@ -1,4 +1,4 @@
-"""The trial page's lineage and system metrics (issue #25): a continued trial links to its
+"""The trial page's lineage and system metrics: a continued trial links to its
 parent and back, its charts draw the parent's curve dashed, and the ``system`` group gets a board
 of its own (Django test client and headless Chromium, real lifecycle and metric store)."""
 

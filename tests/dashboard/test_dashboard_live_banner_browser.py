@@ -1,5 +1,5 @@
 """The experiment page's live polling in headless Chromium: a lost connection and an expired
-session show #live-banner instead of a silently stale page (issue #9); Cancel asks first."""
+session show #live-banner instead of a silently stale page; Cancel asks first."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The log viewer in headless Chromium (issue #25): level and rank filters, error highlighting,
+"""The log viewer in headless Chromium: level and rank filters, error highlighting,
 jump to the first error, and the download of the whole log."""
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def test_report_timestamps_are_iso_utc_across_second_boundaries(monkeypatch):
 
 
 def test_nested_non_finite_floats_are_encoded_by_name() -> None:
-    # Issue #23: a nested NaN made the stored JSON invalid for PostgreSQL (a 500).
+    # A nested NaN made the stored JSON invalid for PostgreSQL (a 500).
     value = [math.nan, {"a": math.inf, "b": [-math.inf, 1.0]}]
     assert encode_value(value) == ["NaN", {"a": "Infinity", "b": ["-Infinity", 1.0]}]
 

@@ -1,4 +1,4 @@
-"""Authorization matrix (issue #12): every ``/api/v1/`` and dashboard route x seven principals.
+"""Authorization matrix: every ``/api/v1/`` and dashboard route x seven principals.
 
 The routes come from the URL conf (``get_resolver()``), so a new route without an expectation in
 ``API`` / ``DASHBOARD`` (``tests/authz_expectations.py``) fails
@@ -356,7 +356,7 @@ def test_authorization_matrix(
 
 
 def test_finding_no_owner_check_on_any_write(world: World, db) -> None:
-    """Issue #12 (High): another user could pause, kill or archive anyone's experiment and post
+    """Security review, High: another user could pause, kill or archive anyone's experiment and post
     metrics or checkpoints to their trials. Now each answers 403 and changes nothing."""
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {world.tokens['other']}")
@@ -394,7 +394,7 @@ def test_the_dashboard_hides_controls_a_user_may_not_use(world: World, db) -> No
 
 
 def test_finding_the_schema_and_swagger_ui_are_public(world: World, db) -> None:
-    """Issue #12 (Low): the OpenAPI schema and Swagger UI answered anonymous requests."""
+    """Security review, Low: the OpenAPI schema and Swagger UI answered anonymous requests."""
     for url in (reverse("registry-api:schema"), reverse("registry-api:schema-ui")):
         assert Client().get(url).status_code == 401, url
         logged_in = Client()

@@ -1,4 +1,4 @@
-"""Finding (issue #23, Medium): "the database runs out of connections under load and stays
+"""Second audit finding (Medium): "the database runs out of connections under load and stays
 broken": persistent per-thread connections (``HEADWAY_DB_CONN_MAX_AGE=600``) exhausted
 PostgreSQL's ``max_connections`` and the server answered 500 ("too many clients").
 

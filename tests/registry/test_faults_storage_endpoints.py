@@ -1,4 +1,4 @@
-"""Finding (issue #12): "SSRF: any user can make the registry send signed S3 requests, with its
+"""Security review finding: "SSRF: any user can make the registry send signed S3 requests, with its
 access key id, to any host through ``checkpoint_storage.endpoint_url``".
 
 A listening socket stands for the attacker's host: before the fix the registry sent it a signed

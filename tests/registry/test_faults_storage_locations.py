@@ -1,4 +1,4 @@
-"""Storage locations belong to the admin (issue #23, the High and the first Medium finding).
+"""Storage locations belong to the admin (the second audit's High and first Medium finding).
 
 The audit's repro, on the stack the session runs (SQLite, or PostgreSQL with DATABASE_URL):
 two users, Alice (the victim) and Mallory; a victim folder (0700) and a victim bucket on the
@@ -114,7 +114,7 @@ def _experiment(token: str, storage: dict | None = None) -> Trial:
 
 
 def _stored_before_the_fix(trial: Trial, storage: dict) -> None:
-    """Point the trial's experiment at ``storage`` as a config stored before issue #23 could."""
+    """Point the trial's experiment at ``storage`` as an old stored config could."""
     Experiment.objects.filter(id=trial.experiment_id).update(
         config={**trial.experiment.config, "checkpoint_storage": storage}
     )

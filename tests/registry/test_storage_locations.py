@@ -1,4 +1,4 @@
-"""The admin's storage locations (issue #23): the settings file, how an experiment picks a
+"""The admin's storage locations: the settings file, how an experiment picks a
 location (by name, a sub-path in one, its folder or bucket, or the default), the embedded
 default, configs stored before the locations existed, and the SDK's checkpoint marker."""
 

@@ -1,4 +1,4 @@
-"""Finding (issue #12): "after a worker is killed its trial runs unsupervised for 60-90 s".
+"""Security review finding: "after a worker is killed its trial runs unsupervised for 60-90 s".
 
 Every trial now runs under ``headway.exec.guard``, which stops the run's process group within
 about a second of its worker's death. These are the guard's tests, against real processes; the

@@ -1,4 +1,4 @@
-"""Findings (issue #23, Low):
+"""Second audit findings (Low):
 
 * "a ``HEADWAY_TRIAL_USER`` that cannot run the worker's Python makes every trial burn its
   restarts with no start-up check": the host agent (``python -m workers``) now starts that

@@ -1,4 +1,4 @@
-"""Leases (issue #21, section 3): the registry's side on PostgreSQL, the host's with real processes.
+"""Leases: the registry's side on PostgreSQL, the host's with real processes.
 
 A placed run (and each share of one) leases its host's slots; heartbeats renew the lease. While
 the master serves other hosts of the namespace, the registry re-queues a run only once its lease

@@ -1,5 +1,5 @@
-"""The trial environment offers the packages Determined's default images give its examples
-(issue #24, item 8): ``ruamel.yaml`` next to PyYAML, declared so a fresh install has it."""
+"""The trial environment offers the packages Determined's default images give its examples:
+``ruamel.yaml`` next to PyYAML, declared so a fresh install has it."""
 
 from __future__ import annotations
 

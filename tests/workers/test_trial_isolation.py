@@ -1,9 +1,9 @@
-"""Trial isolation (issue #12, High "Trial code has the worker's full privileges"): a real trial
-process started by the host agent's runner sees no secret of its host (the host token, the
-broker URL) nor of a server, and with ``HEADWAY_TRIAL_USER`` runs as another Unix user that
-cannot read the agent's environment (where its host token is) nor the files of its var dir
-(on the embedded setup the master's SQLite database is there: ``manage.py serve`` gives the
-agent the master's ``HEADWAY_VAR_DIR``).
+"""Trial isolation (the security review's High "Trial code has the worker's full privileges"): a
+real trial process started by the host agent's runner sees no secret of its host (the host token,
+the broker URL) nor of a server, and with ``HEADWAY_TRIAL_USER`` runs as another Unix user that
+cannot read the agent's environment (where its host token is) nor the files of its var dir (on the
+embedded setup the master's SQLite database is there: ``manage.py serve`` gives the agent the
+master's ``HEADWAY_VAR_DIR``).
 
 The runner runs in this process as a host of a live server (``host_agent``): the run is placed
 on that host, and everything goes over REST with its host token.

@@ -233,7 +233,7 @@ def test_a_model_definition_the_host_cannot_unpack_is_lost_before_start_then_err
     assert lines[-1].startswith("[headway] run 3: failed: lost before its ranks started")
 
 
-# Determined 0.38 config forms (issue #24): environment_variables, list entrypoints.
+# Determined 0.38 config forms: environment_variables, list entrypoints.
 
 
 def test_config_variables_reach_the_trial_and_headway_s_own_win(submit):

@@ -205,7 +205,7 @@ def test_a_worker_shutdown_stops_at_once_a_run_that_does_not_watch_for_preemptio
     spawn, running_trial, host_agent
 ):
     # Still starting (importing, loading data) or not using the SDK: it could not checkpoint
-    # in the grace period, which would only delay the shutdown (issue #27). A share of a
+    # in the grace period, which would only delay the shutdown. A share of a
     # multi-host run keeps its grace: the chief's checkpoint may need its ranks.
     tmp_path = host_agent.work_dir
     tmp_path.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Finding (issue #12), master restart: the web server killed during training; the trial
+"""Security review finding, master restart: the web server killed during training; the trial
 (and its host agent, which talks only to that web server) goes on and every report arrives once.
 
 The unit tests of the session's outage budget are in tests/headway/client/test_faults_master_outage.py."""

@@ -1,4 +1,4 @@
-"""Issue #12, untrusted trial output on a live cluster (web server, Celery worker, Redis, and
+"""Untrusted trial output on a live cluster (web server, Celery worker, Redis, and
 PostgreSQL when ``DATABASE_URL`` names it): a NUL byte and a huge line on a trial's stdout."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Checkpoint downloads from shared_fs through the real web server (gunicorn, as ``manage.py
 serve`` runs it), where a single file goes out through the WSGI file wrapper (``sendfile``):
-the whole file, byte ranges and the archives carry exactly the stored bytes (issue #27).
+the whole file, byte ranges and the archives carry exactly the stored bytes.
 
 The registry views are tested in process with Django's client elsewhere
 (tests/registry/checkpoints/test_checkpoint_download_formats.py); this is the path only a real server takes.

@@ -67,7 +67,7 @@ def test_a_trial_on_s3_pauses_and_resumes_from_a_checkpoint_restored_from_s3(clu
     latest = paused["latest_checkpoint"]
     manager = build_storage_manager(storage)
     stored = set(manager.list_files(latest))  # in the bucket
-    # Besides the trial's files, the automatic TensorBoard events (on by default, issue #24).
+    # Besides the trial's files, the automatic TensorBoard events (on by default).
     tensorboard = {name for name in stored if name.startswith("tensorboard/events.out.tfevents.")}
     assert tensorboard and stored - tensorboard == {"model.pth", "metadata.json"}
 

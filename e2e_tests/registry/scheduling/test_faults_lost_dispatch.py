@@ -1,4 +1,4 @@
-"""Finding (issue #12): "A lost broker message leaves a trial QUEUED forever (the reaper only
+"""Security review finding: "A lost broker message leaves a trial QUEUED forever (the reaper only
 looks at started runs)".
 
 The periodic reaper now sends again the task of a placed run no worker claimed within

@@ -1,4 +1,4 @@
-"""One trial over two Slurm nodes on their own addresses (issue #22): a ``slurmctld`` and two
+"""One trial over two Slurm nodes on their own addresses: a ``slurmctld`` and two
 ``slurmd`` in network namespaces (``tests.netns_slurm``), a master on the bridge address
 (``tests.netns_cluster``, no host agents), and a slurm pool with one slot per node, so a
 2-slot trial is one job of 2 nodes: two ``workers.slurm_node`` processes that meet on node 0's

@@ -1,4 +1,4 @@
-"""Runs of a slurm pool as Slurm batch jobs on a real Slurm (issue #22): a PyTorchTrial
+"""Runs of a slurm pool as Slurm batch jobs on a real Slurm: a PyTorchTrial
 experiment completes and its checkpoint downloads; controls; infrastructure failures."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``/api/v1/host-tokens/``: admins issue, list and revoke worker hosts' tokens (issue #21).
+"""``/api/v1/host-tokens/``: admins issue, list and revoke worker hosts' tokens.
 
 The key of a new token is in the creation answer only; the registry keeps its SHA-256. Revoking
 keeps the row (who, when) and refuses the key from its next request on. The same operations:

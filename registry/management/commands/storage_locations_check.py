@@ -1,6 +1,6 @@
 """``python manage.py storage_locations_check``: what the storage locations leave out.
 
-Upgrading to admin-named storage locations (issue #23) keeps every stored experiment and
+Upgrading to admin-named storage locations keeps every stored experiment and
 checkpoint whose place lies inside a location; the others are refused at use (downloads,
 deletion, GC). This lists those, grouped by place with the reason, so an administrator can add
 a location for them (docs/deployment.md, "Upgrading"). Exit status 1 when there are any.

@@ -207,7 +207,7 @@ def test_it_refuses_a_registered_path_leaving_the_directory(cli, register, tmp_p
     from registry.models import Checkpoint
 
     storage_id = register({"a.bin": b"a"})
-    # The registry refuses such a path since issue #12; a row stored before that (or a tampered
+    # The registry refuses such a path now; a row stored before it did (or a tampered
     # database) must still not make the CLI write outside DIR.
     Checkpoint.objects.filter(uuid=storage_id).update(resources={"a.bin": 1, "../escaped.txt": 1})
     assert cli(["checkpoint", "download", storage_id, "-o", str(tmp_path / "out")]) == 1

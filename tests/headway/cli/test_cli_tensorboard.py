@@ -1,5 +1,5 @@
 """``headway tensorboard EXPERIMENT_ID``: TensorBoard files come from each trial's latest
-checkpoint (issue #10)."""
+checkpoint."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finding (issue #12): "A 20 s web-server restart crashes training".
+"""Security review finding: "A 20 s web-server restart crashes training".
 
 The SDK must ride out a registry outage of minutes: every call a trial makes retries with capped
 backoff until ``HEADWAY_MASTER_OUTAGE_SECONDS``, then fails with ``MasterUnreachableError``.
@@ -18,7 +18,7 @@ import pytest
 from headway.client import MasterUnreachableError, Session
 from tests.helpers import REPO, answer_json, free_port
 
-# The acceptance of issue #12 is a 2-minute outage; the suite's default is shorter (the
+# The finding's acceptance is a 2-minute outage; the suite's default is shorter (the
 # 120 s run was made by hand: HEADWAY_TEST_OUTAGE_SECONDS=120).
 OUTAGE_S = float(os.environ.get("HEADWAY_TEST_OUTAGE_SECONDS", "35"))
 FIXTURE = REPO / "tests" / "fixtures" / "core_api"

@@ -1,4 +1,4 @@
-"""One typed client (issue #26): no module outside ``headway/client`` spells a REST path of the
+"""One typed client: no module outside ``headway/client`` spells a REST path of the
 registry; every call goes through ``RegistryAPI`` and its route table."""
 
 from __future__ import annotations

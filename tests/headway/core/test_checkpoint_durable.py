@@ -1,4 +1,4 @@
-"""A shared_fs checkpoint is on disk before it can be registered (issue #27).
+"""A shared_fs checkpoint is on disk before it can be registered.
 
 ``SharedFSStorageManager.store_path`` fsyncs, on normal exit, every file and folder the block
 wrote, the checkpoint's folder, its marker and the storage root (whose entries name both), and

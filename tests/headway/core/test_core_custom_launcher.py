@@ -1,4 +1,4 @@
-"""Custom launchers (issue #24 item 6): ``headway.launch.wrap_rank``, ``ClusterInfo.slot_ids`` /
+"""Custom launchers: ``headway.launch.wrap_rank``, ``ClusterInfo.slot_ids`` /
 ``container_addrs`` / ``container_rank``, and a ``DistributedContext`` built by hand in processes
 the script starts itself (Determined's ``core_api/4_distributed.py``), whose collectives run
 over a store rank 0 serves."""

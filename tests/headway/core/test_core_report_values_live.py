@@ -1,4 +1,4 @@
-"""What a trial reports through ``core.train`` reaches the registry unchanged (issue #27's fast
+"""What a trial reports through ``core.train`` reaches the registry unchanged (the fast
 per-call path: 0-d tensors converted without the general path, reports written with orjson and,
 for what orjson refuses, with ``json``), and a bad value still fails at the call, named."""
 

@@ -1,4 +1,4 @@
-"""The TensorBoard writer thread writes at most once per ``WRITE_INTERVAL_S`` (issue #27): many
+"""The TensorBoard writer thread writes at most once per ``WRITE_INTERVAL_S``: many
 reports in a burst are all written, in order, once ``drain()`` (a checkpoint) or the context's
 close asks; nothing is lost or written twice."""
 

@@ -1,4 +1,4 @@
-"""Core API 0.38 calls of a trial's own run against a live registry (issue #24, item 4):
+"""Core API 0.38 calls of a trial's own run against a live registry:
 ``train.report_progress`` becomes the trial's (and experiment's) progress, and
 ``checkpoint.set_metadata`` / ``get_metadata`` go through ``POST checkpoints/{uuid}/metadata/``."""
 

@@ -1,4 +1,4 @@
-"""Core API 0.38 names on ``core_context.train`` (issue #24, item 4): ``report_progress``,
+"""Core API 0.38 names on ``core_context.train``: ``report_progress``,
 ``report_early_exit``, ``get_tensorboard_path``, ``upload_tensorboard_files`` and the
 ``TensorboardMode`` of ``core.init``."""
 

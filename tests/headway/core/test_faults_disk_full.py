@@ -1,4 +1,4 @@
-"""Finding (issue #12): "A full checkpoint disk gives an obscure torch error and the trial ends
+"""Security review finding: "A full checkpoint disk gives an obscure torch error and the trial ends
 ERROR".
 
 ``torch.save`` onto a full filesystem raises ``RuntimeError('[enforce fail at

@@ -1,4 +1,4 @@
-"""System metrics of a trial (issue #25): the sampler (real psutil), its config and env switch,
+"""System metrics of a trial: the sampler (real psutil), its config and env switch,
 and a trial run on the test cluster whose ``system`` group the REST API returns."""
 
 from __future__ import annotations

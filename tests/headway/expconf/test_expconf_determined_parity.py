@@ -1,4 +1,4 @@
-"""Determined 0.38 config forms (issue #24 items 1, 3 and 5): each field is honoured or refused
+"""Determined 0.38 config forms: each field is honoured or refused
 with a message naming it; Determined's own example configs parse unchanged."""
 
 from __future__ import annotations

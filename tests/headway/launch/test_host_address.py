@@ -1,4 +1,4 @@
-"""The address a worker host advertises and the interface its ranks bind (issue #21, section 1).
+"""The address a worker host advertises and the interface its ranks bind.
 
 Unit level, on this machine's real interfaces (``psutil``) and routes; the multi-host test with
 real namespaced hosts is e2e_tests/workers/test_multihost_netns.py.

@@ -1,4 +1,4 @@
-"""``DeepSpeedTrial.evaluate_full_dataset`` (issue #24 item 7): the chief validates over the
+"""``DeepSpeedTrial.evaluate_full_dataset``: the chief validates over the
 whole validation loader in one call, and its metrics are what is reported.
 
 DeepSpeed runs on its CPU accelerator with gloo and torch's Adam (nothing is compiled).

@@ -1,4 +1,4 @@
-"""DeepSpeed's silent op builds are announced in the trial's log (issue #24, item 8): the first
+"""DeepSpeed's silent op builds are announced in the trial's log: the first
 ``FusedAdam`` compiles for minutes without output."""
 
 from __future__ import annotations

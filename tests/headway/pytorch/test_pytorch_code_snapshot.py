@@ -1,5 +1,5 @@
-"""The model code snapshot a ``fit()`` takes for ``code/`` (issue #27: held in memory when small
-instead of a temporary copy): the same files, content, mode and modification time either way,
+"""The model code snapshot a ``fit()`` takes for ``code/`` (held in memory when small instead
+of a temporary copy): the same files, content, mode and modification time either way,
 taken once, so later edits and new files stay out."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Determined's context switches on ``PyTorchTrialContext`` / ``DeepSpeedTrial`` (issue #24
-item 7): ``get_initial_batch()``, ``experimental.disable_dataset_reproducibility_checks()``,
+"""Determined's context switches on ``PyTorchTrialContext`` / ``DeepSpeedTrial``:
+``get_initial_batch()``, ``experimental.disable_dataset_reproducibility_checks()``,
 ``experimental.disable_auto_to_device()``, ``wrap_lr_scheduler`` refusing an optimizer that
 ``wrap_optimizer`` did not return, and ``DeepSpeedTrial.evaluate_full_dataset``."""
 

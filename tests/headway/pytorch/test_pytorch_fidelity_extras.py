@@ -1,6 +1,6 @@
 """Determined fidelity extras of the PyTorch harness: TensorBoard, profiler, AMP, code/ and
 load_data.json in checkpoints, load_trial_from_checkpoint_path, import_from_path, LOG_FORMAT and
-the local Core API searcher (issue #10)."""
+the local Core API searcher."""
 
 from __future__ import annotations
 

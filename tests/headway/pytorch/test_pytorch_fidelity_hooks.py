@@ -1,4 +1,4 @@
-"""Determined 0.38.1 fidelity of the PyTorchTrial loop (issue #10): hooks, evaluation, reducers.
+"""Determined 0.38.1 fidelity of the PyTorchTrial loop: hooks, evaluation, reducers.
 
 Callback hooks at Determined's points (harness/determined/pytorch/_pytorch_trial.py, _callback.py),
 ``train_batch`` returning a bare tensor, test mode, ``evaluate_full_dataset`` and

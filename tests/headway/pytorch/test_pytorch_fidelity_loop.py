@@ -1,4 +1,4 @@
-"""Determined 0.38.1 fidelity of the PyTorchTrial loop (issue #10): gradients and LR schedules.
+"""Determined 0.38.1 fidelity of the PyTorchTrial loop: gradients and LR schedules.
 
 Each test reproduces what Determined's harness (harness/determined/pytorch/_pytorch_trial.py,
 _pytorch_context.py) does for the same trial code: ``backward_passes_per_step``,

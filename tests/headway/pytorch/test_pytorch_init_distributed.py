@@ -1,6 +1,6 @@
 """``pytorch.init()`` / ``core.init()`` without ``distributed=`` join the launcher's ranks.
 
-Issue #24 item 2: under ``python -m headway.launch.torch_distributed`` each rank used to train
+Under ``python -m headway.launch.torch_distributed`` each rank used to train
 the whole data set alone, report as the chief and register its own checkpoints. These tests run
 the real launcher (torchrun, 2 ranks, gloo on the CPU) in local mode.
 """

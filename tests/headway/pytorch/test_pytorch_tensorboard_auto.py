@@ -1,4 +1,4 @@
-"""Automatic TensorBoard logging of the PyTorch harness (issue #24, item 7): reported metrics
+"""Automatic TensorBoard logging of the PyTorch harness: reported metrics
 written as tfevents and stored with checkpoints, ``pytorch.init(enable_tensorboard_logging=)``
 and ``context.get/set_enable_tensorboard_logging()`` (Determined's switch)."""
 

@@ -1,4 +1,4 @@
-"""A ``shared_fs`` storage that is not one file system everywhere (issue #21, section 4).
+"""A ``shared_fs`` storage that is not one file system everywhere.
 
 The marker the chief host writes and the other hosts read (``headway.storage._shared_fs_check``),
 and the master's answer for a checkpoint on a folder it cannot list. The refusal of a real run

@@ -1,6 +1,6 @@
-"""Regression tests for issue #23's "no 500 left" findings: each request the audit made, answered
-as a JSON 4xx naming the field (or accepted). They run on the suite's database: PostgreSQL in CI
-(where NUL characters, NaN in ``jsonb`` and time zone offsets past 15:59 failed), SQLite
+"""Regression tests for the second audit's "no 500 left" findings: each request the audit made,
+answered as a JSON 4xx naming the field (or accepted). They run on the suite's database: PostgreSQL
+in CI (where NUL characters, NaN in ``jsonb`` and time zone offsets past 15:59 failed), SQLite
 locally.
 """
 

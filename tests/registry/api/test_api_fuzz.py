@@ -1,5 +1,5 @@
 """schemathesis against a live server: ``--checks all``, every phase (stateful included), 0
-failures (issue #12, "Fuzzing in the suite"), plus the findings it made, each reproduced.
+failures (the security review's "Fuzzing in the suite"), plus the findings it made, each reproduced.
 
 The run is the CLI a user would type (the command is recorded in docs/security.md) against a
 real server process on a fresh database of the suite's kind (PostgreSQL in CI, else SQLite),
@@ -57,7 +57,7 @@ def schemathesis_command(url: str, token: str, report_dir) -> list[str]:
 def fuzz_backend(name: str = "fuzz") -> Backend:
     """The suite's database kind: a fresh PostgreSQL database beside ``DATABASE_URL``'s (named
     ``<its name>_<name>_<xdist worker>``; CI) when it names PostgreSQL, else a fresh SQLite
-    file (issue #23: the audit found failures on PostgreSQL that SQLite never shows, e.g. NUL
+    file (the second audit found failures on PostgreSQL that SQLite never shows, e.g. NUL
     characters). Each xdist worker has its own: a module's tests may run on both at once, and
     recreating one shared name dropped the other worker's database under its server."""
     url = os.environ.get("DATABASE_URL", "")

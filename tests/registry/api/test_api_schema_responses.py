@@ -1,4 +1,4 @@
-"""The OpenAPI schema documents every operation's answer with its model (issue #26).
+"""The OpenAPI schema documents every operation's answer with its model.
 
 An answer documented as a bare ``{"type": "object"}`` (``responses={200: dict}``) tells a client
 nothing; plain-object answers are ``headway.client.wire`` models, which the server builds its JSON

@@ -1,4 +1,4 @@
-"""Every route of ``RegistryAPI``'s table (issue #26) is a URL of the registry's URLconf whose view
+"""Every route of ``RegistryAPI``'s table is a URL of the registry's URLconf whose view
 answers the route's method: a renamed or removed endpoint fails here, not in a trial."""
 
 from __future__ import annotations

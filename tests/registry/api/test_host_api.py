@@ -1,5 +1,5 @@
-"""A worker host's life over the host agent routes, through ``RegistryAPI``, on a live server
-(issue #21 section 2): register and heartbeat, claim a run the real scheduler placed on it, get
+"""A worker host's life over the host agent routes, through ``RegistryAPI``, on a live server:
+register and heartbeat, claim a run the real scheduler placed on it, get
 its launch spec, model definition and run token, stream its output and report its exit; the
 registry's trial, run and logs then say so. Also a run over two hosts (shares, rendezvous).
 

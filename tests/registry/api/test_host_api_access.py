@@ -1,5 +1,5 @@
 """Host tokens: issued and revoked by the management command, the REST API and the CLI; what a
-host key may do and what it may not (issue #21 section 2), on a live server.
+host key may do and what it may not, on a live server.
 
 - a key reaches its own host's routes only: another host's run or share is 403, a missing one
   404, and every other route of the API (every user route, the schema, the token admin) 403;

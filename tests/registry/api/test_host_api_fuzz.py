@@ -1,4 +1,4 @@
-"""schemathesis over the host agent's routes with a real host key (issue #21): every check,
+"""schemathesis over the host agent's routes with a real host key: every check,
 every phase, 0 failures.
 
 ``tests/registry/api/test_api_fuzz.py`` fuzzes the whole API with a user token, which the host routes refuse

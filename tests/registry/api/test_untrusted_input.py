@@ -1,5 +1,5 @@
-"""Regression tests for issue #12's untrusted-input findings: hostile archives, configs, metric
-reports, log lines and checkpoint file maps are bounded before they are parsed or stored.
+"""Regression tests for the security review's untrusted-input findings: hostile archives, configs,
+metric reports, log lines and checkpoint file maps are bounded before they are parsed or stored.
 
 Each test is named after the finding it reproduces (docs/security.md, "Untrusted input: limits").
 """

@@ -1,6 +1,5 @@
 """Adding metadata to a stored checkpoint: ``POST checkpoints/{uuid}/metadata/``, the
-experimental client's ``Checkpoint.add_metadata`` and the Core API's ``checkpoint.set_metadata``
-(issue #24, item 4)."""
+experimental client's ``Checkpoint.add_metadata`` and the Core API's ``checkpoint.set_metadata``."""
 
 from __future__ import annotations
 

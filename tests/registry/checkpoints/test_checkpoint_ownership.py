@@ -1,4 +1,4 @@
-"""Checkpoints belong to the trial that wrote them, and load with ``weights_only=True`` (issue #12).
+"""Checkpoints belong to the trial that wrote them, and load with ``weights_only=True``.
 
 The attack (High finding "One user can run code in another user's trial"): user B's trial writes
 a pickled ``state-dict.pth`` into the shared checkpoint folder and registers it on user A's trial

@@ -1,7 +1,7 @@
 """``Experiment.conf`` (the stored config, validated once per instance), the
 ``StoredConfigInvalid`` error it raises and how the scheduler, the lifecycle, the REST API and
 the dashboard report it; ``Experiment.objects.without_blobs()`` / ``blob_fields()``; the
-``StopReason`` values written on stop requests (issue #26)."""
+``StopReason`` values written on stop requests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resource pools (issue #21 section 5): the admin's file, ``resources.resource_pool`` at
+"""Resource pools: the admin's file, ``resources.resource_pool`` at
 submission, ``GET /api/v1/resource-pools/`` against real placements, and the Workers page."""
 
 from __future__ import annotations
