@@ -192,7 +192,7 @@ def measure(
         )
     out: dict[str, Any] = {f"{kind}_torch_threads": threads}
     out.update({f"{kind}_{k}": v for k, v in pair_figures(harness, raw, "harness", BATCH).items()})
-    # With fit()'s start counted in (the definition before #27's second round).
+    # With fit()'s start counted in (the definition before the second round of overhead work).
     out[f"{kind}_ratio_with_start"], _ = median_range(
         [
             h["with_start_samples_per_s"] / r["samples_per_s"]

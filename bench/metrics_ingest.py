@@ -23,7 +23,7 @@ starts, as the SDK's reporter sends them:
   speed without reporting.
 
 The same run first measures the baseline commit (``BASELINE_REF``, the last commit before the
-#27 fast path; ``HEADWAY_BENCH_BASELINE=<ref>`` picks another, ``none`` skips it; skipped in
+fast path; ``HEADWAY_BENCH_BASELINE=<ref>`` picks another, ``none`` skips it; skipped in
 tiny mode) in a temporary git worktree (``bench/_baseline.py``: the old code measured by this
 script), and prints each figure's ratio to it.
 
@@ -79,7 +79,7 @@ METRICS, STEPS, REPORTS_PER_POST = 10, pick(10_000, 1_000), 100
 SINGLE_N, WARMUP_N = pick(300, 30), pick(30, 5)
 TARGET_POINTS_PER_S = {"sqlite": 200_000, "postgres": 100_000}
 TARGET_SINGLE_P50_MS, TARGET_SDK_STEPS_PER_S = 3.0, 50_000
-# The last commit before the #27 fast path (token cache, fewer statements per report).
+# The last commit before the fast path (token cache, fewer statements per report).
 BASELINE_REF = "a3fb5fb^"
 # The commit before the one-statement report on PostgreSQL (the interleaved pairs' baseline).
 PAIRS_REF = "6a8a8e4^"

@@ -19,7 +19,7 @@ time: view, queries, JSON rendering; no network), each timed as the median of ``
 - ``zoom``: the same with ``x_min``/``x_max`` around 5% of it; ``zoom_10m``: the same 5% window
   shape on a trial of ``--zoom-steps`` (10,000,000) steps, where a window returns as many points
   but ten times as many are stored: ``zoom_10m_over_1m`` near 1 is the O(points returned) goal
-  (#27; 9.4 ms at 1M and 62.5 ms at 10M before the bucket reads seeked the index);
+  (9.4 ms at 1M and 62.5 ms at 10M before the bucket reads seeked the index);
 - ``poll``: the same with ``after_step`` 100 steps before its end (a live update);
 - ``naive_1m``: the baseline, every raw row of the 1M series read and downsampled in Python
   (``bench/_naive_downsample.py``, the in-Python min/max bucketing the store replaced).

@@ -1,4 +1,4 @@
-"""Input of the dashboard's forms (Django ``forms``, as STYLE.md §1 suggests)."""
+"""Input of the dashboard's forms (Django ``forms``)."""
 
 from __future__ import annotations
 

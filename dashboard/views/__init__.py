@@ -1,4 +1,4 @@
-"""The dashboard's views: plain functions behind ``@login_required`` (STYLE.md §1, §9), one
+"""The dashboard's views: plain functions behind ``@login_required``, one
 module per page, as ``registry/api/views/`` has one module per resource.
 
 A module is named after the URL name of the page it serves (``experiments`` the list at ``/``,

@@ -3,7 +3,7 @@ views, trials, config; its live poll, the model definition's files, and its owne
 edit forms (name / description / labels, notes).
 
 A control or edit only validates the request and calls one ``registry.lifecycle`` function, the
-single place that changes states (STYLE.md §3); the outcome is shown with a ``messages`` note on
+single place that changes states; the outcome is shown with a ``messages`` note on
 the page it redirects to (``_common.back``). An illegal transition (a stale page, a double
 click) becomes an error note, never a 500.
 """

@@ -1,7 +1,7 @@
 """The trial page (``/trials/<id>/``): header, error of a failed run, charts, checkpoints, runs;
 the trials table's row menu, and the trial's controls, "Continue trial" and notes.
 
-Server-rendered like the experiment page (STYLE.md §9): the chart options are rendered as JSON
+Server-rendered like the experiment page: the chart options are rendered as JSON
 (``json_script``) and the vendored plotly.js draws them through ``static/js/board.js`` and
 ``static/js/charts.js`` (``system_board.js`` for the system metrics, ``lineage.js`` for a
 continued trial's parent curves). A fixed number of SQL queries whatever the number

@@ -4,7 +4,7 @@ read logs and checkpoints over the registry's REST API. Entry point: ``headway.c
 import importlib
 from typing import Any
 
-# Re-exported (the CLI's public names before #26), loaded on first use: every command imports
+# Re-exported (the CLI's public names before they moved), loaded on first use: every command imports
 # this package, and the config models would add ~0.2 s to commands that never read a config.
 _REEXPORTS = {
     "MAX_MODEL_DEF_BYTES": "headway.archive",

@@ -2,7 +2,7 @@
 
 Mirrors Determined's ``core.CheckpointContext`` (``store_path``, ``restore_path``, ``upload``,
 ``download``, ``get_metadata``, ``delete``). Files go to the storage backend first; only a
-complete checkpoint is registered (ARCHITECTURE.md, data flow step 3).
+complete checkpoint is registered.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Metric values made JSON-safe, and the sinks reports go to (registry thread or local log).
 
-The registry sink follows ARCHITECTURE.md §Metrics and Determined's ``core._metrics``: reports are
+The registry sink follows Determined's ``core._metrics``: reports are
 queued by the training thread and POSTed in batches by one background thread that blocks on the
 queue (never spins) and retries transient failures forever; the server is idempotent on
 ``(trial, group, steps_completed)``, so a retried batch never duplicates.

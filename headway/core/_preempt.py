@@ -2,7 +2,7 @@
 
 Semantics of Determined's ``core.PreemptContext``: ``should_preempt()`` turns True once and stays
 True; the trial should checkpoint and exit. The registry is polled by a background thread, so the
-call in the training loop is an attribute read (ARCHITECTURE.md, performance notes).
+call in the training loop is an attribute read.
 """
 
 from __future__ import annotations

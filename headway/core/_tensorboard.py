@@ -205,7 +205,7 @@ class TensorboardFiles:
             batch = [self._events.get()]  # blocks: the thread never spins
             # One write per WRITE_INTERVAL_S at most (drain() and close() cut the wait short):
             # with a report every few milliseconds, waking up, building events and flushing
-            # for each one cost the training loop ~10 us a batch on a 2-core machine (#27).
+            # for each one cost the training loop ~10 us a batch on a 2-core machine.
             wait = self._last_write + WRITE_INTERVAL_S - time.monotonic()
             if batch[0] is not None and wait > 0:
                 self._hurry.wait(wait)

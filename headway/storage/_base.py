@@ -84,8 +84,8 @@ def parse_marker(data: bytes, storage_id: str) -> dict[str, object] | None:
 def check_relpath(relpath: str) -> pathlib.PurePosixPath:
     """Validate a file path relative to a checkpoint and return it as a ``PurePosixPath``.
 
-    The safety rule is ``headway.archive.check_member_path``, the one every archive member passes
-    (ARCHITECTURE.md, Security); storage adds that the path be canonical, because it is also an
+    The safety rule is ``headway.archive.check_member_path``, the one every archive member passes;
+    storage adds that the path be canonical, because it is also an
     object key (``"a//b"`` and ``"a/b"`` would be different S3 objects).
 
     Raises:

@@ -51,7 +51,7 @@ _HINT = (
 )
 
 
-# One builder per ``type``; a new backend adds one entry (STYLE.md §1, plugin-like features).
+# One builder per ``type``; a new backend adds one entry.
 _BUILDERS: dict[str, Callable[[dict[str, Any]], StorageManager]] = {
     "shared_fs": _build_shared_fs,
     "s3": _build_s3,

@@ -77,7 +77,7 @@ class SharedFSStorageManager(StorageManager):
     """Checkpoints stored as ``<base_path>/<storage_id>/`` on a shared file system.
 
     ``store_path`` yields the final directory itself, so a checkpoint is written once and never
-    copied (ARCHITECTURE.md, "don't copy a checkpoint twice"). Mirrors Determined's
+    copied. Mirrors Determined's
     ``SharedFSStorageManager`` (``host_path`` + optional ``storage_path``).
 
     Arguments:

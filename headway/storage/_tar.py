@@ -1,6 +1,6 @@
 """Stream a checkpoint as an uncompressed tar built on the fly, with bounded memory.
 
-The registry wraps ``iter_tar_chunks`` in a ``StreamingHttpResponse`` (ARCHITECTURE.md, step 6):
+The registry wraps ``iter_tar_chunks`` in a ``StreamingHttpResponse``:
 no temporary archive, no whole file in memory. The byte layout is plain POSIX tar (PAX headers for
 long or non-ASCII names), so ``tarfile`` and GNU tar read it.
 """

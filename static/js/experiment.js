@@ -1,5 +1,5 @@
 // Experiment page: draw the metric charts (static/js/charts.js), then poll the live endpoint
-// while the experiment runs. Polling, not a SPA (STYLE.md §9): the server answers an `updated`
+// while the experiment runs. Polling, not a single-page app: the server answers an `updated`
 // token and re-sends the trials table and the metric list only when that token changed; then the
 // charts fetch only the points after what they hold (after_step) and redraw in place, keeping the
 // user's zoom, hidden traces and chart options (layout.uirevision). A failed poll is never silent: an

@@ -1,4 +1,4 @@
-"""The registry sends Celery tasks through ``celery.current_app`` (#26): in every thread of a
+"""The registry sends Celery tasks through ``celery.current_app``: in every thread of a
 process that loaded Django's settings (gunicorn's gthread workers, the test live server), that is
 the app of ``config.celery``, configured from the settings, never Celery's unconfigured fallback."""
 

@@ -252,7 +252,7 @@ def test_the_overview_of_a_search(live_server, chromium):
     save_screenshot(page, "workers")
 
 
-# --- The overview at scale (#25): 100 trials, bands, events, grouping, drawing on screen only ---
+# --- The overview at scale: 100 trials, bands, events, grouping, drawing on screen only ---
 
 SEARCH_TRIALS = 100
 SEARCH_STEPS = 3000  # training points per trial: downsampled, so drawn with a min/max band

@@ -234,7 +234,7 @@ def test_chromium_draws_one_chart_per_metric(live_server, chromium) -> None:
     _report(trial, [10, 20, 30], validation_steps=[20, 30])
     page = chromium.new_page(viewport={"width": 1280, "height": 900})
     log_in(page, f"{live_server.url}/trials/{trial.id}/", "erin", "pw-erin")
-    # Charts are drawn when scrolled near the viewport (#25): scroll through as a person does.
+    # Charts are drawn when scrolled near the viewport: scroll through as a person does.
     settle(page)
     page.wait_for_function(f"document.querySelectorAll('{CHARTS}').length === 5", timeout=15_000)
     # One line per chart (the trial's); the other trace is the empty hover highlight.

@@ -69,7 +69,7 @@ def test_every_model_route_sends_anonymous_users_to_login(client: Client, alice,
     model_registry.version_register(model=model, user=alice, checkpoint_uuid=ckpt.uuid)
     samples = {"name": "resnet", "version": 1}
     routes = [p for p in urlpatterns if (p.name or "").startswith("model")]
-    assert len(routes) == 8  # with the edit forms of models and versions (#25)
+    assert len(routes) == 8  # with the edit forms of models and versions
     for route in routes:
         kwargs = {key: samples[key] for key in route.pattern.converters}
         url = reverse(f"dashboard:{route.name}", kwargs=kwargs)

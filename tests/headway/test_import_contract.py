@@ -115,7 +115,7 @@ def test_contract_holds_on_the_real_tree(tmp_path: Path):
 
 
 def test_contract_rejects_the_dashboard_importing_the_cli(tmp_path: Path):
-    # #26: the dashboard reads hparam overrides with headway.expconf's parsers, not the CLI's.
+    # The dashboard reads hparam overrides with headway.expconf's parsers, not the CLI's.
     config = _real_config()
     _fake_packages(tmp_path, config)
     (tmp_path / "headway" / "cli" / "__init__.py").write_text("def parse():\n    pass\n")
@@ -135,7 +135,7 @@ def test_contract_rejects_the_dashboard_importing_the_cli(tmp_path: Path):
 def test_contract_rejects_placement_or_checkpoint_policy_importing_the_lifecycle(
     tmp_path: Path, source: str
 ):
-    # #26: the lifecycle calls registry.scheduling and registry.checkpoints, never the reverse,
+    # The lifecycle calls registry.scheduling and registry.checkpoints, never the reverse,
     # so the import cycle that function-level imports used to hold cannot come back.
     config = _real_config()
     _fake_packages(tmp_path, config)
@@ -167,7 +167,7 @@ def test_contract_rejects_the_sdk_importing_a_server_only_package(tmp_path: Path
 
 
 def test_contract_rejects_the_sdk_importing_the_cli(tmp_path: Path):
-    # #26: headway.experimental used the CLI's private token and paging helpers; they are
+    # headway.experimental used the CLI's private token and paging helpers; they are
     # headway.client's now, and only the CLI may import the CLI.
     config = _real_config()
     _fake_packages(tmp_path, config)

@@ -1,4 +1,4 @@
-"""The package split (#26): ``pip install headway`` is the SDK, the CLI and the trial
+"""The package split: ``pip install headway`` is the SDK, the CLI and the trial
 environment; ``headway[server]`` adds the web stack, which ``make install`` always takes."""
 
 from __future__ import annotations

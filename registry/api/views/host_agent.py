@@ -1,4 +1,4 @@
-"""``/api/v1/host-agent/``: what a worker host asks of the master, with its host token (#21).
+"""``/api/v1/host-agent/``: what a worker host asks of the master, with its host token.
 
 A host registers and heartbeats itself, claims the runs placed on it, fetches their launch spec,
 model definition and run token, reports their state and exit, streams their output, and does

@@ -40,7 +40,7 @@ def test_parser_builds_the_control_commands() -> None:
 
 
 def test_the_cli_reexports_the_one_override_parser() -> None:
-    # The parsers live in headway.expconf (#26); the CLI's public names are the same objects.
+    # The parsers live in headway.expconf; the CLI's public names are the same objects.
     assert (OverrideError, merge_hparam_overrides, parse_hparam_overrides, parse_max_length) == (
         expconf.OverrideError,
         expconf.merge_hparam_overrides,

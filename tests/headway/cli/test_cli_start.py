@@ -1,4 +1,4 @@
-"""The ``headway`` command starts without the modules only some commands need (#27).
+"""The ``headway`` command starts without the modules only some commands need.
 
 Every command imports ``headway.cli.main`` (its parser names every command), so what that import
 loads is paid by ``headway checkpoint download`` and ``headway --help`` alike: the config models

@@ -1,5 +1,5 @@
 """The band shape of the metric reads (``band=true``): a line through each step range's last
-value with the range's minimum and maximum, as the overview charts draw it (#25)."""
+value with the range's minimum and maximum, as the overview charts draw it."""
 
 from __future__ import annotations
 

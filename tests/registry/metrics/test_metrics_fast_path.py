@@ -1,4 +1,4 @@
-"""The one-report fast path (#27): few statements, cached token lookups, revocation within a bound.
+"""The one-report fast path: few statements, cached token lookups, revocation within a bound.
 
 Counts statements (``CaptureQueriesContext``), never times. The token cache's clock is advanced
 by replacing ``time`` in ``registry.api.authentication`` with a settable clock, so the
@@ -192,7 +192,7 @@ def _plans(statements: list[str]) -> list[str]:
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's query plan text")
 def test_a_zoom_seeks_bucket_and_report_ranges_instead_of_reading_the_series(trial):
     """Each bucket and raw-edge read of a zoom window is an index range seek, so its cost
-    follows the points returned, not the points stored (#27: 9.4 ms at 1M, 62.5 ms at 10M)."""
+    follows the points returned, not the points stored (it was 9.4 ms at 1M, 62.5 ms at 10M)."""
     from datetime import UTC, datetime
 
     import numpy as np

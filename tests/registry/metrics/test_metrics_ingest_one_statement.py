@@ -1,4 +1,4 @@
-"""A one-point report's writes in one statement (#27) keep the trial's summary exact.
+"""A one-point report's writes in one statement keep the trial's summary exact.
 
 On PostgreSQL a small batch of new steps writes its raw rows, series, buckets and the trial's
 row in one statement, the trial's ``summary_metrics`` predicted from the stored summary and the

@@ -1,4 +1,4 @@
-"""The PostgreSQL one-point report in two round trips (#27): ``BEGIN`` with the trial's lock,
+"""The PostgreSQL one-point report in two round trips: ``BEGIN`` with the trial's lock,
 ``COMMIT`` with the one statement, run while Django is in autocommit mode.
 
 Only a request outside any transaction takes that path, so these tests commit for real
