@@ -251,6 +251,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The master worker's beat sweeps every storage place for orphaned checkpoint files this often
+# (registry.lifecycle._orphans; a pass lists each place once).
+HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS = envint(
+    "HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS", 3600, minimum=60
+)
 # Workers run with an embedded beat (`worker -B`) that sends the lost-run reaper.
 CELERY_BEAT_SCHEDULE = {
     "reap-lost-runs": {
@@ -263,6 +268,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "headway.slurm_pools",
         "schedule": float(envstr("HEADWAY_SLURM_POLL_SECONDS", "5")),
         "options": {"queue": CELERY_TASK_DEFAULT_QUEUE, "expires": 60},
+    },
+    # Orphaned checkpoint files (uploaded, never registered); a pass older than the interval is
+    # dropped, the next one does the same work.
+    "checkpoint-orphan-sweep": {
+        "task": "headway.checkpoint_orphan_sweep",
+        "schedule": float(HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS),
+        "options": {
+            "queue": CELERY_TASK_DEFAULT_QUEUE,
+            "expires": HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS,
+        },
     },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

@@ -1,4 +1,5 @@
-"""The master's Celery tasks: the lost-run reaper, checkpoint GC and experiment deletion.
+"""The master's Celery tasks: the lost-run reaper, checkpoint GC, the orphan sweep and experiment
+deletion.
 
 They run in the master's worker (``celery -A config worker -Q <HEADWAY_QUEUE> -B``), which
 opens the database; worker hosts run ``workers`` (the host agent), which never does.
@@ -43,6 +44,17 @@ def checkpoint_gc(experiment_id: int, orphans: bool = True) -> None:
     from registry.lifecycle import checkpoint_gc as run
 
     run(experiment_id=experiment_id, orphans=orphans)
+
+
+@shared_task(name="headway.checkpoint_orphan_sweep", ignore_result=True)
+def checkpoint_orphan_sweep() -> None:
+    """Delete orphaned checkpoint files (uploaded, never registered) in every storage place
+    (``registry.lifecycle.checkpoint_orphan_sweep``; every
+    ``HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS`` by Celery beat). Not redelivered after a lost
+    worker: the next pass does the same work."""
+    from registry.lifecycle import checkpoint_orphan_sweep as run
+
+    run()
 
 
 @shared_task(

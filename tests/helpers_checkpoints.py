@@ -50,6 +50,33 @@ def stored_checkpoint(
     return register_checkpoint(trial, uuid=checkpoint_id, steps_completed=steps)
 
 
+def s3_storage(endpoint: str, **policy) -> dict:
+    """An s3 ``checkpoint_storage`` (retention fields ``policy``) in a fresh bucket on the S3
+    server at ``endpoint``, allowed as a storage location."""
+    import boto3
+
+    bucket = f"gc-{uuid_module.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+    return allow_storage(
+        {"type": "s3", "bucket": bucket, "prefix": "exp", "endpoint_url": endpoint, **policy}
+    )
+
+
+def unregistered_checkpoint(storage: dict, trial_id: int | None) -> str:
+    """Store a checkpoint as trial ``trial_id``'s process does (its marker names that trial)
+    and never register it, as a crashed upload leaves it; return its uuid."""
+    import pytest
+
+    from headway.storage import build_storage_manager
+
+    storage_id = str(uuid_module.uuid4())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HEADWAY_TRIAL_ID", str(trial_id or ""))
+        with build_storage_manager(storage).store_path(storage_id) as path:
+            (path / "half-uploaded.bin").write_bytes(b"y" * 5)
+    return storage_id
+
+
 def end_trial(trial, exit_code: int = 0) -> None:
     """Run the trial's queued run to its exit (``exit_code`` 0 completes a single trial)."""
     from registry import lifecycle

@@ -19,7 +19,6 @@ from registry.lifecycle._checkpoint_deletion import (
 from registry.lifecycle._checkpoint_gc import (
     GCResult,
     checkpoint_gc,
-    delete_orphans,
     request_checkpoint_gc,
 )
 from registry.lifecycle._checkpoints import checkpoint_register
@@ -36,6 +35,7 @@ from registry.lifecycle._experiments import (
     experiment_unarchive,
     parse_config_or_400,
 )
+from registry.lifecycle._orphans import SweepResult, checkpoint_orphan_sweep, delete_orphans
 from registry.lifecycle._runs import (
     reap_lost_runs,
     trial_preempt_acknowledge,
@@ -84,11 +84,13 @@ __all__ = [
     "Control",
     "GCResult",
     "StorageFailure",
+    "SweepResult",
     "UnmanagedStart",
     "apply_deferred_operations",
     "check_control",
     "checkpoint_delete",
     "checkpoint_gc",
+    "checkpoint_orphan_sweep",
     "checkpoint_register",
     "delete_checkpoint_files",
     "delete_orphans",

@@ -8,14 +8,9 @@ on ``POST experiments/{id}/checkpoints/gc/``; step 3 only in the last two):
    deletes the files of the rest (``_checkpoint_deletion.delete_checkpoint_files``);
 2. retries checkpoints left DELETING or DELETE_FAILED by an earlier pass or delete request;
 3. deletes orphans: storage ids under the experiment's ``checkpoint_storage`` that no
-   checkpoint row (of any experiment) has, once their newest file is older than
-   ``HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS`` (an upload in progress is never taken). Only
-   what is provably one of this experiment's own checkpoints is deleted (issue #23): the
-   storage must resolve to one of the admin's storage locations (``registry_storage_manager``;
-   a stored config outside them is logged and skipped), the id a canonical uuid, and the
-   checkpoint's marker (``headway.storage.MARKER_FILE``, written first by every SDK
-   ``store_path``) must name that uuid and a trial of this experiment. Other directories or
-   keys, even inside the location, are not this experiment's to delete.
+   checkpoint row has, older than ``HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS``, whose marker
+   names one of this experiment's trials (``registry.lifecycle._orphans``, whose periodic
+   sweep applies the same rules to every storage place).
 
 Passes are idempotent and may run in parallel (claims are conditional UPDATEs).
 """
@@ -23,10 +18,8 @@ Passes are idempotent and may run in parallel (claims are conditional UPDATEs).
 from __future__ import annotations
 
 import logging
-import uuid as uuid_lib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from celery import current_app
 from django.conf import settings
@@ -36,8 +29,8 @@ from django.utils import timezone
 from registry.checkpoints.retention import RetentionPolicy, checkpoints_to_keep
 from registry.checkpoints.selectors import facts, protected_checkpoints, with_metrics
 from registry.lifecycle._checkpoint_deletion import delete_checkpoint_files
+from registry.lifecycle._orphans import delete_orphans
 from registry.models import Checkpoint, CheckpointState, Experiment, State, Trial
-from registry.storage_endpoints import registry_storage_manager
 
 logger = logging.getLogger("registry.checkpoints")
 
@@ -51,53 +44,6 @@ class GCResult:
     deleted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     orphans: list[str] = field(default_factory=list)
-
-
-def _canonical_uuid(storage_id: str) -> bool:
-    try:
-        return str(uuid_lib.UUID(storage_id)) == storage_id
-    except ValueError:
-        return False
-
-
-def delete_orphans(
-    storage: dict[str, Any], *, trial_ids: set[int], grace: timedelta, now: datetime
-) -> list[str]:
-    """Delete storage ids in ``storage`` (a ``checkpoint_storage`` dict, resolved against the
-    admin's locations) that are canonical uuids, belong to no ``Checkpoint`` row, whose newest
-    file is older than ``now - grace`` and whose marker names one of ``trial_ids``.
-
-    Returns the deleted ids. A storage outside the locations, a backend that cannot list, or
-    one that fails, is logged and skipped (the next pass tries again).
-    """
-    try:
-        manager = registry_storage_manager(storage)
-        present = manager.list_storage_ids()
-    except NotImplementedError:
-        return []
-    except Exception as exc:  # any backend error (OSError, botocore, a bad config): next pass
-        logger.warning("listing checkpoint storage %s for orphans failed: %s", storage, exc)
-        return []
-    old = {
-        sid for sid, modified in present.items() if _canonical_uuid(sid) and modified < now - grace
-    }
-    registered = {
-        str(u) for u in Checkpoint.objects.filter(uuid__in=old).values_list("uuid", flat=True)
-    }
-    removed = []
-    for storage_id in sorted(old - registered):
-        try:
-            marker = manager.read_marker(storage_id)
-            owner = None if marker is None else marker.get("trial_id")
-            if type(owner) is not int or owner not in trial_ids:
-                continue  # not provably a checkpoint of this experiment's trials: not ours
-            manager.delete(storage_id)
-        except Exception as exc:  # as above: logged, retried by the next pass
-            logger.warning("deleting orphaned checkpoint files %s failed: %s", storage_id, exc)
-            continue
-        logger.info("deleted orphaned checkpoint files %s (no registered checkpoint)", storage_id)
-        removed.append(storage_id)
-    return removed
 
 
 def checkpoints_to_collect(experiment: Experiment) -> list[str]:

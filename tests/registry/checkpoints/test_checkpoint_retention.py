@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import os
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -26,10 +25,11 @@ from registry.models import (
 )
 from tests.helpers import reload
 from tests.helpers_checkpoints import (
-    allow_storage,
     end_trial,
     retention_experiment,
+    s3_storage,
     stored_checkpoint,
+    unregistered_checkpoint,
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -140,23 +140,13 @@ def _shared_fs(tmp_path, **policy) -> dict:
     return {"type": "shared_fs", "host_path": str(tmp_path / "ckpts"), **policy}
 
 
-def _s3(endpoint: str, **policy) -> dict:
-    import boto3
-
-    bucket = f"gc-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
-    return allow_storage(
-        {"type": "s3", "bucket": bucket, "prefix": "exp", "endpoint_url": endpoint, **policy}
-    )
-
-
 @pytest.fixture(params=["shared_fs", "s3"])
 def storage(request, tmp_path):
     """A ``checkpoint_storage`` factory: a fresh directory, or a fresh bucket on moto's server."""
     if request.param == "shared_fs":
         return lambda **policy: _shared_fs(tmp_path, **policy)
     endpoint = request.getfixturevalue("s3_endpoint")
-    return lambda **policy: _s3(endpoint, **policy)
+    return lambda **policy: s3_storage(endpoint, **policy)
 
 
 def _in_storage(checkpoint: Checkpoint) -> bool:
@@ -280,27 +270,19 @@ def test_gc_on_request_is_queued_for_the_owner_only(api, tmp_path, django_user_m
 # -- orphans ----------------------------------------------------------------------------------------
 
 
-def _orphan(storage: dict, trial_id: int | None) -> str:
-    """A checkpoint written by trial ``trial_id``'s process (its marker names it) and never
-    registered, as a crashed upload leaves it."""
-    storage_id = str(uuid.uuid4())
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HEADWAY_TRIAL_ID", str(trial_id or ""))
-        with build_storage_manager(storage).store_path(storage_id) as path:
-            (path / "half-uploaded.bin").write_bytes(b"y" * 5)
-    return storage_id
-
-
 @pytest.mark.django_db
 def test_orphans_are_removed_only_after_the_grace_period(storage):
     config = storage()
     manager = build_storage_manager(config)
-    orphan = _orphan(config, trial_id=7)
+    orphan = unregistered_checkpoint(config, trial_id=7)
     # Not a uuid: not Headway's, never touched.
     with manager.store_path("notes") as path:
         (path / "readme.txt").write_text("mine")
     # Uuid-named, but written by another experiment's trial, or with no trial in its marker.
-    foreign, anonymous = _orphan(config, trial_id=8), _orphan(config, trial_id=None)
+    foreign, anonymous = (
+        unregistered_checkpoint(config, trial_id=8),
+        unregistered_checkpoint(config, trial_id=None),
+    )
     now = datetime.now(UTC)
     # Written just now: an upload that may still be registering.
     assert delete_orphans(config, trial_ids={7}, grace=timedelta(hours=1), now=now) == []
@@ -318,7 +300,10 @@ def test_a_gc_pass_removes_old_orphans_but_not_registered_checkpoints(api, tmp_p
     trial = retention_experiment(api, _shared_fs(tmp_path, save_trial_latest=5))
     registered = stored_checkpoint(trial, steps=1)
     config = trial.experiment.config["checkpoint_storage"]
-    old, fresh = _orphan(config, trial.id), _orphan(config, trial.id)
+    old, fresh = (
+        unregistered_checkpoint(config, trial.id),
+        unregistered_checkpoint(config, trial.id),
+    )
     base = build_storage_manager(config).base_path
     assert base == tmp_path / "ckpts"
     past = time.time() - 3600
