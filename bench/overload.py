@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +53,10 @@ REPORT_EVERY_S = 1.0
 HEARTBEAT_AT_MOST_S = 5.0
 EXPERIMENTS = 10  # trials are spread over this many experiments (overview charts read them all)
 TRIAL_OUTAGE_S = 600.0  # a trial's budget for an unanswering master (HEADWAY_MASTER_OUTAGE_SECONDS)
+# Real trials are processes on other hosts, each with its own interpreter: 250 client threads in
+# one process queue for its interpreter lock, and that wait would count as the server's latency.
+CLIENT_PROCESSES = 8
+CLIENT_START_S = 5.0  # time for the spawned client processes to import before the phase begins
 CONFIG = {"name": "overload", "searcher": {"name": "single", "metric": "m0"}}
 
 
@@ -64,7 +70,25 @@ class Phase:
     read_statuses: dict[int, int] = field(default_factory=dict)
     stopped: dict[int, str] = field(default_factory=dict)
     sent: dict[int, list[int]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def merge(self, other: Phase) -> None:
+        """Add what another client process's threads saw."""
+        self.reports += other.reports
+        self.heartbeats += other.heartbeats
+        self.reads += other.reads
+        for status, count in other.read_statuses.items():
+            self.read_statuses[status] = self.read_statuses.get(status, 0) + count
+        self.stopped.update(other.stopped)
+        self.sent.update(other.sent)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["lock"]  # a lock cannot cross processes; each process makes its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, lock=threading.Lock())
 
 
 def _value(trial_id: int, step: int, metric: int) -> float:
@@ -193,20 +217,56 @@ def _points_lost(url: str, token: str, phase: Phase) -> int:
     return lost
 
 
-def run_phase(url: str, token: str, label: str, trials: int, readers: int, seconds: float):
-    """Start ``trials`` trials, run them (and ``readers`` readers) for ``seconds``; figures."""
-    started = _start_trials(url, token, trials, label)
+def _client(
+    url: str,
+    token: str,
+    started: list[Any],
+    part: int,
+    parts: int,
+    readers: int,
+    begin: float,
+    seconds: float,
+) -> Phase:
+    """One client process's share: every ``parts``-th trial and reader from ``part``, run from
+    monotonic time ``begin`` (the same clock in every process) for ``seconds``."""
+    time.sleep(max(0.0, begin - time.monotonic()))
+    deadline = begin + seconds
     phase = Phase()
-    deadline = time.monotonic() + seconds
-    threads = [threading.Thread(target=_trial, args=(url, s, deadline, phase)) for s in started]
+    threads = [
+        threading.Thread(target=_trial, args=(url, s, deadline, phase))
+        for s in started[part::parts]
+    ]
     threads += [
         threading.Thread(target=_reader, args=(url, token, started, i, deadline, phase))
-        for i in range(readers)
+        for i in range(part, readers, parts)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    return phase
+
+
+def run_phase(
+    url: str, token: str, label: str, trials: int, readers: int, seconds: float, processes: int = 1
+):
+    """Start ``trials`` trials, run them (and ``readers`` readers) for ``seconds`` from
+    ``processes`` client processes (threads of one process: 1); figures."""
+    started = _start_trials(url, token, trials, label)
+    if processes <= 1:
+        phase = _client(url, token, started, 0, 1, readers, time.monotonic(), seconds)
+    else:
+        # Spawned, not forked: each starts clean; they begin together once all are up.
+        context = multiprocessing.get_context("spawn")
+        begin = time.monotonic() + CLIENT_START_S
+        with ProcessPoolExecutor(processes, mp_context=context) as pool:
+            parts = [
+                pool.submit(_client, url, token, started, p, processes, readers, begin, seconds)
+                for p in range(processes)
+            ]
+            phase = Phase()
+            for future in parts:
+                phase.merge(future.result())
     lost = _points_lost(url, token, phase)
     figures = {
         "trials_stopped": len(phase.stopped),
@@ -236,6 +296,12 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=pick(200, 3))
     parser.add_argument("--readers", type=int, default=pick(50, 2))
     parser.add_argument("--seconds", type=float, default=pick(60, 4))
+    parser.add_argument(
+        "--client-processes",
+        type=int,
+        default=pick(CLIENT_PROCESSES, 1),
+        help="processes the simulated trials and readers are spread over (1: threads of one)",
+    )
     args = parser.parse_args()
     with ExitStack() as stack:
         backend = overload_backend(stack)
@@ -246,9 +312,18 @@ def main() -> None:
             "trials": args.trials,
             "readers": args.readers,
             "seconds": args.seconds,
+            "client_processes": args.client_processes,
         }
         for label, readers in (("baseline", 0), ("loaded", args.readers)):
-            figures = run_phase(server.url, token, label, args.trials, readers, args.seconds)
+            figures = run_phase(
+                server.url,
+                token,
+                label,
+                args.trials,
+                readers,
+                args.seconds,
+                args.client_processes,
+            )
             print(f"{label}: {json.dumps(figures)}")
             out[label] = figures
     loaded = out["loaded"]

@@ -1,16 +1,20 @@
-"""Reads wait their turn; heartbeats, lease renewals and writes never wait behind them.
+"""Two kinds of request wait their turn; heartbeats, lease renewals and controls never do.
 
 A web worker process lends at most ``HEADWAY_DB_POOL_MAX_SIZE`` database connections
 (``config.database``) and runs its requests' Python under one interpreter lock. Dashboard pages
 and chart data are the heavy requests: 50 readers in a loop held every pooled connection, and
 host heartbeats queued for one behind them (a lease renewal that waits past the lease is a run
 re-placed for nothing). And a process runs one thread's Python at a time: a heartbeat takes the
-interpreter lock back after each of its queries, behind every read that is running. So a process
-runs at most ``HEADWAY_WEB_MAX_READS`` reads at once (GET/HEAD outside the routes below); the
-next read waits for one to finish, up to
-``WAIT_SECONDS``, then is answered 503 with ``Retry-After`` (the SDK and the dashboard's chart
-fetches retry it). Everything else passes at once and finds connections free: the pool's
-``RESERVED_CONNECTIONS`` are never taken by reads.
+interpreter lock back after each of its queries, behind every other request that is running,
+so what decides its wait is how many requests run at once, not how many arrived. So a process
+runs at most ``HEADWAY_WEB_MAX_READS`` reads at once (GET/HEAD outside the routes below) and at
+most ``HEADWAY_WEB_MAX_REPORTS`` metric reports (a trial's ``POST trials/{id}/metrics/``,
+MLflow's ``log-batch`` and ``log-metric``); the next one of a kind waits for one of its kind
+to finish, blocked on a semaphore (not runnable, so not taking turns at the interpreter), up to
+``WAIT_SECONDS``, then is answered 503 with ``Retry-After`` (the SDK resends it: a report is
+stored once whatever number of times it is sent; the dashboard's chart fetches retry too).
+Everything else passes at once and finds connections free: the pool's
+``RESERVED_CONNECTIONS`` are never taken by reads or reports.
 
 Never counted as reads: the host agent's routes (``/api/v1/host-agent/``: heartbeats, claims,
 preemption long-polls, logs), unmanaged runs' heartbeats, trials' preemption long-polls (a
@@ -31,20 +35,37 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from registry.overload import RETRY_AFTER_SECONDS
 
-# Pooled connections per process that reads never take (heartbeats, renewals, reports).
+# Pooled connections per process that reads and reports never take (heartbeats, renewals).
 RESERVED_CONNECTIONS = 4
 # Reads at once per process by default: 50 readers against 50 trials on PostgreSQL
 # (bench/overload.py, docs/performance.md) left the trials' heartbeat p99 where it was without
 # readers with 4, and made it 4x longer with 12; the readers' throughput was within 12%.
 DEFAULT_MAX_READS = 4
+# Metric reports at once per process by default (bench/overload.py, docs/performance.md).
+DEFAULT_MAX_REPORTS = 8
 # How long a read waits for its turn before the 503: about the pool's own wait.
 WAIT_SECONDS = 10.0
-DETAIL = "The server is busy with other reads; retry after a few seconds."
+DETAIL = "The server is busy with other requests of this kind; retry after a few seconds."
 
 _NOT_READS = re.compile(
     r"^/(healthz|metrics|api/v1/health/|api/v1/host-agent/|static/"
     r"|api/v1/trials/\d+/preempt/|api/v1/unmanaged/.*/heartbeat/)"
 )
+_REPORTS = re.compile(r"^/api/(v1/trials/\d+/metrics/|2\.0/mlflow/runs/log-(batch|metric))$")
+
+
+def _turns(setting: str, default: int, pool_share: Callable[[int], int]) -> int:
+    """``setting`` when set (at least 1), else ``default`` capped by ``pool_share(pool size)``
+    (at least 1) when connections are pooled."""
+    given: int | None = getattr(settings, setting, None)
+    if given is not None:
+        if given < 1:
+            raise ImproperlyConfigured(f"{setting} must be 1 or more, got {given}")
+        return given
+    pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
+    if isinstance(pool, dict):
+        return max(1, min(default, pool_share(int(pool["max_size"]))))
+    return default
 
 
 def max_reads() -> int:
@@ -54,15 +75,29 @@ def max_reads() -> int:
     Raises:
         ImproperlyConfigured: ``HEADWAY_WEB_MAX_READS`` below 1.
     """
-    given: int | None = getattr(settings, "HEADWAY_WEB_MAX_READS", None)
-    if given is not None:
-        if given < 1:
-            raise ImproperlyConfigured(f"HEADWAY_WEB_MAX_READS must be 1 or more, got {given}")
-        return given
-    pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
-    if isinstance(pool, dict):
-        return max(1, min(DEFAULT_MAX_READS, int(pool["max_size"]) - RESERVED_CONNECTIONS))
-    return DEFAULT_MAX_READS
+    return _turns(
+        "HEADWAY_WEB_MAX_READS", DEFAULT_MAX_READS, lambda size: size - RESERVED_CONNECTIONS
+    )
+
+
+def max_reports() -> int:
+    """Metric reports at once per process: ``HEADWAY_WEB_MAX_REPORTS``, else
+    ``DEFAULT_MAX_REPORTS``; with a pool, at most the pool's size less ``RESERVED_CONNECTIONS``
+    and the reads' turns (at least 1).
+
+    Raises:
+        ImproperlyConfigured: ``HEADWAY_WEB_MAX_REPORTS`` (or ``HEADWAY_WEB_MAX_READS``) below 1.
+    """
+    return _turns(
+        "HEADWAY_WEB_MAX_REPORTS",
+        DEFAULT_MAX_REPORTS,
+        lambda size: size - RESERVED_CONNECTIONS - max_reads(),
+    )
+
+
+def is_report(request: HttpRequest) -> bool:
+    """True for a metric report (see the module docstring)."""
+    return request.method == "POST" and bool(_REPORTS.match(request.path))
 
 
 def is_read(request: HttpRequest) -> bool:
@@ -83,21 +118,26 @@ def busy_response(request: HttpRequest) -> HttpResponse:
     return response
 
 
-class ReadAdmissionMiddleware:
-    """At most ``max_reads()`` reads run at once in this process (a semaphore taken before
-    the session and the user are loaded, so all of a read's queries are inside it)."""
+class AdmissionMiddleware:
+    """At most ``max_reads()`` reads and ``max_reports()`` metric reports run at once in this
+    process (semaphores taken before the session and the user are loaded, so all of a request's
+    queries are inside its turn); everything else passes at once."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
-        self.limit = max_reads()
-        self._turns = threading.BoundedSemaphore(self.limit)
+        self._reads = threading.BoundedSemaphore(max_reads())
+        self._reports = threading.BoundedSemaphore(max_reports())
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not is_read(request):
+        if is_read(request):
+            turns = self._reads
+        elif is_report(request):
+            turns = self._reports
+        else:
             return self.get_response(request)
-        if not self._turns.acquire(timeout=WAIT_SECONDS):
+        if not turns.acquire(timeout=WAIT_SECONDS):
             return busy_response(request)
         try:
             return self.get_response(request)
         finally:
-            self._turns.release()
+            turns.release()

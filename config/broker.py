@@ -1,9 +1,10 @@
 """The Celery broker's settings: Redis when ``REDIS_URL`` is set, else kombu's filesystem
-transport under the var folder (the single-machine setup needs no broker server)."""
+transport under the var folder (the single-machine setup needs no broker server); and the
+periodic tasks the master worker's embedded beat sends."""
 
 from pathlib import Path
 
-from config.env import envint
+from config.env import envint, envstr
 
 
 def broker_settings(redis_url: str, var_dir: Path) -> tuple[str, dict[str, object]]:
@@ -27,4 +28,37 @@ def broker_settings(redis_url: str, var_dir: Path) -> tuple[str, dict[str, objec
         "processed_folder": str(folder / "processed"),
         "control_folder": str(folder / "control"),
         "store_processed": False,
+    }
+
+
+def beat_schedule(queue: str, *, orphan_sweep_seconds: int) -> dict[str, dict[str, object]]:
+    """``CELERY_BEAT_SCHEDULE``: the tasks the master worker's embedded beat (``worker -B``)
+    sends to ``queue``, each with its interval in seconds.
+
+    The lost-run reaper every ``HEADWAY_REAPER_INTERVAL_SECONDS`` (10), the slurm pools' poll
+    every ``HEADWAY_SLURM_POLL_SECONDS`` (5; a no-op without a slurm pool) and the checkpoint
+    orphan sweep every ``orphan_sweep_seconds``. A send not taken within its expiry is
+    dropped: the next one does the same work.
+
+    Raises:
+        ValueError: an interval that is not a number.
+    """
+    return {
+        "reap-lost-runs": {
+            "task": "headway.reap_lost_runs",
+            "schedule": float(envstr("HEADWAY_REAPER_INTERVAL_SECONDS", "10")),
+            "options": {"queue": queue, "expires": 60},
+        },
+        # Slurm pools (registry.slurm): submit queued runs as jobs, reconcile job and run states.
+        "slurm-pools": {
+            "task": "headway.slurm_pools",
+            "schedule": float(envstr("HEADWAY_SLURM_POLL_SECONDS", "5")),
+            "options": {"queue": queue, "expires": 60},
+        },
+        # Orphaned checkpoint files (uploaded, never registered: registry.lifecycle._orphans).
+        "checkpoint-orphan-sweep": {
+            "task": "headway.checkpoint_orphan_sweep",
+            "schedule": float(orphan_sweep_seconds),
+            "options": {"queue": queue, "expires": orphan_sweep_seconds},
+        },
     }

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.broker import broker_settings
+from config.broker import beat_schedule, broker_settings
 from config.database import database_settings
 from config.env import embedded_secret_key, envbool, envint, envstr, refuse_default_credentials
 from config.storage_locations import load_storage_locations
@@ -64,7 +64,7 @@ MIDDLEWARE = [
     "registry.overload.DatabaseUnavailableMiddleware",
     # Reads (dashboard pages, chart data) wait their turn so heartbeats never queue behind them
     # for a pooled connection (config/admission.py).
-    "config.admission.ReadAdmissionMiddleware",
+    "config.admission.AdmissionMiddleware",
     # JSON 413 for API bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (not Django's HTML 400).
     "registry.api.body_limit.BodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -105,6 +105,10 @@ DATABASES = {"default": database_settings(envstr("DATABASE_URL", _SQLITE_URL))}
 # writes keep 4 of its connections; config/admission.py).
 HEADWAY_WEB_MAX_READS = (
     envint("HEADWAY_WEB_MAX_READS", 0) if os.environ.get("HEADWAY_WEB_MAX_READS") else None
+)
+# Metric reports at once per web worker process; unset: 8, fewer when the pool is smaller.
+HEADWAY_WEB_MAX_REPORTS = (
+    envint("HEADWAY_WEB_MAX_REPORTS", 0) if os.environ.get("HEADWAY_WEB_MAX_REPORTS") else None
 )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -218,7 +222,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and Swagger UI need a login (a user's token or dashboard session), like the
-    # rest of the API; trial-run tokens are refused (issue #12, Low finding).
+    # rest of the API; trial-run tokens are refused (a Low finding of the security review).
     "SERVE_PERMISSIONS": ["registry.api.permissions.IsUserOrTrialScoped"],
     # Swagger UI and Redoc from drf-spectacular-sidecar's static files instead of a CDN; no
     # call to the public validator.swagger.io either.
@@ -256,30 +260,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS = envint(
     "HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS", 3600, minimum=60
 )
-# Workers run with an embedded beat (`worker -B`) that sends the lost-run reaper.
-CELERY_BEAT_SCHEDULE = {
-    "reap-lost-runs": {
-        "task": "headway.reap_lost_runs",
-        "schedule": float(envstr("HEADWAY_REAPER_INTERVAL_SECONDS", "10")),
-        "options": {"queue": CELERY_TASK_DEFAULT_QUEUE, "expires": 60},
-    },
-    # Slurm pools (registry.slurm): submit queued runs as jobs, reconcile job and run states.
-    "slurm-pools": {
-        "task": "headway.slurm_pools",
-        "schedule": float(envstr("HEADWAY_SLURM_POLL_SECONDS", "5")),
-        "options": {"queue": CELERY_TASK_DEFAULT_QUEUE, "expires": 60},
-    },
-    # Orphaned checkpoint files (uploaded, never registered); a pass older than the interval is
-    # dropped, the next one does the same work.
-    "checkpoint-orphan-sweep": {
-        "task": "headway.checkpoint_orphan_sweep",
-        "schedule": float(HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS),
-        "options": {
-            "queue": CELERY_TASK_DEFAULT_QUEUE,
-            "expires": HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS,
-        },
-    },
-}
+# What the master worker's embedded beat (`worker -B`) sends (config/broker.py).
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    CELERY_TASK_DEFAULT_QUEUE, orphan_sweep_seconds=HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS
+)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Headway
@@ -299,7 +283,7 @@ HEADWAY_TRIAL_ENV = [n.strip() for n in envstr("HEADWAY_TRIAL_ENV", "").split(",
 HEADWAY_STORAGE_ENDPOINTS = [
     u.strip() for u in envstr("HEADWAY_STORAGE_ENDPOINTS", "").split(",") if u.strip()
 ]
-# Storage locations (issue #23): the folders and buckets checkpoints may go to, named by the
+# Storage locations: the folders and buckets checkpoints may go to, named by the
 # admin in the YAML file HEADWAY_STORAGE_LOCATIONS names (config/storage_locations.py). Unset:
 # None, the embedded default, one shared_fs location `default` at HEADWAY_CHECKPOINT_DIR
 # (registry/storage_locations.py reads that when asked, so tests may move the folder).

@@ -1,4 +1,5 @@
-"""Reads wait their turn; heartbeats and writes pass at once (config/admission.py)."""
+"""Reads and metric reports wait their turn; heartbeats and other writes pass at once
+(config/admission.py)."""
 
 from __future__ import annotations
 
@@ -30,49 +31,120 @@ def test_which_requests_are_reads():
         assert not admission.is_read(request), request.path
 
 
-def test_max_reads_from_the_setting_or_the_pool(settings, monkeypatch):
-    settings.HEADWAY_WEB_MAX_READS = 3
-    assert admission.max_reads() == 3
-    settings.HEADWAY_WEB_MAX_READS = 0
-    with pytest.raises(ImproperlyConfigured, match="HEADWAY_WEB_MAX_READS"):
-        admission.max_reads()
+def test_which_requests_are_reports():
+    for request in (
+        FACTORY.post("/api/v1/trials/4/metrics/"),
+        FACTORY.post("/api/2.0/mlflow/runs/log-batch"),
+        FACTORY.post("/api/2.0/mlflow/runs/log-metric"),
+    ):
+        assert admission.is_report(request), request.path
+    for request in (
+        FACTORY.get("/api/v1/trials/4/metrics/"),
+        FACTORY.post("/api/v1/trials/4/checkpoints/"),
+        FACTORY.post("/api/v1/trials/4/pause/"),
+        FACTORY.post("/api/v1/unmanaged/trials/4/runs/5/heartbeat/"),
+        FACTORY.post("/api/v1/host-agent/trials/4/runs/1/logs/"),
+        FACTORY.post("/api/2.0/mlflow/runs/log-batch/extra"),
+    ):
+        assert not admission.is_report(request), request.path
+
+
+@pytest.mark.parametrize(
+    ("setting", "turns", "default", "pool_share"),
+    [
+        (
+            "HEADWAY_WEB_MAX_READS",
+            admission.max_reads,
+            admission.DEFAULT_MAX_READS,
+            lambda size: size - admission.RESERVED_CONNECTIONS,
+        ),
+        (
+            "HEADWAY_WEB_MAX_REPORTS",
+            admission.max_reports,
+            admission.DEFAULT_MAX_REPORTS,
+            # What the reads' turns and the reserved connections leave.
+            lambda size: size - admission.RESERVED_CONNECTIONS - admission.DEFAULT_MAX_READS,
+        ),
+    ],
+    ids=["reads", "reports"],
+)
+def test_turns_from_the_setting_or_what_the_pool_allows(
+    settings, monkeypatch, setting, turns, default, pool_share
+):
+    setattr(settings, setting, 3)
+    assert turns() == 3
+    setattr(settings, setting, 0)
+    with pytest.raises(ImproperlyConfigured, match=setting):
+        turns()
     settings.HEADWAY_WEB_MAX_READS = None
-    default = settings.DATABASES["default"]
-    monkeypatch.setitem(default, "OPTIONS", {"pool": {"max_size": 16}})
-    assert admission.max_reads() == admission.DEFAULT_MAX_READS
-    monkeypatch.setitem(default, "OPTIONS", {"pool": {"max_size": 6}})
-    assert admission.max_reads() == 6 - admission.RESERVED_CONNECTIONS
-    monkeypatch.setitem(default, "OPTIONS", {"pool": {"max_size": 2}})
-    assert admission.max_reads() == 1
-    monkeypatch.setitem(default, "OPTIONS", {})
-    assert admission.max_reads() == admission.DEFAULT_MAX_READS
+    settings.HEADWAY_WEB_MAX_REPORTS = None
+    options = settings.DATABASES["default"]
+    monkeypatch.setitem(options, "OPTIONS", {"pool": {"max_size": 16}})
+    assert turns() == min(default, pool_share(16))
+    # 12: the compose file's pool size.
+    monkeypatch.setitem(options, "OPTIONS", {"pool": {"max_size": 12}})
+    assert turns() == min(default, pool_share(12))
+    monkeypatch.setitem(options, "OPTIONS", {"pool": {"max_size": 2}})
+    assert turns() == 1
+    monkeypatch.setitem(options, "OPTIONS", {})
+    assert turns() == default
 
 
-def test_a_read_over_the_limit_waits_then_503_while_writes_pass(settings, monkeypatch):
-    settings.HEADWAY_WEB_MAX_READS = 1
+HEARTBEATS_AND_CONTROLS = [
+    FACTORY.post("/api/v1/host-agent/heartbeat/"),
+    FACTORY.post("/api/v1/unmanaged/trials/2/runs/1/heartbeat/"),
+    FACTORY.post("/api/v1/trials/2/pause/"),
+]
+
+
+@pytest.mark.parametrize(
+    ("setting", "held", "busy", "other_kind"),
+    [
+        (
+            "HEADWAY_WEB_MAX_READS",
+            FACTORY.get("/slow/"),
+            [FACTORY.get("/api/v1/experiments/"), FACTORY.get("/experiments/")],
+            FACTORY.post("/api/v1/trials/1/metrics/"),
+        ),
+        (
+            "HEADWAY_WEB_MAX_REPORTS",
+            FACTORY.post("/api/v1/trials/1/metrics/"),
+            [
+                FACTORY.post("/api/v1/trials/2/metrics/"),
+                FACTORY.post("/api/2.0/mlflow/runs/log-batch"),
+            ],
+            FACTORY.get("/api/v1/trials/2/"),
+        ),
+    ],
+    ids=["reads", "reports"],
+)
+def test_one_over_its_kinds_limit_waits_then_503_while_the_rest_pass(
+    settings, monkeypatch, setting, held, busy, other_kind
+):
+    setattr(settings, setting, 1)
     monkeypatch.setattr(admission, "WAIT_SECONDS", 0.2)
     inside, release = threading.Event(), threading.Event()
 
     def view(request):
-        if request.path == "/slow/":
+        if request is held:
             inside.set()
             release.wait(30)
         return HttpResponse("ok")
 
-    middleware = admission.ReadAdmissionMiddleware(view)
-    holder = threading.Thread(target=middleware, args=(FACTORY.get("/slow/"),))
+    middleware = admission.AdmissionMiddleware(view)
+    holder = threading.Thread(target=middleware, args=(held,))
     holder.start()
     try:
         assert inside.wait(30)
-        busy = middleware(FACTORY.get("/api/v1/experiments/"))
-        assert busy.status_code == 503
-        assert busy["Retry-After"] == str(admission.RETRY_AFTER_SECONDS)
-        assert busy.headers["Content-Type"] == "application/json"
-        assert middleware(FACTORY.get("/experiments/")).status_code == 503
-        # Heartbeats and writes never wait for a read's turn.
-        assert middleware(FACTORY.post("/api/v1/host-agent/heartbeat/")).status_code == 200
-        assert middleware(FACTORY.post("/api/v1/trials/1/metrics/")).status_code == 200
+        answers = [middleware(request) for request in busy]
+        assert [a.status_code for a in answers] == [503] * len(busy)
+        assert answers[0]["Retry-After"] == str(admission.RETRY_AFTER_SECONDS)
+        if busy[0].path.startswith("/api/"):
+            assert answers[0].headers["Content-Type"] == "application/json"
+        # Heartbeats and controls never wait for a turn, nor does the other kind.
+        for request in [*HEARTBEATS_AND_CONTROLS, other_kind]:
+            assert middleware(request).status_code == 200, request.path
     finally:
         release.set()
         holder.join(30)
-    assert middleware(FACTORY.get("/api/v1/experiments/")).status_code == 200
+    assert middleware(busy[0]).status_code == 200
