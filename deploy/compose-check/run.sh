@@ -101,7 +101,7 @@ finish() {
   exit "$rc"
 }
 trap finish EXIT
-trap 'exit 130' INT TERM
+trap 'CC_FAILED_PHASE=${CC_FAILED_PHASE:-interrupted}; exit 130' INT TERM
 
 # The generated settings compose refuses to start without (never the published defaults).
 umask 077
