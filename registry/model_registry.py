@@ -38,7 +38,15 @@ from django.utils import timezone
 
 from registry.authz import NotPermitted, can_change
 from registry.errors import InvalidInput, RegistryError
-from registry.models import Checkpoint, CheckpointState, ModelVersion, RegisteredModel
+from registry.models import (
+    AliasAction,
+    Checkpoint,
+    CheckpointState,
+    ModelAlias,
+    ModelAliasEvent,
+    ModelVersion,
+    RegisteredModel,
+)
 from registry.user_text import DESCRIPTION_MAX, check_fields, validate_labels, validate_text
 
 MODEL_NAME_MAX = 256
@@ -355,10 +363,26 @@ def version_update(
 
 def version_delete(*, version: ModelVersion, user: Any) -> None:
     """Delete ``version``; its checkpoint is no longer held by it (retention may then take it
-    unless another version holds it too).
+    unless another version holds it too). The aliases pointing at it go with it (as in MLflow),
+    each recorded as a ``VERSION_DELETED`` alias event (``registry.model_aliases``).
 
     Raises:
         ModelPermissionDenied: ``user`` is neither the model's owner nor staff.
     """
     check_can_modify(version.model, user)
-    version.delete()
+    with transaction.atomic():
+        # The model row lock serialises this with alias moves onto the version.
+        RegisteredModel.objects.select_for_update(no_key=True).filter(pk=version.model_id).first()
+        dropped = list(ModelAlias.objects.filter(version=version).values_list("alias", flat=True))
+        ModelAliasEvent.objects.bulk_create(
+            ModelAliasEvent(
+                model_id=version.model_id,
+                alias=alias,
+                action=AliasAction.VERSION_DELETED,
+                from_version=version.version,
+                to_version=None,
+                user=user,
+            )
+            for alias in dropped
+        )
+        version.delete()

@@ -87,6 +87,12 @@ API: dict[tuple[str, str], str] = {
     ("model-version-detail", "get"): READ_ANY_RUN,
     ("model-version-detail", "patch"): OWNER,
     ("model-version-detail", "delete"): OWNER,
+    ("model-alias-list", "get"): READ_ANY_RUN,
+    ("model-alias-history", "get"): READ_ANY_RUN,
+    ("model-alias-detail", "get"): READ_ANY_RUN,
+    ("model-alias-detail", "put"): OWNER,
+    ("model-alias-detail", "delete"): OWNER,
+    ("model-alias-resolve", "get"): READ_ANY_RUN,
     # Worker hosts (registry/api/views/host_agent.py) and their tokens' management.
     ("host-heartbeat", "post"): HOST_AGENT,
     ("host-stopped", "post"): HOST_AGENT,

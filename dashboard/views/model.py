@@ -38,6 +38,7 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
     versions = (
         ModelVersion.objects.filter(model=obj)
         .select_related("owner", "checkpoint__trial")
+        .prefetch_related("aliases")
         .order_by("-version")
     )
     page = Paginator(versions, ROWS_PER_PAGE).get_page(request.GET.get("page"))

@@ -1,7 +1,10 @@
-"""``headway model create | list | describe | register | download`` (Determined's ``det model``).
+"""``headway model create | list | describe | register | download | alias`` (Determined's
+``det model``).
 
 ``register NAME UUID`` registers checkpoint UUID as the next version of model NAME;
-``register-version`` is an alias (Determined's name for it).
+``register-version`` is an alias (Determined's name for it). ``alias set | delete | list``
+manage the model's aliases (``champion`` -> version 3); ``describe`` and ``download`` take
+``NAME@ALIAS`` for the version an alias points at (``NAME@latest``: the newest).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.add_argument("--json", action="store_true", help="print raw JSON")
     listing.set_defaults(func=cmd_list)
 
-    describe = cmds.add_parser("describe", help="show a model and its versions")
-    describe.add_argument("name", metavar="NAME")
+    describe = cmds.add_parser(
+        "describe", help="show a model and its versions (NAME@ALIAS: that version)"
+    )
+    describe.add_argument("name", metavar="NAME[@ALIAS]")
     describe.add_argument("--json", action="store_true", help="print raw JSON")
     describe.set_defaults(func=cmd_describe)
 
@@ -47,7 +52,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     register.set_defaults(func=cmd_register)
 
     download = cmds.add_parser("download", help="download a version's checkpoint")
-    download.add_argument("name", metavar="NAME")
+    download.add_argument(
+        "name", metavar="NAME[@ALIAS]", help="NAME@ALIAS: the version the alias points at"
+    )
     download.add_argument(
         "--version", "-v", type=int, metavar="N", help="version number (default: the latest)"
     )
@@ -55,6 +62,50 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--output", "-o", metavar="DIR", help="target directory (default: checkpoints/UUID)"
     )
     download.set_defaults(func=cmd_download)
+
+    alias = cmds.add_parser("alias", help="named pointers at versions (champion -> 3)")
+    alias_cmds = alias.add_subparsers(dest="alias_command", metavar="COMMAND", required=True)
+    alias_set = alias_cmds.add_parser("set", help="point ALIAS at VERSION (set or move it)")
+    alias_set.add_argument("name", metavar="NAME")
+    alias_set.add_argument("alias", metavar="ALIAS", help="a letter, then letters, digits, _ -")
+    alias_set.add_argument("version", metavar="VERSION", type=_version_number)
+    alias_set.set_defaults(func=cmd_alias_set)
+    alias_delete = alias_cmds.add_parser("delete", help="delete ALIAS (the version stays)")
+    alias_delete.add_argument("name", metavar="NAME")
+    alias_delete.add_argument("alias", metavar="ALIAS")
+    alias_delete.set_defaults(func=cmd_alias_delete)
+    alias_list = alias_cmds.add_parser("list", help="the model's aliases (or their history)")
+    alias_list.add_argument("name", metavar="NAME")
+    alias_list.add_argument(
+        "--history", action="store_true", help="every set, move and deletion, newest first"
+    )
+    alias_list.add_argument("--json", action="store_true", help="print raw JSON")
+    alias_list.set_defaults(func=cmd_alias_list)
+
+
+def _version_number(text: str) -> int:
+    """A version number argument: an integer of at least 1 (argparse answers exit code 2)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a version number: {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError("a version number is 1 or more")
+    return number
+
+
+def split_alias(text: str) -> tuple[str, str | None]:
+    """``NAME@ALIAS`` -> ``(NAME, ALIAS)``; ``NAME`` -> ``(NAME, None)``.
+
+    Raises:
+        CLIError: (exit code 2) an empty name or alias around the ``@``.
+    """
+    name, at, alias = text.partition("@")
+    if not at:
+        return text, None
+    if not name or not alias:
+        raise CLIError(f"{text!r}: expected NAME@ALIAS", exit_code=2)
+    return name, alias
 
 
 def cmd_create(args: argparse.Namespace) -> int:
@@ -98,8 +149,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
     """The model's fields, then its versions (newest first); ``--json`` prints
     ``{"model", "versions"}`` raw."""
     api = make_api(args)
-    model = api.model_get(args.name)
-    versions = api.model_versions(args.name)
+    name, alias = split_alias(args.name)
+    if alias is not None:
+        return _describe_version(args, api.model_alias_resolve(name, alias))
+    model = api.model_get(name)
+    versions = api.model_versions(name)
     if args.json:
         print_json({"model": model, "versions": versions})
         return 0
@@ -113,7 +167,16 @@ def cmd_describe(args: argparse.Namespace) -> int:
     )
     print("\nVersions:")
     print_table(
-        ["version", "checkpoint", "trial", "steps_completed", "size", "state", "created"],
+        [
+            "version",
+            "checkpoint",
+            "trial",
+            "steps_completed",
+            "size",
+            "state",
+            "created",
+            "aliases",
+        ],
         [
             [
                 v.get("version"),
@@ -123,9 +186,36 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 fmt_size(v["checkpoint"].get("size")),
                 v["checkpoint"].get("state"),
                 fmt_time(v.get("created_at")),
+                ",".join(v.get("aliases") or []) or None,
             ]
             for v in versions
         ],
+    )
+    return 0
+
+
+def _describe_version(args: argparse.Namespace, version: dict[str, Any]) -> int:
+    """One version's fields (``describe NAME@ALIAS``); ``--json`` prints the row raw."""
+    if args.json:
+        print_json(version)
+        return 0
+    checkpoint = version["checkpoint"]
+    print_fields(
+        [
+            ("model", version.get("model")),
+            ("version", version.get("version")),
+            ("aliases", ",".join(version.get("aliases") or []) or None),
+            ("name", version.get("name")),
+            ("comment", version.get("comment")),
+            ("labels", version.get("labels")),
+            ("owner", version.get("owner")),
+            ("checkpoint", checkpoint.get("uuid")),
+            ("trial", checkpoint.get("trial_id")),
+            ("steps_completed", checkpoint.get("steps_completed")),
+            ("size", fmt_size(checkpoint.get("size"))),
+            ("state", checkpoint.get("state")),
+            ("created", fmt_time(version.get("created_at"))),
+        ]
     )
     return 0
 
@@ -142,16 +232,20 @@ def cmd_download(args: argparse.Namespace) -> int:
     """Download version ``--version`` (default: the latest) of model NAME's checkpoint into
     ``-o DIR`` with ``headway checkpoint download``'s code; print the directory."""
     api = make_api(args)
-    if args.version is None:
-        latest = api.model_get(args.name).get("latest_version")
+    name, alias = split_alias(args.name)
+    if alias is not None:
+        if args.version is not None:
+            raise CLIError("give NAME@ALIAS or --version, not both", exit_code=2)
+        found = api.model_alias_resolve(name, alias)
+    elif args.version is None:
+        latest = api.model_get(name).get("latest_version")
         if latest is None:
-            raise CLIError(f"model {args.name} has no versions")
-        version = int(latest)
+            raise CLIError(f"model {name} has no versions")
+        found = api.model_version_get(name, int(latest))
     elif args.version < 1:
         raise CLIError("--version must be 1 or more", exit_code=2)
     else:
-        version = args.version
-    found = api.model_version_get(args.name, version)
+        found = api.model_version_get(name, args.version)
     uuid = str(found["checkpoint"]["uuid"])
     return _checkpoint_download.cmd_download(_checkpoint_download_args(args, uuid))
 
@@ -165,3 +259,54 @@ def _checkpoint_download_args(args: argparse.Namespace, uuid: str) -> argparse.N
     parsed = parser.parse_args(argv)
     parsed.master = args.master
     return parsed
+
+
+def cmd_alias_set(args: argparse.Namespace) -> int:
+    """Point ALIAS of model NAME at VERSION; print ``NAME@ALIAS -> version N``."""
+    row = make_api(args).model_alias_set(args.name, args.alias, args.version)
+    print(f"{args.name}@{row['alias']} -> version {row['version']}")
+    return 0
+
+
+def cmd_alias_delete(args: argparse.Namespace) -> int:
+    """Delete ALIAS of model NAME; print ``Deleted NAME@ALIAS``."""
+    make_api(args).model_alias_delete(args.name, args.alias)
+    print(f"Deleted {args.name}@{args.alias}")
+    return 0
+
+
+def cmd_alias_list(args: argparse.Namespace) -> int:
+    """Table of the model's aliases, or with ``--history`` of every change, newest first."""
+    api = make_api(args)
+    if args.history:
+        events = api.model_alias_history(args.name)
+        if args.json:
+            print_json(events)
+            return 0
+        print_table(
+            ["alias", "action", "from", "to", "user", "time"],
+            [
+                [
+                    e.get("alias"),
+                    e.get("action"),
+                    e.get("from_version"),
+                    e.get("to_version"),
+                    e.get("user"),
+                    fmt_time(e.get("created_at")),
+                ]
+                for e in events
+            ],
+        )
+        return 0
+    aliases = api.model_aliases(args.name)
+    if args.json:
+        print_json(aliases)
+        return 0
+    print_table(
+        ["alias", "version", "set_by", "updated"],
+        [
+            [a.get("alias"), a.get("version"), a.get("set_by"), fmt_time(a.get("updated_at"))]
+            for a in aliases
+        ],
+    )
+    return 0

@@ -58,6 +58,9 @@ class APIBase:
     def _post(self, route: str, body: Any = None, **path: Any) -> Any:
         return self.session.post(self.path(route, "POST", **path), json=body)
 
+    def _put(self, route: str, body: Any = None, **path: Any) -> Any:
+        return self.session.put(self.path(route, "PUT", **path), json=body)
+
     def _delete(self, route: str, **path: Any) -> Any:
         return self.session.delete(self.path(route, "DELETE", **path))
 

@@ -194,3 +194,31 @@ class UserAPI(APIBase):
         """Version ``version`` with its ``checkpoint`` row."""
         row: wire.Row = self._get("model_version_get", name=_model(name), version=int(version))
         return row
+
+    def model_aliases(self, name: str) -> list[wire.Row]:
+        """The model's aliases by name: ``{"alias", "version", "set_by", "updated_at"}``."""
+        return self._list("model_aliases", name=_model(name))
+
+    def model_alias_history(self, name: str) -> list[wire.Row]:
+        """Every change of the model's aliases, newest first: ``{"alias", "action"
+        (SET/MOVE/DELETE/VERSION_DELETED), "from_version", "to_version", "user",
+        "created_at"}``."""
+        return self._list("model_alias_history", name=_model(name))
+
+    def model_alias_set(self, name: str, alias: str, version: int) -> wire.Row:
+        """Point ``alias`` at version ``version`` (set or move it); the alias row. 400 naming
+        ``alias`` or ``version`` for a bad name or a version the model lacks."""
+        row: wire.Row = self._put(
+            "model_alias_set", {"version": version}, name=_model(name), alias=_model(alias)
+        )
+        return row
+
+    def model_alias_delete(self, name: str, alias: str) -> None:
+        """Delete ``alias`` (404 when the model has no such alias); the version stays."""
+        self._delete("model_alias_delete", name=_model(name), alias=_model(alias))
+
+    def model_alias_resolve(self, name: str, alias: str) -> wire.Row:
+        """The version ``alias`` points at, as ``model_version_get`` answers it (``latest``:
+        the newest version)."""
+        row: wire.Row = self._get("model_alias_resolve", name=_model(name), alias=_model(alias))
+        return row

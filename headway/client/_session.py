@@ -210,6 +210,11 @@ class Session:
         response = self.request("POST", path, json=json)
         return response.json() if response.content else None
 
+    def put(self, path: str, json: Any = None) -> Any:
+        """PUT a JSON body; return the decoded answer (None for an empty body)."""
+        response = self.request("PUT", path, json=json)
+        return response.json() if response.content else None
+
     def delete(self, path: str) -> Any:
         """DELETE a resource; return the decoded answer (None for an empty body, e.g. 204)."""
         response = self.request("DELETE", path)

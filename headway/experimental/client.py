@@ -313,7 +313,8 @@ class ModelVersion:
 class Model:
     """A registered model (Determined's ``client.Model``): ``name``, ``description``,
     ``labels``, ``metadata``, ``archived``; versions via ``register_version`` /
-    ``get_version`` / ``get_versions``."""
+    ``get_version`` / ``get_versions`` / ``get_version_by_alias``; aliases via ``set_alias`` /
+    ``delete_alias``."""
 
     name: str
     description: str
@@ -362,6 +363,28 @@ class Model:
         """Every version, newest (highest number) first."""
         items = self._api.model_versions(self.name)
         return [ModelVersion._from_json(v, self._api) for v in items]
+
+    def get_version_by_alias(self, alias: str) -> ModelVersion:
+        """The version ``alias`` points at (MLflow's ``get_model_version_by_alias``; ``latest``:
+        the newest).
+
+        Raises:
+            headway.client.NotFoundError: the model has no such alias.
+        """
+        data = self._api.model_alias_resolve(self.name, alias)
+        return ModelVersion._from_json(data, self._api)
+
+    def set_alias(self, alias: str, version: int) -> None:
+        """Point ``alias`` at version ``version`` (set or move it).
+
+        Raises:
+            headway.client.BadRequestError: a bad or reserved alias name, or no such version.
+        """
+        self._api.model_alias_set(self.name, alias, int(version))
+
+    def delete_alias(self, alias: str) -> None:
+        """Delete ``alias``; the version stays. Raises ``NotFoundError`` for an unknown alias."""
+        self._api.model_alias_delete(self.name, alias)
 
 
 def create_model(

@@ -1,4 +1,5 @@
-"""Serializers of the model registry's REST API (``models/``, ``models/{name}/versions/``).
+"""Serializers of the model registry's REST API (``models/``, ``models/{name}/versions/``,
+``models/{name}/aliases/``).
 
 Input serializers refuse unknown keys (``StrictSerializer``): a misspelt field is a 400 naming
 it, never silently dropped.
@@ -16,7 +17,7 @@ from rest_framework import serializers
 from registry.api.fields import StorableDictField
 from registry.errors import InvalidInput
 from registry.model_registry import MODEL_NAME_MAX, MODEL_NAME_PATTERN, validate_model_name
-from registry.models import Checkpoint, ModelVersion, RegisteredModel
+from registry.models import Checkpoint, ModelAlias, ModelAliasEvent, ModelVersion, RegisteredModel
 from registry.user_text import (
     DESCRIPTION_MAX,
     LABEL_MAX,
@@ -143,12 +144,20 @@ class VersionUpdateSerializer(StrictSerializer):
     metadata = StorableDictField(required=False)
 
 
+class AliasPointerSerializer(serializers.Serializer):
+    """``{"alias", "version"}``: one alias of a model and the version number it points at."""
+
+    alias = serializers.CharField(read_only=True)
+    version = serializers.IntegerField(read_only=True)
+
+
 class RegisteredModelSerializer(serializers.ModelSerializer):
     """A model; ``num_versions`` and ``latest_version`` are annotated by the viewset."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)
     num_versions = serializers.IntegerField(read_only=True, default=0)
     latest_version = serializers.IntegerField(read_only=True, allow_null=True, default=None)
+    aliases = serializers.SerializerMethodField(help_text="the model's aliases, by name")
 
     class Meta:
         model = RegisteredModel
@@ -162,10 +171,19 @@ class RegisteredModelSerializer(serializers.ModelSerializer):
             "archived",
             "num_versions",
             "latest_version",
+            "aliases",
             "created_at",
             "updated_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(AliasPointerSerializer(many=True))
+    def get_aliases(self, obj: RegisteredModel) -> list[dict[str, Any]]:
+        # ``obj.aliases`` is prefetched with the versions joined (the viewset's ``_models()``).
+        return [
+            {"alias": a.alias, "version": a.version.version}
+            for a in sorted(obj.aliases.all(), key=lambda a: a.alias)
+        ]
 
 
 class VersionCheckpointSerializer(serializers.ModelSerializer):
@@ -202,6 +220,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     checkpoint = VersionCheckpointSerializer(read_only=True)
     download_url = serializers.SerializerMethodField()
+    aliases = serializers.SerializerMethodField(help_text="the aliases pointing at this version")
 
     class Meta:
         model = ModelVersion
@@ -215,12 +234,66 @@ class ModelVersionSerializer(serializers.ModelSerializer):
             "owner",
             "checkpoint",
             "download_url",
+            "aliases",
             "created_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_aliases(self, obj: ModelVersion) -> list[str]:
+        # Prefetched by the list view; one query otherwise.
+        return sorted(alias.alias for alias in obj.aliases.all())
 
     @extend_schema_field(serializers.URLField())
     def get_download_url(self, obj: ModelVersion) -> str:
         path = reverse("registry-api:checkpoint-download", kwargs={"uuid": str(obj.checkpoint_id)})
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request is not None else path
+
+
+class AliasSetSerializer(StrictSerializer):
+    """``{"version": N}``: the version number the alias is to point at."""
+
+    version = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+
+    def to_internal_value(self, data: Any) -> Any:
+        # DRF's IntegerField takes "3" and 3.0 too; a version number is a JSON integer.
+        if isinstance(data, dict) and "version" in data:
+            value = data["version"]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise serializers.ValidationError({"version": ["Must be an integer."]})
+        return super().to_internal_value(data)
+
+
+class ModelAliasSerializer(serializers.ModelSerializer):
+    """An alias: its name, the version number it points at, who set it last and when."""
+
+    model = serializers.CharField(source="model.name", read_only=True)
+    version = serializers.IntegerField(source="version.version", read_only=True)
+    set_by = serializers.CharField(source="set_by.username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = ModelAlias
+        fields: ClassVar[list[str]] = ["model", "alias", "version", "set_by", "updated_at"]
+        read_only_fields = fields
+
+
+class ModelAliasEventSerializer(serializers.ModelSerializer):
+    """One alias change: ``action`` SET, MOVE, DELETE or VERSION_DELETED, from one version
+    number to another (null: none), by ``user`` at ``created_at``."""
+
+    user = serializers.CharField(source="user.username", read_only=True, allow_null=True)
+    action = serializers.CharField(read_only=True, help_text="SET, MOVE, DELETE or VERSION_DELETED")
+
+    class Meta:
+        model = ModelAliasEvent
+        fields: ClassVar[list[str]] = [
+            "id",
+            "alias",
+            "action",
+            "from_version",
+            "to_version",
+            "user",
+            "created_at",
+        ]
+        read_only_fields = fields

@@ -1,6 +1,6 @@
 """Routes of ``/api/v1/``."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
@@ -34,6 +34,11 @@ router.register(
     rf"models/(?P<model_name>{MODEL_NAME_PATTERN})/versions",
     views.ModelVersionViewSet,
     basename="model-version",
+)
+router.register(
+    rf"models/(?P<model_name>{MODEL_NAME_PATTERN})/aliases",
+    views.ModelAliasViewSet,
+    basename="model-alias",
 )
 
 # Worker hosts' routes under host-agent/ (host tokens only; registry/api/views/host_agent.py).
@@ -134,6 +139,12 @@ urlpatterns = [
         # so the page passes the Content-Security-Policy.
         SpectacularSwaggerSplitView.as_view(url_name="registry-api:schema"),
         name="schema-ui",
+    ),
+    # A model name never holds "@", so this cannot shadow the model routes.
+    re_path(
+        rf"^models/(?P<model_name>{MODEL_NAME_PATTERN})@(?P<alias>[^/]+)/?$",
+        views.ModelAliasResolveView.as_view(),
+        name="model-alias-resolve",
     ),
     path("", include(router.urls)),
 ]

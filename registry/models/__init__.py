@@ -9,7 +9,13 @@ from registry.models.host_token import HostToken
 from registry.models.hparam_importance import FitState, HparamImportanceFit
 from registry.models.logs import TrialLog
 from registry.models.metrics import MetricBucket, MetricReport, MetricSeries
-from registry.models.model_registry import ModelVersion, RegisteredModel
+from registry.models.model_registry import (
+    AliasAction,
+    ModelAlias,
+    ModelAliasEvent,
+    ModelVersion,
+    RegisteredModel,
+)
 from registry.models.slurm_job import SlurmJob
 from registry.models.slurm_node import SlurmNode
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
@@ -18,6 +24,7 @@ from registry.models.unmanaged import UnmanagedRun
 
 __all__ = [
     "TERMINAL_STATES",
+    "AliasAction",
     "Checkpoint",
     "CheckpointState",
     "ComponentBeat",
@@ -29,6 +36,8 @@ __all__ = [
     "MetricBucket",
     "MetricReport",
     "MetricSeries",
+    "ModelAlias",
+    "ModelAliasEvent",
     "ModelVersion",
     "RegisteredModel",
     "RunShare",

@@ -9,7 +9,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
-from registry import model_registry
+from registry import model_aliases, model_registry
 from registry.lifecycle import experiment_create
 from registry.models import Checkpoint, CheckpointState, ModelVersion, RegisteredModel, Trial
 from tests.helpers import TINY_CONFIG, TINY_MODEL, register_checkpoint
@@ -262,3 +262,15 @@ def test_register_as_model_in_chromium(live_server, chromium) -> None:
     page.goto(f"{live_server.url}/models/")
     assert_accessible(page)
     save_screenshot(page, "models")
+
+
+def test_the_model_page_shows_each_versions_aliases(client_alice: Client, alice, ckpt) -> None:
+    model = model_registry.model_create(owner=alice, name="digits")
+    for _ in range(2):
+        model_registry.version_register(model=model, user=alice, checkpoint_uuid=ckpt.uuid)
+    model_aliases.alias_set(model=model, alias="staging", version=2, user=alice)
+    model_aliases.alias_set(model=model, alias="champion", version=2, user=alice)
+    html = client_alice.get(reverse("dashboard:model", args=["digits"])).content.decode()
+    row = html.split('id="version-2"')[1].split("</tr>")[0]
+    assert row.index("@champion") < row.index("@staging")
+    assert "@" not in html.split('id="version-1"')[1].split("</td>")[0]

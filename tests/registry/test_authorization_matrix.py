@@ -83,7 +83,7 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Worl
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    from registry import lifecycle, model_registry
+    from registry import lifecycle, model_aliases, model_registry
     from registry.models import Experiment, ModelVersion, RegisteredModel, RunState, WorkerHost
     from tests.helpers import register_checkpoint
 
@@ -116,6 +116,7 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Worl
         model_registry.version_register(
             model=model, user=users["owner"], checkpoint_uuid=checkpoint.uuid
         )
+        model_aliases.alias_set(model=model, alias="champion", version=1, user=users["owner"])
         register_host("mx-host", 1)
         tokens = {name: Token.objects.create(user=user).key for name, user in users.items()}
         tokens |= {
@@ -180,6 +181,10 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         kwargs = {"model_name": m.name}
     elif name == "model-version-detail":
         kwargs = {"model_name": m.name, "version": 1}
+    elif name in ("model-alias-list", "model-alias-history"):
+        kwargs = {"model_name": m.name}
+    elif name in ("model-alias-detail", "model-alias-resolve"):
+        kwargs = {"model_name": m.name, "alias": "champion"}
     elif name.startswith(("host-run-", "host-share-")):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}
         kwargs |= {"node_rank": 1} if name.startswith("host-share-") else {}
@@ -217,6 +222,7 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         ("model-detail", "patch"): {"description": "changed"},
         ("model-version-list", "post"): {"checkpoint_uuid": str(c.uuid)},
         ("model-version-detail", "patch"): {"comment": "changed"},
+        ("model-alias-detail", "put"): {"version": 1},
         ("experiment-detail", "patch"): {"notes": "changed"},
         ("trial-detail", "patch"): {"notes": "changed"},
         ("host-token-list", "post"): {"name": "mx-host"},

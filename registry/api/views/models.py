@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import django_filters
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, Prefetch, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.request import Request
@@ -27,7 +27,7 @@ from registry.api.model_serializers import (
 )
 from registry.api.params import bool_param, single_value
 from registry.errors import InvalidInput
-from registry.models import ModelVersion, RegisteredModel
+from registry.models import ModelAlias, ModelVersion, RegisteredModel
 
 READ_ACTIONS = ("list", "retrieve")
 
@@ -58,8 +58,11 @@ class RegisteredModelFilter(django_filters.FilterSet):
 
 
 def _models() -> QuerySet[RegisteredModel]:
-    return RegisteredModel.objects.select_related("owner").annotate(
-        num_versions=Count("versions"), latest_version=Max("versions__version")
+    aliases = ModelAlias.objects.select_related("version").order_by("alias")
+    return (
+        RegisteredModel.objects.select_related("owner")
+        .annotate(num_versions=Count("versions"), latest_version=Max("versions__version"))
+        .prefetch_related(Prefetch("aliases", queryset=aliases))
     )
 
 
@@ -141,7 +144,11 @@ class ModelVersionViewSet(viewsets.GenericViewSet):
     allow_trial_token = READ_ACTIONS
 
     def _versions(self, model: RegisteredModel) -> QuerySet[ModelVersion]:
-        return ModelVersion.objects.filter(model=model).select_related("owner", "checkpoint__trial")
+        return (
+            ModelVersion.objects.filter(model=model)
+            .select_related("owner", "checkpoint__trial")
+            .prefetch_related("aliases")
+        )
 
     def _out(self, request: Request, version: ModelVersion) -> dict:
         return ModelVersionSerializer(version, context={"request": request}).data

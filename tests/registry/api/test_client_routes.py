@@ -22,6 +22,7 @@ SAMPLES = {
     "storage_id": str(uuid.uuid4()),
     "pool": "hpc",
     "node": "node-01",
+    "alias": "champion",
 }
 
 
