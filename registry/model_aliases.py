@@ -78,6 +78,29 @@ def alias_history(model: RegisteredModel) -> QuerySet[ModelAliasEvent]:
     return ModelAliasEvent.objects.filter(model=model).select_related("user").order_by("-id")
 
 
+def _no_such_alias(model: RegisteredModel, alias: str) -> ModelNotFound:
+    detail = f"Model {model.name!r} has no alias {alias!r}."
+    return ModelNotFound(detail, {"alias": [detail]})
+
+
+def _could_exist(alias: str) -> bool:
+    # A name no alias can have is answered without a query: PostgreSQL refuses some text
+    # (NUL characters) outright, which would be a 500 instead of the 404 it is.
+    return len(alias) <= ALIAS_MAX and ALIAS_RE.fullmatch(alias) is not None
+
+
+def find_alias(model: RegisteredModel, alias: str) -> ModelAlias:
+    """Alias ``alias`` of ``model``, its version and ``set_by`` joined.
+
+    Raises:
+        ModelNotFound: ``{"alias": [...]}`` when the model has no such alias.
+    """
+    found = aliases_of(model).filter(alias=alias).first() if _could_exist(alias) else None
+    if found is None:
+        raise _no_such_alias(model, alias)
+    return found
+
+
 def resolve_alias(model: RegisteredModel, alias: str) -> ModelVersion:
     """The version ``alias`` points at, joined as ``get_version`` joins it; ``latest`` is the
     newest version.
@@ -86,6 +109,8 @@ def resolve_alias(model: RegisteredModel, alias: str) -> ModelVersion:
         ModelNotFound: ``{"alias": [...]}`` for an alias the model does not have (or ``latest``
             of a model without versions).
     """
+    if not _could_exist(alias):
+        raise _no_such_alias(model, alias)
     if alias.lower() == LATEST:
         number = (
             ModelVersion.objects.filter(model=model)
@@ -99,11 +124,11 @@ def resolve_alias(model: RegisteredModel, alias: str) -> ModelVersion:
             .values_list("version__version", flat=True)
             .first()
         )
-    if number is None:
-        detail = f"Model {model.name!r} has no alias {alias!r}."
-        if alias.lower() == LATEST:
-            detail = f"Model {model.name!r} has no versions."
+    if number is None and alias.lower() == LATEST:
+        detail = f"Model {model.name!r} has no versions."
         raise ModelNotFound(detail, {"alias": [detail]})
+    if number is None:
+        raise _no_such_alias(model, alias)
     return get_version(model, number)
 
 
@@ -163,6 +188,8 @@ def alias_delete(*, model: RegisteredModel, alias: str, user: Any) -> None:
         ModelNotFound: ``{"alias": [...]}`` when the model has no such alias.
     """
     check_can_modify(model, user)
+    if not _could_exist(alias):
+        raise _no_such_alias(model, alias)
     with transaction.atomic():
         RegisteredModel.objects.select_for_update(no_key=True).filter(pk=model.pk).first()
         current = (
@@ -172,8 +199,7 @@ def alias_delete(*, model: RegisteredModel, alias: str, user: Any) -> None:
             .first()
         )
         if current is None:
-            detail = f"Model {model.name!r} has no alias {alias!r}."
-            raise ModelNotFound(detail, {"alias": [detail]})
+            raise _no_such_alias(model, alias)
         ModelAliasEvent.objects.create(
             model=model,
             alias=alias,

@@ -168,6 +168,12 @@ def test_unknown_fields_models_and_aliases(api, model) -> None:
     missing = api.get(f"{ALIASES}champion/")
     assert missing.status_code == 404 and "alias" in missing.json()["errors"]
     assert api.get("/api/v1/models/resnet@nope/").status_code == 404
+    # Names no alias can have (a NUL, which PostgreSQL refuses in text) are 404s, not 500s.
+    for bad in ("nul%00x", "9" * 70, "a.b"):
+        assert api.get(f"{ALIASES}{bad}/").status_code == 404, bad
+        assert api.delete(f"{ALIASES}{bad}/").status_code == 404, bad
+        assert api.get(f"/api/v1/models/resnet@{bad}/").status_code == 404, bad
+    assert _set(api, "nul%00x", {"version": 1}).status_code == 400
 
 
 def test_only_the_owner_or_staff_may_change_aliases(api, bob, model, django_user_model) -> None:

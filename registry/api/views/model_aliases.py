@@ -55,12 +55,7 @@ class ModelAliasViewSet(viewsets.GenericViewSet):
 
     @extend_schema(parameters=[_ALIAS], responses=ModelAliasSerializer)
     def retrieve(self, request: Request, model_name: str, alias: str) -> Response:
-        model = svc.get_model(model_name)
-        found = aliases.aliases_of(model).filter(alias=alias).first()
-        if found is None:
-            detail = f"Model {model.name!r} has no alias {alias!r}."
-            raise svc.ModelNotFound(detail, {"alias": [detail]})
-        return Response(self._out(found))
+        return Response(self._out(aliases.find_alias(svc.get_model(model_name), alias)))
 
     @extend_schema(parameters=[_ALIAS], request=AliasSetSerializer, responses=ModelAliasSerializer)
     def update(self, request: Request, model_name: str, alias: str) -> Response:
@@ -72,7 +67,7 @@ class ModelAliasViewSet(viewsets.GenericViewSet):
         found = aliases.alias_set(
             model=model, alias=alias, version=data.validated_data["version"], user=request.user
         )
-        return Response(self._out(aliases.aliases_of(model).get(pk=found.pk)))
+        return Response(self._out(aliases.find_alias(model, found.alias)))
 
     @extend_schema(parameters=[_ALIAS], responses={204: None})
     def destroy(self, request: Request, model_name: str, alias: str) -> Response:
