@@ -9,10 +9,12 @@ interpreter lock back after each of its queries, behind every other request that
 so what decides its wait is how many requests run at once, not how many arrived. So a process
 runs at most ``HEADWAY_WEB_MAX_READS`` reads at once (GET/HEAD outside the routes below) and at
 most ``HEADWAY_WEB_MAX_REPORTS`` metric reports (a trial's ``POST trials/{id}/metrics/``,
-MLflow's ``log-batch`` and ``log-metric``); the next one of a kind waits for one of its kind
-to finish, blocked on a semaphore (not runnable, so not taking turns at the interpreter), up to
-``WAIT_SECONDS``, then is answered 503 with ``Retry-After`` (the SDK resends it: a report is
-stored once whatever number of times it is sent; the dashboard's chart fetches retry too).
+MLflow's ``log-batch`` and ``log-metric``), and while a report waits for its turn no read
+starts beside a running one (``Turns``: trials' data before dashboards, whose reads are the
+heavier). The next one of a kind waits for one of its kind to finish, blocked on a condition
+(not runnable, so not taking turns at the interpreter), up to ``WAIT_SECONDS``, then is
+answered 503 with ``Retry-After`` (the SDK resends it: a report is stored once whatever number
+of times it is sent; the dashboard's chart fetches retry too).
 Everything else passes at once and finds connections free: the pool's
 ``RESERVED_CONNECTIONS`` are never taken by reads or reports.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 
 from django.conf import settings
@@ -118,26 +121,84 @@ def busy_response(request: HttpRequest) -> HttpResponse:
     return response
 
 
+READ, REPORT = "read", "report"
+
+
+class Turns:
+    """One process's turns for reads and reports; reports come first.
+
+    At most ``reads`` reads and ``reports`` reports run at once. While a report waits for a
+    turn, reads are held to one at a time (those running finish; no new one starts beside a
+    running read), so under overload the trials' reports get the interpreter and the pool the
+    dashboard's reads would take, and the dashboard still gets one read at a time.
+    """
+
+    def __init__(self, reads: int, reports: int) -> None:
+        self._limits = {READ: reads, REPORT: reports}
+        self._running = {READ: 0, REPORT: 0}
+        self._waiting = {READ: 0, REPORT: 0}
+        self._lock = threading.Lock()
+        self._freed = {
+            READ: threading.Condition(self._lock),
+            REPORT: threading.Condition(self._lock),
+        }
+
+    def waiting(self, kind: str) -> int:
+        """Requests of ``kind`` waiting for a turn now."""
+        return self._waiting[kind]
+
+    def _may_start(self, kind: str) -> bool:
+        limit = self._limits[kind]
+        if kind == READ and self._waiting[REPORT]:
+            limit = min(limit, 1)
+        return self._running[kind] < limit
+
+    def acquire(self, kind: str, timeout: float) -> bool:
+        """Take a turn of ``kind`` (``READ`` or ``REPORT``), waiting at most ``timeout``
+        seconds; False when none was free by then."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._waiting[kind] += 1
+            try:
+                while not self._may_start(kind):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._freed[kind].wait(left)
+                self._running[kind] += 1
+                return True
+            finally:
+                self._waiting[kind] -= 1
+                if kind == REPORT and not self._waiting[REPORT]:
+                    # Reads may have all their turns again.
+                    self._freed[READ].notify(self._limits[READ])
+
+    def release(self, kind: str) -> None:
+        """Give back a turn of ``kind`` taken by ``acquire``."""
+        with self._lock:
+            self._running[kind] -= 1
+            self._freed[kind].notify()
+
+
 class AdmissionMiddleware:
     """At most ``max_reads()`` reads and ``max_reports()`` metric reports run at once in this
-    process (semaphores taken before the session and the user are loaded, so all of a request's
-    queries are inside its turn); everything else passes at once."""
+    process, reports first (``Turns``; taken before the session and the user are loaded, so all
+    of a request's queries are inside its turn); everything else passes at once."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
-        self._reads = threading.BoundedSemaphore(max_reads())
-        self._reports = threading.BoundedSemaphore(max_reports())
+        self.turns = Turns(max_reads(), max_reports())
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if is_read(request):
-            turns = self._reads
+            kind = READ
         elif is_report(request):
-            turns = self._reports
+            kind = REPORT
         else:
             return self.get_response(request)
-        if not turns.acquire(timeout=WAIT_SECONDS):
+        if not self.turns.acquire(kind, WAIT_SECONDS):
             return busy_response(request)
         try:
             return self.get_response(request)
         finally:
-            turns.release()
+            self.turns.release(kind)

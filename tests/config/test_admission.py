@@ -11,6 +11,7 @@ from django.http import HttpResponse
 from django.test import RequestFactory
 
 from config import admission
+from tests.helpers import wait_for
 
 FACTORY = RequestFactory()
 
@@ -148,3 +149,48 @@ def test_one_over_its_kinds_limit_waits_then_503_while_the_rest_pass(
         release.set()
         holder.join(30)
     assert middleware(busy[0]).status_code == 200
+
+
+def test_while_a_report_waits_reads_start_one_at_a_time():
+    turns = admission.Turns(reads=2, reports=1)
+    assert turns.acquire(admission.REPORT, 1)
+    assert turns.acquire(admission.READ, 1)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(turns.acquire(admission.REPORT, 60)))
+    waiter.start()
+    try:
+        wait_for(lambda: turns.waiting(admission.REPORT) == 1, 30, "the second report to wait")
+        # A read is running and a report waits: no second read beside it...
+        assert not turns.acquire(admission.READ, 0.1)
+        turns.release(admission.READ)
+        # ...but one read at a time still goes.
+        assert turns.acquire(admission.READ, 0.1)
+        turns.release(admission.READ)
+    finally:
+        turns.release(admission.REPORT)
+        waiter.join(30)
+    assert got == [True]
+    # No report waits any more: reads have both their turns again.
+    assert turns.acquire(admission.READ, 0.1)
+    assert turns.acquire(admission.READ, 0.1)
+    assert not turns.acquire(admission.READ, 0.1)
+    assert not turns.acquire(admission.REPORT, 0.1)  # the waiter holds the one report turn
+
+
+def test_a_read_waiting_behind_a_report_starts_once_no_report_waits():
+    turns = admission.Turns(reads=2, reports=1)
+    assert turns.acquire(admission.REPORT, 1)
+    assert turns.acquire(admission.READ, 1)
+    waiting_report = threading.Thread(target=lambda: turns.acquire(admission.REPORT, 60))
+    waiting_report.start()
+    wait_for(lambda: turns.waiting(admission.REPORT) == 1, 30, "the second report to wait")
+    got: list[bool] = []
+    waiting_read = threading.Thread(target=lambda: got.append(turns.acquire(admission.READ, 60)))
+    waiting_read.start()
+    wait_for(lambda: turns.waiting(admission.READ) == 1, 30, "the read to wait")
+    # The report's turn passes to the waiting report; then no report waits, and the read that
+    # waited beside a running read starts (it was woken, not left to time out).
+    turns.release(admission.REPORT)
+    waiting_report.join(30)
+    waiting_read.join(30)
+    assert got == [True]
