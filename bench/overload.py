@@ -16,6 +16,10 @@ the interval the registry asked for (at most every 5 s). Readers use a user toke
 the dashboard reads: an experiment, its trials, its overview chart data (every trial's series),
 one trial and its chart data; a 503 is retried after its ``Retry-After``.
 
+The trials and readers are threads spread over ``--client-processes`` processes (default 8),
+as real trials are processes of their own: one process's 250 threads would queue for its
+interpreter lock and count that wait as the server's.
+
 Two phases on the same server, each with fresh trials: ``baseline`` (trials only) and
 ``loaded`` (trials + readers). Afterwards every series is read back whole. Printed per phase:
 trials stopped (a call that failed for good, or a heartbeat that was told to stop; goal 0),
