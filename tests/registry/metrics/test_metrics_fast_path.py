@@ -91,7 +91,7 @@ def test_a_reports_statements_are_prepared_on_postgresql(api, trial, clock):
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [row[0] or "" for row in cursor.fetchall()]
-    assert any("FOR UPDATE OF t" in sql for sql in prepared), prepared
+    assert any("FOR NO KEY UPDATE OF t" in sql for sql in prepared), prepared
     assert any(sql.startswith("WITH s AS (INSERT INTO") for sql in prepared), prepared
     summary = api.get(f"/api/v1/trials/{trial.id}/").json()["summary_metrics"]
     assert summary["training"]["loss"]["count"] == 8
