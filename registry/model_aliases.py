@@ -30,7 +30,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from registry.errors import InvalidInput
-from registry.model_registry import ModelNotFound, check_can_modify, get_version
+from registry.model_registry import ModelNotFound, check_can_modify, get_version, lock_model
 from registry.models import (
     AliasAction,
     ModelAlias,
@@ -118,23 +118,23 @@ def resolve_alias(model: RegisteredModel, alias: str) -> ModelVersion:
             .values_list("version", flat=True)
             .first()
         )
+        if number is None:
+            detail = f"Model {model.name!r} has no versions."
+            raise ModelNotFound(detail, {"alias": [detail]})
     else:
         number = (
             ModelAlias.objects.filter(model=model, alias=alias)
             .values_list("version__version", flat=True)
             .first()
         )
-    if number is None and alias.lower() == LATEST:
-        detail = f"Model {model.name!r} has no versions."
-        raise ModelNotFound(detail, {"alias": [detail]})
-    if number is None:
-        raise _no_such_alias(model, alias)
+        if number is None:
+            raise _no_such_alias(model, alias)
     return get_version(model, number)
 
 
 def alias_set(*, model: RegisteredModel, alias: str, version: int, user: Any) -> ModelAlias:
     """Point ``alias`` of ``model`` at version number ``version``: create it (SET) or move it
-    (MOVE) in one UPDATE; return the alias with its version joined.
+    (MOVE) in one UPDATE; return the alias with its model, version and ``set_by`` loaded.
 
     Raises:
         ModelPermissionDenied: ``user`` is neither the model's owner nor staff.
@@ -144,19 +144,17 @@ def alias_set(*, model: RegisteredModel, alias: str, version: int, user: Any) ->
     check_can_modify(model, user)
     validate_alias_name(alias)
     with transaction.atomic():
-        # Serialises this model's alias changes, registrations and version deletions.
-        RegisteredModel.objects.select_for_update(no_key=True).filter(pk=model.pk).first()
+        # The model row's lock serialises this model's alias changes, registrations and
+        # version deletions: the alias row needs no lock of its own.
+        lock_model(model.pk)
         target = ModelVersion.objects.filter(model=model, version=version).first()
         if target is None:
             raise InvalidInput({"version": [f"Model {model.name!r} has no version {version}."]})
-        current = (
-            ModelAlias.objects.select_for_update()
-            .select_related("version")
-            .filter(model=model, alias=alias)
-            .first()
-        )
-        if current is not None and current.version_id == target.pk:
-            return current
+        current = aliases_of(model).filter(alias=alias).first()
+        if current is not None:
+            current.model = model  # the caller's row: the answer names the model
+            if current.version_id == target.pk:
+                return current
         now = timezone.now()
         if current is None:
             current = ModelAlias.objects.create(
@@ -191,13 +189,8 @@ def alias_delete(*, model: RegisteredModel, alias: str, user: Any) -> None:
     if not _could_exist(alias):
         raise _no_such_alias(model, alias)
     with transaction.atomic():
-        RegisteredModel.objects.select_for_update(no_key=True).filter(pk=model.pk).first()
-        current = (
-            ModelAlias.objects.select_for_update()
-            .select_related("version")
-            .filter(model=model, alias=alias)
-            .first()
-        )
+        lock_model(model.pk)
+        current = aliases_of(model).filter(alias=alias).first()
         if current is None:
             raise _no_such_alias(model, alias)
         ModelAliasEvent.objects.create(

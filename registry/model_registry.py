@@ -361,6 +361,13 @@ def version_update(
     return version
 
 
+def lock_model(model_id: int) -> RegisteredModel | None:
+    """The model row, locked until the transaction ends (``FOR NO KEY UPDATE``): it serialises
+    a model's version deletions and alias changes (``registry.model_aliases``). None when the
+    model is gone."""
+    return RegisteredModel.objects.select_for_update(no_key=True).filter(pk=model_id).first()
+
+
 def version_delete(*, version: ModelVersion, user: Any) -> None:
     """Delete ``version``; its checkpoint is no longer held by it (retention may then take it
     unless another version holds it too). The aliases pointing at it go with it (as in MLflow),
@@ -372,7 +379,7 @@ def version_delete(*, version: ModelVersion, user: Any) -> None:
     check_can_modify(version.model, user)
     with transaction.atomic():
         # The model row lock serialises this with alias moves onto the version.
-        RegisteredModel.objects.select_for_update(no_key=True).filter(pk=version.model_id).first()
+        lock_model(version.model_id)
         dropped = list(ModelAlias.objects.filter(version=version).values_list("alias", flat=True))
         ModelAliasEvent.objects.bulk_create(
             ModelAliasEvent(

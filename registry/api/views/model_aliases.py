@@ -67,7 +67,7 @@ class ModelAliasViewSet(viewsets.GenericViewSet):
         found = aliases.alias_set(
             model=model, alias=alias, version=data.validated_data["version"], user=request.user
         )
-        return Response(self._out(aliases.find_alias(model, found.alias)))
+        return Response(self._out(found))
 
     @extend_schema(parameters=[_ALIAS], responses={204: None})
     def destroy(self, request: Request, model_name: str, alias: str) -> Response:
