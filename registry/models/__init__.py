@@ -21,8 +21,10 @@ from registry.models.slurm_node import SlurmNode
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
 from registry.models.trial import Trial, TrialRun
 from registry.models.unmanaged import UnmanagedRun
+from registry.models.workspace import DEFAULT_NAME, Project, Workspace, default_project
 
 __all__ = [
+    "DEFAULT_NAME",
     "TERMINAL_STATES",
     "AliasAction",
     "Checkpoint",
@@ -39,6 +41,7 @@ __all__ = [
     "ModelAlias",
     "ModelAliasEvent",
     "ModelVersion",
+    "Project",
     "RegisteredModel",
     "RunShare",
     "RunState",
@@ -51,6 +54,8 @@ __all__ = [
     "TrialRun",
     "UnmanagedRun",
     "WorkerHost",
+    "Workspace",
     "blob_fields",
+    "default_project",
     "lock_trial",
 ]

@@ -19,6 +19,7 @@ from django.utils import timezone
 from headway.expconf import ConfigError, ExperimentConfig, parse_experiment_config
 from registry.errors import StoredConfigInvalid
 from registry.models.states import TERMINAL_STATES, State
+from registry.models.workspace import Project, default_project_id
 
 # The columns a list, a page or a scheduler pass rarely reads and that may be large: the
 # packed model definition (up to megabytes), the submitted YAML and the searcher's state.
@@ -71,6 +72,12 @@ class Experiment(models.Model):
     # the script's ``external_experiment_id`` that finds it again (registry.lifecycle._unmanaged).
     unmanaged = models.BooleanField(default=False)
     external_id = models.CharField(max_length=256, blank=True, default="")
+    # Where it lives (registry.workspaces): set from the config's ``workspace`` / ``project`` at
+    # creation, changed by ``experiment_move``. The default (a row made by the ORM without
+    # one) is the default project, ``Uncategorized``.
+    project = models.ForeignKey(
+        Project, on_delete=models.PROTECT, related_name="experiments", default=default_project_id
+    )
 
     objects = ExperimentQuerySet.as_manager()
 
