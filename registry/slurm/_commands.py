@@ -198,16 +198,23 @@ def hostnames(expression: str) -> list[str]:
     """The node names of a hostlist ``expression`` as squeue reports a job's nodes
     (``node[01-03],gpu7`` -> ``node01``, ``node02``, ``node03``, ``gpu7``), expanded by
     ``scontrol show hostnames`` (Slurm's own parser), or by ``expand_hostlist`` where
-    scontrol is not installed; ``[]`` for an empty expression.
+    scontrol is not installed or cannot run (e.g. no readable slurm.conf on the master, which
+    only needs one to talk to slurmctld); ``[]`` for an empty expression.
 
     Raises:
-        SlurmError: scontrol refused the expression (or, without scontrol, it is malformed).
+        SlurmError: scontrol refused the expression (or, without it, the expression is
+            malformed).
     """
     if not expression.strip():
         return []
     if shutil.which("scontrol") is None:
         return expand_hostlist(expression)
-    names = _run(["scontrol", "show", "hostnames", expression]).split()
+    try:
+        names = _run(["scontrol", "show", "hostnames", expression]).split()
+    except SlurmError:
+        # The expansion is pure text: a master whose scontrol cannot load a configuration
+        # still knows the grammar, and a malformed expression is refused by the fallback too.
+        return expand_hostlist(expression)
     if not names:  # "Invalid hostlist" goes to stderr, with exit status 0
         raise SlurmError(f"scontrol show hostnames could not expand {expression!r}")
     return names

@@ -5,6 +5,7 @@ starts on a job resets its nodes' counts, and an admin's enable puts a node back
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 
@@ -247,6 +248,17 @@ def test_the_pool_shows_its_excluded_nodes_and_an_admin_enables_one(
 def test_enabling_a_node_headway_never_counted_is_not_found():
     with pytest.raises(SlurmNodeNotFound, match="no Slurm node n9"):
         node_enable(namespace="x", pool=POOL, name="n9")
+
+
+def test_an_scontrol_that_cannot_run_leaves_the_expansion_to_the_grammar(tmp_path, monkeypatch):
+    # A master whose scontrol finds no slurm.conf: it exits 1 before looking at the expression.
+    fake = tmp_path / "scontrol"
+    fake.write_text("#!/bin/sh\necho 'Could not establish a configuration source' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert hostnames("node[01-03],gpu7") == ["node01", "node02", "node03", "gpu7"]
+    with pytest.raises(SlurmError, match="not a Slurm hostlist"):
+        hostnames("a[3-1]")
 
 
 @pytest.mark.skipif(shutil.which("scontrol") is None, reason="scontrol is not installed")
