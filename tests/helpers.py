@@ -38,15 +38,34 @@ def require(condition: bool, why: str) -> None:
     pytest.skip(why)
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.25):
-    """Poll ``predicate`` until it returns something truthy; fail naming ``what`` on timeout."""
+def wait_for_or_false(predicate: Callable[[], object], timeout: float, interval: float = 0.25):
+    """Poll ``predicate`` until it returns something truthy (returned); False after ``timeout``
+    seconds, for a caller that gathers its own evidence before failing."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+    return False
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.25):
+    """Poll ``predicate`` until it returns something truthy; fail naming ``what`` on timeout."""
+    value = wait_for_or_false(predicate, timeout, interval)
+    if not value:
+        pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+    return value
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of the log file ``path``, headed by its name, for a failure
+    message that must explain itself once the run's temporary files are gone (CI)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError as exc:
+        return f"--- {path.name}: unreadable ({exc})"
+    return "\n".join([f"--- {path.name} (last {len(text)} lines)", *text])
 
 
 def make_tar_gz(files: dict[str, bytes | str]) -> bytes:

@@ -19,11 +19,13 @@ import yaml
 from tests.helpers import (
     REPO,
     is_rank_wrapper,
+    log_tail,
     process_alive,
     renew_host_tokens,
     start_host_workers,
     stop_workers,
     wait_for,
+    wait_for_or_false,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -165,7 +167,10 @@ def test_a_rank_that_dies_takes_its_trial_down_and_max_restarts_restarts_both(cl
     done = cluster_api.wait_trial(
         trial["id"], lambda t: t["state"] in ("COMPLETED", "ERROR"), "the trial to end"
     )
-    assert done["state"] == "COMPLETED" and done["run_id"] == 2 and done["restarts"] == 1
+    assert done["state"] == "COMPLETED" and done["run_id"] == 2 and done["restarts"] == 1, (
+        done,
+        cluster_api.logs(trial["id"])[-60:],
+    )
     assert not process_alive(survivor)  # rank 0 of run 1 did not outlive its run
     starts = rank_json(run_logs(cluster_api, trial["id"], 2), "start_epoch")
     assert sorted(s["rank"] for s in starts) == [0, 1]
@@ -233,11 +238,13 @@ def two_hosts(cluster_api, _two_hosts, settings):
     pool, base, workers = _two_hosts
     settings.CELERY_TASK_DEFAULT_QUEUE = pool
     renew_host_tokens(workers)  # the last test's flush deleted them
-    wait_for(
-        lambda: WorkerHost.objects.filter(namespace=pool).alive().count() == 2,
-        120,
-        f"both hosts to register (logs in {base})",
-    )
+    registered = lambda: WorkerHost.objects.filter(namespace=pool).alive().count() == 2  # noqa: E731
+    if not wait_for_or_false(registered, 120):
+        exited = {w.host_name: w.poll() for w in workers if hasattr(w, "host_name")}
+        pytest.fail(
+            f"both hosts to register: agents' exit codes {exited}\n"
+            + "\n".join(log_tail(path) for path in sorted(base.glob("*.log")))
+        )
     return pool
 
 
@@ -313,7 +320,10 @@ def test_a_rank_that_dies_on_one_host_stops_every_rank_and_the_group_restarts(
     done = cluster_api.wait_trial(
         trial["id"], lambda t: t["state"] in ("COMPLETED", "ERROR"), "the trial to end"
     )
-    assert done["state"] == "COMPLETED" and done["run_id"] == 2 and done["restarts"] == 1
+    assert done["state"] == "COMPLETED" and done["run_id"] == 2 and done["restarts"] == 1, (
+        done,
+        cluster_api.logs(trial["id"])[-60:],
+    )
     first = TrialRun.objects.get(trial_id=trial["id"], run_id=1)
     assert first.exit_code not in (0, None)
     (share,) = RunShare.objects.filter(run=first)
