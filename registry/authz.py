@@ -106,3 +106,62 @@ def ensure_can_write_trial_data(
         raise NotPermitted(
             f"Only trial {trial_id}'s own run or its owner may write its metrics and checkpoints."
         )
+
+
+# Workspaces and projects. The rules live here, one function per question, so that a roles
+# system can replace them in one place: for now any logged-in user may make a workspace (they
+# own it), make a project in any workspace that is not archived, and submit experiments into
+# any project that is not archived; changing a workspace or a project (archive, unarchive) is
+# its owner's or an admin's, and a project's workspace owner may change it too. The default
+# workspace and project have no owner: only admins change them.
+
+
+def ensure_can_change_workspace(user: Any, workspace: Any) -> None:
+    """Archive / unarchive a workspace: its owner or an admin.
+
+    Raises:
+        NotPermitted: otherwise.
+    """
+    ensure_can_change(user, workspace.owner_id, f"workspace {workspace.name!r}")
+
+
+def ensure_can_change_project(user: Any, project: Any) -> None:
+    """Archive / unarchive a project: its owner, its workspace's owner, or an admin.
+
+    Raises:
+        NotPermitted: otherwise.
+    """
+    if can_change(user, project.workspace.owner_id):
+        return
+    ensure_can_change(user, project.owner_id, f"project {project.name!r}")
+
+
+def ensure_can_create_project_in(user: Any, workspace: Any) -> None:
+    """Make a project in ``workspace``: any logged-in user (Determined without RBAC).
+
+    Raises:
+        NotPermitted: an anonymous user.
+    """
+    if user is None or not getattr(user, "is_authenticated", False):
+        raise NotPermitted(f"Log in to create projects in workspace {workspace.name!r}.")
+
+
+def ensure_can_create_experiment_in(user: Any, project: Any) -> None:
+    """Submit an experiment into ``project``: any logged-in user.
+
+    Raises:
+        NotPermitted: an anonymous user.
+    """
+    if user is None or not getattr(user, "is_authenticated", False):
+        raise NotPermitted(f"Log in to create experiments in project {project.name!r}.")
+
+
+def ensure_can_move_experiment(user: Any, experiment: Any, project: Any) -> None:
+    """Move ``experiment`` into ``project``: the experiment's owner or an admin (into any
+    project they may submit to).
+
+    Raises:
+        NotPermitted: otherwise.
+    """
+    ensure_can_change(user, experiment.owner_id, f"experiment {experiment.id}")
+    ensure_can_create_experiment_in(user, project)

@@ -93,6 +93,18 @@ API: dict[tuple[str, str], str] = {
     ("model-alias-detail", "put"): OWNER,
     ("model-alias-detail", "delete"): OWNER,
     ("model-alias-resolve", "get"): READ_ANY_RUN,
+    # Workspaces and projects: everyone reads and creates; the owner (or an admin) archives.
+    ("workspace-list", "get"): READ,
+    ("workspace-list", "post"): CREATE,
+    ("workspace-detail", "get"): READ,
+    ("workspace-archive", "post"): OWNER,
+    ("workspace-unarchive", "post"): OWNER,
+    ("project-list", "get"): READ,
+    ("project-list", "post"): CREATE,
+    ("project-detail", "get"): READ,
+    ("project-archive", "post"): OWNER,
+    ("project-unarchive", "post"): OWNER,
+    ("experiment-move", "post"): OWNER,
     # Worker hosts (registry/api/views/host_agent.py) and their tokens' management.
     ("host-heartbeat", "post"): HOST_AGENT,
     ("host-stopped", "post"): HOST_AGENT,

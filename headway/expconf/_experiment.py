@@ -285,11 +285,21 @@ class ExperimentConfig(StrictModel):
     system_metrics: SystemMetricsConfig = Field(default_factory=SystemMetricsConfig)
     perform_initial_validation: bool = False
     log_policies: list[LogPolicy] = Field(default_factory=list)
+    # Where the experiment lives (Determined's names): both or neither; the registry resolves
+    # them (unknown or archived: a 400 naming the field). Neither: the default project.
+    workspace: Annotated[str, Field(max_length=128)] | None = None
+    project: Annotated[str, Field(max_length=128)] | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _refuse_unsupported(cls, data: Any) -> Any:
         return reject_unsupported(data, UNSUPPORTED_TOP_LEVEL)
+
+    @field_validator("workspace", "project")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        # Determined writes "" for "not set"; a config exported from it means the default.
+        return value or None
 
     @field_validator("min_validation_period", "min_checkpoint_period", mode="before")
     @classmethod

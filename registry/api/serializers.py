@@ -42,6 +42,11 @@ class ExperimentSerializer(serializers.ModelSerializer):
     # Annotated by the viewset (registry.scheduling.experiment_scheduling_message): why one of
     # its trials waits for a host; "" when none does.
     scheduling_message = serializers.CharField(read_only=True, default="")
+    # Where it lives (registry.workspaces); list querysets join ``project__workspace``.
+    project_id = serializers.IntegerField(read_only=True)
+    project_name = serializers.CharField(source="project.name", read_only=True)
+    workspace_id = serializers.IntegerField(source="project.workspace_id", read_only=True)
+    workspace_name = serializers.CharField(source="project.workspace.name", read_only=True)
 
     class Meta:
         model = Experiment
@@ -65,6 +70,10 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "delete_error",
             "created_at",
             "ended_at",
+            "project_id",
+            "project_name",
+            "workspace_id",
+            "workspace_name",
         ]
         read_only_fields = fields
 

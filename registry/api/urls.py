@@ -30,6 +30,8 @@ router.register("checkpoints", views.CheckpointViewSet, basename="checkpoint")
 router.register("workers", views.WorkerHostViewSet, basename="worker")
 router.register("resource-pools", views.ResourcePoolViewSet, basename="resource-pool")
 router.register("models", views.RegisteredModelViewSet, basename="model")
+router.register("workspaces", views.WorkspaceViewSet, basename="workspace")
+router.register("projects", views.ProjectViewSet, basename="project")
 router.register(
     rf"models/(?P<model_name>{MODEL_NAME_PATTERN})/versions",
     views.ModelVersionViewSet,

@@ -71,6 +71,9 @@ def trial_continue(
         # StoredConfigInvalid naming the field), not copied on into the new experiment.
         config = source.conf.to_dict()
         config["name"] = f"{source.name} (continued from trial {trial.id})"
+        # Into the source experiment's project (where it lives now, after any move).
+        config["workspace"] = source.project.workspace.name
+        config["project"] = source.project.name
         config["hyperparameters"] = _as_const_space({**trial.hparams, **(hparams or {})})
         # A single searcher: only the fields it shares with the source's searcher are kept
         # (a random or grid search's max_trials would be refused).

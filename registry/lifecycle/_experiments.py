@@ -33,6 +33,7 @@ from registry.pools import check_resource_pool
 from registry.searcher import build_searcher
 from registry.storage_endpoints import check_storage_endpoint
 from registry.storage_locations import resolve_storage
+from registry.workspaces import resolve_config_project
 
 
 def _complete_config(config: ExperimentConfig, storage: dict[str, Any]) -> ExperimentConfig:
@@ -95,12 +96,15 @@ def experiment_create(
             that checkpoint's weights (docs/lifecycle.md).
 
     Raises:
-        InvalidInput: bad config (``config.<field>``), unsafe archive (``model_definition``) or
+        InvalidInput: bad config (``config.<field>``; an unknown or archived
+            ``config.workspace`` / ``config.project`` too), unsafe archive (``model_definition``) or
             missing entrypoint module/class (``config.entrypoint``).
         PayloadTooLarge: the archive is over ``HEADWAY_MAX_MODEL_DEF_BYTES`` packed, or four
             times that unpacked.
     """
     config = parse_config_or_400(config_source)
+    # Its workspace and project (both or neither: the default project): 400 naming the field.
+    project = resolve_config_project(user=owner, workspace=config.workspace, project=config.project)
     check_storage_endpoint(config.to_dict().get("checkpoint_storage"))  # SSRF: allow-list only
     # Only the admin's storage locations: a 400 naming the field otherwise.
     storage = resolve_storage(config.to_dict().get("checkpoint_storage"))
@@ -135,6 +139,7 @@ def experiment_create(
             model_definition=model_definition,
             model_definition_size=len(model_definition),
             source_trial=source_trial,
+            project=project,
         )
         searcher = build_searcher(config, data["reproducibility"]["experiment_seed"])
         apply_operations(experiment, searcher, searcher.initial_operations(), warm_start_checkpoint)

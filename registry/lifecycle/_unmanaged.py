@@ -44,13 +44,23 @@ from registry.models import (
 )
 from registry.storage_endpoints import check_storage_endpoint
 from registry.storage_locations import resolve_storage
+from registry.workspaces import resolve_config_project
 
 logger = logging.getLogger("headway.lifecycle")
 
 # The config fields an unmanaged experiment takes (Determined's ``core_v2.Config``); the rest
 # (entrypoint, resources, max_restarts, ...) are about launching, which nothing does here.
 UNMANAGED_CONFIG_FIELDS = frozenset(
-    {"name", "description", "labels", "data", "searcher", "checkpoint_storage"}
+    {
+        "name",
+        "description",
+        "labels",
+        "data",
+        "searcher",
+        "checkpoint_storage",
+        "workspace",
+        "project",
+    }
 )
 # Stored as the experiment's entrypoint: the schema requires one; it is never run.
 UNMANAGED_ENTRYPOINT = "unmanaged"
@@ -193,7 +203,10 @@ def unmanaged_start(
 
 def _experiment(owner: Any, config: ExperimentConfig, key: str) -> Experiment:
     data = config.to_dict()
+    # A resumed experiment stays where it is; the names are still checked (400 naming them).
+    project = resolve_config_project(user=owner, workspace=config.workspace, project=config.project)
     fields = {
+        "project": project,
         "name": config.name,
         "description": config.description,
         "labels": list(config.labels),

@@ -76,6 +76,8 @@ class World:
     checkpoint: Any
     model: Any
     other_experiment: Any
+    workspace: Any = None
+    project: Any = None
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +85,16 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Worl
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    from registry import lifecycle, model_aliases, model_registry
-    from registry.models import Experiment, ModelVersion, RegisteredModel, RunState, WorkerHost
+    from registry import lifecycle, model_aliases, model_registry, workspaces
+    from registry.models import (
+        Experiment,
+        ModelVersion,
+        Project,
+        RegisteredModel,
+        RunState,
+        WorkerHost,
+        Workspace,
+    )
     from tests.helpers import register_checkpoint
 
     storage = tmp_path_factory.mktemp("authz-ckpt")
@@ -125,10 +135,26 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Worl
             "ended_run": ended.token,
         }
         trial.refresh_from_db()
-        yield World(users, tokens, experiment, trial, checkpoint, model, other_experiment)
+        workspace = workspaces.workspace_create(owner=users["owner"], name="mx-workspace")
+        project = workspaces.project_create(
+            owner=users["owner"], workspace_id=workspace.id, name="mx-project"
+        )
+        yield World(
+            users,
+            tokens,
+            experiment,
+            trial,
+            checkpoint,
+            model,
+            other_experiment,
+            workspace,
+            project,
+        )
         ModelVersion.objects.filter(model__name__startswith="mx-").delete()
         RegisteredModel.objects.filter(owner__username__startswith="mx-").delete()
         Experiment.objects.filter(owner__username__startswith="mx-").delete()
+        Project.objects.filter(owner__username__startswith="mx-").delete()
+        Workspace.objects.filter(owner__username__startswith="mx-").delete()
         WorkerHost.objects.filter(name="mx-host").delete()
         users_model.objects.filter(username__startswith="mx-").delete()
 
@@ -163,12 +189,21 @@ def _snapshot(world: World) -> tuple:
 # -- requests -----------------------------------------------------------------------------------
 
 
+def _place_kwargs(world: World, name: str) -> dict[str, Any]:
+    """The URL kwargs of a workspace or project route ({} for the lists and other routes)."""
+    place = {"workspace": world.workspace, "project": world.project}.get(name.split("-")[0])
+    if place is None or name.endswith("-list"):
+        return {}
+    return {"pk": place.id}
+
+
 def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None]:
     """The URL and JSON body of a plausible request to ``name``; objects are the owner's."""
     e, t, c, m = world.experiment, world.trial, world.checkpoint, world.model
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = _place_kwargs(world, name)
     if name.startswith("experiment-") and name != "experiment-list":
         kwargs = {"pk": e.id}
+
     elif name.startswith("trial-"):
         kwargs = {"pk": t.id}
     elif name.startswith("checkpoint-"):
@@ -219,6 +254,9 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         ("trial-searcher-early-exit", "post"): {"reason": "errored"},
         ("trial-continue-trial", "post"): {},
         ("model-list", "post"): {"name": "mx-new"},
+        ("workspace-list", "post"): {"name": "mx-new-workspace"},
+        ("project-list", "post"): {"workspace": world.workspace.id, "name": "mx-new"},
+        ("experiment-move", "post"): {"project": world.project.id},
         ("model-detail", "patch"): {"description": "changed"},
         ("model-version-list", "post"): {"checkpoint_uuid": str(c.uuid)},
         ("model-version-detail", "patch"): {"comment": "changed"},

@@ -1,9 +1,9 @@
 """``Config`` (and its deprecated aliases ``DefaultConfig`` / ``UnmanagedConfig``): what an
 unmanaged run tells the registry about its experiment and trial; ignored in a managed trial.
 
-Determined 0.38's ``core_v2.Config`` fields, same names and meanings. Headway has no workspaces
-or projects yet: ``workspace`` / ``project`` are sent as given and the registry refuses them
-with a 400 naming the field, rather than dropping them silently.
+Determined 0.38's ``core_v2.Config`` fields, same names and meanings. ``workspace`` /
+``project`` (both or neither) name the project the experiment is made in; the registry refuses
+an unknown or archived one with a 400 naming the field.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ class Config:
         hparams (dict | None): this trial's hyperparameters (shown like any trial's).
         data (dict | None), description (str | None), labels (list[str] | None): as in an
             experiment config.
-        workspace (str | None), project (str | None): not supported by Headway yet (refused).
+        workspace (str | None), project (str | None): the project the experiment is made in
+            (both or neither; neither: the default project ``Uncategorized``).
         checkpoint_storage (str | dict | None): where checkpoints go: the name of one of the
             admin's storage locations (``"team-a"`` is ``{"location": "team-a"}``) or a
             ``checkpoint_storage`` mapping the registry resolves as for any experiment; unset:

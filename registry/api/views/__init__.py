@@ -9,6 +9,7 @@ from registry.api.views.models import ModelVersionViewSet, RegisteredModelViewSe
 from registry.api.views.resource_pools import ResourcePoolViewSet
 from registry.api.views.trials import TrialViewSet
 from registry.api.views.workers import WorkerHostViewSet
+from registry.api.views.workspaces import ProjectViewSet, WorkspaceViewSet
 
 __all__ = [
     "CheckpointViewSet",
@@ -17,9 +18,11 @@ __all__ = [
     "ModelAliasResolveView",
     "ModelAliasViewSet",
     "ModelVersionViewSet",
+    "ProjectViewSet",
     "RegisteredModelViewSet",
     "ResourcePoolViewSet",
     "TrialMetricsCSV",
     "TrialViewSet",
     "WorkerHostViewSet",
+    "WorkspaceViewSet",
 ]

@@ -29,10 +29,15 @@ from registry.api.serializers import (
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
 from registry.api.views.edits import ExperimentPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params, series_response
+from registry.api.views.places import PLACE_PARAMETERS, filter_by_place
+from registry.api.views.search_params import FILTER_PARAMETER, TRIAL_SEARCH_PARAMETERS, searched
+from registry.api.workspace_serializers import ExperimentMoveSerializer
 from registry.errors import IllegalTransition, InvalidInput
 from registry.hparam_importance import importance_answer
 from registry.models import Checkpoint, Experiment, State
 from registry.scheduling import experiment_scheduling_message
+from registry.search import Target
+from registry.workspaces import experiment_move
 
 # Overview charts draw one line per trial: 100 points each keeps 100 trials x 3 metrics
 # under 1 MB (docs/performance.md).
@@ -91,7 +96,7 @@ class ExperimentViewSet(
             # The fit needs the searcher metric (config) only, not the list's annotations.
             return Experiment.objects.only("id", "owner_id", "config")
         qs = (
-            Experiment.objects.select_related("owner")
+            Experiment.objects.select_related("owner", "project__workspace")
             .without_blobs()
             .annotate(
                 num_trials=Count("trials"), scheduling_message=experiment_scheduling_message()
@@ -114,12 +119,14 @@ class ExperimentViewSet(
         archived = bool_param(self.request, "archived")
         if archived is not None:
             qs = qs.filter(archived=archived)
-        return qs
+        return searched(self.request, filter_by_place(self.request, qs), Target.EXPERIMENT)
 
     @extend_schema(
         parameters=[
             OpenApiParameter("state", str, enum=State.values, description="Only this state."),
             OpenApiParameter("archived", str, enum=["true", "false"], description="Archived?"),
+            *PLACE_PARAMETERS,
+            FILTER_PARAMETER,
         ]
     )
     def list(self, request, *args, **kwargs):
@@ -182,11 +189,28 @@ class ExperimentViewSet(
     def unarchive(self, request, pk=None):
         return self._control(request, pk, lifecycle.experiment_unarchive)
 
-    @extend_schema(responses=TrialSerializer(many=True))
+    @extend_schema(request=ExperimentMoveSerializer, responses=ExperimentSerializer)
+    @action(detail=True, methods=["post"])
+    def move(self, request, pk=None):
+        """Move into another project (``{"project": id}``; owner or admin): 400 naming
+        ``project`` when it is unknown or archived (or its workspace is)."""
+        experiment = self.get_object()
+        ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
+        data = ExperimentMoveSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        experiment_move(
+            experiment_id=experiment.id,
+            project_id=data.validated_data["project"],
+            user=request.user,
+        )
+        return Response(ExperimentSerializer(self.get_queryset().get(id=experiment.id)).data)
+
+    @extend_schema(parameters=TRIAL_SEARCH_PARAMETERS, responses=TrialSerializer(many=True))
     @action(detail=True, methods=["get"])
     def trials(self, request, pk=None):
         experiment = self.get_object()
-        page = self.paginate_queryset(experiment.trials.with_run_state().order_by("id"))
+        trials = searched(request, experiment.trials.with_run_state().order_by("id"), Target.TRIAL)
+        page = self.paginate_queryset(trials)
         return self.get_paginated_response(TrialSerializer(page, many=True).data)
 
     @extend_schema(
