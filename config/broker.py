@@ -31,13 +31,16 @@ def broker_settings(redis_url: str, var_dir: Path) -> tuple[str, dict[str, objec
     }
 
 
-def beat_schedule(queue: str, *, orphan_sweep_seconds: int) -> dict[str, dict[str, object]]:
+def beat_schedule(
+    queue: str, *, orphan_sweep_seconds: int, webhook_sweep_seconds: int = 30
+) -> dict[str, dict[str, object]]:
     """``CELERY_BEAT_SCHEDULE``: the tasks the master worker's embedded beat (``worker -B``)
     sends to ``queue``, each with its interval in seconds.
 
     The lost-run reaper every ``HEADWAY_REAPER_INTERVAL_SECONDS`` (10), the slurm pools' poll
     every ``HEADWAY_SLURM_POLL_SECONDS`` (5; a no-op without a slurm pool) and the checkpoint
-    orphan sweep every ``orphan_sweep_seconds``. A send not taken within its expiry is
+    orphan sweep every ``orphan_sweep_seconds``, the webhook sweep every
+    ``webhook_sweep_seconds``. A send not taken within its expiry is
     dropped: the next one does the same work.
 
     Raises:
@@ -60,5 +63,11 @@ def beat_schedule(queue: str, *, orphan_sweep_seconds: int) -> dict[str, dict[st
             "task": "headway.checkpoint_orphan_sweep",
             "schedule": float(orphan_sweep_seconds),
             "options": {"queue": queue, "expires": orphan_sweep_seconds},
+        },
+        # Webhook deliveries whose task was lost, or whose worker died (webhooks.delivery.sweep).
+        "webhook-sweep": {
+            "task": "headway.webhook_sweep",
+            "schedule": float(webhook_sweep_seconds),
+            "options": {"queue": queue, "expires": webhook_sweep_seconds},
         },
     }

@@ -11,7 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("headway")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["registry"])
+app.autodiscover_tasks(["registry", "webhooks"])
 
 
 @app.on_after_configure.connect

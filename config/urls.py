@@ -44,5 +44,7 @@ urlpatterns = [
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # The admins' webhooks page (webhooks/views.py); before the dashboard's catch-all routes.
+    path("webhooks/", include("webhooks.dashboard_urls")),
     path("", include("dashboard.urls")),
 ]

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.conf import settings
 
+from config.outbound import endpoint_keys
 from config.storage_locations import normalize_endpoint
 from headway.storage import StorageManager
 from registry.errors import InvalidInput
@@ -40,7 +41,7 @@ def allowed_endpoints() -> set[tuple[str, str, int]]:
     if own:
         urls.append(own)
     urls += [loc.endpoint_url for loc in locations().locations.values() if loc.endpoint_url]
-    return {key for key in map(normalize_endpoint, urls) if key is not None}
+    return endpoint_keys(urls)
 
 
 def endpoint_error(storage: Any) -> str | None:

@@ -20,6 +20,7 @@ from headway.cli import (
     _pool,
     _tensorboard,
     _trial,
+    _webhook,
     _worker,
 )
 from headway.cli._common import DEFAULT_MASTER, CLIError, master_url
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     _host.add_parser(commands)
     _tensorboard.add_parser(commands)
     _model.add_parser(commands)
+    _webhook.add_parser(commands)
     return parser
 
 

@@ -10,7 +10,8 @@ method and path template, as mlflow's ``rest_store`` routes each call through
 Its methods come in three groups, one module each: the worker host's routes and the host-token
 admin routes (``_api_host``), a trial process's Core API calls (``_api_trial``), and a user's
 calls from the CLI and the experimental client (``_api_user``), and a script's own unmanaged
-run (``_api_unmanaged``). Nothing else in ``headway/`` or
+run (``_api_unmanaged``), and an admin's webhooks (``_api_webhooks``), and workspaces and
+projects (``_api_workspaces``). Nothing else in ``headway/`` or
 ``workers/`` spells an API path (a test scans for one).
 
 .. code::
@@ -31,12 +32,14 @@ from headway.client._api_host import HostAPI, LogLine
 from headway.client._api_trial import TrialAPI
 from headway.client._api_unmanaged import UnmanagedAPI
 from headway.client._api_user import UserAPI
+from headway.client._api_webhooks import WebhookAPI
+from headway.client._api_workspaces import WorkspaceAPI
 from headway.client._routes import ROUTES
 
 __all__ = ["ROUTES", "LogLine", "RegistryAPI"]
 
 
-class RegistryAPI(HostAPI, TrialAPI, UserAPI, UnmanagedAPI):
+class RegistryAPI(HostAPI, TrialAPI, UserAPI, UnmanagedAPI, WebhookAPI, WorkspaceAPI):
     """Typed calls to the registry at ``master_url`` with ``token`` (see module).
 
     Arguments:

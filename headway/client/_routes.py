@@ -113,6 +113,13 @@ USER_ROUTES: dict[str, tuple[str, str]] = {
     "slurm_node_enable": ("POST", "resource-pools/{pool}/slurm-nodes/{node}/enable/"),
     # A script run outside the cluster starts its own (unmanaged) run: core_v2.init().
     "unmanaged_start": ("POST", "unmanaged/"),
+    # An admin's webhooks (headway webhook ...).
+    "webhook_create": ("POST", "webhooks/"),
+    "webhook_list": ("GET", "webhooks/"),
+    "webhook_get": ("GET", "webhooks/{webhook_id}/"),
+    "webhook_delete": ("DELETE", "webhooks/{webhook_id}/"),
+    "webhook_deliveries": ("GET", "webhooks/{webhook_id}/deliveries/"),
+    "webhook_test": ("POST", "webhooks/{webhook_id}/test/"),
 }
 
 ROUTES: dict[str, tuple[str, str]] = {**HOST_ROUTES, **TRIAL_ROUTES, **USER_ROUTES}

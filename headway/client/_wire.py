@@ -384,3 +384,10 @@ from headway.client._wire_hosts import HOST_TOKEN_REVOKED as HOST_TOKEN_REVOKED 
 from headway.client._wire_hosts import HostRemoved as HostRemoved  # noqa: E402
 from headway.client._wire_hosts import HostStatus as HostStatus  # noqa: E402
 from headway.client._wire_hosts import HostStatusList as HostStatusList  # noqa: E402
+
+# The admins' webhooks (headway.client._wire_webhooks), re-exported in the same way.
+from headway.client._wire_webhooks import WebhookCreated as WebhookCreated  # noqa: E402
+from headway.client._wire_webhooks import WebhookDelivery as WebhookDelivery  # noqa: E402
+from headway.client._wire_webhooks import WebhookDeliveryList as WebhookDeliveryList  # noqa: E402
+from headway.client._wire_webhooks import WebhookInfo as WebhookInfo  # noqa: E402
+from headway.client._wire_webhooks import WebhookList as WebhookList  # noqa: E402

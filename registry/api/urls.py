@@ -91,6 +91,7 @@ host_token_urls = [
         host_tokens.HostTokenDetailView.as_view(),
         name="host-token-detail",
     ),
+    path("webhooks/", include("webhooks.urls")),  # admins' webhooks (webhooks/api.py)
     # The admin's host operations (registry/api/views/hosts.py).
     path("hosts/", hosts.HostListView.as_view(), name="admin-host-list"),
     path("hosts/<str:name>/", hosts.HostDetailView.as_view(), name="admin-host-detail"),

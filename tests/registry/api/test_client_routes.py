@@ -23,6 +23,7 @@ SAMPLES = {
     "pool": "hpc",
     "node": "node-01",
     "alias": "champion",
+    "webhook_id": 7,
 }
 
 

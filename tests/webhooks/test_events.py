@@ -1,0 +1,141 @@
+"""Events are recorded as deliveries in the transaction of the change that causes them (the
+outbox), by the registry's own lifecycle and model registry functions; bodies and Slack shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import transaction
+
+from registry import lifecycle, model_aliases, model_registry
+from registry.models import Experiment, State
+from tests.helpers import queued_experiment, register_checkpoint
+from webhooks.models import Delivery, EventType, Webhook
+
+pytestmark = pytest.mark.django_db
+
+ALL = [choice.value for choice in EventType]
+TINY_CONFIG = "name: tiny\nentrypoint: python train.py\nsearcher: {name: single, metric: loss, max_length: 10}\n"
+
+
+def _hook(name: str = "ops", events: list[str] | None = None, **fields) -> Webhook:
+    return Webhook.objects.create(
+        name=name,
+        url="https://hooks.example.com/headway",
+        events=ALL if events is None else events,
+        secret="s" * 32,
+        **fields,
+    )
+
+
+def _events(kind: str) -> list[dict]:
+    return [json.loads(d.body) for d in Delivery.objects.filter(event_type=kind).order_by("id")]
+
+
+def test_creating_an_experiment_records_no_state_change(user):
+    _hook()
+    queued_experiment(user, TINY_CONFIG)
+    assert not Delivery.objects.exists()
+
+
+def test_pausing_records_the_experiment_and_trial_state_changes(user):
+    hook = _hook()
+    experiment = queued_experiment(user, TINY_CONFIG)
+    trial = experiment.trials.get()
+
+    lifecycle.experiment_pause(experiment_id=experiment.id)
+
+    (exp_event,) = _events(EventType.EXPERIMENT_STATE_CHANGED)
+    assert exp_event["type"] == "experiment.state_changed"
+    assert exp_event["data"]["experiment"] == {
+        "id": experiment.id,
+        "name": "tiny",
+        "owner": "alice",
+    }
+    assert (exp_event["data"]["previous_state"], exp_event["data"]["state"]) == ("ACTIVE", "PAUSED")
+    assert exp_event["data"]["url"].endswith(f"/experiments/{experiment.id}/")
+    (trial_event,) = _events(EventType.TRIAL_STATE_CHANGED)
+    assert trial_event["data"]["trial"] == {"id": trial.id, "experiment_id": experiment.id}
+    assert (trial_event["data"]["previous_state"], trial_event["data"]["state"]) == (
+        "ACTIVE",
+        "PAUSED",
+    )
+    row = Delivery.objects.get(event_type=EventType.EXPERIMENT_STATE_CHANGED)
+    assert (row.webhook_id, row.state, row.attempts) == (hook.id, "PENDING", 0)
+    assert str(row.event_id) == exp_event["id"]
+
+
+def test_a_rolled_back_change_records_no_event(user):
+    _hook()
+    experiment = queued_experiment(user, TINY_CONFIG)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        lifecycle.experiment_pause(experiment_id=experiment.id)
+        assert Delivery.objects.count() == 2  # experiment and trial, inside the transaction
+        raise RuntimeError("the change fails after its event was written")
+    assert Experiment.objects.get(id=experiment.id).state == State.ACTIVE
+    assert not Delivery.objects.exists()
+
+
+def test_a_no_op_control_records_nothing(user):
+    _hook()
+    experiment = queued_experiment(user, TINY_CONFIG)
+    lifecycle.experiment_pause(experiment_id=experiment.id)
+    count = Delivery.objects.count()
+    lifecycle.experiment_pause(experiment_id=experiment.id)  # PAUSED: a no-op
+    assert Delivery.objects.count() == count
+
+
+def test_only_subscribed_enabled_webhooks_get_an_event(user):
+    wants = _hook("trials", events=[EventType.TRIAL_STATE_CHANGED])
+    _hook("models", events=[EventType.MODEL_VERSION_CREATED])
+    _hook("off", enabled=False)
+    experiment = queued_experiment(user, TINY_CONFIG)
+    lifecycle.experiment_pause(experiment_id=experiment.id)
+    assert [(d.webhook_id, d.event_type) for d in Delivery.objects.all()] == [
+        (wants.id, "trial.state_changed")
+    ]
+
+
+def test_checkpoint_model_version_and_alias_events(user):
+    _hook()
+    trial = queued_experiment(user, TINY_CONFIG).trials.get()
+    checkpoint = register_checkpoint(trial, steps_completed=40, size=123)
+    (event,) = _events(EventType.CHECKPOINT_COMPLETED)
+    assert event["data"]["checkpoint"] == {
+        "uuid": str(checkpoint.uuid),
+        "trial_id": trial.id,
+        "experiment_id": trial.experiment_id,
+        "steps_completed": 40,
+        "size": 123,
+    }
+    model = model_registry.model_create(owner=user, name="digits")
+    model_registry.version_register(model=model, user=user, checkpoint_uuid=checkpoint.uuid)
+    model_registry.version_register(model=model, user=user, checkpoint_uuid=checkpoint.uuid)
+    created = _events(EventType.MODEL_VERSION_CREATED)
+    assert [(e["data"]["model"], e["data"]["version"]) for e in created] == [
+        ("digits", 1),
+        ("digits", 2),
+    ]
+    assert created[0]["data"]["checkpoint_uuid"] == str(checkpoint.uuid)
+    model_aliases.alias_set(model=model, alias="champion", version=1, user=user)
+    model_aliases.alias_set(model=model, alias="champion", version=1, user=user)  # no move
+    model_aliases.alias_set(model=model, alias="champion", version=2, user=user)
+    moved = [e["data"] for e in _events(EventType.MODEL_ALIAS_MOVED)]
+    assert [(m["action"], m["from_version"], m["to_version"]) for m in moved] == [
+        ("SET", None, 1),
+        ("MOVE", 1, 2),
+    ]
+    assert moved[0]["alias"] == "champion"
+    model_aliases.alias_delete(model=model, alias="champion", user=user)
+    assert len(_events(EventType.MODEL_ALIAS_MOVED)) == 2  # a deletion is not a move
+
+
+def test_slack_format_is_an_incoming_webhook_message(user):
+    _hook("slack", format="slack")
+    experiment = queued_experiment(user, TINY_CONFIG)
+    lifecycle.experiment_pause(experiment_id=experiment.id)
+    body = json.loads(Delivery.objects.get(event_type=EventType.EXPERIMENT_STATE_CHANGED).body)
+    assert list(body) == ["text"]
+    assert body["text"].startswith("<http")
+    assert f"|Experiment {experiment.id} (tiny)>: ACTIVE → *PAUSED*" in body["text"]
