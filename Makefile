@@ -11,12 +11,15 @@ PYTEST_ARGS ?= -n 2 --dist loadgroup
 .PHONY: install migrate demo serve test test-fast test-e2e lint format bench gpu-check compose-check clean
 
 # torch is pinned here: 2.13.0 is the CPU build on this disk; a looser pin pulls a multi-GB CUDA build.
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile tests/oidc/package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	# DS_BUILD_OPS=0: DeepSpeed installs without compiling its CUDA/C++ ops (docs/deepspeed.md).
 	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[server,dev,deepspeed]'
+	# The single sign-on tests' OpenID Connect provider (oidc-provider from npm, pinned by its
+	# lock file); skipped where Node.js is absent (those tests then skip, or fail under CI=true).
+	if command -v npm >/dev/null; then npm ci --prefix tests/oidc --no-audit --no-fund --silent; fi
 	touch $(STAMP)
 
 install: $(STAMP)

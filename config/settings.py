@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.broker import beat_schedule, broker_settings
 from config.database import database_settings
 from config.env import embedded_secret_key, envbool, envint, envstr, refuse_default_credentials
+from config.sso import oidc_settings
 from config.storage_locations import load_storage_locations
 from headway.archive import MAX_MODEL_DEF_BYTES
 
@@ -51,8 +52,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_filters",
     "dashboard",
-    # Admins' webhooks: events of the registry POSTed to their URLs (webhooks/, docs/webhooks.md).
-    "webhooks",
+    # Single sign-on through an OpenID Connect provider (accounts/, config/sso.py).
+    "accounts",
     # Content-Security-Policy header (CONTENT_SECURITY_POLICY below) and login throttling.
     "csp",
     "axes",
@@ -123,6 +124,8 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Single sign-on (config/sso.py): None unless HEADWAY_OIDC_ISSUER names a provider.
+HEADWAY_OIDC = oidc_settings()
 AXES_FAILURE_LIMIT = envint("HEADWAY_LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("HEADWAY_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -262,22 +265,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS = envint(
     "HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS", 3600, minimum=60
 )
-# Webhooks (webhooks/delivery.py): hosts on private or loopback addresses a webhook may target
-# anyway (the HEADWAY_STORAGE_ENDPOINTS format: scheme://host[:port]); attempts per delivery;
-# the first retry's delay in seconds (doubling each time, at most an hour); each request's
-# timeout; how often the master worker's beat sends due deliveries whose task was lost.
-HEADWAY_WEBHOOK_ENDPOINTS = [
-    u.strip() for u in envstr("HEADWAY_WEBHOOK_ENDPOINTS", "").split(",") if u.strip()
-]
-HEADWAY_WEBHOOK_MAX_ATTEMPTS = envint("HEADWAY_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
-HEADWAY_WEBHOOK_RETRY_SECONDS = float(envstr("HEADWAY_WEBHOOK_RETRY_SECONDS", "30"))
-HEADWAY_WEBHOOK_TIMEOUT_SECONDS = float(envstr("HEADWAY_WEBHOOK_TIMEOUT_SECONDS", "10"))
-HEADWAY_WEBHOOK_SWEEP_SECONDS = envint("HEADWAY_WEBHOOK_SWEEP_SECONDS", 30, minimum=1)
 # What the master worker's embedded beat (`worker -B`) sends (config/broker.py).
 CELERY_BEAT_SCHEDULE = beat_schedule(
-    CELERY_TASK_DEFAULT_QUEUE,
-    orphan_sweep_seconds=HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS,
-    webhook_sweep_seconds=HEADWAY_WEBHOOK_SWEEP_SECONDS,
+    CELERY_TASK_DEFAULT_QUEUE, orphan_sweep_seconds=HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS
 )
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

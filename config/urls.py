@@ -1,11 +1,10 @@
 """Top-level routes: REST API, dashboard, login, admin, health check."""
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.urls import include, path
 
-from config.login_forms import AdminLoginForm, LoginForm
+from config.login_forms import AdminLoginForm
 from registry.api.views.prometheus import PrometheusMetricsView
 
 
@@ -39,12 +38,8 @@ urlpatterns = [
     path("api/v1/", include("registry.api.urls")),
     # The MLflow-compatible API (registry/api/mlflow/): MLflow's client calls /api/2.0/mlflow/.
     path("api/2.0/", include("registry.api.mlflow.urls")),
-    path(
-        "accounts/login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"
-    ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Login (with single sign-on when configured) and logout (accounts/urls.py).
+    path("accounts/", include("accounts.urls")),
     path("admin/", admin.site.urls),
-    # The admins' webhooks page (webhooks/views.py); before the dashboard's catch-all routes.
-    path("webhooks/", include("webhooks.dashboard_urls")),
     path("", include("dashboard.urls")),
 ]
