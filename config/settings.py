@@ -54,6 +54,8 @@ INSTALLED_APPS = [
     "dashboard",
     # Single sign-on through an OpenID Connect provider (accounts/, config/sso.py).
     "accounts",
+    # Admins' webhooks: events of the registry POSTed to their URLs (webhooks/, docs/webhooks.md).
+    "webhooks",
     # Content-Security-Policy header (CONTENT_SECURITY_POLICY below) and login throttling.
     "csp",
     "axes",
@@ -265,9 +267,22 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS = envint(
     "HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS", 3600, minimum=60
 )
+# Webhooks (webhooks/delivery.py): hosts on private or loopback addresses a webhook may target
+# anyway (the HEADWAY_STORAGE_ENDPOINTS format: scheme://host[:port]); attempts per delivery;
+# the first retry's delay in seconds (doubling each time, at most an hour); each request's
+# timeout; how often the master worker's beat sends due deliveries whose task was lost.
+HEADWAY_WEBHOOK_ENDPOINTS = [
+    u.strip() for u in envstr("HEADWAY_WEBHOOK_ENDPOINTS", "").split(",") if u.strip()
+]
+HEADWAY_WEBHOOK_MAX_ATTEMPTS = envint("HEADWAY_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+HEADWAY_WEBHOOK_RETRY_SECONDS = float(envstr("HEADWAY_WEBHOOK_RETRY_SECONDS", "30"))
+HEADWAY_WEBHOOK_TIMEOUT_SECONDS = float(envstr("HEADWAY_WEBHOOK_TIMEOUT_SECONDS", "10"))
+HEADWAY_WEBHOOK_SWEEP_SECONDS = envint("HEADWAY_WEBHOOK_SWEEP_SECONDS", 30, minimum=1)
 # What the master worker's embedded beat (`worker -B`) sends (config/broker.py).
 CELERY_BEAT_SCHEDULE = beat_schedule(
-    CELERY_TASK_DEFAULT_QUEUE, orphan_sweep_seconds=HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS
+    CELERY_TASK_DEFAULT_QUEUE,
+    orphan_sweep_seconds=HEADWAY_CHECKPOINT_ORPHAN_SWEEP_SECONDS,
+    webhook_sweep_seconds=HEADWAY_WEBHOOK_SWEEP_SECONDS,
 )
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

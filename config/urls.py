@@ -41,5 +41,7 @@ urlpatterns = [
     # Login (with single sign-on when configured) and logout (accounts/urls.py).
     path("accounts/", include("accounts.urls")),
     path("admin/", admin.site.urls),
+    # The admins' webhooks page (webhooks/views.py); before the dashboard's catch-all routes.
+    path("webhooks/", include("webhooks.dashboard_urls")),
     path("", include("dashboard.urls")),
 ]
