@@ -20,6 +20,7 @@ from headway.cli import (
     _pool,
     _tensorboard,
     _trial,
+    _trial_list,
     _webhook,
     _worker,
 )
@@ -53,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(func=_experiment.cmd_create)
     exp_list = exp_cmds.add_parser("list", help="list experiments")
     exp_list.add_argument("--all", "-a", action="store_true", help="include archived ones")
+    exp_list.add_argument(
+        "--filter",
+        help='only experiments matching this filter, e.g. "accuracy > 0.9" (docs/search.md)',
+    )
     exp_list.set_defaults(func=_experiment.cmd_list)
     exp_describe = exp_cmds.add_parser("describe", help="show an experiment and its trials")
     exp_describe.add_argument("id", metavar="ID", type=int)
@@ -63,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     trial = commands.add_parser("trial", aliases=["t"], help="inspect and control trials")
     trial_cmds = trial.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    _trial_list.add_list_parser(trial_cmds)
     trial_describe = trial_cmds.add_parser("describe", help="show a trial")
     trial_describe.add_argument("id", metavar="ID", type=int)
     trial_describe.add_argument("--json", action="store_true", help="print raw JSON")

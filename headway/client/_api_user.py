@@ -39,9 +39,10 @@ class UserAPI(APIBase):
         row: wire.Row = self._post("experiment_create", body)
         return row
 
-    def experiment_list(self) -> list[wire.Row]:
-        """Every experiment the user may see, newest first."""
-        return self._list("experiment_list")
+    def experiment_list(self, *, filter: str | None = None) -> list[wire.Row]:
+        """Every experiment the user may see, newest first; only those matching ``filter``
+        (the filter language, docs/search.md) when given."""
+        return self._list("experiment_list", {"filter": filter} if filter else None)
 
     def experiment_get(self, experiment_id: int) -> wire.Row:
         """One experiment (``ExperimentSerializer``: state, progress, config, best_validation...)."""
@@ -52,6 +53,26 @@ class UserAPI(APIBase):
         """Delete an ended experiment (its row answers in state DELETING; 409 while running)."""
         row: wire.Row | None = self._delete("experiment_delete", experiment_id=experiment_id)
         return row
+
+    def trial_list(
+        self,
+        *,
+        filter: str | None = None,
+        order_by: str | None = None,
+        experiment_id: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> wire.Row:
+        """One page of trials across experiments (of ``experiment_id`` only when given):
+        ``{"count", "next", "previous", "results"}``, matching ``filter`` and sorted by
+        ``order_by`` (docs/search.md); a 400 naming ``filter`` raises ``APIError``."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        params.update({k: v for k, v in (("filter", filter), ("order_by", order_by)) if v})
+        if experiment_id is not None:
+            page: wire.Row = self._get("experiment_trials", params, experiment_id=experiment_id)
+        else:
+            page = self._get("trial_list", params)
+        return page
 
     def experiment_trials(self, experiment_id: int) -> list[wire.Row]:
         """The experiment's trials."""

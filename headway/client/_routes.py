@@ -86,6 +86,7 @@ USER_ROUTES: dict[str, tuple[str, str]] = {
     "experiment_trials": ("GET", _EXPERIMENT + "trials/"),
     "experiment_checkpoints": ("GET", _EXPERIMENT + "checkpoints/"),
     **{f"experiment_{a}": ("POST", _EXPERIMENT + f"{a}/") for a in EXPERIMENT_ACTIONS},
+    "trial_list": ("GET", "trials/"),
     "trial_get": ("GET", _TRIAL),
     "trial_checkpoints": ("GET", _TRIAL + "checkpoints/"),
     "trial_summary_metrics": ("GET", _TRIAL + "summary-metrics/"),

@@ -16,6 +16,7 @@ from registry.models.model_registry import (
     ModelVersion,
     RegisteredModel,
 )
+from registry.models.search_value import TrialSearchValue
 from registry.models.slurm_job import SlurmJob
 from registry.models.slurm_node import SlurmNode
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
@@ -52,6 +53,7 @@ __all__ = [
     "Trial",
     "TrialLog",
     "TrialRun",
+    "TrialSearchValue",
     "UnmanagedRun",
     "WorkerHost",
     "Workspace",

@@ -35,12 +35,15 @@ from registry.api.serializers import (
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
 from registry.api.views.edits import TrialPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
+from registry.api.views.search_params import TRIAL_SEARCH_PARAMETERS, searched
 from registry.api.views.trial_summary import TrialSummaryMixin
 from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data
 from registry.errors import InvalidInput
 from registry.models import Experiment, Trial, TrialLog
+from registry.models.states import State
 from registry.path_converters import DatabaseIdConverter
 from registry.preemption import wait_for_stop_request
+from registry.search import Target
 
 
 def _trial_pk(pk: str | None) -> int:
@@ -85,6 +88,14 @@ class TrialViewSet(
         "searcher_completed",
         "searcher_early_exit",
     )
+
+    @extend_schema(parameters=TRIAL_SEARCH_PARAMETERS, responses=TrialSerializer(many=True))
+    def list(self, request):
+        """Trials of every experiment (not those being deleted), by id unless ``order_by``
+        says otherwise; ``filter`` finds them by results across experiments (docs/search.md)."""
+        trials = self.get_queryset().exclude(experiment__state__in=(State.DELETING, State.DELETED))
+        page = self.paginate_queryset(searched(request, trials.order_by("id"), Target.TRIAL))
+        return self.get_paginated_response(TrialSerializer(page, many=True).data)
 
     def get_object(self) -> Trial:
         # DRF's get_object_or_404: a non-integer id is a 404, not Django's ValueError (a 500).
