@@ -23,6 +23,7 @@ from headway.cli import (
     _trial_list,
     _webhook,
     _worker,
+    _workspace,
 )
 from headway.cli._common import DEFAULT_MASTER, CLIError, master_url
 from headway.client import APIError, ConflictError, UnauthenticatedError
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp_describe.set_defaults(func=_experiment.cmd_describe)
     _controls.add_experiment_controls(exp_cmds)
     _experiment.add_delete_parser(exp_cmds)
+    _workspace.add_move_parser(exp_cmds)
 
     trial = commands.add_parser("trial", aliases=["t"], help="inspect and control trials")
     trial_cmds = trial.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
@@ -102,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     _host.add_parser(commands)
     _tensorboard.add_parser(commands)
     _model.add_parser(commands)
+    _workspace.add_parser(commands)
     _webhook.add_parser(commands)
     return parser
 

@@ -112,6 +112,18 @@ USER_ROUTES: dict[str, tuple[str, str]] = {
     "worker_list": ("GET", "workers/"),
     "resource_pool_list": ("GET", "resource-pools/"),
     "slurm_node_enable": ("POST", "resource-pools/{pool}/slurm-nodes/{node}/enable/"),
+    # Workspaces and projects (headway workspace / project / experiment move).
+    "workspace_create": ("POST", "workspaces/"),
+    "workspace_list": ("GET", "workspaces/"),
+    "workspace_get": ("GET", "workspaces/{workspace_id}/"),
+    "workspace_archive": ("POST", "workspaces/{workspace_id}/archive/"),
+    "workspace_unarchive": ("POST", "workspaces/{workspace_id}/unarchive/"),
+    "project_create": ("POST", "projects/"),
+    "project_list": ("GET", "projects/"),
+    "project_get": ("GET", "projects/{project_id}/"),
+    "project_archive": ("POST", "projects/{project_id}/archive/"),
+    "project_unarchive": ("POST", "projects/{project_id}/unarchive/"),
+    "experiment_move": ("POST", _EXPERIMENT + "move/"),
     # A script run outside the cluster starts its own (unmanaged) run: core_v2.init().
     "unmanaged_start": ("POST", "unmanaged/"),
     # An admin's webhooks (headway webhook ...).

@@ -23,6 +23,8 @@ SAMPLES = {
     "pool": "hpc",
     "node": "node-01",
     "alias": "champion",
+    "workspace_id": 8,
+    "project_id": 9,
     "webhook_id": 7,
 }
 
