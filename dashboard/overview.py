@@ -20,6 +20,7 @@ from registry.models import Experiment, MetricSeries, Trial
 
 VALIDATION = "validation"
 TRAINING = "training"
+SYSTEM_GROUP = "system"  # the SDK's group name (headway.core._system_metrics.SYSTEM_GROUP)
 
 
 def metric_keys(where: Q) -> list[dict[str, str]]:
@@ -73,17 +74,23 @@ def trial_entries(trials: Sequence[Trial], *, with_experiment: bool = False) -> 
 
 
 def experiment_chart_options(experiment: Experiment, trials: Sequence[Trial]) -> dict[str, Any]:
-    """Options of ``HeadwayCharts.Board`` for the experiment overview (1 query).
+    """Options of the experiment overview's two ``HeadwayCharts.Board``s (1 query).
 
-    Returns:
-        dict: ``sources`` (the experiment's metrics URL), ``metrics`` (``metric_keys``),
-        ``trials`` (``trial_entries``) and ``bestTrialId``.
+    The trials themselves are not embedded: the page fetches ``trials_data`` (at 1,000 trials
+    it is ~100 KB, which would double the page). Returns:
+        dict: ``sources`` (the experiment's metrics URL), ``metrics`` (``metric_keys`` without
+        the ``system`` group), ``system`` (the ``system`` group's keys, charted in their own
+        collapsed section), ``trials`` (empty), ``trialCount`` (for the point budget) and
+        ``bestTrialId``.
     """
     url = reverse("registry-api:experiment-metrics", args=[experiment.id])
+    keys = metric_keys(Q(trial__experiment_id=experiment.id))
     return {
         "sources": [{"url": url}],
-        "metrics": metric_keys(Q(trial__experiment_id=experiment.id)),
-        "trials": trial_entries(trials),
+        "metrics": [k for k in keys if k["group"] != SYSTEM_GROUP],
+        "system": [k for k in keys if k["group"] == SYSTEM_GROUP],
+        "trials": [],
+        "trialCount": len(trials),
         "bestTrialId": best_trial_id(experiment, trials),
     }
 
@@ -112,12 +119,23 @@ def hparam_data(experiment: Experiment, trials: Sequence[Trial]) -> dict[str, An
     """Data of the parallel-coordinates and per-hparam scatter views of a search (no query).
 
     Returns None when there is nothing to compare (fewer than two trials or no hyperparameter
-    that differs between them). Otherwise ``{"metric", "smaller_is_better", "hparams": [names
-    that vary], "trials": [{"id", "value" (best_validation or None), "hparams": {name: number or
-    text}}]}``.
+    that differs between them). Otherwise ``trials_data``.
     """
     if len(trials) < 2:
         return None
+    data = trials_data(experiment, trials)
+    return data if data["hparams"] else None
+
+
+def trials_data(experiment: Experiment, trials: Sequence[Trial]) -> dict[str, Any]:
+    """Every trial as the experiment page's scripts need it (no query), fetched by the page
+    (``dashboard:experiment-trials-data``): the legend's search, top N and colours, the charts'
+    labels and hover, the parallel coordinates and scatters.
+
+    Returns ``{"metric", "smaller_is_better", "best" (``best_trial_id``), "columns" (every
+    flattened hparam name), "hparams" (the names that vary), "trials": [{"id", "value"
+    (best_validation or None), "hparams": {name: number or text}}]}``, trials in id order.
+    """
     rows = []
     values: dict[str, set[str]] = {}
     for trial in trials:
@@ -126,12 +144,13 @@ def hparam_data(experiment: Experiment, trials: Sequence[Trial]) -> dict[str, An
         for k, v in flat.items():
             values.setdefault(k, set()).add(repr(v))
         rows.append({"id": trial.id, "value": chartable(trial.best_validation), "hparams": flat})
-    varying = [k for k in hparam_columns(trials) if len(values.get(k, ())) > 1]
-    if not varying:
-        return None
+    columns = hparam_columns(trials)
+    varying = [k for k in columns if len(values.get(k, ())) > 1] if len(trials) > 1 else []
     return {
         "metric": experiment.searcher_metric,
         "smaller_is_better": experiment.smaller_is_better,
+        "best": best_trial_id(experiment, trials),
+        "columns": columns,
         "hparams": varying,
         "trials": rows,
     }

@@ -162,19 +162,25 @@ def trial_can_continue(
     )
 
 
-def experiment_trials(experiment: Experiment, user: Any = None) -> list[Trial]:
-    """The experiment's trials with display extras attached (controls permitted to ``user``).
+def experiment_trials(
+    experiment: Experiment, user: Any = None, trials: Sequence[Trial] | None = None
+) -> list[Trial]:
+    """The experiment's trials (or only ``trials``, e.g. one page of the trials table) with
+    display extras attached (controls permitted to ``user``).
 
     Each trial gets ``current_run`` (its latest ``TrialRun`` or None), ``hparams_flat``,
     ``checkpoint_list`` (completed checkpoints, newest step first, each with ``download_url``),
     ``actions`` (``trial_actions``) and ``can_continue`` (PAUSED or ended, with a checkpoint).
     """
-    trials = list(experiment.trials.prefetch_related("runs").order_by("id"))
+    if trials is None:
+        trials = list(experiment.trials.prefetch_related("runs").order_by("id"))
+    else:
+        trials = list(trials)
     checkpoints: dict[int, list[Checkpoint]] = {t.id: [] for t in trials}
     # The JSON columns are never shown here; decoding them was a third of this function's time
     # with 10 checkpoints per trial (bench/dashboard.py).
     rows = (
-        Checkpoint.objects.filter(trial__experiment=experiment, state=CheckpointState.COMPLETED)
+        Checkpoint.objects.filter(trial_id__in=list(checkpoints), state=CheckpointState.COMPLETED)
         .defer("resources", "metadata", "storage")
         .order_by("-steps_completed", "-created_at")
     )

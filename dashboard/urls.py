@@ -6,6 +6,7 @@ import registry.path_converters  # noqa: F401 (registers the <db_id:...> convert
 from dashboard.views import (
     compare,
     experiment,
+    experiment_trials,
     experiments,
     hosts,
     model,
@@ -13,6 +14,7 @@ from dashboard.views import (
     trial,
     trial_logs,
     workers,
+    workspaces,
 )
 
 app_name = "dashboard"
@@ -23,6 +25,21 @@ urlpatterns = [
     path("experiments/<db_id:experiment_id>/", experiment.experiment_detail, name="experiment"),
     path(
         "experiments/<db_id:experiment_id>/live", experiment.experiment_live, name="experiment-live"
+    ),
+    path(
+        "experiments/<db_id:experiment_id>/trials/",
+        experiment_trials.experiment_trials_table,
+        name="experiment-trials",
+    ),
+    path(
+        "experiments/<db_id:experiment_id>/trials/data",
+        experiment_trials.experiment_trials_data,
+        name="experiment-trials-data",
+    ),
+    path(
+        "experiments/<db_id:experiment_id>/trials.csv",
+        experiment_trials.experiment_trials_csv,
+        name="experiment-trials-csv",
     ),
     path(
         "experiments/<db_id:experiment_id>/files/",
@@ -54,6 +71,10 @@ urlpatterns = [
         name="trial-logs-download",
     ),
     path("compare/", compare.trial_compare, name="compare"),
+    path("workspaces/", workspaces.workspace_list, name="workspaces"),
+    path("workspaces/<db_id:workspace_id>/", workspaces.workspace_detail, name="workspace"),
+    # A project's page is the experiment list with the project fixed.
+    path("projects/<db_id:project_id>/", experiments.experiment_list, name="project"),
     path("workers/", workers.worker_list, name="workers"),
     path("workers/<str:name>/<str:action>", hosts.host_control, name="host-control"),
     path("models/", models.model_list, name="models"),

@@ -19,7 +19,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import experiment_config, overview, selectors
+from dashboard import experiment_config, overview, selectors, trials_table
 from dashboard.controls import EXPERIMENT_CONTROLS
 from dashboard.edit_forms import ExperimentEditForm, NotesForm
 from dashboard.templatetags.edit_tags import label_line
@@ -31,6 +31,7 @@ from dashboard.views._common import (
     ensure,
     ensure_owner,
 )
+from dashboard.views.experiment_trials import table_html
 from registry import authz, lifecycle
 from registry.errors import RegistryError, StoredConfigInvalid
 from registry.models import Experiment
@@ -59,11 +60,15 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
         searcher = exp.conf.searcher.model_dump(mode="json")
     except StoredConfigInvalid as exc:  # reported as the REST API does (409), not defaulted
         return HttpResponse(exc.detail, status=409, content_type="text/plain; charset=utf-8")
-    trials = selectors.experiment_trials(exp, request.user)
+    trials = trials_table.all_trials_light(exp)
     chart_options = overview.experiment_chart_options(exp, trials)
+    table = trials_table.trial_page(
+        exp, request.user, page=request.GET.get("page"), sort=request.GET.get("sort")
+    )
     context = {
         "experiment": exp,
-        "trials": trials,
+        "table": table,
+        "trials": table.rows,
         "hparam_columns": overview.hparam_columns(trials),
         "best_trial_id": chart_options["bestTrialId"],
         "searcher": searcher,
@@ -83,14 +88,15 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
 def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     """Polled by ``static/js/experiment.js``: ``{"updated", "state", "progress", "metrics", ...}``.
 
-    ``?since=<token>`` is the token the page already shows; when nothing changed, ``metrics``,
+    ``?since=<token>`` is the token the page already shows; ``?page=`` and ``?sort=`` the
+    trials table's page and sort (its re-rendered HTML is that page); when nothing changed, ``metrics``,
     ``trials_html`` and ``controls_html`` are null so an idle poll costs a few summary reads and
     no series reads. When something changed the page fetches the new points itself
     (``after_step``); ``metrics`` lists every charted ``(group, name)`` so new metrics get a chart.
     The two HTML parts carry the control forms legal in the new states.
     """
     exp = _get_experiment(experiment_id)
-    trials = selectors.experiment_trials(exp, request.user)
+    trials = trials_table.all_trials_light(exp)
     token = selectors.update_token(exp, trials)
     changed = request.GET.get("since") != token
     metric_list = trials_html = controls_html = None
@@ -98,16 +104,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     if changed:
         metric_list = overview.metric_keys(Q(trial__experiment_id=exp.id))
         best = overview.best_trial_id(exp, trials)
-        trials_html = render_to_string(
-            "dashboard/_trials.html",
-            {
-                "experiment": exp,
-                "trials": trials,
-                "hparam_columns": overview.hparam_columns(trials),
-                "best_trial_id": best,
-            },
-            request=request,
-        )
+        trials_html = table_html(request, exp, trials, best)
         controls_html = render_to_string(
             "dashboard/_experiment_controls.html",
             {
@@ -124,6 +121,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
             "terminal": exp.is_terminal,
             "best_validation": exp.best_validation,
             "best_trial_id": best,
+            "trial_count": len(trials),
             "metrics": metric_list,
             "trials_html": trials_html,
             "controls_html": controls_html,

@@ -1,7 +1,7 @@
 // Plotly traces of the metric charts (static/js/charts.js): pure functions from series to traces.
 //
-// A chart is a list of "lines" ({id, x, y, lo?, hi?, color, width, name, opacity?, markers?,
-// meta}), packed into Plotly traces by one of four modes:
+// A chart is a list of "lines" ({id, x, y, lo?, hi?, color, width, name, opacity?, meta}),
+// always drawn as plain lines (mode "lines", no markers), packed into Plotly traces by one of four modes:
 // - "svg": one `scatter` per line (the small-board path: trial and compare pages, legends);
 // - "gl": one `scattergl` per line;
 // - "merged": one `scatter` per colour and width, its lines joined by `null` separators;
@@ -45,15 +45,6 @@ window.HeadwayChartTraces = (function () {
       out[i] = last / (1 - Math.pow(weight, count));
     }
     return out;
-  }
-
-  // A value between two gaps has no line segment: give just those points a marker.
-  function isolatedMarkers(values, size) {
-    return values.map(function (v, i) {
-      var before = i > 0 && values[i - 1] !== null;
-      var after = i + 1 < values.length && values[i + 1] !== null;
-      return v !== null && !(before || after) ? size : 0;
-    });
   }
 
   // Plotly renders hover text as a subset of HTML: user strings must not be read as tags.
@@ -153,7 +144,7 @@ window.HeadwayChartTraces = (function () {
   function lineTrace(line, type, hover) {
     return defined({
       type: type,
-      mode: line.markers ? "lines+markers" : "lines",
+      mode: "lines",
       x: line.x,
       y: line.y,
       name: line.name,
@@ -161,7 +152,6 @@ window.HeadwayChartTraces = (function () {
       showlegend: line.showlegend !== false,
       opacity: line.opacity === undefined ? 1 : line.opacity,
       line: { color: line.color, width: line.width },
-      marker: line.markers ? { color: line.color, size: line.markers } : undefined,
       connectgaps: false,
       customdata: line.id === null || line.id === undefined ? undefined :
         line.x.map(function () { return line.id; }),
@@ -177,7 +167,7 @@ window.HeadwayChartTraces = (function () {
     var groups = {};
     var order = [];
     lines.forEach(function (line) {
-      var key = line.color + "|" + line.width + "|" + (line.opacity || 1) + "|" + !!line.markers;
+      var key = line.color + "|" + line.width + "|" + (line.opacity || 1);
       if (!groups[key]) {
         groups[key] = [];
         order.push(key);
@@ -190,31 +180,27 @@ window.HeadwayChartTraces = (function () {
       var x = [];
       var y = [];
       var ids = [];
-      var sizes = [];
       members.forEach(function (line, n) {
         if (n) {
           x.push(null);
           y.push(null);
           ids.push(null);
-          sizes.push(0);
         }
         for (var i = 0; i < line.x.length; i++) {
           x.push(line.x[i]);
           y.push(line.y[i]);
           ids.push(line.id);
-          sizes.push(Array.isArray(line.markers) ? line.markers[i] : line.markers || 0);
         }
       });
       return defined({
         type: type,
-        mode: first.markers ? "lines+markers" : "lines",
+        mode: "lines",
         x: x,
         y: y,
         customdata: ids,
         showlegend: false,
         opacity: first.opacity === undefined ? 1 : first.opacity,
         line: { color: first.color, width: first.width },
-        marker: first.markers ? { color: first.color, size: sizes } : undefined,
         connectgaps: false,
         hoverinfo: first.hover === false ? "skip" : undefined,
         hovertemplate: first.hover === false ? undefined : hover,
@@ -319,7 +305,7 @@ window.HeadwayChartTraces = (function () {
 
   return {
     COLORS: COLORS, MODES: MODES, FAST_MODE: FAST_MODE, FAST_FROM: FAST_FROM, GL_FROM: GL_FROM,
-    ema: ema, isolatedMarkers: isolatedMarkers, escapeHtml: escapeHtml, xValues: xValues,
+    ema: ema, escapeHtml: escapeHtml, xValues: xValues,
     pack: pack, groupLines: groupLines, fade: fade,
   };
 })();

@@ -99,7 +99,7 @@
 
   Board.prototype.renderAll = function () {
     var self = this;
-    if (!this.loaded) {
+    if (!this.loaded || !this.ready()) {
       return; // events before the first data (the table's initial hw:trials-visible)
     }
     var keys = this.selectedKeys();
@@ -119,6 +119,7 @@
       self.render(key);
     });
     this.root.dataset.charts = String(keys.length);
+    this.markDrawn();
   };
 
   Board.prototype.plotFor = function (key) {
@@ -158,7 +159,6 @@
   // The lines of one chart (chart_traces.js): a trial each, or a group each when grouping.
   Board.prototype.lines = function (key, byTrial) {
     var self = this;
-    var validation = key.slice(0, key.indexOf("/")) === "validation";
     var smoothed = this.smoothing > 0;
     var out = [];
     var ids = Object.keys(byTrial).map(Number).sort(function (a, b) { return a - b; });
@@ -173,7 +173,6 @@
       var best = id === self.bestTrialId;
       var x = T.xValues(entry, self.xAxis);
       var values = entry.values;
-      var sizes = validation ? 5 : T.isolatedMarkers(values, 5);
       var name = trial.label + (best ? " \u2605 best" : "");
       if (smoothed) {
         out.push({
@@ -185,8 +184,8 @@
       out.push({
         id: id, x: x, y: smoothed ? T.ema(values, self.smoothing) : values,
         lo: entry.min || null, hi: entry.max || null, color: color, width: best ? 3 : 1.5,
-        // Zero-size markers still cost an SVG node per point: markers only where drawn.
-        markers: validation ? 5 : sizes.some(function (v) { return v > 0; }) ? sizes : 0,
+        // Plain lines, as W&B, Determined and MLflow draw them: a marker per point is an SVG
+        // node per point and hides the lines' shape at 1,000 trials.
         name: name, legendgroup: "trial-" + id, trial: trial,
         meta: {
           kind: "line", trial_id: id, best: best,
@@ -288,6 +287,45 @@
     }));
   };
 
+  // Whether drawing can start: Plotly (deferred, parsed after the data fetches left) and the
+  // trial list (the experiment page fetches it: HeadwayTrialsData) are both there.
+  Board.prototype.ready = function () {
+    var self = this;
+    if (typeof Plotly !== "undefined" && window.HeadwayChartConfig && !this.pendingTrials) {
+      return true;
+    }
+    if (!this.waitingForPlotly && typeof Plotly === "undefined") {
+      this.waitingForPlotly = true;
+      // Fires after every deferred script ran, Plotly included.
+      document.addEventListener("DOMContentLoaded", function () { self.renderAll(); });
+    }
+    return false;
+  };
+
+  // data-drawn on the board once every chart on screen has drawn its latest data (the browser
+  // tests and bench/dashboard_scale.py wait for it): ms since navigation start.
+  Board.prototype.markDrawn = function () {
+    var self = this;
+    var keys = this.selectedKeys();
+    var latest = 0;
+    var done = keys.every(function (key) {
+      var div = self.plots[key];
+      if (!div) {
+        return false;
+      }
+      if (self.stale[key]) {
+        return !self.inView[key];
+      }
+      latest = Math.max(latest, Number(div.dataset.drawnAt || 0));
+      return Boolean(div.dataset.drawnAt) && !div.dataset.rendering;
+    });
+    if (done) {
+      this.root.dataset.drawn = String(latest);
+    } else {
+      delete this.root.dataset.drawn;
+    }
+  };
+
   Board.prototype.render = function (key) {
     var self = this;
     var div = this.plotFor(key);
@@ -295,6 +333,7 @@
       // Off screen: drawn when scrolled in (the observer), not on every poll meanwhile.
       this.stale[key] = true;
       div.dataset.pending = "1";
+      delete div.dataset.drawnAt;
       return;
     }
     delete this.stale[key];
@@ -338,6 +377,7 @@
       div.dataset.drawnAt = String(Math.round(performance.now()));
       div.dataset.drawMs = String(Math.round(performance.now() - started));
       div.dataset.draws = String(Number(div.dataset.draws || 0) + 1);
+      self.markDrawn();
       if (!div.dataset.bound) {
         div.dataset.bound = "1";
         div.on("plotly_relayout", function (event) { self.onRelayout(key, event); });

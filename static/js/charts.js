@@ -44,6 +44,8 @@ window.HeadwayCharts = (function () {
     this.root = root;
     this.sources = options.sources;
     this.trials = options.trials || [];
+    this.trialCount = options.trialCount || 0; // trials not listed yet (fetched by the page)
+    this.pendingTrials = false; // true until setTrials() when the page fetches the list
     this.bestTrialId = options.bestTrialId || null;
     this.onError = options.onError || function () {};
     this.legend = options.legend !== false;
@@ -70,9 +72,11 @@ window.HeadwayCharts = (function () {
     this.observer = this.makeObserver();
     this.setMetrics(options.metrics || []);
     this.bindControls();
-    if (options.groupBy) {
+    this.wantsGroupControl = Boolean(options.groupBy);
+    if (options.groupBy && !options.trialsPending) {
       this.addGroupControl();
     }
+    this.pendingTrials = Boolean(options.trialsPending);
     this.listen();
   }
 
@@ -84,6 +88,17 @@ window.HeadwayCharts = (function () {
     }
     this.trials.push({ id: trialId, label: "Trial " + trialId, hparams: [] });
     return this.trials.length - 1;
+  };
+
+  // The trials (labels, hparams for the hover and "group by") once the page fetched them:
+  // [{id, label, hparams: [[key, text]]}]; drawing waits for them (chart_view.js, ready()).
+  Board.prototype.setTrials = function (trials) {
+    this.trials = trials;
+    this.pendingTrials = false;
+    if (this.wantsGroupControl) {
+      this.addGroupControl();
+    }
+    this.renderAll();
   };
 
   Board.prototype.selectedKeys = function () {
@@ -170,7 +185,8 @@ window.HeadwayCharts = (function () {
   };
 
   Board.prototype.pointsPerTrace = function (keys) {
-    var traces = Math.max(1, this.trials.length * Math.max(1, keys.length));
+    var count = Math.max(this.trials.length, this.trialCount);
+    var traces = Math.max(1, count * Math.max(1, keys.length));
     return clamp(Math.floor(POINT_BUDGET / traces), MIN_POINTS, MAX_POINTS);
   };
 

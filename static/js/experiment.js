@@ -13,15 +13,66 @@
   var terminal = root.dataset.terminal === "true";
   var banner = document.getElementById("live-banner");
 
+  var SYSTEM = "system"; // the system metrics' group: their own collapsed board
+
   // The trials table is the legend here (hw:trials-visible, hw:trial-colors, hw:trial-hover);
-  // the charts offer "group by <hparam>".
-  options.legend = false;
-  options.groupBy = true;
-  options.onError = function (error) {
-    showBanner(error && error.kind === "session" ? "session" : "connection");
-  };
-  var board = new HeadwayCharts.Board(document.getElementById("metrics-board"), options);
+  // the charts offer "group by <hparam>". The trial list comes from the trials JSON
+  // (trials_data.js): the series fetch leaves now, drawing waits for both.
+  function boardOptions(metrics) {
+    return Object.assign({}, options, {
+      metrics: metrics,
+      legend: false,
+      groupBy: true,
+      trialsPending: true,
+      onError: function (error) {
+        showBanner(error && error.kind === "session" ? "session" : "connection");
+      },
+    });
+  }
+
+  function trialEntries(data) {
+    return (data ? data.trials : []).map(function (t) {
+      return {
+        id: t.id,
+        label: "Trial " + t.id,
+        hparams: Object.keys(t.hparams).map(function (k) { return [k, String(t.hparams[k])]; }),
+      };
+    });
+  }
+
+  var board = new HeadwayCharts.Board(document.getElementById("metrics-board"),
+    boardOptions(options.metrics));
   board.reload();
+  var systemBoard = null;
+  var systemRoot = document.getElementById("system-board");
+  var systemDetails = document.getElementById("system-metrics");
+  HeadwayTrialsData.promise.then(function (data) {
+    board.setTrials(trialEntries(data));
+  }, function () {
+    board.setTrials([]);
+  });
+
+  // The system board is made, fetched and drawn only when its section is opened.
+  if (systemDetails && systemRoot) {
+    systemDetails.addEventListener("toggle", function () {
+      if (!systemDetails.open || systemBoard) {
+        return;
+      }
+      systemBoard = new HeadwayCharts.Board(systemRoot, boardOptions(options.system || []));
+      systemBoard.reload();
+      HeadwayTrialsData.promise.then(function (data) {
+        systemBoard.setTrials(trialEntries(data));
+      }, function () {
+        systemBoard.setTrials([]);
+      });
+      // The legend's current state (its events went out before this board existed).
+      var now = TrialsLegend.current();
+      document.dispatchEvent(new CustomEvent("hw:trial-colors", {
+        detail: { colors: now.colors, best: now.best },
+      }));
+      document.dispatchEvent(new CustomEvent("hw:trials-visible", { detail: { ids: now.ids } }));
+    });
+  }
 
   function badge(state) {
     var span = document.createElement("span");
@@ -78,19 +129,40 @@
   }
 
   function tick() {
-    var url = root.dataset.liveUrl + "?since=" + encodeURIComponent(token);
+    var view = TrialsTable.view();
+    var url = root.dataset.liveUrl + "?since=" + encodeURIComponent(token) +
+      "&page=" + encodeURIComponent(view.page || "1") + "&sort=" + encodeURIComponent(view.sort || "");
     return HeadwayLive.getJSON(url).then(function (data) {
       showBanner(null);
       showSummary(data);
       var pending = data.updated !== token;
       // Charts never wait for a busy form: their poll only appends what is new.
       if (pending && data.metrics) {
+        var main = data.metrics.filter(function (m) { return m.group !== SYSTEM; });
         board.bestTrialId = data.best_trial_id;
-        if (board.setMetrics(data.metrics)) {
+        if (board.setMetrics(main)) {
           board.reload();
         } else {
           board.poll().catch(function () {});
         }
+        if (systemBoard) {
+          var system = data.metrics.filter(function (m) { return m.group === SYSTEM; });
+          if (systemBoard.setMetrics(system)) {
+            systemBoard.reload();
+          } else {
+            systemBoard.poll().catch(function () {});
+          }
+        }
+      }
+      if (pending && (data.trial_count !== HeadwayTrialsData.count ||
+          data.best_trial_id !== board.bestTrialId)) {
+        HeadwayTrialsData.refresh().then(function (fresh) {
+          var entries = trialEntries(fresh);
+          board.setTrials(entries);
+          if (systemBoard) {
+            systemBoard.setTrials(entries);
+          }
+        }, function () {});
       }
       if (pending && !trialsBusy()) {
         if (data.trials_html !== null) {

@@ -1,8 +1,8 @@
 // Hyperparameter views of a search (experiment page, templates/dashboard/_hparams.html):
 // parallel coordinates (each hyperparameter that varies, then the searcher metric; one line per
 // trial with a value, coloured by the metric) whose axis ranges filter the trials, and one
-// scatter per hyperparameter (value against the trial's best searcher metric). Data: #hparam-data
-// (dashboard.overview.hparam_data). Text values become categorical axes.
+// scatter per hyperparameter (value against the trial's best searcher metric). Data: the page's
+// trials JSON (static/js/trials_data.js, dashboard.overview.trials_data). Text values become categorical axes.
 //
 // Events (on document, the dashboard's shared contract, docs/dashboard.md):
 // - emits `hw:hparam-filter` {ids: number[] | null} when an axis range changes: the trials inside
@@ -12,21 +12,28 @@
 //   lines and dots, mark the best trial) and `hw:trial-hover` from other sources (enlarge the dot).
 (function () {
   "use strict";
-  var script = document.getElementById("hparam-data");
   var parcoords = document.getElementById("hparam-parcoords");
-  if (!script || !parcoords || typeof Plotly === "undefined") {
+  if (!parcoords || typeof Plotly === "undefined" || !window.HeadwayTrialsData) {
     return;
   }
-  var data = JSON.parse(script.textContent);
+  // Drawn once the trials JSON arrived (after the metric charts' fetch left).
+  HeadwayTrialsData.promise.then(function (data) {
+    if (data && data.hparams.length) {
+      start(data);
+    }
+  });
+
+  function start(data) {
   var SOURCE = "hparams";
   var D3 = window.HeadwayFormat ? window.HeadwayFormat.D3 : ".4~g";
   var config = { responsive: true, displaylogo: false };
   var scored = data.trials.filter(function (t) { return t.value !== null; });
   var metricValues = scored.map(function (t) { return t.value; });
-  // Shared state, changed by the contract's events.
-  var visible = null; // Set of trial ids to draw, null = all
-  var colors = null; // {id: "#rrggbb"} from hw:trial-colors, null = colour by the metric
-  var best = null;
+  // Shared state, changed by the contract's events; the legend's state when it is there.
+  var legend = window.TrialsLegend && TrialsLegend.ready() ? TrialsLegend.current() : null;
+  var visible = legend ? new Set(legend.ids) : null; // Set of trial ids to draw, null = all
+  var colors = legend ? legend.colors : null; // {id: "#rrggbb"} from hw:trial-colors (scatters)
+  var best = legend ? legend.best : null;
   var hovered = null;
 
   function plain(text) {
@@ -130,27 +137,18 @@
     return out;
   }
 
-  // The line colours: by the metric (Viridis, the better end darker), or the trial colours of
-  // hw:trial-colors through a colour scale with one stop per drawn line.
+  // The line colours: always the searcher metric on Viridis with a colour bar (the docs' "coloured
+  // by the metric"; the better end darker, smaller_is_better respected), whatever the table's
+  // "Colour by": a hundred trial hues on crossing lines say nothing.
   function lineStyle(rows) {
-    if (colors === null || rows.length < 2) {
-      return {
-        color: rows.map(function (i) { return metricValues[i]; }),
-        cmin: axes[axes.length - 1].range[0],
-        cmax: axes[axes.length - 1].range[1],
-        colorscale: "Viridis",
-        reversescale: !data.smaller_is_better,
-        showscale: true,
-        colorbar: { title: { text: plain(data.metric) } },
-      };
-    }
-    var last = rows.length - 1;
     return {
-      color: rows.map(function (_, k) { return k / last; }),
-      cmin: 0,
-      cmax: 1,
-      colorscale: rows.map(function (i, k) { return [k / last, colors[scored[i].id] || "#888888"]; }),
-      showscale: false,
+      color: rows.map(function (i) { return metricValues[i]; }),
+      cmin: axes[axes.length - 1].range[0],
+      cmax: axes[axes.length - 1].range[1],
+      colorscale: "Viridis",
+      reversescale: !data.smaller_is_better,
+      showscale: true,
+      colorbar: { title: { text: plain(data.metric) } },
     };
   }
 
@@ -335,4 +333,5 @@
     hovered = detail.id === undefined ? null : detail.id;
     scatters.forEach(drawScatter);
   });
+  }
 })();

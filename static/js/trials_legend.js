@@ -2,8 +2,15 @@
 // charts draw (search, top N by the searcher metric, hidden rows, intersected with the latest
 // hw:hparam-filter) and in which colour (by trial, by the searcher metric or by a hyperparameter).
 // Emits on document: hw:trials-visible {ids} and hw:trial-colors {colors, best}; listens to
-// hw:hparam-filter {ids | null}. The table's rows and their DOM are static/js/trials_table.js's;
-// this module keeps the state by trial id, so a live swap of the table keeps it.
+// hw:hparam-filter {ids | null}. The trials come from the page's trials JSON
+// (static/js/trials_data.js), not from the table, which holds one page of rows
+// (static/js/trials_table.js); this module keeps the state by trial id, so a page change or a
+// live swap of the table keeps it.
+//
+// From MERGE_FROM trials on, colours come from a small set (PALETTE by trial, VIRIDIS_STEPS
+// steps of Viridis for a number, Kelly's 20 for categories, repeating): the charts join the
+// lines of one colour into one Plotly trace (static/js/chart_traces.js, "merged"), so a chart
+// is a dozen traces whatever the number of trials (docs/decisions/dashboard.md).
 window.TrialsLegend = (function () {
   "use strict";
   var SOURCE = "trials-table";
@@ -20,6 +27,12 @@ window.TrialsLegend = (function () {
     "#e68fac", "#0067a5", "#f99379", "#604e97", "#f6a600", "#b3446c", "#dcd300", "#882d17",
     "#8db600", "#654522", "#e25822", "#2b3d26",
   ];
+
+  // Plotly's default colorway: the colours of the many-trials path.
+  var PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+    "#7f7f7f", "#bcbd22", "#17becf"];
+  var MERGE_FROM = 20; // trials from which colours come from a small set (chart_traces FAST_FROM)
+  var VIRIDIS_STEPS = 9;
 
   var state = { search: "", top: null, hidden: {}, colorBy: "", hparamFilter: null };
   var meta = { smallerIsBetter: true, best: null, metric: "" };
@@ -67,6 +80,19 @@ window.TrialsLegend = (function () {
   }
 
   // Continuous colours for numbers (log scale when positive over 2+ decades), else categories.
+  function many() {
+    return trials.length >= MERGE_FROM;
+  }
+
+  // t in [0, 1] -> Viridis; with many trials, snapped to the centre of one of VIRIDIS_STEPS bins.
+  function ramp(t) {
+    if (!many()) {
+      return viridis(t);
+    }
+    var bin = Math.min(VIRIDIS_STEPS - 1, Math.floor(Math.max(0, Math.min(1, t)) * VIRIDIS_STEPS));
+    return viridis((bin + 0.5) / VIRIDIS_STEPS);
+  }
+
   function colorByValues(valueOf) {
     var values = trials.map(function (t) { return valueOf(t); });
     var present = values.filter(function (v) { return v !== null && v !== undefined; });
@@ -79,7 +105,7 @@ window.TrialsLegend = (function () {
       var span = f(max) - f(min);
       trials.forEach(function (t, i) {
         var v = values[i];
-        out[t.id] = isNumber(v) ? viridis(span > 0 ? (f(v) - f(min)) / span : 0.5) : NO_VALUE;
+        out[t.id] = isNumber(v) ? ramp(span > 0 ? (f(v) - f(min)) / span : 0.5) : NO_VALUE;
       });
       scale = { kind: "continuous", min: min, max: max, log: log };
       return out;
@@ -92,7 +118,7 @@ window.TrialsLegend = (function () {
       }
     });
     distinct.sort();
-    var palette = distinct.length <= CATEGORICAL.length ? CATEGORICAL : null;
+    var palette = distinct.length <= CATEGORICAL.length || many() ? CATEGORICAL : null;
     trials.forEach(function (t, i) {
       var v = values[i];
       if (v === null || v === undefined) {
@@ -101,12 +127,12 @@ window.TrialsLegend = (function () {
       }
       var k = distinct.indexOf(String(v));
       // More categories than the palette: golden-angle hues (distinct, no repeats).
-      out[t.id] = palette ? palette[k] : trialColor(k + 1);
+      out[t.id] = palette ? palette[k % palette.length] : trialColor(k + 1);
     });
     scale = {
       kind: "categorical",
       values: distinct.map(function (v, k) {
-        return { value: v, color: palette ? palette[k] : trialColor(k + 1) };
+        return { value: v, color: palette ? palette[k % palette.length] : trialColor(k + 1) };
       }),
     };
     return out;
@@ -123,7 +149,9 @@ window.TrialsLegend = (function () {
       });
     } else {
       colors = {};
-      trials.forEach(function (t) { colors[t.id] = trialColor(t.id); });
+      trials.forEach(function (t, i) {
+        colors[t.id] = many() ? PALETTE[i % PALETTE.length] : trialColor(t.id);
+      });
       scale = null;
     }
   }
@@ -238,24 +266,30 @@ window.TrialsLegend = (function () {
     }
   }
 
+  var countBox = null;
+
+  // "V of N trials in the charts": V is what the charts draw (kept and not hidden), right
+  // after every change (Hide all: 0 of N).
+  function showCount() {
+    if (countBox && trials.length) {
+      countBox.textContent = visibleIds().length + " of " + trials.length + " trials in the charts";
+    }
+  }
+
   // The table follows at once; the charts after `delay` ms (default: the next task).
   function changed(delay) {
+    showCount();
     listeners.forEach(function (fn) { fn(); });
     schedule(delay || 0);
   }
 
-  // Read the trials from the table's rows (tr[data-trial]) and the legend bar's data.
-  function load(bar, rows) {
+  // Read the trials from the trials JSON and the legend bar's data.
+  function load(bar, data) {
     meta.smallerIsBetter = bar.dataset.smallerIsBetter !== "false";
     meta.metric = bar.dataset.metric || "";
     meta.best = bar.dataset.best ? Number(bar.dataset.best) : null;
-    trials = rows.map(function (row) {
-      var raw = row.dataset.metricValue;
-      var t = {
-        id: Number(row.dataset.trial),
-        value: raw === undefined || raw === "" ? null : Number(raw),
-        hparams: JSON.parse(row.dataset.hparams || "{}"),
-      };
+    trials = (data ? data.trials : []).map(function (row) {
+      var t = { id: row.id, value: isNumber(row.value) ? row.value : null, hparams: row.hparams || {} };
       t.text = searchText(t);
       return t;
     }).sort(function (a, b) { return a.id - b.id; });
@@ -292,9 +326,22 @@ window.TrialsLegend = (function () {
     });
   }
 
-  // Wire the legend bar's controls, restoring the state kept across live swaps.
-  function attach(bar, rows) {
-    load(bar, rows);
+  var data = null; // the trials JSON, once fetched
+
+  // Wire the legend bar's controls, restoring the state kept across page changes and live
+  // swaps; the trials come from the trials JSON (the first attach waits for it).
+  function attach(bar) {
+    countBox = bar.querySelector(".legend-count");
+    if (!data) {
+      window.HeadwayTrialsData.promise.then(function (fetched) {
+        data = fetched || { trials: [] };
+        if (countBox && countBox.isConnected && bar.isConnected) {
+          attach(bar);
+        }
+      });
+      return;
+    }
+    load(bar, data);
     var search = bar.querySelector(".legend-search");
     var top = bar.querySelector(".legend-top");
     var colorBy = bar.querySelector(".legend-color-by");
@@ -342,6 +389,17 @@ window.TrialsLegend = (function () {
     changed();
   }
 
+  // New trials (a live poll): read them, keep the state by id, repaint.
+  document.addEventListener("hw:trials-data", function (event) {
+    data = event.detail.data;
+    var bar = countBox && countBox.closest(".trials-legend");
+    if (bar && bar.isConnected) {
+      load(bar, data);
+      showScale(bar);
+      changed();
+    }
+  });
+
   document.addEventListener("hw:hparam-filter", function (event) {
     var ids = event.detail && event.detail.ids;
     if (ids) {
@@ -361,6 +419,8 @@ window.TrialsLegend = (function () {
     setHidden: setHidden,
     isHidden: function (id) { return Boolean(state.hidden[id]); },
     keptIds: keptIds,
+    visibleIds: visibleIds,
+    ready: function () { return data !== null; },
     colorOf: function (id) { return colors[id] || NO_VALUE; },
     best: function () { return meta.best; },
     compareBest: compareBest,

@@ -1,113 +1,76 @@
-// The experiment page's trials table: the server renders every trial's row once; this script
-// keeps them out of the document and shows one page of PAGE_SIZE rows at a time (a 1,000-trial
-// search puts 50 rows in the page, not 1,000), in the chosen sort with the best trial pinned
-// first, filtered by the legend (static/js/trials_legend.js). A row's controls are fetched
-// (dashboard/views/trial.py, trial_menu) when its "Actions" button is pressed. Sort, page, ticks and open menus survive a
-// live swap of the table; hovering a row emits hw:trial-hover and a chart's hover lights a row.
+// The experiment page's trials table: the server renders one page of rows
+// (dashboard/trials_table.py, 50 a page) in the chosen sort (?sort=, ?page=); this script swaps
+// pages and sorts in place (GET /experiments/<id>/trials/?page=&sort=, an HTML fragment) so the
+// legend's state (static/js/trials_legend.js: hidden trials, search, colours) and the selection
+// survive, and keeps the address bar's ?page=&sort= in step. Without it the links reload the page.
+//
+// Selection spans pages: `selected` holds trial ids; "Select all matching trials" selects every
+// trial the legend keeps (search, top N, axis ranges) on every page, and the compare form gets
+// the ids not on the page as hidden fields. Rows the legend does not keep are dimmed, not removed
+// (the table pages on the server). A row's controls are fetched (dashboard/views/trial.py,
+// trial_menu) when its "Actions" button is pressed; hovering a row emits hw:trial-hover and a
+// chart's hover lights a row.
 window.TrialsTable = (function () {
   "use strict";
-  var PAGE_SIZE = 50;
   var SOURCE = "trials-table";
-  var sort = null; // {column, descending}
-  var page = 0;
   var openMenus = {}; // trial id -> true
+  var selected = {}; // trial id -> true, across pages
   var current = null; // {container, table, body, rows}
   var hovered = null; // id lit by another component's hw:trial-hover
-
-  function cellValue(row, column, type) {
-    var cell = row.cells[column];
-    var raw = cell ? (cell.dataset.value !== undefined ? cell.dataset.value : cell.textContent) : "";
-    raw = raw.trim();
-    var number = raw === "" ? NaN : Number(raw);
-    if (type === "number" || type === "best" || (type === "auto" && !isNaN(number))) {
-      return { empty: raw === "" || isNaN(number), number: number, text: raw };
-    }
-    return { empty: raw === "", number: NaN, text: raw.toLowerCase() };
-  }
-
-  function compare(a, b) {
-    if (!isNaN(a.number) && !isNaN(b.number)) {
-      return a.number - b.number;
-    }
-    return a.text < b.text ? -1 : a.text > b.text ? 1 : 0;
-  }
+  var view = { page: null, sort: null };
 
   function idOf(row) {
     return Number(row.dataset.trial);
   }
 
-  // The rows in display order: the best trial first, then the chosen sort (empty cells last
-  // whatever the direction; "best" columns put the best value first when ascending), ties by id.
-  function ordered(table, rows) {
-    var header = sort ? table.tHead.rows[0].cells[sort.column] : null;
-    var type = header ? header.dataset.type || "text" : null;
-    var flip = type === "best" && table.closest("#trials").querySelector(".trials-legend")
-      .dataset.smallerIsBetter === "false";
-    var best = TrialsLegend.best();
-    return rows.slice().sort(function (r1, r2) {
-      if ((idOf(r1) === best) !== (idOf(r2) === best)) {
-        return idOf(r1) === best ? -1 : 1;
-      }
-      if (type) {
-        var a = cellValue(r1, sort.column, type);
-        var b = cellValue(r2, sort.column, type);
-        if (a.empty !== b.empty) {
-          return a.empty ? 1 : -1;
-        }
-        var order = compare(a, b) * (flip ? -1 : 1);
-        if (order !== 0) {
-          return sort.descending ? -order : order;
-        }
-      }
-      return idOf(r1) - idOf(r2);
-    });
+  function selectedIds() {
+    return Object.keys(selected).map(Number).sort(function (a, b) { return a - b; });
   }
 
-  // Paint one row from the legend's state: swatch colour, shown/hidden in the charts.
-  function paint(row) {
+  // Paint one row from the legend's state: swatch colour, shown/hidden, kept by the filters.
+  function paint(row, kept) {
     var id = idOf(row);
     var hidden = TrialsLegend.isHidden(id);
-    row.classList.toggle("legend-off", hidden);
+    row.classList.toggle("legend-off", hidden || !kept[id]);
+    row.classList.toggle("legend-filtered", !kept[id]);
     var toggle = row.querySelector(".legend-toggle");
     if (toggle) {
       toggle.setAttribute("aria-pressed", hidden ? "false" : "true");
       toggle.title = (hidden ? "Show" : "Hide") + " trial " + id + " in the charts";
       toggle.querySelector(".swatch").style.background = TrialsLegend.colorOf(id);
     }
+    var box = row.querySelector("input[name=trial]");
+    if (box) {
+      box.checked = Boolean(selected[id]);
+    }
     row.classList.toggle("hover-linked", hovered === id);
   }
 
-  // Put the current page of kept rows into the table body.
-  function render() {
+  function showSelection() {
     if (!current) {
       return;
     }
-    var kept = TrialsLegend.keptIds();
-    var list = ordered(current.table, current.rows).filter(function (row) {
-      return kept[idOf(row)];
-    });
-    var pages = Math.max(1, Math.ceil(list.length / PAGE_SIZE));
-    page = Math.min(page, pages - 1);
-    var shown = list.slice(page * PAGE_SIZE, (page + 1) * PAGE_SIZE);
-    shown.forEach(paint);
-    current.body.replaceChildren.apply(current.body, shown);
-    var pager = current.container.querySelector(".trials-pager");
-    if (pager) {
-      pager.hidden = pages < 2;
-      pager.querySelector(".pager-label").textContent = "Page " + (page + 1) + " of " + pages;
-      pager.querySelector(".pager-prev").disabled = page === 0;
-      pager.querySelector(".pager-next").disabled = page >= pages - 1;
-    }
-    var count = current.container.querySelector(".legend-count");
+    var count = current.container.querySelector(".selected-count");
+    var n = selectedIds().length;
     if (count) {
-      count.textContent = list.length + " of " + current.rows.length + " trials";
+      count.textContent = n + " selected";
     }
-    Array.prototype.forEach.call(current.table.tHead.rows[0].cells, function (th, i) {
-      if (th.dataset.type) {
-        th.setAttribute("aria-sort", sort && i === sort.column ?
-          (sort.descending ? "descending" : "ascending") : "none");
-      }
-    });
+    var all = current.container.querySelector("input.select-all");
+    if (all && TrialsLegend.ready()) {
+      var kept = Object.keys(TrialsLegend.keptIds());
+      all.checked = kept.length > 0 && kept.every(function (id) { return selected[id]; });
+      all.indeterminate = !all.checked && n > 0;
+    }
+  }
+
+  // Repaint the page's rows (legend changes, selection changes).
+  function render() {
+    if (!current || !TrialsLegend.ready()) {
+      return;
+    }
+    var kept = TrialsLegend.keptIds();
+    current.rows.forEach(function (row) { paint(row, kept); });
+    showSelection();
   }
 
   // Fetch a row's menu (dashboard/views/trial.py, trial_menu) into `menu`; a logged-out session (the login
@@ -156,18 +119,10 @@ window.TrialsTable = (function () {
     }
   }
 
-  // Show the page holding trial `id` (from a #trial-N link) and open its menu.
+  // Open the menu of trial `id` (from a #trial-N link) when its row is on this page.
   function reveal(id) {
     var row = current && current.rows.filter(function (r) { return idOf(r) === id; })[0];
-    if (!row) {
-      return;
-    }
-    var kept = TrialsLegend.keptIds();
-    var list = ordered(current.table, current.rows).filter(function (r) { return kept[idOf(r)]; });
-    var index = list.indexOf(row);
-    if (index >= 0) {
-      page = Math.floor(index / PAGE_SIZE);
-      render();
+    if (row) {
       toggleMenu(row, true);
       row.scrollIntoView({ block: "center" });
     }
@@ -186,31 +141,70 @@ window.TrialsTable = (function () {
     }
   }
 
+  function onBodyChange(event) {
+    var box = event.target;
+    if (box.name !== "trial") {
+      return;
+    }
+    if (box.checked) {
+      selected[box.value] = true;
+    } else {
+      delete selected[box.value];
+    }
+    showSelection();
+  }
+
   function hover(id) {
     document.dispatchEvent(new CustomEvent("hw:trial-hover", {
       detail: { id: id, source: SOURCE },
     }));
   }
 
-  // Header cells with data-type become buttons (keyboard reachable, announced as sortable).
-  function enhanceHeaders(table) {
-    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, column) {
-      if (!th.dataset.type || th.querySelector("button.sort")) {
-        return;
+  // Load another page or sort of the table (the fragment route) in place.
+  function go(params) {
+    var bar = current && current.container.querySelector(".trials-legend");
+    if (!bar) {
+      return;
+    }
+    var query = new URLSearchParams();
+    query.set("sort", params.sort || bar.dataset.sort);
+    query.set("page", params.page || "1");
+    var container = current.container;
+    container.setAttribute("aria-busy", "true");
+    fetch(bar.dataset.tableUrl + "?" + query.toString(), {
+      credentials: "same-origin", headers: { Accept: "text/html" },
+    }).then(function (response) {
+      if (!response.ok) {
+        throw new Error("error " + response.status);
       }
-      var button = document.createElement("button");
-      button.type = "button";
-      button.className = "sort";
-      while (th.firstChild) {
-        button.appendChild(th.firstChild);
-      }
-      th.appendChild(button);
-      button.addEventListener("click", function () {
-        sort = { column: column, descending: Boolean(sort && sort.column === column && !sort.descending) };
-        page = 0;
-        render();
-      });
+      return response.text();
+    }).then(function (html) {
+      replace(container, html);
+      var address = new URL(window.location.href);
+      address.searchParams.set("sort", query.get("sort"));
+      address.searchParams.set("page", query.get("page"));
+      address.hash = "";
+      window.history.replaceState(null, "", address.toString());
+    }).catch(function () {
+      // Fall back to the link itself: a full page load.
+      window.location.href = params.href;
+    }).finally(function () {
+      container.removeAttribute("aria-busy");
     });
+  }
+
+  // Sort headings and pager links: same-page swaps (the hrefs still work without scripts).
+  function onLinkClick(event) {
+    var link = event.target.closest("a.sort, .trials-pager a[data-page]");
+    if (!link || event.ctrlKey || event.metaKey || event.shiftKey) {
+      return;
+    }
+    event.preventDefault();
+    if (link.classList.contains("sort")) {
+      go({ sort: link.dataset.sort, page: "1", href: link.href });
+    } else {
+      go({ page: link.dataset.page, href: link.href });
+    }
   }
 
   function enhance(container) {
@@ -223,9 +217,9 @@ window.TrialsTable = (function () {
     var body = table.tBodies[0];
     var rows = Array.prototype.slice.call(body.rows);
     current = { container: container, table: table, body: body, rows: rows };
-    body.replaceChildren(); // rows live outside the document until their page is shown
-    enhanceHeaders(table);
+    view = { page: bar.dataset.page, sort: bar.dataset.sort };
     body.addEventListener("click", onBodyClick);
+    body.addEventListener("change", onBodyChange);
     body.addEventListener("mouseover", function (event) {
       var row = event.target.closest("tr[data-trial]");
       if (row && !row.contains(event.relatedTarget)) {
@@ -233,16 +227,20 @@ window.TrialsTable = (function () {
       }
     });
     body.addEventListener("mouseleave", function () { hover(null); });
-    var pager = container.querySelector(".trials-pager");
-    pager.querySelector(".pager-prev").addEventListener("click", function () {
-      page = Math.max(0, page - 1);
-      render();
-    });
-    pager.querySelector(".pager-next").addEventListener("click", function () {
-      page += 1;
-      render();
-    });
-    TrialsLegend.attach(bar, rows); // calls render() through onChange
+    var all = container.querySelector("input.select-all");
+    if (all) {
+      all.addEventListener("change", function () {
+        // Every trial the legend keeps, on every page (not just the rows shown).
+        if (all.checked) {
+          Object.keys(TrialsLegend.keptIds()).forEach(function (id) { selected[id] = true; });
+        } else {
+          selected = {};
+        }
+        render();
+      });
+    }
+    TrialsLegend.attach(bar); // calls render() through onChange once the trials are there
+    render();
     rows.forEach(function (row) {
       if (openMenus[idOf(row)]) {
         toggleMenu(row, true);
@@ -250,41 +248,35 @@ window.TrialsTable = (function () {
     });
   }
 
-  // Swap in a freshly rendered table, keeping the ticks, the sort, the page and open menus.
+  // Swap in a freshly rendered table (a page change, a sort, a live update), keeping the
+  // selection and open menus.
   function replace(container, html) {
-    var ticked = {};
-    (current ? current.rows : []).forEach(function (row) {
-      var box = row.querySelector("input[name=trial]");
-      if (box && box.checked) {
-        ticked[box.value] = true;
-      }
-    });
     container.innerHTML = html;
-    container.querySelectorAll("input[name=trial]").forEach(function (box) {
-      box.checked = Boolean(ticked[box.value]);
-    });
     enhance(container);
   }
 
   TrialsLegend.onChange(render);
 
-  // Ticks on other pages are outside the document: the compare form gets them as hidden fields.
+  // Selected trials on other pages are not in the document: the compare form gets them as
+  // hidden fields.
   document.addEventListener("submit", function (event) {
     if (event.target.id !== "compare-form" || !current) {
       return;
     }
     var form = event.target;
     form.querySelectorAll("input.ticked-elsewhere").forEach(function (el) { el.remove(); });
-    current.rows.forEach(function (row) {
-      var box = row.querySelector("input[name=trial]");
-      if (box && box.checked && !row.isConnected) {
-        var field = document.createElement("input");
-        field.type = "hidden";
-        field.name = "trial";
-        field.value = box.value;
-        field.className = "ticked-elsewhere";
-        form.appendChild(field);
+    var onPage = {};
+    current.rows.forEach(function (row) { onPage[idOf(row)] = true; });
+    selectedIds().forEach(function (id) {
+      if (onPage[id]) {
+        return;
       }
+      var field = document.createElement("input");
+      field.type = "hidden";
+      field.name = "trial";
+      field.value = String(id);
+      field.className = "ticked-elsewhere";
+      form.appendChild(field);
     });
   });
 
@@ -299,17 +291,28 @@ window.TrialsTable = (function () {
     });
   });
 
-  document.addEventListener("DOMContentLoaded", function () {
+  function start() {
     var container = document.getElementById("trials");
     if (!container) {
       return;
     }
+    container.addEventListener("click", onLinkClick);
     enhance(container);
     var match = /^#trial-(\d+)$/.exec(window.location.hash);
     if (match) {
       reveal(Number(match[1]));
     }
-  });
+  }
 
-  return { replace: replace, enhance: enhance, reveal: reveal, PAGE_SIZE: PAGE_SIZE };
+  // A deferred script runs once the document is parsed.
+  start();
+
+  return {
+    replace: replace,
+    enhance: enhance,
+    reveal: reveal,
+    selectedIds: selectedIds,
+    // The table's page and sort, for the live poll (experiment.js) to re-render the same page.
+    view: function () { return { page: view.page, sort: view.sort }; },
+  };
 })();

@@ -61,7 +61,10 @@ def test_hparam_data_and_best_trial_of_a_search(client_alice, alice):
     assert response.context["best_trial_id"] == trials[2].id
     html = response.content.decode()
     assert 'class="badge badge-best"' in html
-    assert 'id="hparam-data"' in html
+    assert 'id="hparam-parcoords"' in html and 'id="hparam-data"' not in html
+    # The data comes from the trials JSON, fetched by the page.
+    fetched = client_alice.get(reverse("dashboard:experiment-trials-data", args=[experiment.id]))
+    assert fetched.json()["hparams"] == ["lr"] and fetched.json()["best"] == trials[2].id
 
 
 def test_the_experiment_page_runs_a_bounded_number_of_queries(
