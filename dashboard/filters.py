@@ -31,7 +31,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Lower
 from django.http import QueryDict
 
-from registry.models import Experiment, State
+from registry.models import Experiment, Project, State, Workspace
 
 # Sort key in the URL -> (what it orders by, column title). Order is column order on the page;
 # ``dashboard.selectors.experiment_list`` provides the annotations. Text sorts ignore case, the
@@ -118,7 +118,8 @@ class ExperimentFilter(django_filters.FilterSet):
 
     Fields: ``name`` (substring, case-insensitive), ``state`` (one ``State``), ``label`` (one
     label, exact), ``owner`` (a username from a select of all users), ``archived`` (checkbox:
-    include archived experiments), ``sort`` (a ``SORT_FIELDS`` key, optionally ``-``-prefixed).
+    include archived experiments), ``project`` / ``workspace`` (ids), ``sort`` (a
+    ``SORT_FIELDS`` key, optionally ``-``-prefixed).
     Bind it to the query string even when empty (``data=request.GET``): an unbound filterset
     skips ``filter_queryset`` and would list archived experiments. An invalid value (an unknown
     state, user or sort key) is ignored while the other filters still apply; ``.errors`` says
@@ -137,6 +138,19 @@ class ExperimentFilter(django_filters.FilterSet):
     )
     archived = django_filters.BooleanFilter(
         method="filter_archived", widget=forms.CheckboxInput, label="Show archived"
+    )
+    # Where they live (ids, kept in hidden fields): a project's page fixes ``project``.
+    project = django_filters.ModelChoiceFilter(
+        field_name="project",
+        queryset=Project.objects.select_related("workspace"),
+        widget=forms.HiddenInput,
+        label="Project",
+    )
+    workspace = django_filters.ModelChoiceFilter(
+        field_name="project__workspace",
+        queryset=Workspace.objects.all(),
+        widget=forms.HiddenInput,
+        label="Workspace",
     )
     sort = _SortFilter(
         fields={key: key for key in SORT_FIELDS},

@@ -152,6 +152,9 @@ DASHBOARD: dict[str, tuple[str, str]] = {
     "experiment": ("get", READ),
     "experiment-live": ("get", READ),
     "experiment-files": ("get", READ),
+    "experiment-trials": ("get", READ),
+    "experiment-trials-data": ("get", READ),
+    "experiment-trials-csv": ("get", READ),
     "trial": ("get", READ),
     "trial-logs": ("get", READ),
     "trial-logs-download": ("get", READ),
@@ -173,6 +176,9 @@ DASHBOARD: dict[str, tuple[str, str]] = {
     "model-edit": ("post", OWNER),
     "model-version-edit": ("post", OWNER),
     "host-control": ("post", ADMIN),
+    "workspaces": ("get", READ),
+    "workspace": ("get", READ),
+    "project": ("get", READ),
 }
 
 

@@ -21,7 +21,7 @@ from django.http import (
     JsonResponse,
     QueryDict,
 )
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
@@ -32,7 +32,7 @@ from dashboard.filters import ExperimentFilter, sort_columns
 from dashboard.views._common import bad_request
 from registry import authz
 from registry.errors import RegistryError
-from registry.models import Experiment
+from registry.models import Experiment, Project
 
 EXPERIMENTS_PER_PAGE = 50
 LIVE_LIST_MAX_IDS = 100
@@ -42,22 +42,32 @@ MAX_BULK_EXPERIMENTS = 500
 
 @require_GET
 @login_required
-def experiment_list(request: HttpRequest) -> HttpResponse:
+def experiment_list(request: HttpRequest, project_id: int | None = None) -> HttpResponse:
     """Experiment list: filtered and sorted by the query string, 50 a page, archived hidden.
 
     Filters and sort are ``dashboard.filters.ExperimentFilter`` over
     ``selectors.experiment_list()``; a bounded number of queries whatever the number of
     experiments or trials (one for the page's rows, one count, the owner select's users).
-    The page links (sort headers, pager) keep every other query parameter.
+    The page links (sort headers, pager) keep every other query parameter. With
+    ``project_id`` (``/projects/{id}/``, a project's page) only that project's experiments.
     """
-    filterset = ExperimentFilter(data=request.GET, queryset=selectors.experiment_list())
+    data = request.GET.copy()
+    if project_id is not None:
+        get_object_or_404(Project, id=project_id)
+        data["project"] = str(project_id)
+    filterset = ExperimentFilter(data=data, queryset=selectors.experiment_list())
     page = Paginator(filterset.qs, EXPERIMENTS_PER_PAGE).get_page(request.GET.get("page"))
+    cleaned = getattr(filterset.form, "cleaned_data", {})
+    project = cleaned.get("project")
     context = {
         "page": page,
         "filter": filterset,
+        # The breadcrumbs of a project's (or a workspace's) experiments.
+        "project": project,
+        "workspace": project.workspace if project else cleaned.get("workspace"),
         "columns": sort_columns(request.GET),
         "bulk_actions": BULK_ACTIONS,
-        "query": request.GET.urlencode(),
+        "query": data.urlencode(),
         "filtered": any(k != "page" and v for k, v in request.GET.items()),
     }
     return render(request, "dashboard/experiments.html", context)

@@ -273,9 +273,19 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
 
 def _dashboard_request(world: World, name: str, action: str | None) -> tuple[str, dict]:
     e, t, m = world.experiment, world.trial, world.model
-    kwargs: dict[str, Any] = {}
+    places = {"workspace": {"workspace_id": world.workspace.id}}
+    kwargs: dict[str, Any] = places.get(name, {}) | (
+        {"project_id": world.project.id} if name == "project" else {}
+    )
     data: dict[str, Any] = {}
-    if name in ("experiment", "experiment-live", "experiment-files"):
+    if name in (
+        "experiment",
+        "experiment-live",
+        "experiment-files",
+        "experiment-trials",
+        "experiment-trials-data",
+        "experiment-trials-csv",
+    ):
         kwargs = {"experiment_id": e.id}
     elif name in ("experiment-edit", "experiment-notes"):
         kwargs = {"experiment_id": e.id}
