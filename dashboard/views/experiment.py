@@ -41,7 +41,9 @@ def _get_experiment(experiment_id: int) -> Experiment:
     # Every logged-in user may read every experiment, as in the REST API.
     return get_object_or_404(
         # The page shows the submitted YAML (original_config): only the others are deferred.
-        Experiment.objects.select_related("owner").without_blobs(keep=["original_config"]),
+        Experiment.objects.select_related("owner", "project__workspace").without_blobs(
+            keep=["original_config"]
+        ),
         id=experiment_id,
     )
 

@@ -49,6 +49,9 @@ def test_it_navigates_from_workspaces_to_a_projects_experiments(client_alice, al
     assert "inside-exp" in page and "outside-exp" not in page
     assert 'aria-label="Breadcrumb"' in page and f'href="{workspace_url}"' in page
     assert reverse("dashboard:experiment", args=[inside.id]) in page
+    # The experiment's page leads back: workspace › project › experiment.
+    page = client_alice.get(reverse("dashboard:experiment", args=[inside.id])).content.decode()
+    assert f'href="{workspace_url}"' in page and f'href="{project_url}"' in page
     # The list's own filters and sort still apply on a project's page, and stay on it.
     page = client_alice.get(project_url + "?name=nothing-like-it&sort=name").content.decode()
     assert "inside-exp" not in page and f'href="{project_url}"' in page
