@@ -22,7 +22,7 @@ from registry.authz import (
     ensure_can_move_experiment,
 )
 from registry.errors import IllegalTransition, InvalidInput, RegistryError
-from registry.models import Experiment, Project, State, Workspace, default_project
+from registry.models import DEFAULT_NAME, Experiment, Project, State, Workspace, default_project
 from registry.user_text import DESCRIPTION_MAX, validate_text
 
 # Names fit their columns and are one line (they appear in configs, the CLI and page titles).
@@ -77,6 +77,7 @@ def workspace_create(*, owner: Any, name: str) -> Workspace:
         Conflict: ``{"name": [...]}`` when the name is taken.
     """
     name = validate_workspace_name(name)
+    default_project()  # so that nobody can take the default's name where it was missing
     try:
         with transaction.atomic():
             return Workspace.objects.create(name=name, owner=owner)
@@ -173,7 +174,8 @@ def resolve_config_project(
             given, an unknown name, or an archived workspace or project.
     """
     ws_field, project_field = f"{prefix}workspace", f"{prefix}project"
-    if workspace is None and project is None:
+    if (workspace is None and project is None) or (workspace == project == DEFAULT_NAME):
+        # Named or not, the default project exists (made here on a database without it).
         found = default_project()
     else:
         if workspace is not None and not Workspace.objects.filter(name=workspace).exists():

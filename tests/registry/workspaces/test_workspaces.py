@@ -45,6 +45,11 @@ def test_it_puts_a_config_without_workspace_or_project_into_the_default_project(
     assert project.immutable and project.workspace.immutable
 
 
+def test_a_config_may_name_the_default_project(user):
+    named = f"workspace: {DEFAULT_NAME}\nproject: {DEFAULT_NAME}\n"
+    assert _create(user, named).project == default_project()
+
+
 def test_it_makes_the_default_project_once(user):
     assert default_project() == default_project()
     assert Workspace.objects.filter(name=DEFAULT_NAME).count() == 1
@@ -121,6 +126,8 @@ def test_it_refuses_duplicate_names(user, team):
     with pytest.raises(Conflict) as caught:
         workspace_create(owner=user, name="team")
     assert "name" in caught.value.errors
+    with pytest.raises(Conflict):
+        workspace_create(owner=user, name=DEFAULT_NAME)
     with pytest.raises(Conflict):
         project_create(owner=user, workspace_id=workspace.id, name="vision")
     # The same project name in another workspace is another project.
