@@ -75,7 +75,12 @@ def webhooks_with_last_delivery() -> list[tuple[Webhook, Delivery | None]]:
 class WebhookListView(APIView):
     permission_classes = (IsWebhookAdmin,)
 
-    @extend_schema(tags=TAG, summary="Webhooks", responses={200: wire.WebhookList})
+    @extend_schema(
+        tags=TAG,
+        summary="Webhooks",
+        operation_id="webhooks_list",
+        responses={200: wire.WebhookList},
+    )
     def get(self, request):
         """Every webhook with its newest delivery (never a secret)."""
         rows = webhooks_with_last_delivery()
@@ -84,6 +89,7 @@ class WebhookListView(APIView):
     @extend_schema(
         tags=TAG,
         summary="Create a webhook",
+        operation_id="webhooks_create",
         request=WebhookWriteSerializer,
         responses={201: wire.WebhookCreated},
     )
@@ -102,7 +108,12 @@ class WebhookListView(APIView):
 class WebhookDetailView(APIView):
     permission_classes = (IsWebhookAdmin,)
 
-    @extend_schema(tags=TAG, summary="A webhook", responses={200: wire.WebhookInfo})
+    @extend_schema(
+        tags=TAG,
+        summary="A webhook",
+        operation_id="webhooks_retrieve",
+        responses={200: wire.WebhookInfo},
+    )
     def get(self, request, webhook_id: int):
         """The webhook and its newest delivery."""
         return answer(wire.WebhookInfo, webhook_info(get_object_or_404(Webhook, pk=webhook_id)))
@@ -110,6 +121,7 @@ class WebhookDetailView(APIView):
     @extend_schema(
         tags=TAG,
         summary="Change a webhook",
+        operation_id="webhooks_partial_update",
         request=WebhookWriteSerializer,
         responses={200: wire.WebhookInfo},
     )
@@ -124,7 +136,9 @@ class WebhookDetailView(APIView):
         hook.save()
         return answer(wire.WebhookInfo, webhook_info(hook))
 
-    @extend_schema(tags=TAG, summary="Delete a webhook", responses={204: None})
+    @extend_schema(
+        tags=TAG, summary="Delete a webhook", operation_id="webhooks_destroy", responses={204: None}
+    )
     def delete(self, request, webhook_id: int):
         """Delete the webhook and its deliveries (pending ones are not sent)."""
         get_object_or_404(Webhook, pk=webhook_id).delete()
@@ -137,6 +151,7 @@ class WebhookDeliveriesView(APIView):
     @extend_schema(
         tags=TAG,
         summary="A webhook's deliveries",
+        operation_id="webhooks_deliveries",
         parameters=[OpenApiParameter("limit", int, description="at most this many (1-500, 50)")],
         responses={200: wire.WebhookDeliveryList},
     )
@@ -153,7 +168,11 @@ class WebhookTestView(APIView):
     permission_classes = (IsWebhookAdmin,)
 
     @extend_schema(
-        tags=TAG, summary="Send a test event", request=None, responses={200: wire.WebhookDelivery}
+        tags=TAG,
+        summary="Send a test event",
+        operation_id="webhooks_test",
+        request=None,
+        responses={200: wire.WebhookDelivery},
     )
     def post(self, request, webhook_id: int):
         """Record a ``webhook.test`` event for this webhook and make its first attempt now; the

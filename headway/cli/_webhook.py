@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from headway.cli._common import make_api
 from headway.cli._output import print_json, print_table
+
+if TYPE_CHECKING:  # the wire models load on first use (the CLI's start stays fast)
+    from headway.client._wire_webhooks import WebhookDelivery
 
 EVENTS = (
     "experiment.state_changed",
@@ -64,11 +68,11 @@ def cmd_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def _last(delivery: object) -> str | None:
+def _last(delivery: WebhookDelivery | None) -> str | None:
     if delivery is None:
         return None
-    status = getattr(delivery, "last_status_code", None)
-    return f"{delivery.state} ({status})" if status else str(delivery.state)  # type: ignore[attr-defined]
+    status = delivery.last_status_code
+    return f"{delivery.state} ({status})" if status else delivery.state
 
 
 def cmd_list(args: argparse.Namespace) -> int:
