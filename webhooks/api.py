@@ -181,5 +181,5 @@ class WebhookTestView(APIView):
         hook = get_object_or_404(Webhook, pk=webhook_id)
         with transaction.atomic():
             (row,) = record(TEST_EVENT, {"webhook": hook.name}, only=hook, send=False)
-        done = deliver(row.pk) or Delivery.objects.get(pk=row.pk)
+        done = deliver(row.pk) or get_object_or_404(Delivery, pk=row.pk)
         return answer(wire.WebhookDelivery, delivery_info(done))

@@ -39,6 +39,8 @@ MAX_BACKOFF_SECONDS = 3600.0
 # How many due deliveries one sweep sends tasks for (the next sweep takes the rest).
 SWEEP_BATCH = 500
 USER_AGENT = "Headway-Webhooks/1"
+# How much of a failed answer's body is kept in ``last_error``.
+ERROR_BODY_BYTES = 500
 
 
 def send_task(delivery_id: int, countdown: float | None = None) -> None:
@@ -84,7 +86,7 @@ def claim(delivery_id: int) -> Delivery | None:
         )
         if claimed != 1:
             return None
-    return Delivery.objects.select_related("webhook").get(id=delivery_id)
+    return Delivery.objects.select_related("webhook").filter(id=delivery_id).first()
 
 
 @dataclass(frozen=True)
@@ -117,20 +119,30 @@ def post(delivery: Delivery) -> Outcome:
     }
     timeout = settings.HEADWAY_WEBHOOK_TIMEOUT_SECONDS
     try:
+        # stream: the answer's body is never read beyond what the error message keeps, however
+        # much the receiver sends.
         response = requests.post(
-            hook.url, data=body, headers=headers, timeout=(timeout, timeout), allow_redirects=False
+            hook.url,
+            data=body,
+            headers=headers,
+            timeout=(timeout, timeout),
+            allow_redirects=False,
+            stream=True,
         )
-    except requests.RequestException as exc:
+        with response:
+            if 200 <= response.status_code < 300:
+                return Outcome(response.status_code, "")
+            head = response.raw.read(ERROR_BODY_BYTES, decode_content=True) or b""
+            text = head.decode("utf-8", "replace")
+            return Outcome(response.status_code, f"HTTP {response.status_code}: {text}")
+    except (requests.RequestException, OSError) as exc:
         return Outcome(None, f"{type(exc).__name__}: {exc}"[:2000])
-    with response:
-        if 200 <= response.status_code < 300:
-            return Outcome(response.status_code, "")
-        return Outcome(response.status_code, f"HTTP {response.status_code}: {response.text[:500]}")
 
 
-def finish(delivery: Delivery, outcome: Outcome) -> Delivery:
+def finish(delivery: Delivery, outcome: Outcome) -> Delivery | None:
     """Record an attempt's ``outcome`` on the SENDING ``delivery`` (still this attempt's:
-    a conditional UPDATE), and schedule the retry or give up; return the row as stored."""
+    a conditional UPDATE), and schedule the retry or give up; return the row as stored (None
+    once deleted)."""
     now = timezone.now()
     fields: dict[str, object] = {
         "last_status_code": outcome.status,
@@ -161,11 +173,13 @@ def finish(delivery: Delivery, outcome: Outcome) -> Delivery:
             send_task(delivery.pk, countdown=retry_in)
         except Exception:  # the broker is down: the sweep sends it when it is due
             log.warning("webhook retry of %s not queued; the sweep will", delivery, exc_info=True)
-    return Delivery.objects.select_related("webhook").get(id=delivery.pk)
+    # None when the webhook (and so the delivery) was deleted meanwhile.
+    return Delivery.objects.select_related("webhook").filter(id=delivery.pk).first()
 
 
 def deliver(delivery_id: int) -> Delivery | None:
-    """One attempt at a delivery, if it is due and nobody else holds it (the task's body)."""
+    """One attempt at a delivery, if it is due and nobody else holds it (the task's body); the
+    delivery after it, or None when no attempt was made."""
     delivery = claim(delivery_id)
     if delivery is None:
         return None

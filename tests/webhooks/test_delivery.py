@@ -76,6 +76,12 @@ class Receiver:
                             "status": status,
                         }
                     )
+                if name == "redirect":  # a receiver that sends the master elsewhere
+                    self.send_response(302)
+                    self.send_header("Location", f"{receiver.url}/redirected")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 self.send_response(status)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
@@ -245,3 +251,14 @@ def test_slack_format_and_the_test_action(admin, receiver):
     assert [d["event_id"] for d in deliveries] == [got["event_id"]]
     listed = admin.get("/api/v1/webhooks/").json()["webhooks"]
     assert listed[0]["last_delivery"]["state"] == "DELIVERED"
+
+
+def test_a_redirect_is_a_failed_attempt_never_followed(admin, receiver):
+    hook = _hook(admin, receiver, "redirect")
+    answer = admin.post(f"/api/v1/webhooks/{hook.id}/test/")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert (body["state"], body["attempts"], body["last_status_code"]) == ("PENDING", 1, 302)
+    assert body["last_error"].startswith("HTTP 302")
+    assert receiver.of("redirected") == []
+    Webhook.objects.filter(id=hook.id).delete()  # its retries find nothing to send
