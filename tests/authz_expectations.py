@@ -136,6 +136,13 @@ API: dict[tuple[str, str], str] = {
     ("admin-host-disable", "post"): ADMIN,
     ("admin-host-enable", "post"): ADMIN,
     ("resource-pool-slurm-node-enable", "post"): ADMIN,
+    ("webhook-list", "get"): ADMIN,
+    ("webhook-list", "post"): ADMIN,
+    ("webhook-detail", "get"): ADMIN,
+    ("webhook-detail", "patch"): ADMIN,
+    ("webhook-detail", "delete"): ADMIN,
+    ("webhook-deliveries", "get"): ADMIN,
+    ("webhook-test", "post"): ADMIN,
     # Unmanaged runs (core_v2): users start their own; the run's token or its owner beat/end it.
     ("unmanaged-start", "post"): CREATE,
     ("unmanaged-heartbeat", "post"): TRIAL_DATA,

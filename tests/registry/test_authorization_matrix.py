@@ -232,6 +232,8 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         kwargs = {"name": "mx-host"}
     elif name == "resource-pool-slurm-node-enable":
         kwargs = {"pool": "default", "node": "mx-node"}
+    elif name.startswith("webhook-") and name != "webhook-list":
+        kwargs = {"webhook_id": 1}  # none: an admin gets 404, everyone else 403 before the lookup
     elif name in ("unmanaged-heartbeat", "unmanaged-exit", "unmanaged-logs"):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}
     elif name == "unmanaged-checkpoint-file":
