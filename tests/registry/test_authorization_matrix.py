@@ -197,10 +197,15 @@ def _place_kwargs(world: World, name: str) -> dict[str, Any]:
     return {"pk": place.id}
 
 
+def _webhook_kwargs(name: str) -> dict[str, Any]:
+    """A webhook route's id: there is none (an admin gets 404, anyone else 403 before the lookup)."""
+    return {"webhook_id": 1} if name.startswith("webhook-") and name != "webhook-list" else {}
+
+
 def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None]:
     """The URL and JSON body of a plausible request to ``name``; objects are the owner's."""
     e, t, c, m = world.experiment, world.trial, world.checkpoint, world.model
-    kwargs: dict[str, Any] = _place_kwargs(world, name)
+    kwargs: dict[str, Any] = _place_kwargs(world, name) | _webhook_kwargs(name)
     if name.startswith("experiment-") and name != "experiment-list":
         kwargs = {"pk": e.id}
 
@@ -232,8 +237,6 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
         kwargs = {"name": "mx-host"}
     elif name == "resource-pool-slurm-node-enable":
         kwargs = {"pool": "default", "node": "mx-node"}
-    elif name.startswith("webhook-") and name != "webhook-list":
-        kwargs = {"webhook_id": 1}  # none: an admin gets 404, everyone else 403 before the lookup
     elif name in ("unmanaged-heartbeat", "unmanaged-exit", "unmanaged-logs"):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}
     elif name == "unmanaged-checkpoint-file":
