@@ -68,7 +68,7 @@ $(BENCH_STAMP): $(STAMP)
 	touch $(BENCH_STAMP)
 
 ## make bench [TINY=1]: every benchmark of bench/run_all.py (harness_overhead, metrics_ingest, sdk_reporting,
-## logging_overhead, tensorboard_writer, metrics_read, hparam_importance, dashboard, preempt_latency, scheduling, scheduling_scale, ddp_overhead,
+## logging_overhead, tensorboard_writer, metrics_read, hparam_importance, run_filter, dashboard, preempt_latency, scheduling, scheduling_scale, ddp_overhead,
 ## serving, overload, checkpoint_io) to its JSON line on SQLite, then on PostgreSQL + Redis (moto S3 in
 ## checkpoint_io); cleans up after itself.
 bench: migrate $(BENCH_STAMP)

@@ -10,6 +10,12 @@ from django.db import migrations, models
 # dotted ({"optim": {"lr": 1}} -> hp:optim.lr); lists are not searchable. Keys over 300
 # characters are left out and strings are cut to 300 (a btree entry must stay under ~2.7 kB).
 FUNCTIONS = r"""
+-- The primary key carries the values: sorting trials by a metric joins each trial's row of
+-- that key from the index alone (registry.search.order).
+ALTER TABLE registry_trialsearchvalue
+    DROP CONSTRAINT registry_trialsearchvalue_pkey,
+    ADD CONSTRAINT registry_trialsearchvalue_pkey PRIMARY KEY (trial_id, key) INCLUDE (num, text);
+
 CREATE OR REPLACE FUNCTION registry_hparam_values(hparams jsonb)
 RETURNS TABLE (key varchar, num double precision, text varchar)
 LANGUAGE sql IMMUTABLE AS $fn$
@@ -61,22 +67,41 @@ BEGIN
         SELECT NEW.id, v.key, v.num, v.text FROM registry_hparam_values(NEW.hparams) v;
     END IF;
     IF NEW.summary_metrics IS DISTINCT FROM OLD.summary_metrics THEN
-        -- Only the series whose latest value changed are written: a report batch touches a
-        -- few of a trial's series.
+        -- The metric store's hot path (one UPDATE per report batch): one pass over the new
+        -- summary writes only the series whose latest value changed, looked up in the old one
+        -- (a batch touches few of a trial's series); the old summary is walked again only to
+        -- find series that are gone, which is rare (a rebuilt step range).
         INSERT INTO registry_trialsearchvalue (trial_id, key, num)
-        SELECT NEW.id, n.key, n.num
-        FROM registry_metric_values(NEW.summary_metrics) n
-        LEFT JOIN registry_metric_values(OLD.summary_metrics) o ON o.key = n.key
-        WHERE o.key IS NULL OR o.num IS DISTINCT FROM n.num
+        SELECT NEW.id, k,
+               CASE jsonb_typeof(s.value -> 'last') WHEN 'number'
+                   THEN (s.value -> 'last')::double precision END
+        FROM jsonb_each(CASE WHEN jsonb_typeof(NEW.summary_metrics) = 'object'
+                             THEN NEW.summary_metrics ELSE '{}'::jsonb END) g,
+             jsonb_each(CASE WHEN jsonb_typeof(g.value) = 'object' THEN g.value
+                             ELSE '{}'::jsonb END) s,
+             LATERAL (SELECT 'm:' || g.key || ':' || s.key AS k) named
+        WHERE (OLD.summary_metrics -> g.key -> s.key -> 'last') IS DISTINCT FROM (s.value -> 'last')
+          AND length(k) <= 300
         ON CONFLICT (trial_id, key) DO UPDATE SET num = EXCLUDED.num;
-        DELETE FROM registry_trialsearchvalue
-        WHERE trial_id = NEW.id AND key IN (
-            SELECT o.key FROM registry_metric_values(OLD.summary_metrics) o
-            EXCEPT SELECT n.key FROM registry_metric_values(NEW.summary_metrics) n);
+        IF EXISTS (
+            SELECT 1
+            FROM jsonb_each(CASE WHEN jsonb_typeof(OLD.summary_metrics) = 'object'
+                                 THEN OLD.summary_metrics ELSE '{}'::jsonb END) g,
+                 jsonb_each(CASE WHEN jsonb_typeof(g.value) = 'object' THEN g.value
+                                 ELSE '{}'::jsonb END) s
+            WHERE NOT coalesce((NEW.summary_metrics -> g.key) ? s.key, false)
+        ) THEN
+            DELETE FROM registry_trialsearchvalue
+            WHERE trial_id = NEW.id AND starts_with(key, 'm:') AND key NOT IN (
+                SELECT m.key FROM registry_metric_values(NEW.summary_metrics) m);
+        END IF;
     END IF;
     RETURN NULL;
 END
 $fn$;
+
+-- `labels contains "k"` on trials is `labels ? 'k'`: jsonb_ops (not jsonb_path_ops) serves `?`.
+CREATE INDEX trial_label_keys ON registry_trial USING gin (labels);
 
 CREATE TRIGGER registry_trial_search_values
 AFTER INSERT OR UPDATE OF hparams, summary_metrics ON registry_trial
@@ -89,6 +114,7 @@ SELECT t.id, m.key, m.num, NULL FROM registry_trial t, registry_metric_values(t.
 """
 
 DROP = """
+DROP INDEX IF EXISTS trial_label_keys;
 DROP TRIGGER IF EXISTS registry_trial_search_values ON registry_trial;
 DROP FUNCTION IF EXISTS registry_trial_search_values();
 DROP FUNCTION IF EXISTS registry_metric_values(jsonb);
@@ -134,7 +160,7 @@ class Migration(migrations.Migration):
                     models.ForeignKey(
                         db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
+                        related_name="search_values",
                         to="registry.trial",
                     ),
                 ),
@@ -155,4 +181,10 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(_create_triggers, _drop_triggers, elidable=False),
+        migrations.AddIndex(
+            model_name="trial",
+            index=models.Index(
+                fields=["id"], include=["experiment", "state"], name="trial_list_cover"
+            ),
+        ),
     ]

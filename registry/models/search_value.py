@@ -45,7 +45,7 @@ class TrialSearchValue(models.Model):
     pk = models.CompositePrimaryKey("trial", "key")
     # No index of its own: the primary key (trial, key) leads with it.
     trial = models.ForeignKey(
-        "registry.Trial", on_delete=models.CASCADE, related_name="+", db_index=False
+        "registry.Trial", on_delete=models.CASCADE, related_name="search_values", db_index=False
     )
     key = models.CharField(max_length=MAX_KEY_LENGTH)
     num = models.FloatField(null=True)

@@ -76,6 +76,10 @@ class Trial(models.Model):
                 condition=~models.Q(scheduling_message=""),
                 name="trial_with_scheduling_message",
             ),
+            # The trial lists' filters (registry.search) count and join trials by id without
+            # reading the wide rows (hparams and summary_metrics make them ~1.3 kB): an
+            # index-only scan answers id, experiment and state (docs/decisions/metrics.md).
+            models.Index(fields=["id"], include=["experiment", "state"], name="trial_list_cover"),
         ]
         constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(

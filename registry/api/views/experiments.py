@@ -30,7 +30,12 @@ from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, chec
 from registry.api.views.edits import ExperimentPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params, series_response
 from registry.api.views.places import PLACE_PARAMETERS, filter_by_place
-from registry.api.views.search_params import FILTER_PARAMETER, TRIAL_SEARCH_PARAMETERS, searched
+from registry.api.views.search_params import (
+    FILTER_PARAMETER,
+    TRIAL_SEARCH_PARAMETERS,
+    searched,
+    trial_page,
+)
 from registry.api.workspace_serializers import ExperimentMoveSerializer
 from registry.errors import IllegalTransition, InvalidInput
 from registry.hparam_importance import importance_answer
@@ -210,8 +215,7 @@ class ExperimentViewSet(
     def trials(self, request, pk=None):
         experiment = self.get_object()
         trials = searched(request, experiment.trials.with_run_state().order_by("id"), Target.TRIAL)
-        page = self.paginate_queryset(trials)
-        return self.get_paginated_response(TrialSerializer(page, many=True).data)
+        return trial_page(self, trials)
 
     @extend_schema(
         parameters=[

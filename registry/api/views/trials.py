@@ -35,7 +35,7 @@ from registry.api.serializers import (
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
 from registry.api.views.edits import TrialPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
-from registry.api.views.search_params import TRIAL_SEARCH_PARAMETERS, searched
+from registry.api.views.search_params import TRIAL_SEARCH_PARAMETERS, searched, trial_page
 from registry.api.views.trial_summary import TrialSummaryMixin
 from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data
 from registry.errors import InvalidInput
@@ -94,8 +94,7 @@ class TrialViewSet(
         """Trials of every experiment (not those being deleted), by id unless ``order_by``
         says otherwise; ``filter`` finds them by results across experiments (docs/search.md)."""
         trials = self.get_queryset().exclude(experiment__state__in=(State.DELETING, State.DELETED))
-        page = self.paginate_queryset(searched(request, trials.order_by("id"), Target.TRIAL))
-        return self.get_paginated_response(TrialSerializer(page, many=True).data)
+        return trial_page(self, searched(request, trials.order_by("id"), Target.TRIAL))
 
     def get_object(self) -> Trial:
         # DRF's get_object_or_404: a non-integer id is a 404, not Django's ValueError (a 500).
