@@ -34,7 +34,8 @@ def test_workspaces_and_projects_from_the_command_line(server, api, capsys) -> N
     code, out, _ = _cli(server, capsys, "project", "create", "vision", "--workspace", "team")
     assert code == 0 and "in workspace 'team'" in out
     project = Project.objects.get(name="vision")
-    assert project.workspace.name == "team" and project.owner.username == "alice"
+    assert project.workspace.name == "team"
+    assert project.owner is not None and project.owner.username == "alice"
 
     code, out, _ = _cli(server, capsys, "workspace", "list")
     names = [line.split()[1] for line in out.splitlines()[2:]]
