@@ -32,6 +32,9 @@
           self.render(key);
         }
       });
+      if (self.loaded) {
+        self.markDrawn();
+      }
     }, { rootMargin: "200px 0px" });
   };
 
@@ -314,16 +317,29 @@
         return false;
       }
       if (self.stale[key]) {
-        return !self.inView[key];
+        // Off screen counts as done only once the observer has said so (not before its first
+        // report, when every new chart is still marked stale).
+        return self.inView[key] === false;
       }
       latest = Math.max(latest, Number(div.dataset.drawnAt || 0));
       return Boolean(div.dataset.drawnAt) && !div.dataset.rendering;
     });
     if (done) {
       this.root.dataset.drawn = String(latest);
+      this.announceDrawn();
     } else {
       delete this.root.dataset.drawn;
     }
+  };
+
+  // hw:charts-drawn {board} once, when the board first finished drawing (or could not load):
+  // the page's heavier views (parallel coordinates) wait for it so they never delay the charts.
+  Board.prototype.announceDrawn = function () {
+    if (this.announced) {
+      return;
+    }
+    this.announced = true;
+    document.dispatchEvent(new CustomEvent("hw:charts-drawn", { detail: { board: this.root.id } }));
   };
 
   Board.prototype.render = function (key) {

@@ -254,6 +254,9 @@ window.HeadwayCharts = (function () {
       self.setStatus("");
     }).catch(function () {
       self.setStatus("Could not load the metrics.");
+      if (self.announceDrawn) {
+        self.announceDrawn();
+      }
     });
   };
 

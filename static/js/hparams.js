@@ -16,8 +16,23 @@
   if (!parcoords || typeof Plotly === "undefined" || !window.HeadwayTrialsData) {
     return;
   }
-  // Drawn once the trials JSON arrived (after the metric charts' fetch left).
-  HeadwayTrialsData.promise.then(function (data) {
+  // Drawn once the trials JSON arrived and the metric charts have drawn (hw:charts-drawn): 1,000
+  // lines of parcoords (WebGL, software-rendered in a GPU-less browser) and two 1,000-point
+  // scatters cost seconds on a busy machine, which must not delay the charts at the top.
+  var board = document.getElementById("metrics-board");
+  var chartsDrawn = new Promise(function (resolve) {
+    if (!board || board.dataset.drawn !== undefined) {
+      resolve();
+      return;
+    }
+    document.addEventListener("hw:charts-drawn", function (event) {
+      if (event.detail && event.detail.board === board.id) {
+        resolve();
+      }
+    });
+  });
+  Promise.all([HeadwayTrialsData.promise, chartsDrawn]).then(function (both) {
+    var data = both[0];
     if (data && data.hparams.length) {
       start(data);
     }
