@@ -139,3 +139,29 @@ def test_slack_format_is_an_incoming_webhook_message(user):
     assert list(body) == ["text"]
     assert body["text"].startswith("<http")
     assert f"|Experiment {experiment.id} (tiny)>: ACTIVE → *PAUSED*" in body["text"]
+
+
+def test_every_event_type_has_a_slack_message(user):
+    _hook("slack", format="slack")
+    experiment = queued_experiment(user, TINY_CONFIG)
+    trial = experiment.trials.get()
+    lifecycle.experiment_pause(experiment_id=experiment.id)
+    checkpoint = register_checkpoint(trial, steps_completed=40, size=123)
+    model = model_registry.model_create(owner=user, name="digits")
+    model_registry.version_register(model=model, user=user, checkpoint_uuid=checkpoint.uuid)
+    model_registry.version_register(model=model, user=user, checkpoint_uuid=checkpoint.uuid)
+    model_aliases.alias_set(model=model, alias="champion", version=1, user=user)
+    model_aliases.alias_set(model=model, alias="champion", version=2, user=user)
+    texts = {(d.event_type, json.loads(d.body)["text"]) for d in Delivery.objects.order_by("id")}
+    assert {kind for kind, _ in texts} == set(ALL)
+    expected = [
+        f"|Trial {trial.id} of experiment {experiment.id}>: ACTIVE → *PAUSED*",
+        f"Checkpoint `{checkpoint.uuid}` of <",
+        "completed at step 40 (123 bytes)",
+        "Version 2 of <",
+        f"|model digits> registered (checkpoint `{checkpoint.uuid}`)",
+        "|digits>@champion → version 1",
+        "|digits>@champion → version 2 (was version 1)",
+    ]
+    for fragment in expected:
+        assert any(fragment in text for _, text in texts), (fragment, texts)
