@@ -22,12 +22,18 @@ def dashboard_url(name: str, *args: Any) -> str:
     return settings.HEADWAY_MASTER_URL.rstrip("/") + reverse(f"dashboard:{name}", args=args)
 
 
+def _escape(text: object) -> str:
+    """Slack's three control characters escaped (its "Escaping text" rule), so a name cannot
+    open a link or a mention."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _slack_text(event: dict[str, Any]) -> str:
     data, kind = event["data"], event["type"]
     link = f"<{data['url']}|{{}}>" if data.get("url") else "{}"
     if kind == EventType.EXPERIMENT_STATE_CHANGED:
         exp = data["experiment"]
-        what = link.format(f"Experiment {exp['id']} ({exp['name']})")
+        what = link.format(f"Experiment {exp['id']} ({_escape(exp['name'])})")
         return f"{what}: {data['previous_state']} → *{data['state']}*"
     if kind == EventType.TRIAL_STATE_CHANGED:
         trial = data["trial"]

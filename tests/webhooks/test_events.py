@@ -165,3 +165,11 @@ def test_every_event_type_has_a_slack_message(user):
     ]
     for fragment in expected:
         assert any(fragment in text for _, text in texts), (fragment, texts)
+
+
+def test_slack_text_escapes_names(user):
+    _hook("slack", format="slack", events=[EventType.EXPERIMENT_STATE_CHANGED])
+    experiment = queued_experiment(user, TINY_CONFIG.replace("name: tiny", "name: a <b> & c"))
+    lifecycle.experiment_pause(experiment_id=experiment.id)
+    (text,) = [json.loads(d.body)["text"] for d in Delivery.objects.all()]
+    assert f"|Experiment {experiment.id} (a &lt;b&gt; &amp; c)>" in text
