@@ -152,3 +152,42 @@ def test_unknown_ids_are_404(admin):
     assert admin.get(f"{URL}99999/").status_code == 404
     assert admin.get(f"{URL}99999/deliveries/").status_code == 404
     assert admin.post(f"{URL}99999/test/").status_code == 404
+
+
+def test_the_test_action_makes_its_first_attempt_at_once(admin, settings):
+    """Claim, signed POST and finish in the request, on whichever database the suite runs
+    (SQLite has no row locks: the conditional UPDATE decides the claim)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from webhooks.signing import verify
+
+    seen: list[tuple[str, bool]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            signed = verify("t" * 20, body, self.headers["Headway-Signature"])
+            seen.append((self.headers["Headway-Event-Type"], signed))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        origin = f"http://127.0.0.1:{server.server_address[1]}"
+        settings.HEADWAY_WEBHOOK_ENDPOINTS = [origin]
+        hook_id = _create(admin, url=f"{origin}/hook", secret="t" * 20).json()["id"]
+        answer = admin.post(f"{URL}{hook_id}/test/")
+        assert answer.status_code == 200, answer.content
+        body = answer.json()
+        assert (body["state"], body["attempts"], body["last_status_code"]) == ("DELIVERED", 1, 204)
+        assert seen == [("webhook.test", True)]
+        again = admin.post(f"{URL}{hook_id}/test/").json()  # a new event, a new delivery
+        assert again["event_id"] != body["event_id"] and len(seen) == 2
+    finally:
+        server.shutdown()
+        server.server_close()
