@@ -36,17 +36,18 @@ LANGUAGE sql IMMUTABLE AS $fn$
     WHERE jsonb_typeof(value) IN ('number', 'string', 'boolean') AND length(path) <= 297
 $fn$;
 
+-- Only the validation group: what filters name by default, reported rarely. Training
+-- summaries change at every report batch, the metric store's hot path; leaving them out lets
+-- the update trigger's WHEN skip those statements (training.<name> filters read the JSON).
 CREATE OR REPLACE FUNCTION registry_metric_values(summary jsonb)
 RETURNS TABLE (key varchar, num double precision)
 LANGUAGE sql IMMUTABLE AS $fn$
     SELECT k::varchar,
            CASE jsonb_typeof(s.value -> 'last') WHEN 'number'
                THEN (s.value -> 'last')::double precision END
-    FROM jsonb_each(CASE WHEN jsonb_typeof(summary) = 'object' THEN summary
-                         ELSE '{}'::jsonb END) g,
-         jsonb_each(CASE WHEN jsonb_typeof(g.value) = 'object' THEN g.value
-                         ELSE '{}'::jsonb END) s,
-         LATERAL (SELECT 'm:' || g.key || ':' || s.key AS k) named
+    FROM jsonb_each(CASE WHEN jsonb_typeof(summary -> 'validation') = 'object'
+                         THEN summary -> 'validation' ELSE '{}'::jsonb END) s,
+         LATERAL (SELECT 'm:validation:' || s.key AS k) named
     WHERE length(k) <= 300
 $fn$;
 
@@ -66,30 +67,20 @@ BEGIN
         INSERT INTO registry_trialsearchvalue (trial_id, key, num, text)
         SELECT NEW.id, v.key, v.num, v.text FROM registry_hparam_values(NEW.hparams) v;
     END IF;
-    IF NEW.summary_metrics IS DISTINCT FROM OLD.summary_metrics THEN
-        -- The metric store's hot path (one UPDATE per report batch): one pass over the new
-        -- summary writes only the series whose latest value changed, looked up in the old one
-        -- (a batch touches few of a trial's series); the old summary is walked again only to
-        -- find series that are gone, which is rare (a rebuilt step range).
+    IF (NEW.summary_metrics -> 'validation') IS DISTINCT FROM (OLD.summary_metrics -> 'validation')
+    THEN
+        -- One pass over the new validation summary writes only the series whose latest value
+        -- changed (looked up in the old one); the old one is walked again only to find series
+        -- that are gone, which is rare (a rebuilt step range).
         INSERT INTO registry_trialsearchvalue (trial_id, key, num)
-        SELECT NEW.id, k,
-               CASE jsonb_typeof(s.value -> 'last') WHEN 'number'
-                   THEN (s.value -> 'last')::double precision END
-        FROM jsonb_each(CASE WHEN jsonb_typeof(NEW.summary_metrics) = 'object'
-                             THEN NEW.summary_metrics ELSE '{}'::jsonb END) g,
-             jsonb_each(CASE WHEN jsonb_typeof(g.value) = 'object' THEN g.value
-                             ELSE '{}'::jsonb END) s,
-             LATERAL (SELECT 'm:' || g.key || ':' || s.key AS k) named
-        WHERE (OLD.summary_metrics -> g.key -> s.key -> 'last') IS DISTINCT FROM (s.value -> 'last')
-          AND length(k) <= 300
+        SELECT NEW.id, n.key, n.num
+        FROM registry_metric_values(NEW.summary_metrics) n
+        WHERE (OLD.summary_metrics -> 'validation' -> substr(n.key, 14) -> 'last')
+              IS DISTINCT FROM (NEW.summary_metrics -> 'validation' -> substr(n.key, 14) -> 'last')
         ON CONFLICT (trial_id, key) DO UPDATE SET num = EXCLUDED.num;
         IF EXISTS (
-            SELECT 1
-            FROM jsonb_each(CASE WHEN jsonb_typeof(OLD.summary_metrics) = 'object'
-                                 THEN OLD.summary_metrics ELSE '{}'::jsonb END) g,
-                 jsonb_each(CASE WHEN jsonb_typeof(g.value) = 'object' THEN g.value
-                                 ELSE '{}'::jsonb END) s
-            WHERE NOT coalesce((NEW.summary_metrics -> g.key) ? s.key, false)
+            SELECT 1 FROM registry_metric_values(OLD.summary_metrics) o
+            WHERE NOT coalesce((NEW.summary_metrics -> 'validation') ? substr(o.key, 14), false)
         ) THEN
             DELETE FROM registry_trialsearchvalue
             WHERE trial_id = NEW.id AND starts_with(key, 'm:') AND key NOT IN (
@@ -103,9 +94,18 @@ $fn$;
 -- `labels contains "k"` on trials is `labels ? 'k'`: jsonb_ops (not jsonb_path_ops) serves `?`.
 CREATE INDEX trial_label_keys ON registry_trial USING gin (labels);
 
-CREATE TRIGGER registry_trial_search_values
-AFTER INSERT OR UPDATE OF hparams, summary_metrics ON registry_trial
+CREATE TRIGGER registry_trial_search_values_insert
+AFTER INSERT ON registry_trial
 FOR EACH ROW EXECUTE FUNCTION registry_trial_search_values();
+
+-- The WHEN is evaluated without calling the function: a training report's update (the
+-- metric store's hot path) costs one comparison of the validation subtrees.
+CREATE TRIGGER registry_trial_search_values
+AFTER UPDATE OF hparams, summary_metrics ON registry_trial
+FOR EACH ROW
+WHEN (OLD.hparams IS DISTINCT FROM NEW.hparams
+      OR (OLD.summary_metrics -> 'validation') IS DISTINCT FROM (NEW.summary_metrics -> 'validation'))
+EXECUTE FUNCTION registry_trial_search_values();
 
 INSERT INTO registry_trialsearchvalue (trial_id, key, num, text)
 SELECT t.id, v.key, v.num, v.text FROM registry_trial t, registry_hparam_values(t.hparams) v
@@ -116,6 +116,7 @@ SELECT t.id, m.key, m.num, NULL FROM registry_trial t, registry_metric_values(t.
 DROP = """
 DROP INDEX IF EXISTS trial_label_keys;
 DROP TRIGGER IF EXISTS registry_trial_search_values ON registry_trial;
+DROP TRIGGER IF EXISTS registry_trial_search_values_insert ON registry_trial;
 DROP FUNCTION IF EXISTS registry_trial_search_values();
 DROP FUNCTION IF EXISTS registry_metric_values(jsonb);
 DROP FUNCTION IF EXISTS registry_hparam_values(jsonb);

@@ -19,7 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import CharField, Func, Q, Value
+from django.db.models.fields.json import KeyTransform
+from django.db.models.lookups import Exact
 
 from registry.models import State, Trial, TrialSearchValue
 from registry.models.search_value import MAX_TEXT_LENGTH
@@ -221,6 +223,15 @@ def _json_path(field: Field) -> str:
     return "__".join(parts)
 
 
+def _json_number(field: Field) -> Q:
+    """The JSON value at ``field.json`` is a number (PostgreSQL's ``jsonb_typeof``)."""
+    value: Any = field.json[0]
+    for part in field.json[1:]:
+        value = KeyTransform(part, value)
+    kind = Func(value, function="jsonb_typeof", output_field=CharField())
+    return Q(Exact(kind, Value("number")))
+
+
 def _json(field: Field, op: str, values: tuple[Any, ...]) -> Q:
     """A hyperparameter, metric or label value through Django's JSON key lookups: what the
     side table does on PostgreSQL, by scanning (the embedded SQLite; the bench's baseline)."""
@@ -231,6 +242,9 @@ def _json(field: Field, op: str, values: tuple[Any, ...]) -> Q:
         return Q(**{f"{path}__isnull": False})
     if field.kind is Kind.METRIC:
         _numbers(field, values)
+        if connection.vendor == "postgresql":
+            # jsonb orders every string below every number: a "NaN" must not pass `< 0.2`.
+            return _json_number(field) & _compare(path, op, list(values))
     if op == "contains":
         return Q(**{f"{path}__icontains": _texts(field, values)[0]})
     if op in _RANGE and not _is_number(values[0]):
@@ -246,7 +260,7 @@ def _condition(field: Field, cond: Condition, *, indexed: bool) -> Q:
             field, f"does not take `{_SPELLING.get(cond.op, cond.op)}`; it takes {spelled}."
         )
     if field.kind in (Kind.HPARAM, Kind.METRIC):
-        if indexed:
+        if indexed and field.key is not None:
             return _side_table(field, cond.op, cond.values)
         return _json(field, cond.op, cond.values)
     if field.kind is Kind.LABEL_VALUE:

@@ -125,7 +125,9 @@ def _trial_field(name: str) -> Field:
         return Field(
             name,
             Kind.METRIC,
-            key=metric_key(group, rest),
+            # The side table holds the validation group only (migration 0028): other groups
+            # are read from the JSON column.
+            key=metric_key(group, rest) if group == "validation" else None,
             json=("summary_metrics", group, rest, "last"),
         )
     raise UnknownField(

@@ -56,7 +56,7 @@ def order_trials(queryset: QuerySet, order_by: str) -> QuerySet:
         if field.kind not in _SORTABLE:
             raise FilterValueError(f"`{name}` does not sort.")
         if field.kind in (Kind.HPARAM, Kind.METRIC):
-            if use_side_table():
+            if use_side_table() and field.key is not None:
                 relation = f"_order_{index}"
                 annotations[relation] = _side_row(field.key or "")
                 columns = ["num", "text"] if field.kind is Kind.HPARAM else ["num"]

@@ -99,6 +99,7 @@ def world(api, user, django_user_model):
         "t4": Trial.objects.create(
             experiment=nlp,
             hparams={"lr": "auto"},
+            summary_metrics=summary(training__loss="NaN"),
             state=State.CANCELED,
             created_at=day("2026-11-03T00:00:00"),
             ended_at=day("2026-11-03T01:00:00"),

@@ -33,6 +33,8 @@ def experiments(world, text):
         ("accuracy is null", ["t4"]),
         ("accuracy exists", ["t1", "t2", "t3"]),
         ("training.loss < 0.2", ["t1"]),
+        ("training.loss >= 0.2", ["t2"]),  # t4's training loss is NaN (the JSON path)
+        ("training.loss is null", ["t3"]),
         ("best_validation > 0.95", ["t1", "t3"]),
         ("best_validation is null", ["t4"]),
         # hyperparameters: numbers, strings, booleans, nested names
