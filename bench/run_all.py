@@ -48,6 +48,7 @@ BENCHMARKS = (
     "run_filter",
     "dashboard",
     "dashboard_scale",
+    "dashboard_scale",
     "preempt_latency",
     "scheduling",
     "scheduling_scale",
