@@ -87,6 +87,9 @@ def populate() -> tuple[Any, dict[str, str]]:
         "models": "/models/",
         "model": "/models/digits-classifier/",
         "workers": "/workers/",
+        "workspaces": "/workspaces/",
+        "workspace": f"/workspaces/{experiment.project.workspace_id}/",
+        "project": f"/projects/{experiment.project_id}/",
         "not-found": "/no-such-page/",
     }
     return owner, pages
