@@ -49,7 +49,7 @@ def test_it_navigates_from_workspaces_to_a_projects_experiments(client_alice, al
     assert "inside-exp" in page and "outside-exp" not in page
     assert 'aria-label="Breadcrumb"' in page and f'href="{workspace_url}"' in page
     assert reverse("dashboard:experiment", args=[inside.id]) in page
-    # The experiment's page leads back: workspace › project › experiment.
+    # The experiment's page leads back: its crumbs link the workspace and the project.
     page = client_alice.get(reverse("dashboard:experiment", args=[inside.id])).content.decode()
     assert f'href="{workspace_url}"' in page and f'href="{project_url}"' in page
     # The list's own filters and sort still apply on a project's page, and stay on it.
@@ -71,7 +71,7 @@ def test_the_list_filters_by_workspace_and_project_ids(client_alice, alice, plac
 
 
 def test_unknown_pages_are_404_and_archived_ones_are_marked(client_alice, alice, place):
-    workspace, project = place
+    workspace, _ = place
     assert client_alice.get(reverse("dashboard:project", args=[999999])).status_code == 404
     assert client_alice.get(reverse("dashboard:workspace", args=[999999])).status_code == 404
     workspace.archived = True

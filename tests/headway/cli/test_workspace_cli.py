@@ -101,7 +101,7 @@ def test_experiment_create_lands_in_the_configs_project(server, capsys, tmp_path
     (model_dir / "model_def.py").write_text("class TinyTrial:\n    pass\n")
     config = tmp_path / "exp.yaml"
     config.write_text(TINY_CONFIG + "workspace: team\nproject: vision\n")
-    code, out, err = _cli(server, capsys, "experiment", "create", str(config), str(model_dir))
+    code, _, err = _cli(server, capsys, "experiment", "create", str(config), str(model_dir))
     assert code == 0, err
     assert Experiment.objects.get().project.name == "vision"
     config.write_text(TINY_CONFIG + "workspace: team\nproject: nope\n")
