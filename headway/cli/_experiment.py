@@ -147,6 +147,7 @@ def _print_experiment(experiment: dict[str, Any]) -> None:
             ("state", experiment.get("state")),
             ("archived", experiment.get("archived")),
             ("owner", experiment.get("owner")),
+            ("project", _place(experiment)),
             ("progress", fmt_percent(experiment.get("progress"))),
             ("searcher", searcher.get("name")),
             ("metric", experiment.get("searcher_metric") or searcher.get("metric")),
@@ -158,6 +159,13 @@ def _print_experiment(experiment: dict[str, Any]) -> None:
             ("ended", fmt_time(experiment.get("ended_at"))),
         ]
     )
+
+
+def _place(experiment: dict[str, Any]) -> str | None:
+    """``workspace / project`` (None from a registry without workspaces)."""
+    if not experiment.get("project_name"):
+        return None
+    return f"{experiment.get('workspace_name')} / {experiment['project_name']}"
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

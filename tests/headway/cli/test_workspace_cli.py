@@ -50,6 +50,8 @@ def test_workspaces_and_projects_from_the_command_line(server, api, capsys) -> N
         f"Moved experiment {experiment_id} to project 'vision' in workspace 'team'",
     )
     assert Experiment.objects.get(id=experiment_id).project_id == project.id
+    code, out, _ = _cli(server, capsys, "experiment", "describe", str(experiment_id))
+    assert code == 0 and "project:" in out and "team / vision" in out
     code, out, _ = _cli(server, capsys, "project", "describe", "vision", "-w", "team")
     assert code == 0 and str(experiment_id) in out.splitlines()[-1]
 
