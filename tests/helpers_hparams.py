@@ -77,3 +77,15 @@ def run_queued_fits() -> int:
     for fit_id in queued:
         fit_task(fit_id)
     return len(queued)
+
+
+def search_with_system_metrics(owner, trials: int = 60) -> tuple[Experiment, list[Trial]]:
+    """A finished ``trials``-trial search whose first two trials also report ``system/cpu_util``."""
+    experiment, made = hparam_search(owner, trials, name=f"scale-{trials}")
+    for trial in made[:2]:
+        reports = [
+            {"group": "system", "steps_completed": step, "metrics": {"cpu_util": 10.0 + step}}
+            for step in (50, 100)
+        ]
+        metrics_report(trial_id=trial.id, reports=parse_reports({"reports": reports}))
+    return experiment, made

@@ -1,6 +1,7 @@
 """The experiment page at search scale, in a real headless Chromium (1440 px wide), on a finished
 60-trial random search (``tests/helpers_hparams.hparam_search``) with system metrics on two
-trials: the table pages on the server (50 rows, the rest on page 2), lines of many trials merge
+trials (the server side of the table, its sort and its CSV: ``test_dashboard_trials_table.py``):
+the table pages on the server (50 rows, the rest on page 2), lines of many trials merge
 into a few traces that still hold every trial's points, plain lines without markers, parallel
 coordinates coloured on the searcher metric's scale, system metrics in a collapsed section, the
 count right after *Hide all*, the CSV export, select-all across pages, deferred scripts and whole
@@ -10,18 +11,11 @@ on a clock.
 
 from __future__ import annotations
 
-import csv
-import io
-import re
-
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
-from django.urls import reverse
 
-from registry.metrics import metrics_report, parse_reports
 from tests.browser import log_in, save_screenshot
-from tests.helpers_hparams import hparam_search
+from tests.helpers_hparams import search_with_system_metrics
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -48,51 +42,9 @@ def _row_ids(page) -> list[int]:
     )
 
 
-def _search(owner) -> tuple:
-    experiment, trials = hparam_search(owner, TRIALS, name="scale-60")
-    for trial in trials[:2]:
-        reports = [
-            {"group": "system", "steps_completed": step, "metrics": {"cpu_util": 10.0 + step}}
-            for step in (50, 100)
-        ]
-        metrics_report(trial_id=trial.id, reports=parse_reports({"reports": reports}))
-    return experiment, trials
-
-
-def test_the_server_pages_the_table_and_exports_it(live_server):
-    user = get_user_model().objects.create_user("sam", password="pw-sam")
-    experiment, trials = _search(user)
-    client = Client()
-    client.force_login(user)
-    html = client.get(reverse("dashboard:experiment", args=[experiment.id])).content.decode()
-    assert len(re.findall(r'<tr id="trial-\d+"', html)) == 50
-    assert "data-hparams" not in html and 'id="hparam-data"' not in html
-    second = client.get(reverse("dashboard:experiment", args=[experiment.id]), {"page": 2})
-    rows = re.findall(r'<tr id="trial-(\d+)"', second.content.decode())
-    assert len(rows) == TRIALS - 50
-    # Sorted on the server: by id, then reversed.
-    by_id = client.get(reverse("dashboard:experiment-trials", args=[experiment.id]), {"sort": "id"})
-    ids = [int(i) for i in re.findall(r'<tr id="trial-(\d+)"', by_id.content.decode())]
-    assert ids == sorted(t.id for t in trials)[:50]
-    desc = client.get(reverse("dashboard:experiment-trials", args=[experiment.id]), {"sort": "-id"})
-    ids = [int(i) for i in re.findall(r'<tr id="trial-(\d+)"', desc.content.decode())]
-    assert ids == sorted((t.id for t in trials), reverse=True)[:50]
-
-    # CSV: a header and every trial, whatever the page.
-    response = client.get(reverse("dashboard:experiment-trials-csv", args=[experiment.id]))
-    assert response["Content-Type"].startswith("text/csv")
-    assert "attachment" in response["Content-Disposition"]
-    table = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
-    assert table[0][:5] == ["trial_id", "state", "batches", "restarts", "best_validation"]
-    assert "hp.optimizer" in table[0] and "hp.layers.width" in table[0]
-    assert sorted(int(r[0]) for r in table[1:]) == sorted(t.id for t in trials)
-    best = max(trials, key=lambda t: t.best_validation)  # larger is better: the default sort
-    assert int(table[1][0]) == best.id and float(table[1][4]) == best.best_validation
-
-
 def test_charts_and_table_hold_up_at_scale(live_server, chromium):
     user = get_user_model().objects.create_user("kim", password="pw-kim")
-    experiment, trials = _search(user)
+    experiment, trials = search_with_system_metrics(user)
     all_ids = sorted(t.id for t in trials)
     page = chromium.new_page(viewport={"width": 1440, "height": 3000})
     url = f"{live_server.url}/experiments/{experiment.id}/"

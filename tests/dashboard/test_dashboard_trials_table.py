@@ -4,15 +4,19 @@ and no control form: a row's menu is fetched when opened (``dashboard.views.tria
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 
 import pytest
 from django.urls import reverse
 
 from registry.models import State
-from tests.helpers_hparams import hparam_search
+from tests.helpers_hparams import hparam_search, search_with_system_metrics
 
 pytestmark = pytest.mark.django_db
+
+TRIALS = 60  # search_with_system_metrics: 50 rows on page 1, 10 on page 2
 
 
 def test_rows_carry_the_legend_data_and_no_live_forms(client_alice, alice):
@@ -45,3 +49,44 @@ def test_rows_carry_the_legend_data_and_no_live_forms(client_alice, alice):
     # Hyperparameters in one cell, numbers to 4 significant digits with the exact value.
     lr = trials[1].hparams["lr"]
     assert f'<span class="hp-key">lr</span>=<span class="num" title="{lr!r}"' in table
+
+
+def test_the_server_pages_sorts_and_exports_the_table(
+    client_alice, alice, django_assert_max_num_queries
+):
+    experiment, trials = search_with_system_metrics(alice)
+    client = client_alice
+    with django_assert_max_num_queries(12):
+        html = client.get(reverse("dashboard:experiment", args=[experiment.id])).content.decode()
+    assert len(re.findall(r'<tr id="trial-\d+"', html)) == 50
+    assert "data-hparams" not in html and 'id="hparam-data"' not in html
+    second = client.get(reverse("dashboard:experiment", args=[experiment.id]), {"page": 2})
+    rows = re.findall(r'<tr id="trial-(\d+)"', second.content.decode())
+    assert len(rows) == TRIALS - 50
+    # Sorted on the server: by id, then reversed.
+    by_id = client.get(reverse("dashboard:experiment-trials", args=[experiment.id]), {"sort": "id"})
+    ids = [int(i) for i in re.findall(r'<tr id="trial-(\d+)"', by_id.content.decode())]
+    assert ids == sorted(t.id for t in trials)[:50]
+    desc = client.get(reverse("dashboard:experiment-trials", args=[experiment.id]), {"sort": "-id"})
+    ids = [int(i) for i in re.findall(r'<tr id="trial-(\d+)"', desc.content.decode())]
+    assert ids == sorted((t.id for t in trials), reverse=True)[:50]
+
+    # The live poll re-renders the page it is told.
+    live = client.get(reverse("dashboard:experiment-live", args=[experiment.id]), {"page": 2})
+    assert len(re.findall(r'<tr id="trial-\d+"', live.json()["trials_html"])) == TRIALS - 50
+    assert live.json()["trial_count"] == TRIALS
+    # The trials JSON: every trial, in id order.
+    with django_assert_max_num_queries(6):
+        data = client.get(reverse("dashboard:experiment-trials-data", args=[experiment.id]))
+    assert [t["id"] for t in data.json()["trials"]] == sorted(t.id for t in trials)
+
+    # CSV: a header and every trial, whatever the page.
+    response = client.get(reverse("dashboard:experiment-trials-csv", args=[experiment.id]))
+    assert response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    table = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert table[0][:5] == ["trial_id", "state", "batches", "restarts", "best_validation"]
+    assert "hp.optimizer" in table[0] and "hp.layers.width" in table[0]
+    assert sorted(int(r[0]) for r in table[1:]) == sorted(t.id for t in trials)
+    best = max(trials, key=lambda t: t.best_validation)  # larger is better: the default sort
+    assert int(table[1][0]) == best.id and float(table[1][4]) == best.best_validation
