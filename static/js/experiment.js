@@ -154,8 +154,8 @@
           }
         }
       }
-      if (pending && (data.trial_count !== HeadwayTrialsData.count ||
-          data.best_trial_id !== board.bestTrialId)) {
+      // New trials: fetch the trial list again (the legend, hover labels and parcoords read it).
+      if (pending && data.trial_count !== HeadwayTrialsData.count) {
         HeadwayTrialsData.refresh().then(function (fresh) {
           var entries = trialEntries(fresh);
           board.setTrials(entries);

@@ -9,7 +9,7 @@
 //   every range (null when no range is set);
 // - emits `hw:trial-hover` {id, source: "hparams"} while a line or a scatter point is hovered;
 // - listens to `hw:trials-visible` (draw only those trials), `hw:trial-colors` (recolour the
-//   lines and dots, mark the best trial) and `hw:trial-hover` from other sources (enlarge the dot).
+//   scatters' dots, mark the best trial; the parallel coordinates stay on the metric's scale) and `hw:trial-hover` from other sources (enlarge the dot).
 (function () {
   "use strict";
   var parcoords = document.getElementById("hparam-parcoords");
