@@ -54,12 +54,14 @@ class HostTokenAuthentication(BaseAuthentication):
         key = parts[1].decode(errors="replace")
         if not key.startswith(HOST_KEY_PREFIX):
             return None  # a user or run token: HeadwayTokenAuthentication's
-        token = HostToken.objects.for_key(key)
+        # One query decides both: a revoked token's agent exits, an unknown key's keeps trying.
+        # Two (live, then any) could see a token issued between them as revoked and end an
+        # agent whose key had just become valid.
+        token = HostToken.objects.filter(key_hash=hash_host_key(key)).first()
         if token is None:
-            # Only on a refusal: a revoked token's agent exits, an unknown key's keeps trying.
-            if HostToken.objects.filter(key_hash=hash_host_key(key)).exists():
-                raise AuthenticationFailed(wire.HOST_TOKEN_REVOKED)
             raise AuthenticationFailed("Invalid host token.")
+        if token.revoked:
+            raise AuthenticationFailed(wire.HOST_TOKEN_REVOKED)
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
             HostToken.objects.filter(id=token.id).update(last_used_at=now)
