@@ -19,8 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
-from django.db.models import CharField, Func, Q, Value
+from django.db.models import BooleanField, CharField, ExpressionWrapper, Func, Q, Value
 from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Coalesce
 from django.db.models.lookups import Exact
 
 from registry.models import State, Trial, TrialSearchValue
@@ -223,16 +224,24 @@ def _json_path(field: Field) -> str:
     return "__".join(parts)
 
 
-def _json_number(field: Field) -> Q:
-    """The JSON value at ``field.json`` is a number (PostgreSQL's ``jsonb_typeof``)."""
+def _json_typed(field: Field, kind: str) -> Q:
+    """The JSON value at ``field.json`` is of ``kind`` (PostgreSQL's ``jsonb_typeof``)."""
     value: Any = field.json[0]
     for part in field.json[1:]:
         value = KeyTransform(part, value)
-    kind = Func(value, function="jsonb_typeof", output_field=CharField())
-    return Q(Exact(kind, Value("number")))
+    typeof = Func(value, function="jsonb_typeof", output_field=CharField())
+    return Q(Exact(typeof, Value(kind)))
 
 
 def _json(field: Field, op: str, values: tuple[Any, ...]) -> Q:
+    """``_json_condition`` made two-valued: a missing key makes SQL's comparisons NULL, and
+    ``NOT NULL`` is NULL, so ``not`` would drop trials without the value instead of keeping
+    them (the side table's ``NOT IN`` keeps them)."""
+    condition = ExpressionWrapper(_json_condition(field, op, values), output_field=BooleanField())
+    return Q(Exact(Coalesce(condition, Value(False)), Value(True)))
+
+
+def _json_condition(field: Field, op: str, values: tuple[Any, ...]) -> Q:
     """A hyperparameter, metric or label value through Django's JSON key lookups: what the
     side table does on PostgreSQL, by scanning (the embedded SQLite; the bench's baseline)."""
     path = _json_path(field)
@@ -240,15 +249,25 @@ def _json(field: Field, op: str, values: tuple[Any, ...]) -> Q:
         return Q(**{f"{path}__isnull": True})
     if op == "not_null":
         return Q(**{f"{path}__isnull": False})
+    postgres = connection.vendor == "postgresql"
     if field.kind is Kind.METRIC:
         _numbers(field, values)
-        if connection.vendor == "postgresql":
+        if postgres:
             # jsonb orders every string below every number: a "NaN" must not pass `< 0.2`.
-            return _json_number(field) & _compare(path, op, list(values))
+            return _json_typed(field, "number") & _compare(path, op, list(values))
     if op == "contains":
-        return Q(**{f"{path}__icontains": _texts(field, values)[0]})
+        if field.kind is Kind.HPARAM and any(not isinstance(v, str) for v in values):
+            raise _fail(field, "contains compares with a string.")
+        matches = Q(**{f"{path}__icontains": _texts(field, values)[0]})
+        return _json_typed(field, "string") & matches if postgres else matches
     if op in _RANGE and not _is_number(values[0]):
         raise _fail(field, f"{op} compares with numbers, not {values[0]!r}.")
+    if op in _RANGE and postgres:
+        return _json_typed(field, "number") & _compare(path, op, list(values))
+    if field.kind is Kind.HPARAM and op in ("!=", "not_in") and postgres:
+        # As the side table: only a number, string or boolean is a value to differ from.
+        scalar = _json_typed(field, "number") | _json_typed(field, "string")
+        return (scalar | _json_typed(field, "boolean")) & _compare(path, op, list(values))
     return _compare(path, op, list(values))
 
 
@@ -277,17 +296,27 @@ def _trial_level(node: Node, target: Target) -> bool:
     return all(_trial_level(part, target) for part in node.parts)
 
 
-def _build(node: Node, leaf: Callable[[Condition], Q], group: Callable[[Node], Q | None]) -> Q:
+Leaf = Callable[[Condition, bool], Q]
+
+
+def _build(node: Node, leaf: Leaf, group: Callable[[Node], Q | None], side: bool = True) -> Q:
+    """``node`` as a ``Q``; ``leaf(condition, side)`` compiles a condition, ``group`` may
+    answer a whole subtree instead. ``side`` is cleared below an ``or`` or a ``not``: there
+    PostgreSQL probes every trial anyway (an ``IN`` subquery under ``OR`` becomes a hashed
+    subplan over all trials), and the scan of the JSON columns measured faster than the side
+    table's subqueries (bench/run_filter.py); conditions joined by ``and`` from the top keep
+    the side table's index range scans."""
     grouped = group(node)
     if grouped is not None:
         return grouped
     if isinstance(node, Condition):
-        return leaf(node)
+        return leaf(node, side)
     if isinstance(node, Not):
-        return ~_build(node.part, leaf, group)
-    combined = _build(node.parts[0], leaf, group)
+        return ~_build(node.part, leaf, group, False)
+    inner = side and isinstance(node, And)
+    combined = _build(node.parts[0], leaf, group, inner)
     for part in node.parts[1:]:
-        nxt = _build(part, leaf, group)
+        nxt = _build(part, leaf, group, inner)
         combined = combined & nxt if isinstance(node, And) else combined | nxt
     return combined
 
@@ -310,14 +339,14 @@ def to_q(tree: Node, target: Target, *, indexed: bool | None = None) -> Q:
     """
     side = use_side_table() if indexed is None else indexed
 
-    def trial_leaf(cond: Condition) -> Q:
-        return _condition(resolve(cond.field, Target.TRIAL), cond, indexed=side)
+    def trial_leaf(cond: Condition, here: bool) -> Q:
+        return _condition(resolve(cond.field, Target.TRIAL), cond, indexed=side and here)
 
     if target is Target.TRIAL:
         return _build(tree, trial_leaf, lambda node: None)
 
-    def experiment_leaf(cond: Condition) -> Q:
-        return _condition(resolve(cond.field, Target.EXPERIMENT), cond, indexed=side)
+    def experiment_leaf(cond: Condition, here: bool) -> Q:
+        return _condition(resolve(cond.field, Target.EXPERIMENT), cond, indexed=side and here)
 
     def trials_part(node: Node) -> Q | None:
         # The largest trial-only part: one subquery over the trials, so that

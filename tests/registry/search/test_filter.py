@@ -115,6 +115,18 @@ def test_each_operator_on_each_trial_field(world, text, expected):
         ("not accuracy > 0.95", ["t2", "t4"]),
         ("not not accuracy > 0.95", ["t1", "t3"]),
         ('NOT (state = COMPLETED OR hparams.optimizer = "adam")', ["t2", "t4"]),
+        # Under or / not, hyperparameters and metrics are read from the JSON columns: the
+        # same answers, a string "auto" never passing a numeric comparison.
+        ("hparams.lr < 1e-3 or state = ERROR", ["t1", "t2", "t3"]),
+        ("hparams.lr >= 0 or accuracy > 2", ["t1", "t2", "t3"]),
+        ("hparams.lr != 0.01 or state = ERROR", ["t1", "t2", "t3", "t4"]),
+        ("hparams.layers not in (2) or accuracy < 0", ["t1"]),
+        ('hparams.optimizer contains "DA" or accuracy < 0', ["t1", "t3"]),
+        ("hparams.bn = false or accuracy < 0", ["t2"]),
+        ("hparams.optim.momentum > 0.5 or accuracy < 0", ["t1"]),
+        ("hparams.layers is null or accuracy < 0", ["t3", "t4"]),
+        ("not (accuracy exists)", ["t4"]),
+        ("not (hparams.lr < 1e-3)", ["t2", "t4"]),
     ],
 )
 def test_and_or_not_combine_with_the_usual_precedence(world, text, expected):
