@@ -1,7 +1,8 @@
 // Plotly traces of the metric charts (static/js/charts.js): pure functions from series to traces.
 //
 // A chart is a list of "lines" ({id, x, y, lo?, hi?, color, width, name, opacity?, meta}),
-// always drawn as plain lines (mode "lines", no markers), packed into Plotly traces by one of four modes:
+// always drawn as plain lines (mode "lines", no markers; only a point with no neighbour to
+// join gets a dot, in a `markers` trace of its own), packed into Plotly traces by one of four modes:
 // - "svg": one `scatter` per line (the small-board path: trial and compare pages, legends);
 // - "gl": one `scattergl` per line;
 // - "merged": one `scatter` per colour and width, its lines joined by `null` separators;
@@ -213,14 +214,53 @@ window.HeadwayChartTraces = (function () {
     });
   }
 
-  // Traces of a chart: bands first (under), then the lines, raw (faint) ones before the rest.
+  // A point with no finite neighbour (a series of one point, or one between two gaps) has no
+  // segment to draw: such points, and only they, get a dot, one `markers` trace per colour
+  // (the lines themselves stay plain lines).
+  function isolatedTraces(lines, hover) {
+    var byColor = {};
+    var order = [];
+    lines.forEach(function (line) {
+      if (line.hover === false) {
+        return; // the faint raw line behind a smoothed one
+      }
+      var y = line.y;
+      for (var i = 0; i < y.length; i++) {
+        var here = y[i] !== null && y[i] !== undefined;
+        var before = i > 0 && y[i - 1] !== null && y[i - 1] !== undefined;
+        var after = i + 1 < y.length && y[i + 1] !== null && y[i + 1] !== undefined;
+        if (here && !before && !after) {
+          if (!byColor[line.color]) {
+            byColor[line.color] = { x: [], y: [], ids: [] };
+            order.push(line.color);
+          }
+          byColor[line.color].x.push(line.x[i]);
+          byColor[line.color].y.push(y[i]);
+          byColor[line.color].ids.push(line.id);
+        }
+      }
+    });
+    return order.map(function (color) {
+      var found = byColor[color];
+      return {
+        type: "scatter", mode: "markers", x: found.x, y: found.y, customdata: found.ids,
+        marker: { color: color, size: 6 }, showlegend: false, hovertemplate: hover,
+        meta: { kind: "isolated" },
+      };
+    });
+  }
+
+  // Traces of a chart: bands first (under), then the lines, raw (faint) ones before the rest,
+  // then the dots of isolated points.
   function pack(lines, mode, hover) {
     var out = bandTraces(lines, lines.length >= FAST_FROM);
+    var dots = isolatedTraces(lines, "<b>Trial %{customdata}</b><br>%{x}, %{y:.5g}<extra></extra>");
     if (mode === "merged" || mode === "merged-gl") {
-      return out.concat(mergedTraces(lines, mode === "merged" ? "scatter" : "scattergl", hover));
+      out = out.concat(mergedTraces(lines, mode === "merged" ? "scatter" : "scattergl", hover));
+      return out.concat(dots);
     }
     var type = mode === "gl" ? "scattergl" : "scatter";
-    return out.concat(lines.map(function (line) { return lineTrace(line, type, hover); }));
+    return out.concat(lines.map(function (line) { return lineTrace(line, type, hover); }), dots);
   }
 
   // Linear interpolation of (xs, ys) at x inside [first, last] finite point; null outside.

@@ -2,7 +2,8 @@
 60-trial random search (``tests/helpers_hparams.hparam_search``) with system metrics on two
 trials (the server side of the table, its sort and its CSV: ``test_dashboard_trials_table.py``):
 the table pages on the server (50 rows, the rest on page 2), lines of many trials merge
-into a few traces that still hold every trial's points, plain lines without markers, parallel
+into a few traces that still hold every trial's points, plain lines without markers (a point
+with no neighbour alone gets a dot), parallel
 coordinates coloured on the searcher metric's scale, system metrics in a collapsed section, the
 count right after *Hide all*, the CSV export, select-all across pages, deferred scripts and whole
 words in the table's cells. Every wait is on a DOM signal the page sets (``data-drawn``), never
@@ -14,6 +15,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from registry.metrics import metrics_report, parse_reports
 from tests.browser import log_in, save_screenshot
 from tests.helpers_hparams import search_with_system_metrics
 
@@ -46,6 +48,9 @@ def test_charts_and_table_hold_up_at_scale(live_server, chromium):
     user = get_user_model().objects.create_user("kim", password="pw-kim")
     experiment, trials = search_with_system_metrics(user)
     all_ids = sorted(t.id for t in trials)
+    # One trial reports a metric once: a point with no neighbour gets a dot of its own.
+    single = [{"group": "validation", "steps_completed": 100, "metrics": {"f1": 0.5}}]
+    metrics_report(trial_id=trials[0].id, reports=parse_reports({"reports": single}))
     page = chromium.new_page(viewport={"width": 1440, "height": 3000})
     url = f"{live_server.url}/experiments/{experiment.id}/"
     log_in(page, url, "kim", "pw-kim")
@@ -70,12 +75,19 @@ def test_charts_and_table_hold_up_at_scale(live_server, chromium):
 
     # Charts: the validation metrics only (system ones are apart), merged lines, every trial's
     # points, plain lines.
-    charts = page.evaluate(TRACES_JS)
-    assert sorted(c["key"] for c in charts) == [
+    charts = {c["key"]: c for c in page.evaluate(TRACES_JS)}
+    assert sorted(charts) == [
+        "validation/f1",
         "validation/validation_accuracy",
         "validation/validation_loss",
     ]
-    for chart in charts:
+    dots = page.evaluate(
+        "document.querySelector('#metrics-board .plot[data-key=\"validation/f1\"]').data"
+        ".filter(t => t.meta && t.meta.kind === 'isolated')"
+        ".map(t => ({mode: t.mode, ids: t.customdata, y: t.y}))"
+    )
+    assert dots == [{"mode": "markers", "ids": [trials[0].id], "y": [0.5]}]
+    for chart in (charts[k] for k in sorted(charts) if k != "validation/f1"):
         assert chart["traces"] <= 11  # 10 palette colours (+ the best trial's thick line)
         assert set(chart["modes"]) == {"lines"} and chart["markers"] == 0
         assert sorted(chart["ids"]) == all_ids
