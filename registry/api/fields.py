@@ -84,3 +84,24 @@ class CheckpointFilesField(serializers.DictField):
     @property
     def max_properties(self) -> int:
         return settings.HEADWAY_MAX_CHECKPOINT_FILES
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID given as a JSON string only. DRF's ``UUIDField`` also takes an integer (the
+    UUID's 128-bit value), and ``false`` is an integer to Python: a checkpoint posted with
+    ``"uuid": false`` was stored as ``00000000-...``, where the schema says string."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A JSON number only: DRF's ``FloatField`` also takes ``true``/``false`` and numeric
+    strings, which the schema (``number``) does not allow."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)

@@ -14,7 +14,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from registry.api.fields import StorableDictField
+from registry.api.fields import StorableDictField, StrictUUIDField
 from registry.errors import InvalidInput
 from registry.model_registry import MODEL_NAME_MAX, MODEL_NAME_PATTERN, validate_model_name
 from registry.models import Checkpoint, ModelAlias, ModelAliasEvent, ModelVersion, RegisteredModel
@@ -128,7 +128,7 @@ class ModelUpdateSerializer(StrictSerializer):
 class VersionCreateSerializer(StrictSerializer):
     """``{"checkpoint_uuid": uuid, "name"?, "comment"?, "labels"?, "metadata"?}``."""
 
-    checkpoint_uuid = serializers.UUIDField()
+    checkpoint_uuid = StrictUUIDField()
     name = StrictCharField(required=False, allow_blank=True, max_length=256, default="")
     comment = multiline_text_field(DESCRIPTION_MAX, default="")
     labels = labels_field()

@@ -20,6 +20,8 @@ from registry.api.fields import (
     CheckpointFilesField,
     ExperimentConfigField,
     StorableDictField,
+    StrictFloatField,
+    StrictUUIDField,
     SummaryMetricsCountField,
     SummaryMetricsField,
 )
@@ -245,7 +247,7 @@ class CheckpointRegisterSerializer(StrictSerializer):
     ``storage``, ``host_path`` or ``bucket`` of one's choosing) is a 400 naming it: the registry
     decides where a checkpoint lives (the trial's own storage location)."""
 
-    uuid = serializers.UUIDField()
+    uuid = StrictUUIDField()
     # Stored in 64-bit columns: a larger number is a 400, not an overflow (500).
     steps_completed = serializers.IntegerField(min_value=0, max_value=INT64_MAX)
     run_id = serializers.IntegerField(
@@ -301,7 +303,7 @@ class TrialLogPageSerializer(serializers.Serializer):
 
 
 class ProgressSerializer(serializers.Serializer):
-    progress = serializers.FloatField(min_value=0.0, max_value=1.0)
+    progress = StrictFloatField(min_value=0.0, max_value=1.0)
 
 
 @extend_schema_field(
@@ -386,7 +388,7 @@ class MaxLengthField(serializers.Field):
 
 
 class ContinueTrialSerializer(serializers.Serializer):
-    checkpoint = serializers.UUIDField(required=False, allow_null=True)
+    checkpoint = StrictUUIDField(required=False, allow_null=True)
     max_length = MaxLengthField(required=False, allow_null=True)
     hparams = StorableDictField(required=False, allow_null=True)
 

@@ -13,7 +13,15 @@ from datetime import UTC
 from typing import Annotated, Any, NotRequired
 
 from django.conf import settings
-from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, TypeAdapter, with_config
+from pydantic import (
+    AwareDatetime,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    with_config,
+)
 from pydantic import ValidationError as PydanticValidationError
 from typing_extensions import TypedDict
 
@@ -27,6 +35,14 @@ MetricName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 
 @with_config(ConfigDict(extra="forbid"))
+def _date_time_text(value: Any) -> Any:
+    # pydantic's lax datetime also takes a number (Unix seconds); the schema says an ISO 8601
+    # string, and a client sending seconds meant something we would guess at.
+    if isinstance(value, int | float):
+        raise ValueError("a date-time string (ISO 8601), not a number")
+    return value
+
+
 class ReportIn(TypedDict):
     """One report as posted by the SDK (see docs/rest-api.md); validated as a plain dict.
 
@@ -42,7 +58,7 @@ class ReportIn(TypedDict):
     run_id: NotRequired[Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] | None]
     # A double-precision column: finite, so the stored value reads back as JSON.
     epoch: NotRequired[Annotated[float, Field(strict=True, allow_inf_nan=False)] | None]
-    timestamp: NotRequired[AwareDatetime | None]
+    timestamp: NotRequired[Annotated[AwareDatetime, BeforeValidator(_date_time_text)] | None]
 
 
 @with_config(ConfigDict(extra="forbid"))
