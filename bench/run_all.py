@@ -48,7 +48,6 @@ BENCHMARKS = (
     "run_filter",
     "dashboard",
     "dashboard_scale",
-    "dashboard_scale",
     "preempt_latency",
     "scheduling",
     "scheduling_scale",

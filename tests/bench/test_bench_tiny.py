@@ -45,7 +45,6 @@ EXPECTED_KEYS = {
     "run_filter": {"sqlite_metric_range_p50_ms", "sqlite_combined_speedup", "sqlite_rest_p50_ms"},
     "dashboard": {"sqlite_overview_total_ms", "sqlite_trial_total_ms"},
     "dashboard_scale": {"t1000_auto_ms", "t100_auto_ms", "t1000_auto_html_bytes"},
-    "dashboard_scale": {"t1000_auto_ms", "t100_auto_ms", "t1000_auto_html_bytes"},
     "preempt_latency": {"signal_p50_s", "paused_p50_s", "healthz_p50_s", "serve_exit_s"},
     "scheduling": {"trials_started_per_s", "queued_to_claimed_p50_s", "wall_vs_bare_processes"},
     "scheduling_scale": {
