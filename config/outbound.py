@@ -16,33 +16,14 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
-from config.storage_locations import normalize_endpoint
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+from config.storage_locations import normalize_endpoint, url_origin
 
 
 def endpoint_keys(urls: Iterable[str]) -> set[tuple[str, str, int]]:
     """The ``(scheme, host, port)`` keys of an administrator's endpoint list (entries that are
     not an http(s) endpoint are left out: settings documents the format)."""
     return {key for key in map(normalize_endpoint, urls) if key is not None}
-
-
-def url_origin(url: str) -> tuple[str, str, int] | None:
-    """``(scheme, host, port)`` of an http(s) URL with a host and no credentials or fragment
-    (a path and query are fine); None for anything else."""
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return None
-    if parts.username or parts.password or parts.fragment:
-        return None
-    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
 
 
 def address_error(host: str, port: int) -> str | None:

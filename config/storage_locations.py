@@ -36,9 +36,10 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_FILE_BYTES = 1 << 20
 
 
-def normalize_endpoint(url: str) -> tuple[str, str, int] | None:
-    """``(scheme, host, port)`` of an http(s) endpoint URL without path, query or credentials;
-    None when ``url`` is anything else (``ftp:``, ``http://u:p@h``, ``http://h/x``, no host)."""
+def url_origin(url: str, *, bare: bool = False) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` of an http(s) URL with a host and no credentials or fragment;
+    with ``bare``, also no path (but ``/``) or query. None for anything else (``ftp:``,
+    ``http://u:p@h``, no host; ``http://h/x`` when ``bare``)."""
     try:
         parts = urlsplit(url.strip())
         port = parts.port
@@ -47,11 +48,17 @@ def normalize_endpoint(url: str) -> tuple[str, str, int] | None:
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         return None
-    if parts.username or parts.password or parts.query or parts.fragment:
+    if parts.username or parts.password or parts.fragment:
         return None
-    if parts.path not in ("", "/"):
+    if bare and (parts.query or parts.path not in ("", "/")):
         return None
     return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
+
+
+def normalize_endpoint(url: str) -> tuple[str, str, int] | None:
+    """``url_origin`` of an endpoint URL (``bare``: no path or query): what
+    ``HEADWAY_STORAGE_ENDPOINTS`` and ``HEADWAY_WEBHOOK_ENDPOINTS`` list."""
+    return url_origin(url, bare=True)
 
 
 @dataclasses.dataclass(frozen=True)
