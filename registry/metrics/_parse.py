@@ -34,7 +34,6 @@ GroupName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 MetricName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 
-@with_config(ConfigDict(extra="forbid"))
 def _date_time_text(value: Any) -> Any:
     # pydantic's lax datetime also takes a number (Unix seconds); the schema says an ISO 8601
     # string, and a client sending seconds meant something we would guess at.
@@ -43,6 +42,7 @@ def _date_time_text(value: Any) -> Any:
     return value
 
 
+@with_config(ConfigDict(extra="forbid"))
 class ReportIn(TypedDict):
     """One report as posted by the SDK (see docs/rest-api.md); validated as a plain dict.
 

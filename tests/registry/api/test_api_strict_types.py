@@ -40,3 +40,9 @@ def test_a_report_timestamp_that_is_a_number_is_400(api, trial, value):
     assert_400_naming(answer, "reports[0].timestamp")
     stamped = {**report, "timestamp": "2026-01-01T00:00:00Z"}
     assert api.post(url, {"reports": [stamped]}, format="json").status_code == 200
+
+
+def test_a_report_with_a_field_the_schema_does_not_name_is_400(api, trial):
+    report = {"group": "training", "steps_completed": 1, "metrics": {"loss": 1.0}, "step": 1}
+    answer = api.post(f"/api/v1/trials/{trial.id}/metrics/", {"reports": [report]}, format="json")
+    assert_400_naming(answer, "reports[0].step")
