@@ -238,7 +238,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Experiments and trials share one state set; named once (else "State71dEnum" and a warning).
-    "ENUM_NAME_OVERRIDES": {"StateEnum": "registry.models.states.State"},
+    "ENUM_NAME_OVERRIDES": {
+        "StateEnum": "registry.models.states.State",
+        # Workspace roles: the bindings' three, and the two every user may be given.
+        "WorkspaceRoleEnum": "registry.models.workspace.Role",
+        "EveryoneRoleEnum": "registry.models.workspace.EVERYONE_ROLE_CHOICES",
+    },
 }
 
 # Celery: a Redis broker when REDIS_URL is set, else the filesystem transport (no server needed).

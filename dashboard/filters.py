@@ -31,6 +31,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Lower
 from django.http import QueryDict
 
+from registry.authz import scoped
 from registry.models import Experiment, Project, State, Workspace
 
 # Sort key in the URL -> (what it orders by, column title). Order is column order on the page;
@@ -142,13 +143,14 @@ class ExperimentFilter(django_filters.FilterSet):
     # Where they live (ids, kept in hidden fields): a project's page fixes ``project``.
     project = django_filters.ModelChoiceFilter(
         field_name="project",
-        queryset=Project.objects.select_related("workspace"),
+        # Only where the user has a role: another id is invalid (named nowhere on the page).
+        queryset=lambda request: scoped(Project.objects.select_related("workspace"), request.user),
         widget=forms.HiddenInput,
         label="Project",
     )
     workspace = django_filters.ModelChoiceFilter(
         field_name="project__workspace",
-        queryset=Workspace.objects.all(),
+        queryset=lambda request: scoped(Workspace.objects.all(), request.user),
         widget=forms.HiddenInput,
         label="Workspace",
     )

@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from dashboard import overview
+from registry.authz import scoped
 from registry.models import Checkpoint, Trial
 
 SYSTEM_GROUP = "system"  # the SDK's group name (headway.core._system_metrics.SYSTEM_GROUP)
@@ -33,21 +34,25 @@ class Lineage:
     children: list[Trial]
 
 
-def trial_lineage(trial: Trial) -> Lineage:
-    """The trial this one was continued from, and the trials continued from this one (2 queries).
+def trial_lineage(trial: Trial, user: Any) -> Lineage:
+    """The trial this one was continued from, and the trials continued from this one (2 queries),
+    among those ``user`` may read (``registry.authz.scoped``).
 
-    A parent whose checkpoint row is gone (never registered) is None; children are in id order.
+    A parent whose checkpoint row is gone (never registered) or that the user may not read is
+    None; children are in id order.
     """
     parent = None
     source = trial.warm_start_checkpoint
     if source is not None:
         parent = (
-            Trial.objects.filter(id__in=Checkpoint.objects.filter(uuid=source).values("trial_id"))
+            scoped(Trial.objects, user)
+            .filter(id__in=Checkpoint.objects.filter(uuid=source).values("trial_id"))
             .only("id", "experiment_id", "hparams", "state")
             .first()
         )
     children = list(
-        Trial.objects.filter(
+        scoped(Trial.objects, user)
+        .filter(
             warm_start_checkpoint__in=Checkpoint.objects.filter(trial_id=trial.id).values("uuid")
         )
         .only("id", "experiment_id", "state", "warm_start_checkpoint")

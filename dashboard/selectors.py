@@ -88,7 +88,7 @@ def experiment_list(now: datetime | None = None) -> QuerySet[Experiment]:
     end = Coalesce(F("ended_at"), Value(now or timezone.now(), output_field=DateTimeField()))
     return (
         Experiment.objects.exclude(state__in=(State.DELETING, State.DELETED))
-        .select_related("owner")
+        .select_related("owner", "project")
         .without_blobs()
         .defer("config")
         .annotate(
@@ -134,7 +134,9 @@ def experiment_actions(experiment: Experiment, user: Any = None) -> list[str]:
     ``unarchive`` when archived. None when ``user`` may not change the experiment
     (``registry.authz.can_change``: not its owner nor an admin); ``user=None`` skips that check.
     """
-    if user is not None and not can_change(user, experiment.owner_id):
+    if user is not None and not can_change(
+        user, experiment.owner_id, experiment.project.workspace_id
+    ):
         return []
     actions = legal_controls(EXPERIMENT_CONTROLS, experiment.state)
     if experiment.archived:
@@ -142,23 +144,30 @@ def experiment_actions(experiment: Experiment, user: Any = None) -> list[str]:
     return actions
 
 
-def trial_actions(trial: Trial, user: Any = None, *, owner_id: int | None = None) -> list[str]:
+def trial_actions(
+    trial: Trial, user: Any = None, *, owner_id: int | None = None, workspace_id: int | None = None
+) -> list[str]:
     """The trial controls (pause, activate, cancel, kill) legal in its current state; none when
-    ``user`` is given and may not change the trial (``owner_id``: its experiment's owner)."""
-    if user is not None and not can_change(user, owner_id):
+    ``user`` is given and may not change the trial (``owner_id``: its experiment's owner;
+    ``workspace_id``: its experiment's workspace)."""
+    if user is not None and not can_change(user, owner_id, workspace_id):
         return []
     return [a for a in legal_controls(TRIAL_CONTROLS, trial.state) if a != "continue"]
 
 
 def trial_can_continue(
-    trial: Trial, checkpoints: Sequence[Checkpoint], user: Any, owner_id: int
+    trial: Trial,
+    checkpoints: Sequence[Checkpoint],
+    user: Any,
+    owner_id: int,
+    workspace_id: int | None = None,
 ) -> bool:
     """Whether to offer "Continue trial": PAUSED or ended, with a checkpoint, and ``user`` may
     change the trial (its owner or an admin)."""
     return (
         "continue" in legal_controls(TRIAL_CONTROLS, trial.state)
         and bool(checkpoints)
-        and (user is None or can_change(user, owner_id))
+        and (user is None or can_change(user, owner_id, workspace_id))
     )
 
 
@@ -194,12 +203,15 @@ def experiment_trials(
         trial.current_run = runs.get(trial.run_id)  # type: ignore[attr-defined]
         trial.hparams_flat = flatten_hparams(trial.hparams)  # type: ignore[attr-defined]
         trial.checkpoint_list = checkpoints.get(trial.id, [])  # type: ignore[attr-defined]
-        trial.actions = trial_actions(trial, user, owner_id=experiment.owner_id)  # type: ignore[attr-defined]
+        trial.actions = trial_actions(  # type: ignore[attr-defined]
+            trial, user, owner_id=experiment.owner_id, workspace_id=experiment.project.workspace_id
+        )
         trial.can_continue = trial_can_continue(  # type: ignore[attr-defined]
             trial,
             trial.checkpoint_list,  # type: ignore[attr-defined]
             user,
             experiment.owner_id,
+            experiment.project.workspace_id,
         )
     return trials
 

@@ -161,7 +161,12 @@ def attach_controls(trial: Trial, checkpoints: Sequence[Checkpoint], user: Any =
     """
     completed = [c for c in checkpoints if c.state == CheckpointState.COMPLETED]
     owner_id = trial.experiment.owner_id
-    trial.actions = trial_actions(trial, user, owner_id=owner_id)  # type: ignore[attr-defined]
+    workspace_id = trial.experiment.project.workspace_id
+    trial.actions = trial_actions(  # type: ignore[attr-defined]
+        trial, user, owner_id=owner_id, workspace_id=workspace_id
+    )
     trial.checkpoint_list = completed  # type: ignore[attr-defined]
-    trial.can_continue = trial_can_continue(trial, completed, user, owner_id)  # type: ignore[attr-defined]
+    trial.can_continue = trial_can_continue(  # type: ignore[attr-defined]
+        trial, completed, user, owner_id, workspace_id
+    )
     trial.hparams_flat = flatten_hparams(trial.hparams)  # type: ignore[attr-defined]

@@ -36,7 +36,7 @@ from django.db.models import BooleanField, Max, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from registry.authz import NotPermitted, can_change
+from registry.authz import NotPermitted, can_change, scoped
 from registry.errors import InvalidInput, RegistryError
 from registry.models import (
     AliasAction,
@@ -128,10 +128,10 @@ def check_can_modify(model: RegisteredModel, user: Any) -> None:
 
 def check_can_register(checkpoint: Checkpoint, user: Any) -> None:
     """Raise ``ModelPermissionDenied`` unless ``user`` may register ``checkpoint`` as a model
-    version: the owner of its experiment or an admin (``registry.authz.can_change``). Reads
-    ``checkpoint.trial.experiment.owner`` (join them to save the queries)."""
+    version: who may change its experiment (``registry.authz.can_change``). Reads
+    ``checkpoint.trial.experiment.owner`` and its project (join them to save the queries)."""
     experiment = checkpoint.trial.experiment
-    if can_change(user, experiment.owner_id):
+    if can_change(user, experiment.owner_id, experiment.project.workspace_id):
         return
     raise ModelPermissionDenied(
         f"Only the owner of experiment {experiment.id} ({experiment.owner.get_username()}) or an"
@@ -295,9 +295,11 @@ def version_register(
                 f"Model {model.name!r} is archived; unarchive it to register versions."
             )
         checkpoint = (
-            # ``of=self``: lock the checkpoint row only, not the joined trial.
-            Checkpoint.objects.select_for_update(of=("self",), no_key=True)
-            .select_related("trial__experiment__owner")
+            # ``of=self``: lock the checkpoint row only, not the joined trial. A checkpoint in
+            # a workspace where the user has no role is answered as unknown.
+            scoped(Checkpoint.objects, user)
+            .select_for_update(of=("self",), no_key=True)
+            .select_related("trial__experiment__owner", "trial__experiment__project")
             .filter(uuid=checkpoint_uuid)
             .first()
         )

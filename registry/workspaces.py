@@ -20,9 +20,20 @@ from registry.authz import (
     ensure_can_create_experiment_in,
     ensure_can_create_project_in,
     ensure_can_move_experiment,
+    forget_roles,
+    scoped,
 )
 from registry.errors import IllegalTransition, InvalidInput, RegistryError
-from registry.models import DEFAULT_NAME, Experiment, Project, State, Workspace, default_project
+from registry.models import (
+    DEFAULT_NAME,
+    Experiment,
+    Project,
+    Role,
+    RoleBinding,
+    State,
+    Workspace,
+    default_project,
+)
 from registry.user_text import DESCRIPTION_MAX, validate_text
 
 # Names fit their columns and are one line (they appear in configs, the CLI and page titles).
@@ -80,10 +91,14 @@ def workspace_create(*, owner: Any, name: str) -> Workspace:
     default_project()  # so that nobody can take the default's name where it was missing
     try:
         with transaction.atomic():
-            return Workspace.objects.create(name=name, owner=owner)
+            made = Workspace.objects.create(name=name, owner=owner)
+            # A new workspace is private (no everyone_role); its creator administers it.
+            RoleBinding.objects.create(workspace=made, user=owner, role=Role.ADMIN)
     except IntegrityError:
         message = f"A workspace named {name!r} already exists."
         raise Conflict(message, {"name": [message]}) from None
+    forget_roles(owner)
+    return made
 
 
 def project_create(*, owner: Any, workspace_id: int, name: str, description: str = "") -> Project:
@@ -96,7 +111,7 @@ def project_create(*, owner: Any, workspace_id: int, name: str, description: str
     """
     name = validate_workspace_name(name)
     description = validate_text(description, "description", DESCRIPTION_MAX)
-    workspace = Workspace.objects.filter(id=workspace_id).first()
+    workspace = scoped(Workspace.objects.filter(id=workspace_id), owner).first()
     if workspace is None:
         raise InvalidInput({"workspace": [f"No workspace {workspace_id}."]})
     if workspace.archived:
@@ -178,7 +193,11 @@ def resolve_config_project(
         # Named or not, the default project exists (made here on a database without it).
         found = default_project()
     else:
-        if workspace is not None and not Workspace.objects.filter(name=workspace).exists():
+        # A workspace where the user has no role is answered as missing (no existence leak).
+        if (
+            workspace is not None
+            and not scoped(Workspace.objects.filter(name=workspace), user).exists()
+        ):
             raise InvalidInput({ws_field: [f"No workspace named {workspace!r}."]})
         if workspace is None or project is None:
             missing, given = (
@@ -188,7 +207,7 @@ def resolve_config_project(
                 {missing: [f"Required with {given} (a project is named within its workspace)."]}
             )
         named = (
-            Project.objects.select_related("workspace")
+            scoped(Project.objects.select_related("workspace"), user)
             .filter(workspace__name=workspace, name=project)
             .first()
         )
@@ -220,7 +239,7 @@ def experiment_move(*, experiment_id: int, project_id: Any, user: Any) -> Experi
     experiment = Experiment.objects.without_blobs().filter(id=experiment_id).first()
     if experiment is None:
         raise NotFound(f"No experiment {experiment_id}.")
-    target = Project.objects.select_related("workspace").filter(id=project_id).first()
+    target = scoped(Project.objects.select_related("workspace"), user).filter(id=project_id).first()
     if target is None:
         raise InvalidInput({"project": [f"No project {project_id}."]})
     ensure_can_move_experiment(user, experiment, target)

@@ -51,6 +51,7 @@ API: dict[tuple[str, str], str] = {
     ("experiment-hparam-importance", "get"): READ,
     ("experiment-model-definition", "get"): READ,
     ("experiment-trials", "get"): READ,
+    ("trial-list", "get"): READ,
     ("trial-detail", "get"): READ_OWN_RUN,
     ("trial-detail", "patch"): OWNER,
     ("trial-activate", "post"): OWNER,
@@ -93,10 +94,15 @@ API: dict[tuple[str, str], str] = {
     ("model-alias-detail", "put"): OWNER,
     ("model-alias-detail", "delete"): OWNER,
     ("model-alias-resolve", "get"): READ_ANY_RUN,
-    # Workspaces and projects: everyone reads and creates; the owner (or an admin) archives.
+    # Workspaces and projects: users with a role there read them (404 without one); anyone
+    # creates a workspace, editors projects; the workspace's admins (here: its owner) change it.
     ("workspace-list", "get"): READ,
     ("workspace-list", "post"): CREATE,
     ("workspace-detail", "get"): READ,
+    ("workspace-detail", "patch"): OWNER,
+    ("workspace-members", "get"): READ,
+    ("workspace-members", "post"): OWNER,
+    ("workspace-member", "delete"): OWNER,
     ("workspace-archive", "post"): OWNER,
     ("workspace-unarchive", "post"): OWNER,
     ("project-list", "get"): READ,

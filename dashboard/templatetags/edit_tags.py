@@ -20,12 +20,14 @@ def markdown_notes(text: str | None) -> SafeString:
 
 
 @register.simple_tag(takes_context=True)
-def can_edit(context: template.Context, owner_id: int | None) -> bool:
-    """True when the page's user owns the object (``owner_id``) or is an admin: the rule the
-    edit views and the REST API apply (``registry.authz.can_change``), so only they see the
-    edit controls."""
+def can_edit(
+    context: template.Context, owner_id: int | None, workspace_id: int | None = None
+) -> bool:
+    """True when the page's user may change the object (``owner_id``, in ``workspace_id``):
+    the rule the edit views and the REST API apply (``registry.authz.can_change``), so only
+    they see the edit controls."""
     request = context.get("request")
-    return can_change(getattr(request, "user", None), owner_id)
+    return can_change(getattr(request, "user", None), owner_id, workspace_id)
 
 
 @register.filter

@@ -63,17 +63,25 @@ def control_service(table: dict[str, Callable[..., Any]], action: str) -> Callab
 
 
 def ensure(check: Callable[[Any, int], None], request: HttpRequest, object_id: int) -> None:
-    """Run an ``authz`` check for the request's user; its refusal becomes Django's 403."""
+    """Run an ``authz`` check for the request's user; its refusal becomes Django's 403 (404
+    where the user has no role in the object's workspace)."""
     try:
         check(request.user, object_id)
+    except authz.Hidden as exc:
+        raise Http404(exc.detail) from None
     except authz.NotPermitted as exc:
         raise PermissionDenied(exc.detail) from None
 
 
-def ensure_owner(user: Any, owner_id: int | None, what: str) -> None:
-    """403 (Django's ``PermissionDenied``) unless the user owns the object or is an admin."""
+def ensure_owner(
+    user: Any, owner_id: int | None, what: str, workspace_id: int | None = None
+) -> None:
+    """403 (Django's ``PermissionDenied``) unless ``authz.can_change``; 404 without a role in
+    ``workspace_id``."""
     try:
-        authz.ensure_can_change(user, owner_id, what)
+        authz.ensure_can_change(user, owner_id, what, workspace_id)
+    except authz.Hidden as exc:
+        raise Http404(exc.detail) from None
     except authz.NotPermitted as exc:
         raise PermissionDenied(exc.detail) from None
 

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard import overview
 from dashboard.compare_selectors import hparam_diff, parse_trial_ids
+from registry.authz import scoped
 from registry.models import Trial, blob_fields
 
 
@@ -28,7 +29,7 @@ def trial_compare(request: HttpRequest) -> HttpResponse:
     ids, errors = parse_trial_ids(request.GET.getlist("trial"))
     found = {
         t.id: t
-        for t in Trial.objects.filter(id__in=ids)
+        for t in scoped(Trial.objects.filter(id__in=ids), request.user)
         .select_related("experiment")
         .defer(*blob_fields("experiment__"))
     }

@@ -10,6 +10,8 @@ click) becomes an error note, never a 500.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
@@ -29,20 +31,23 @@ from dashboard.views._common import (
     control_service,
     edit_page,
     ensure,
-    ensure_owner,
 )
 from dashboard.views.experiment_trials import table_html
 from registry import authz, lifecycle
+from registry.authz import scoped
 from registry.errors import RegistryError, StoredConfigInvalid
 from registry.models import Experiment
 
 
-def _get_experiment(experiment_id: int) -> Experiment:
-    # Every logged-in user may read every experiment, as in the REST API.
+def _get_experiment(user: Any, experiment_id: int) -> Experiment:
+    # As in the REST API: 404 where the user has no role in the experiment's workspace.
     return get_object_or_404(
         # The page shows the submitted YAML (original_config): only the others are deferred.
-        Experiment.objects.select_related("owner", "project__workspace").without_blobs(
-            keep=["original_config"]
+        scoped(
+            Experiment.objects.select_related("owner", "project__workspace").without_blobs(
+                keep=["original_config"]
+            ),
+            user,
         ),
         id=experiment_id,
     )
@@ -57,7 +62,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     only the options (``dashboard.overview``). A bounded number of queries whatever the number of
     trials or points.
     """
-    exp = _get_experiment(experiment_id)
+    exp = _get_experiment(request.user, experiment_id)
     try:
         searcher = exp.conf.searcher.model_dump(mode="json")
     except StoredConfigInvalid as exc:  # reported as the REST API does (409), not defaulted
@@ -97,7 +102,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     (``after_step``); ``metrics`` lists every charted ``(group, name)`` so new metrics get a chart.
     The two HTML parts carry the control forms legal in the new states.
     """
-    exp = _get_experiment(experiment_id)
+    exp = _get_experiment(request.user, experiment_id)
     trials = trials_table.all_trials_light(exp)
     token = selectors.update_token(exp, trials)
     changed = request.GET.get("since") != token
@@ -138,7 +143,7 @@ def experiment_files(request: HttpRequest, experiment_id: int) -> HttpResponse:
 
     Answers 400 for an unsafe ``path`` (absolute, ``..``) and 404 for one not in the archive.
     """
-    exp = _get_experiment(experiment_id)
+    exp = _get_experiment(request.user, experiment_id)
     files = experiment_config.model_files(exp.id)
     path = request.GET.get("path")
     view = None
@@ -163,7 +168,7 @@ def experiment_control(request: HttpRequest, experiment_id: int, action: str) ->
     action or experiment.
     """
     service = control_service(EXPERIMENT_CONTROLS, action)
-    get_object_or_404(Experiment.objects.only("id"), id=experiment_id)
+    get_object_or_404(scoped(Experiment.objects.only("id"), request.user), id=experiment_id)
     ensure(authz.ensure_can_change_experiment, request, experiment_id)
     try:
         experiment = service(experiment_id=experiment_id)
@@ -177,10 +182,13 @@ def experiment_control(request: HttpRequest, experiment_id: int, action: str) ->
 
 def _owned_experiment(request: HttpRequest, experiment_id: int) -> Experiment:
     experiment = get_object_or_404(
-        Experiment.objects.without_blobs(keep=["original_config"]).defer("config"),
+        scoped(
+            Experiment.objects.without_blobs(keep=["original_config"]).defer("config"),
+            request.user,
+        ),
         id=experiment_id,
     )
-    ensure_owner(request.user, experiment.owner_id, f"experiment {experiment.id}")
+    ensure(authz.ensure_can_change_experiment, request, experiment.id)
     return experiment
 
 

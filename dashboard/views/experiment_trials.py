@@ -6,6 +6,7 @@ the ticks survive), every trial as JSON for the page's scripts, and the table as
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -15,12 +16,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from dashboard import overview, trials_table
+from registry.authz import scoped
 from registry.models import Experiment, Trial
 
 
-def _experiment(experiment_id: int) -> Experiment:
-    # Every logged-in user may read every experiment, as in the REST API (the page's rule).
-    return get_object_or_404(Experiment.objects.without_blobs(), id=experiment_id)
+def _experiment(user: Any, experiment_id: int) -> Experiment:
+    # As the experiment page: 404 where the user has no role in its workspace.
+    return get_object_or_404(scoped(Experiment.objects.without_blobs(), user), id=experiment_id)
 
 
 def table_html(
@@ -51,7 +53,7 @@ def experiment_trials_table(request: HttpRequest, experiment_id: int) -> HttpRes
     """``GET /experiments/<id>/trials/?page=N&sort=KEY``: one page of the trials table (HTML
     fragment, ``dashboard/_trials.html``). Unknown sort keys fall back to the default; a page
     past the end shows the last."""
-    experiment = _experiment(experiment_id)
+    experiment = _experiment(request.user, experiment_id)
     trials = trials_table.all_trials_light(experiment)
     best = overview.best_trial_id(experiment, trials)
     return HttpResponse(table_html(request, experiment, trials, best))
@@ -63,7 +65,7 @@ def experiment_trials_table(request: HttpRequest, experiment_id: int) -> HttpRes
 def experiment_trials_data(request: HttpRequest, experiment_id: int) -> JsonResponse:
     """``GET /experiments/<id>/trials/data``: ``dashboard.overview.trials_data`` of every trial
     (2 queries)."""
-    experiment = _experiment(experiment_id)
+    experiment = _experiment(request.user, experiment_id)
     trials = trials_table.all_trials_light(experiment)
     return JsonResponse(overview.trials_data(experiment, trials))
 
@@ -73,7 +75,7 @@ def experiment_trials_data(request: HttpRequest, experiment_id: int) -> JsonResp
 def experiment_trials_csv(request: HttpRequest, experiment_id: int) -> StreamingHttpResponse:
     """``GET /experiments/<id>/trials.csv?sort=KEY``: every trial of the experiment as CSV
     (``trials_table.csv_rows``), streamed, as an attachment ``experiment-<id>-trials.csv``."""
-    experiment = _experiment(experiment_id)
+    experiment = _experiment(request.user, experiment_id)
     columns = overview.hparam_columns(trials_table.all_trials_light(experiment))
     response = StreamingHttpResponse(
         trials_table.csv_rows(experiment, request.GET.get("sort"), columns),

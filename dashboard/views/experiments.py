@@ -31,6 +31,7 @@ from dashboard.controls import BULK_ACTIONS, EXPERIMENT_CONTROLS
 from dashboard.filters import ExperimentFilter, sort_columns
 from dashboard.views._common import bad_request
 from registry import authz
+from registry.authz import scoped
 from registry.errors import RegistryError
 from registry.models import Experiment, Project
 
@@ -53,9 +54,13 @@ def experiment_list(request: HttpRequest, project_id: int | None = None) -> Http
     """
     data = request.GET.copy()
     if project_id is not None:
-        get_object_or_404(Project, id=project_id)
+        get_object_or_404(scoped(Project.objects, request.user), id=project_id)
         data["project"] = str(project_id)
-    filterset = ExperimentFilter(data=data, queryset=selectors.experiment_list())
+    filterset = ExperimentFilter(
+        data=data,
+        queryset=scoped(selectors.experiment_list(), request.user),
+        request=request,
+    )
     page = Paginator(filterset.qs, EXPERIMENTS_PER_PAGE).get_page(request.GET.get("page"))
     cleaned = getattr(filterset.form, "cleaned_data", {})
     project = cleaned.get("project")
@@ -90,7 +95,7 @@ def experiment_list_live(request: HttpRequest) -> JsonResponse:
         ids = [int(value) for value in raw]
     except ValueError:
         return JsonResponse({"id": ["Must be integers."]}, status=400)
-    rows = selectors.experiment_list().filter(id__in=ids).order_by("id")
+    rows = scoped(selectors.experiment_list(), request.user).filter(id__in=ids).order_by("id")
     return JsonResponse(
         {
             "experiments": [
@@ -142,7 +147,9 @@ def experiment_bulk_control(request: HttpRequest) -> HttpResponse:
     if not ids:
         messages.warning(request, f"Tick at least one experiment to {action}.")
         return response
-    existing = set(Experiment.objects.filter(id__in=ids).values_list("id", flat=True))
+    existing = set(
+        scoped(Experiment.objects.filter(id__in=ids), request.user).values_list("id", flat=True)
+    )
     service = EXPERIMENT_CONTROLS[action]
     changed: list[str] = []
     for experiment_id in ids:

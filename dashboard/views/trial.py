@@ -24,9 +24,10 @@ from dashboard.edit_forms import NotesForm
 from dashboard.forms import ContinueTrialForm, stash_continue_form
 from dashboard.lineage import metric_board_options, system_board_options, trial_lineage
 from dashboard.selectors import CHECKPOINT_DOWNLOAD_URL
-from dashboard.views._common import back, control_service, edit_page, ensure, ensure_owner
+from dashboard.views._common import back, control_service, edit_page, ensure
 from headway.expconf import merge_hparam_overrides
 from registry import authz, lifecycle
+from registry.authz import scoped
 from registry.errors import RegistryError
 from registry.models import Checkpoint, CheckpointState, Trial, blob_fields
 
@@ -37,14 +38,17 @@ def trial_detail(request: HttpRequest, trial_id: int) -> HttpResponse:
     """One trial: state, hparams, progress, one chart per metric, system metrics, checkpoints,
     runs, controls, and the trials it was continued from / into (``dashboard.lineage``).
 
-    Every logged-in user may read every trial, as in the REST API. Raises ``Http404`` for an
+    As in the REST API: 404 where the user has no role in the trial's workspace. Raises ``Http404`` for an
     unknown trial. For an ERROR trial the last run's exit code and log tail come first.
     """
     obj = get_object_or_404(
-        Trial.objects.select_related("experiment").defer(*blob_fields("experiment__")),
+        scoped(
+            Trial.objects.select_related("experiment").defer(*blob_fields("experiment__")),
+            request.user,
+        ),
         id=trial_id,
     )
-    lineage = trial_lineage(obj)
+    lineage = trial_lineage(obj, request.user)
     checkpoints = trial_selectors.trial_checkpoints(obj)
     runs = trial_selectors.trial_runs(obj)
     trial_selectors.attach_controls(obj, checkpoints.rows, request.user)
@@ -76,7 +80,10 @@ def trial_menu(request: HttpRequest, trial_id: int) -> HttpResponse:
     experiment, its completed checkpoints.
     """
     trial = get_object_or_404(
-        Trial.objects.select_related("experiment").defer(*blob_fields("experiment__")),
+        scoped(
+            Trial.objects.select_related("experiment").defer(*blob_fields("experiment__")),
+            request.user,
+        ),
         id=trial_id,
     )
     checkpoints = list(
@@ -101,7 +108,9 @@ def trial_control(request: HttpRequest, trial_id: int, action: str) -> HttpRespo
     ``Http404`` for an unknown action or trial.
     """
     service = control_service(TRIAL_CONTROLS, action)
-    trial = get_object_or_404(Trial.objects.only("id", "experiment_id"), id=trial_id)
+    trial = get_object_or_404(
+        scoped(Trial.objects.only("id", "experiment_id"), request.user), id=trial_id
+    )
     ensure(authz.ensure_can_change_trial, request, trial.id)
     try:
         trial = service(trial_id=trial.id)
@@ -125,7 +134,9 @@ def trial_continue(request: HttpRequest, trial_id: int) -> HttpResponse:
     errors the typed values and the errors are kept in the session so that page re-opens the
     form with them (``dashboard.forms.stash_continue_form``).
     """
-    trial = get_object_or_404(Trial.objects.only("id", "experiment_id", "hparams"), id=trial_id)
+    trial = get_object_or_404(
+        scoped(Trial.objects.only("id", "experiment_id", "hparams"), request.user), id=trial_id
+    )
     ensure(authz.ensure_can_change_trial, request, trial.id)
     form = ContinueTrialForm(request.POST)
     if not form.is_valid():
@@ -166,10 +177,13 @@ def trial_notes(request: HttpRequest, trial_id: int) -> HttpResponse:
     """``/trials/<id>/notes``: the trial's Markdown notes (its experiment's owner or an admin),
     through ``registry.lifecycle.trial_patch``; see ``_common.edit_page``."""
     trial = get_object_or_404(
-        Trial.objects.only("id", "notes", "experiment__owner_id").select_related("experiment"),
+        scoped(
+            Trial.objects.only("id", "notes", "experiment__owner_id").select_related("experiment"),
+            request.user,
+        ),
         id=trial_id,
     )
-    ensure_owner(request.user, trial.experiment.owner_id, f"trial {trial.id}")
+    ensure(authz.ensure_can_change_trial, request, trial.id)
     return edit_page(
         request,
         form_class=NotesForm,

@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from dashboard import selectors
+from registry.authz import scoped
 from registry.models import Trial, TrialLog
 
 DOWNLOAD_CHUNK_LINES = 2000  # rows fetched per database round trip while streaming
@@ -30,7 +31,9 @@ def trial_log_list(request: HttpRequest, trial_id: int) -> HttpResponse:
     ``static/js/logs.js`` tails new lines live from the REST logs endpoint (``?after=<last id>``)
     until the trial ends.
     """
-    trial = get_object_or_404(Trial.objects.select_related("experiment"), id=trial_id)
+    trial = get_object_or_404(
+        scoped(Trial.objects.select_related("experiment"), request.user), id=trial_id
+    )
     query = request.GET.get("q", "").strip()[:200]
     lines = selectors.trial_log_tail(trial, query=query)
     context = {
@@ -72,7 +75,7 @@ def trial_log_download(request: HttpRequest, trial_id: int) -> StreamingHttpResp
 
     Readable by every logged-in user, as the logs page; 404 for an unknown trial.
     """
-    get_object_or_404(Trial.objects.only("id"), id=trial_id)
+    get_object_or_404(scoped(Trial.objects.only("id"), request.user), id=trial_id)
     response = StreamingHttpResponse(_log_text(trial_id), content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="trial-{trial_id}-logs.txt"'
     response["X-Content-Type-Options"] = "nosniff"

@@ -37,6 +37,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         sub = ws_cmds.add_parser(verb, help=f"{verb} a workspace (its owner or an admin)")
         sub.add_argument("name", metavar="NAME")
         sub.set_defaults(func=cmd_workspace_archive, archived=archived)
+    from headway.cli._workspace_members import add_parsers  # imports find_workspace from here
+
+    add_parsers(ws_cmds)
 
     project = commands.add_parser("project", help="projects (groups of experiments)")
     p_cmds = project.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)

@@ -33,6 +33,24 @@ class WorkspaceAPI(APIBase):
         row: wire.Row = self._post(route, workspace_id=workspace_id)
         return row
 
+    def workspace_members(self, workspace_id: int) -> list[wire.Row]:
+        """The workspace's role bindings: ``id``, ``user`` or ``group``, ``role``."""
+        return self._list("workspace_members", workspace_id=workspace_id)
+
+    def workspace_grant(
+        self, workspace_id: int, role: str, *, user: str | None = None, group: str | None = None
+    ) -> wire.Row:
+        """Bind ``role`` to a user or a group (exactly one; the workspace's admins; 400 naming
+        ``user``, ``group`` or ``role`` when unknown)."""
+        body: dict[str, Any] = {"role": role}
+        body |= {"user": user} if user is not None else {"group": group}
+        row: wire.Row = self._post("workspace_grant", body, workspace_id=workspace_id)
+        return row
+
+    def workspace_revoke(self, workspace_id: int, binding_id: int) -> None:
+        """Remove a role binding (the workspace's admins)."""
+        self._delete("workspace_revoke", workspace_id=workspace_id, binding_id=binding_id)
+
     def project_create(self, workspace_id: int, name: str, description: str = "") -> wire.Row:
         """A new project in ``workspace_id`` owned by the caller (409 when the workspace has
         one of that name; 400 naming ``workspace`` when it is unknown or archived)."""

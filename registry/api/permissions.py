@@ -29,11 +29,14 @@ class IsUserOrTrialScoped(BasePermission):
         return getattr(view, "action", None) in allowed
 
 
-def ensure_owner_or_staff(request, owner_id: int, what: str) -> None:
-    """Changes and deletions are the owner's (or an admin's), as in Determined before RBAC:
-    ``registry.authz.ensure_can_change`` for the request's user.
+def ensure_owner_or_staff(
+    request, owner_id: int, what: str, workspace_id: int | None = None
+) -> None:
+    """Changes and deletions: ``registry.authz.ensure_can_change`` for the request's user (the
+    owner as an editor of ``workspace_id``, the workspace's admins, site admins).
 
     Raises:
+        registry.authz.Hidden: (404) no role in ``workspace_id``.
         registry.authz.NotPermitted: (403) naming ``what`` (e.g. ``"experiment 7"``) otherwise.
     """
-    ensure_can_change(request.user, owner_id, what)
+    ensure_can_change(request.user, owner_id, what, workspace_id)

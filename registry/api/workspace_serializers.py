@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from registry.api.model_serializers import StrictCharField, StrictSerializer, multiline_text_field
 from registry.models import Project, Workspace
+from registry.models.workspace import EVERYONE_ROLE_CHOICES
 from registry.user_text import DESCRIPTION_MAX, LINE_PATTERN
 from registry.workspaces import WORKSPACE_NAME_MAX
 
@@ -35,6 +36,9 @@ class WorkspaceSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True, allow_null=True)
     num_projects = serializers.IntegerField(read_only=True)
     num_experiments = serializers.IntegerField(read_only=True)
+    everyone_role = serializers.ChoiceField(
+        choices=EVERYONE_ROLE_CHOICES, read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Workspace
@@ -44,6 +48,7 @@ class WorkspaceSerializer(serializers.ModelSerializer):
             "owner",
             "archived",
             "immutable",
+            "everyone_role",
             "num_projects",
             "num_experiments",
             "created_at",

@@ -17,6 +17,7 @@ from headway.archive import (
     check_model_definition_isolated,
 )
 from headway.expconf import ConfigError, ExperimentConfig, parse_experiment_config
+from registry.authz import scoped
 from registry.errors import InvalidInput, PayloadTooLarge
 from registry.jsonsafe import json_storage_problem
 from registry.lifecycle._common import refresh_experiment
@@ -127,7 +128,7 @@ def experiment_create(
     config = _complete_config(config, storage)
     data = config.to_dict()
     if warm_start_checkpoint is None:
-        warm_start_checkpoint = _configured_warm_start(config)
+        warm_start_checkpoint = _configured_warm_start(config, owner)
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,
@@ -146,11 +147,13 @@ def experiment_create(
     return experiment
 
 
-def _configured_warm_start(config: ExperimentConfig) -> uuid_lib.UUID | None:
-    """The checkpoint named by ``searcher.source_checkpoint_uuid`` / ``source_trial_id``.
+def _configured_warm_start(config: ExperimentConfig, owner: Any) -> uuid_lib.UUID | None:
+    """The checkpoint named by ``searcher.source_checkpoint_uuid`` / ``source_trial_id``, among
+    those ``owner`` may read (``registry.authz.scoped``: its weights are a read).
 
     Raises:
-        InvalidInput: naming the field when the checkpoint or trial (or its checkpoint) is missing.
+        InvalidInput: naming the field when the checkpoint or trial (or its checkpoint) is missing
+            or in a workspace where ``owner`` has no role.
     """
     searcher = config.searcher
     if searcher.source_checkpoint_uuid:
@@ -159,7 +162,8 @@ def _configured_warm_start(config: ExperimentConfig) -> uuid_lib.UUID | None:
             wanted = uuid_lib.UUID(str(searcher.source_checkpoint_uuid))
         except ValueError:
             raise InvalidInput({field: ["Not a checkpoint uuid."]}) from None
-        state = Checkpoint.objects.filter(uuid=wanted).values_list("state", flat=True).first()
+        found = scoped(Checkpoint.objects.filter(uuid=wanted), owner)
+        state = found.values_list("state", flat=True).first()
         if state is None:
             raise InvalidInput({field: [f"No checkpoint {wanted}."]})
         if state != CheckpointState.COMPLETED:
@@ -167,7 +171,7 @@ def _configured_warm_start(config: ExperimentConfig) -> uuid_lib.UUID | None:
         return wanted
     if searcher.source_trial_id:
         field = "config.searcher.source_trial_id"
-        trial = Trial.objects.filter(id=searcher.source_trial_id).first()
+        trial = scoped(Trial.objects.filter(id=searcher.source_trial_id), owner).first()
         if trial is None:
             raise InvalidInput({field: [f"No trial {searcher.source_trial_id}."]})
         if trial.latest_checkpoint is None:

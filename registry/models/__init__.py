@@ -22,10 +22,19 @@ from registry.models.slurm_node import SlurmNode
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
 from registry.models.trial import Trial, TrialRun
 from registry.models.unmanaged import UnmanagedRun
-from registry.models.workspace import DEFAULT_NAME, Project, Workspace, default_project
+from registry.models.workspace import (
+    DEFAULT_NAME,
+    ROLE_ORDER,
+    Project,
+    Role,
+    RoleBinding,
+    Workspace,
+    default_project,
+)
 
 __all__ = [
     "DEFAULT_NAME",
+    "ROLE_ORDER",
     "TERMINAL_STATES",
     "AliasAction",
     "Checkpoint",
@@ -44,6 +53,8 @@ __all__ = [
     "ModelVersion",
     "Project",
     "RegisteredModel",
+    "Role",
+    "RoleBinding",
     "RunShare",
     "RunState",
     "SlurmJob",

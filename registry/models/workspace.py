@@ -20,6 +20,21 @@ from django.utils import timezone
 DEFAULT_NAME = "Uncategorized"
 
 
+class Role(models.TextChoices):
+    """A workspace role; each includes the rights of those before it."""
+
+    VIEWER = "viewer"
+    EDITOR = "editor"
+    ADMIN = "admin"
+
+
+# Roles in increasing order of rights (``registry.authz.role_in`` compares their positions).
+ROLE_ORDER = (Role.VIEWER, Role.EDITOR, Role.ADMIN)
+# What ``everyone_role`` may be besides None: ``admin`` for every user would let anyone grant
+# anything.
+EVERYONE_ROLE_CHOICES = [(Role.VIEWER.value, "Viewer"), (Role.EDITOR.value, "Editor")]
+
+
 class Workspace(models.Model):
     """A named group of projects (``workspaces/{id}/``); its owner (or an admin) changes it.
 
@@ -34,6 +49,10 @@ class Workspace(models.Model):
     # The default workspace (Determined's ``immutable``): never archived.
     immutable = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
+    # The role every logged-in user has here unless a binding gives more; None: private.
+    everyone_role = models.CharField(
+        max_length=16, choices=Role.choices, null=True, blank=True, default=None
+    )
 
     class Meta:
         ordering: ClassVar[list[str]] = ["name"]
@@ -67,6 +86,30 @@ class Project(models.Model):
         return f"Project {self.name}"
 
 
+class RoleBinding(models.Model):
+    """``role`` in ``workspace`` for one user or one Django group (exactly one of the two)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="bindings")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    group = models.ForeignKey(
+        "auth.Group", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+
+    class Meta:
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=False, group__isnull=True)
+                | models.Q(user__isnull=True, group__isnull=False),
+                name="role_binding_user_xor_group",
+            ),
+            models.UniqueConstraint(fields=["workspace", "user"], name="unique_user_binding"),
+            models.UniqueConstraint(fields=["workspace", "group"], name="unique_group_binding"),
+        ]
+
+
 def default_project() -> Project:
     """The default project (``Uncategorized`` in workspace ``Uncategorized``), made if missing.
 
@@ -81,7 +124,7 @@ def default_project() -> Project:
     try:
         with transaction.atomic():
             workspace, _ = Workspace.objects.get_or_create(
-                name=DEFAULT_NAME, defaults={"immutable": True}
+                name=DEFAULT_NAME, defaults={"immutable": True, "everyone_role": Role.EDITOR}
             )
             project, _ = Project.objects.get_or_create(
                 workspace=workspace, name=DEFAULT_NAME, defaults={"immutable": True}

@@ -367,9 +367,9 @@ def test_query_count_is_bounded(
 ):
     _many(alice, count)
     _many(bob, count)
-    # Session, user, owner choices, owner lookup (when filtered), count, rows: 6 whatever the
-    # number of experiments and trials.
-    with django_assert_max_num_queries(6):
+    # Session, user, the user's workspace roles (2), owner choices, owner lookup (when
+    # filtered), count, rows: 8 whatever the number of experiments and trials.
+    with django_assert_max_num_queries(8):
         response = client_alice.get(LIST, params)
     assert response.status_code == 200
     if not params:

@@ -156,7 +156,8 @@ def test_the_list_live_endpoint(client_alice, alice, django_assert_max_num_queri
     first = _experiment(alice, 2, name="first")
     second = _experiment(alice, 0, name="second")
     url = reverse("dashboard:experiments-live")
-    with django_assert_max_num_queries(4):
+    # Two more than before roles: the user's roles (registry.authz.workspace_roles).
+    with django_assert_max_num_queries(6):
         data = client_alice.get(url, {"id": [first.id, second.id, 987654]}).json()
     rows = {row["id"]: row for row in data["experiments"]}
     assert set(rows) == {first.id, second.id}

@@ -33,7 +33,7 @@ from registry.models import Trial
 CHUNK_BYTES = 1 << 20
 
 
-def _split(path: Any) -> tuple[Trial, str]:
+def _split(user: Any, path: Any) -> tuple[Trial, str]:
     """``<experiment_id>/<run_id>/artifacts[/<relpath>]`` → the trial and the relative path
     ("" for the run's top folder)."""
     if not isinstance(path, str):
@@ -43,7 +43,7 @@ def _split(path: Any) -> tuple[Trial, str]:
         raise invalid(
             f"Invalid artifact path {path!r}: it is <experiment_id>/<run_id>/artifacts/<path>."
         )
-    trial = store.trial(parts[1])
+    trial = store.trial(user, parts[1])
     if str(trial.experiment_id) != parts[0]:
         raise not_found(f"Experiment {parts[0]} has no run {parts[1]}.")
     relpath = parts[3] if len(parts) == 4 else ""
@@ -80,8 +80,8 @@ class ArtifactListView(MlflowAPIView):
     """``GET artifacts?path=<experiment_id>/<run_id>/artifacts[/<folder>]``."""
 
     def get(self, request: Any) -> JsonResponse:
-        self.caller(request)
-        trial, relpath = _split(request.query_params.get("path"))
+        user = self.caller(request)
+        trial, relpath = _split(user, request.query_params.get("path"))
         folder = _inside(_root(trial), relpath)
         files = []
         if folder.is_dir() and not folder.is_symlink():
@@ -102,8 +102,8 @@ class ArtifactFileView(MlflowAPIView):
     parser_classes = ()  # the body is the file's bytes, read as a stream
 
     def get(self, request: Any, artifact_path: str) -> FileResponse:
-        self.caller(request)
-        trial, relpath = _split(artifact_path)
+        user = self.caller(request)
+        trial, relpath = _split(user, artifact_path)
         target = _inside(_root(trial), relpath)
         if not relpath or target.is_symlink() or not target.is_file():
             raise not_found(f"No artifact {relpath!r} in run {trial.id}.")
@@ -111,7 +111,7 @@ class ArtifactFileView(MlflowAPIView):
 
     def put(self, request: Any, artifact_path: str) -> JsonResponse:
         user = self.caller(request)
-        trial, relpath = _split(artifact_path)
+        trial, relpath = _split(user, artifact_path)
         if not relpath:
             raise invalid("An upload names a file: <experiment_id>/<run_id>/artifacts/<path>.")
         ensure_can_write_trial_data(

@@ -25,6 +25,7 @@ from registry.api.mlflow.entities import (
 )
 from registry.api.mlflow.errors import invalid
 from registry.api.mlflow.store import experiment as experiment_of
+from registry.authz import scoped
 from registry.models import Experiment, MetricReport, RunState, Trial, TrialRun
 from registry.models.experiment import blob_fields
 
@@ -138,14 +139,13 @@ def _experiment_facts(experiment: Experiment) -> dict[str, Any]:
 
 
 def search_experiments(user: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """``experiments/search``: every experiment the caller may read (all: Headway's read
-    rule), filtered on ``name``/``creation_time``/``last_update_time``, sorted and paged."""
+    """``experiments/search``: every experiment the caller may read (``registry.authz``), filtered on ``name``/``creation_time``/``last_update_time``, sorted and paged."""
     attributes = filters.EXPERIMENT_ATTRIBUTES
     clauses = filters.parse_filter(body.get("filter"), attributes)
     order = filters.parse_order_by(body.get("order_by"), attributes)
     stages = _stage_filter(body.get("view_type"))
     max_results = _max_results(body.get("max_results"))
-    rows = Experiment.objects.without_blobs().order_by("-id")
+    rows = scoped(Experiment.objects.without_blobs(), user).order_by("-id")
     if stages == {"active"}:
         rows = rows.exclude(state__in=DELETION_STATES)
     elif stages == {"deleted"}:

@@ -24,7 +24,12 @@ from registry.api.mlflow.entities import (
     metric_group,
 )
 from registry.api.mlflow.errors import MlflowError, invalid, not_found
-from registry.authz import NotPermitted, ensure_can_change_experiment, ensure_can_write_trial_data
+from registry.authz import (
+    NotPermitted,
+    ensure_can_change_experiment,
+    ensure_can_write_trial_data,
+    scoped,
+)
 from registry.lifecycle._common import refresh_experiment
 from registry.lifecycle._unmanaged import _experiment, _new_run, _trial, unmanaged_config
 from registry.metrics import metrics_report, parse_reports
@@ -60,7 +65,7 @@ def experiment(user: Any, experiment_id: Any) -> Experiment:
         found = by_name(user, DEFAULT_EXPERIMENT)
         return found if found is not None else create_experiment(user, DEFAULT_EXPERIMENT)
     pk = _int_id(experiment_id, "experiment_id")
-    found = Experiment.objects.without_blobs().filter(id=pk).first()
+    found = scoped(Experiment.objects.without_blobs(), user).filter(id=pk).first()
     if found is None:
         raise not_found(f"No experiment with id {experiment_id}.")
     return found
@@ -72,7 +77,7 @@ def by_name(user: Any, name: str) -> Experiment | None:
     Headway's experiment names are not unique: each user's names are their MLflow namespace.
     """
     return (
-        Experiment.objects.without_blobs()
+        scoped(Experiment.objects.without_blobs(), user)
         .filter(owner=user, name=name)
         .exclude(state__in=DELETION_STATES)
         .order_by("-id")
@@ -126,15 +131,16 @@ def delete_experiment(user: Any, found: Experiment) -> None:
     lifecycle.experiment_delete(experiment_id=found.id)
 
 
-def trial(run_id: Any) -> Trial:
-    """The trial MLflow run id ``run_id`` names (its experiment loaded).
+def trial(user: Any, run_id: Any) -> Trial:
+    """The trial MLflow run id ``run_id`` names (its experiment loaded), in a workspace where
+    ``user`` has a role.
 
     Raises:
-        MlflowError: ``RESOURCE_DOES_NOT_EXIST``.
+        MlflowError: ``RESOURCE_DOES_NOT_EXIST``, also for a run the user may not read.
     """
     pk = _int_id(run_id, "run_id")
     found = (
-        Trial.objects.select_related("experiment")
+        scoped(Trial.objects.select_related("experiment"), user)
         .defer(*blob_fields("experiment__"))  # a metric report needs no model definition
         .filter(id=pk)
         .first()
@@ -174,7 +180,7 @@ def create_run(user: Any, found: Experiment, run_name: Any, tags: dict[Any, Any]
         made.labels = labels
         made.save(update_fields=["labels"])
         refresh_experiment(found.id)
-    return trial(made.id)
+    return trial(user, made.id)
 
 
 def live_run(found: Trial) -> TrialRun | None:

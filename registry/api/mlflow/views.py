@@ -136,37 +136,37 @@ def create_run(user: Any, f: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_run(user: Any, f: dict[str, Any]) -> dict[str, Any]:
-    return {"run": _run(store.trial(_run_id(f)))}
+    return {"run": _run(store.trial(user, _run_id(f)))}
 
 
 def update_run(user: Any, f: dict[str, Any]) -> dict[str, Any]:
-    trial = store.trial(_run_id(f))
+    trial = store.trial(user, _run_id(f))
     if f.get("run_name"):
         store.log_batch(user, trial, [], [], [{"key": RUN_NAME_TAG, "value": f["run_name"]}])
     store.end_run(user, trial, f.get("status"))
-    return {"run_info": _run(store.trial(trial.id))["info"]}
+    return {"run_info": _run(store.trial(user, trial.id))["info"]}
 
 
 def log_metric(user: Any, f: dict[str, Any]) -> dict[str, Any]:
     metric = {k: f.get(k) for k in ("key", "value", "timestamp", "step")}
-    store.log_batch(user, store.trial(_run_id(f)), [metric], [], [])
+    store.log_batch(user, store.trial(user, _run_id(f)), [metric], [], [])
     return {}
 
 
 def log_param(user: Any, f: dict[str, Any]) -> dict[str, Any]:
     param = {"key": f.get("key"), "value": f.get("value")}
-    store.log_batch(user, store.trial(_run_id(f)), [], [param], [])
+    store.log_batch(user, store.trial(user, _run_id(f)), [], [param], [])
     return {}
 
 
 def set_tag(user: Any, f: dict[str, Any]) -> dict[str, Any]:
     tag = {"key": f.get("key"), "value": f.get("value")}
-    store.log_batch(user, store.trial(_run_id(f)), [], [], [tag])
+    store.log_batch(user, store.trial(user, _run_id(f)), [], [], [tag])
     return {}
 
 
 def delete_tag(user: Any, f: dict[str, Any]) -> dict[str, Any]:
-    store.delete_tag(user, store.trial(_run_id(f)), f.get("key"))
+    store.delete_tag(user, store.trial(user, _run_id(f)), f.get("key"))
     return {}
 
 
@@ -178,7 +178,7 @@ def _items(f: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 
 def log_batch(user: Any, f: dict[str, Any]) -> dict[str, Any]:
-    trial = store.trial(_run_id(f))
+    trial = store.trial(user, _run_id(f))
     store.log_batch(user, trial, _items(f, "metrics"), _items(f, "params"), _items(f, "tags"))
     return {}
 
@@ -192,7 +192,7 @@ def search_experiments(user: Any, f: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_metric_history(user: Any, f: dict[str, Any]) -> dict[str, Any]:
-    trial = store.trial(_run_id(f))
+    trial = store.trial(user, _run_id(f))
     return reads.metric_history(
         trial, f.get("metric_key"), f.get("max_results"), f.get("page_token")
     )

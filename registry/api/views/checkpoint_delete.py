@@ -7,9 +7,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
-from registry.api.permissions import ensure_owner_or_staff
+from registry.authz import ensure_can_change_experiment
 from registry.lifecycle import checkpoint_delete
-from registry.models import Checkpoint, Experiment
+from registry.models import Checkpoint
 
 
 class CheckpointDeleteMixin:
@@ -24,8 +24,7 @@ class CheckpointDeleteMixin:
     def destroy(self, request, uuid=None):
         checkpoint = self.get_object()
         experiment_id = checkpoint.trial.experiment_id
-        owner_id = Experiment.objects.values_list("owner_id", flat=True).get(id=experiment_id)
-        ensure_owner_or_staff(request, owner_id, f"experiment {experiment_id}")
+        ensure_can_change_experiment(request.user, experiment_id)
         try:
             checkpoint_delete(uuid=checkpoint.uuid)
         except Checkpoint.DoesNotExist:

@@ -14,13 +14,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from registry import lifecycle
-from registry.api.permissions import ensure_owner_or_staff
 from registry.api.serializers import (
     ExperimentPatchSerializer,
     ExperimentSerializer,
     TrialPatchSerializer,
     TrialSerializer,
 )
+from registry.authz import ensure_can_change_experiment, ensure_can_change_trial
 
 
 class ExperimentPatchMixin:
@@ -30,7 +30,7 @@ class ExperimentPatchMixin:
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         """Replace any of ``name``, ``description``, ``labels``, ``notes``; owner or admin."""
         experiment = self.get_object()  # type: ignore[attr-defined]
-        ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
+        ensure_can_change_experiment(request.user, experiment.id)
         data = ExperimentPatchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         lifecycle.experiment_patch(experiment_id=experiment.id, **data.validated_data)
@@ -45,7 +45,7 @@ class TrialPatchMixin:
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         """Replace the trial's ``notes`` (Markdown); the experiment's owner or an admin."""
         trial = self.get_object()  # type: ignore[attr-defined]
-        ensure_owner_or_staff(request, trial.experiment.owner_id, f"trial {trial.id}")
+        ensure_can_change_trial(request.user, trial.id)
         data = TrialPatchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         lifecycle.trial_patch(trial_id=trial.id, **data.validated_data)

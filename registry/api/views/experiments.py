@@ -37,6 +37,7 @@ from registry.api.views.search_params import (
     trial_page,
 )
 from registry.api.workspace_serializers import ExperimentMoveSerializer
+from registry.authz import scoped
 from registry.errors import IllegalTransition, InvalidInput
 from registry.hparam_importance import importance_answer
 from registry.models import Checkpoint, Experiment, State
@@ -96,10 +97,10 @@ class ExperimentViewSet(
         if self.action == "metrics":
             # The chart data needs the experiment's id only: the list's annotations (a trial
             # count and the scheduling message) cost ~140 ms at 1,000 trials (SQLite).
-            return Experiment.objects.only("id", "owner_id")
+            return scoped(Experiment.objects.only("id", "owner_id"), self.request.user)
         if self.action == "hparam_importance":
             # The fit needs the searcher metric (config) only, not the list's annotations.
-            return Experiment.objects.only("id", "owner_id", "config")
+            return scoped(Experiment.objects.only("id", "owner_id", "config"), self.request.user)
         qs = (
             Experiment.objects.select_related("owner", "project__workspace")
             .without_blobs()
@@ -108,6 +109,7 @@ class ExperimentViewSet(
             )
             .order_by("-id")
         )
+        qs = scoped(qs, self.request.user)
         if self.action != "list":
             return qs
         state = single_value(self.request, "state")
@@ -156,7 +158,12 @@ class ExperimentViewSet(
 
     def _control(self, request, pk, service):
         experiment = self.get_object()
-        ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
+        ensure_owner_or_staff(
+            request,
+            experiment.owner_id,
+            f"experiment {experiment.id}",
+            experiment.project.workspace_id,
+        )
         experiment = service(experiment_id=experiment.id)
         return Response(ExperimentSerializer(self.get_queryset().get(id=experiment.id)).data)
 
@@ -200,7 +207,12 @@ class ExperimentViewSet(
         """Move into another project (``{"project": id}``; owner or admin): 400 naming
         ``project`` when it is unknown or archived (or its workspace is)."""
         experiment = self.get_object()
-        ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
+        ensure_owner_or_staff(
+            request,
+            experiment.owner_id,
+            f"experiment {experiment.id}",
+            experiment.project.workspace_id,
+        )
         data = ExperimentMoveSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         experiment_move(
@@ -286,7 +298,12 @@ class ExperimentViewSet(
         """Run checkpoint GC now (retention policy, failed deletions, orphaned files); owner
         or staff. The pass runs in a Celery task: 202."""
         experiment = self.get_object()
-        ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
+        ensure_owner_or_staff(
+            request,
+            experiment.owner_id,
+            f"experiment {experiment.id}",
+            experiment.project.workspace_id,
+        )
         if experiment.state in (State.DELETING, State.DELETED):
             raise IllegalTransition(f"experiment {experiment.id} is {experiment.state}")
         lifecycle.request_checkpoint_gc(experiment.id)
@@ -302,7 +319,12 @@ class ExperimentViewSet(
         stored checkpoints and its rows. 409 while it runs or when a model version holds one of
         its checkpoints."""
         experiment = self.get_object()
-        ensure_owner_or_staff(request, experiment.owner_id, f"experiment {experiment.id}")
+        ensure_owner_or_staff(
+            request,
+            experiment.owner_id,
+            f"experiment {experiment.id}",
+            experiment.project.workspace_id,
+        )
         lifecycle.experiment_delete(experiment_id=experiment.id)
         return Response(
             ExperimentSerializer(self.get_queryset().get(id=experiment.id)).data,

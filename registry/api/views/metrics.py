@@ -24,6 +24,7 @@ from registry.api.params import (
     text_list_param,
     text_param,
 )
+from registry.authz import scoped
 from registry.errors import InvalidInput
 from registry.models import Trial
 
@@ -142,7 +143,7 @@ class TrialMetricsCSV(APIView):
         only cut the stream.
         """
         group, names = text_param(request, "group"), text_list_param(request, "name")
-        if not Trial.objects.filter(id=pk).exists():
+        if not scoped(Trial.objects.filter(id=pk), request.user).exists():
             raise Http404("No Trial matches the given query.")
         response = StreamingHttpResponse(_csv_lines(pk, group, names), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="trial-{pk}-metrics.csv"'

@@ -37,7 +37,7 @@ from registry.api.views.edits import TrialPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params
 from registry.api.views.search_params import TRIAL_SEARCH_PARAMETERS, searched, trial_page
 from registry.api.views.trial_summary import TrialSummaryMixin
-from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data
+from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data, scoped
 from registry.errors import InvalidInput
 from registry.models import Experiment, Trial, TrialLog
 from registry.models.states import State
@@ -95,6 +95,13 @@ class TrialViewSet(
         says otherwise; ``filter`` finds them by results across experiments (docs/search.md)."""
         trials = self.get_queryset().exclude(experiment__state__in=(State.DELETING, State.DELETED))
         return trial_page(self, searched(request, trials.order_by("id"), Target.TRIAL))
+
+    def get_queryset(self):
+        # A run token reads its own trial only (get_object checks it), whatever its owner's
+        # roles are now; users see the trials of the workspaces they have a role in.
+        if trial_run_of(self.request) is not None:
+            return super().get_queryset()
+        return scoped(super().get_queryset(), self.request.user)
 
     def get_object(self) -> Trial:
         # DRF's get_object_or_404: a non-integer id is a 404, not Django's ValueError (a 500).

@@ -1,11 +1,13 @@
 """``/api/v1/workspaces/`` and ``/api/v1/projects/``: list, create, retrieve, archive, unarchive.
 
-Every logged-in user reads every workspace and project and may create them (they own what they
-create); archiving is the owner's or an admin's (``registry.authz``). Trial tokens have no
-access. The rules live in ``registry.workspaces``; these views parse input and shape output.
+A user reads the workspaces (and their projects) where they have a role; any logged-in user
+creates a workspace (its admin then), editors create projects; archiving is the workspace's
+admins' (a project's owner's too) (``registry.authz``). Trial tokens have no access. The rules live in ``registry.workspaces``; these views parse input and shape output.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.db.models import Count, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -16,12 +18,14 @@ from rest_framework.response import Response
 
 from registry import workspaces as svc
 from registry.api.params import bool_param, int_query_parameter, optional_int_param
+from registry.api.views.workspace_members import WorkspaceMembersMixin
 from registry.api.workspace_serializers import (
     ProjectCreateSerializer,
     ProjectSerializer,
     WorkspaceCreateSerializer,
     WorkspaceSerializer,
 )
+from registry.authz import scoped
 from registry.models import Project, Workspace, default_project
 from registry.path_converters import DatabaseIdConverter
 
@@ -39,36 +43,48 @@ def path_id(pk: str, what: str) -> int:
         raise svc.NotFound(f"No {what} {pk}.") from None
 
 
-def _workspaces() -> QuerySet[Workspace]:
-    return Workspace.objects.select_related("owner").annotate(
-        num_projects=Count("projects", distinct=True),
-        num_experiments=Count("projects__experiments", distinct=True),
+def _workspaces(user: Any) -> QuerySet[Workspace]:
+    """The workspaces where ``user`` has a role (``registry.authz.scoped``)."""
+    return (
+        scoped(Workspace.objects, user)
+        .select_related("owner")
+        .annotate(
+            num_projects=Count("projects", distinct=True),
+            num_experiments=Count("projects__experiments", distinct=True),
+        )
     )
 
 
-def _projects() -> QuerySet[Project]:
-    return Project.objects.select_related("owner", "workspace").annotate(
-        num_experiments=Count("experiments")
+def _projects(user: Any) -> QuerySet[Project]:
+    """The projects of the workspaces where ``user`` has a role."""
+    return (
+        scoped(Project.objects, user)
+        .select_related("owner", "workspace")
+        .annotate(num_experiments=Count("experiments"))
     )
 
 
-class WorkspaceViewSet(viewsets.GenericViewSet):
-    """Workspaces by id: list (by name), create, retrieve, archive, unarchive."""
+class WorkspaceViewSet(WorkspaceMembersMixin, viewsets.GenericViewSet):
+    """Workspaces by id: list (by name), create, retrieve, set ``everyone_role``, archive,
+    unarchive, and their role bindings (``members/``)."""
 
     queryset = Workspace.objects.none()  # for the schema; reads go through ``_workspaces()``
     serializer_class = WorkspaceSerializer
     lookup_value_regex = r"[0-9]+"
 
     def _get(self, pk: str) -> Workspace:
-        found = _workspaces().filter(id=path_id(pk, "workspace")).first()
+        found = _workspaces(self.request.user).filter(id=path_id(pk, "workspace")).first()
         if found is None:
             raise svc.NotFound(f"No workspace {pk}.")
         return found
 
+    def _out(self, pk: str) -> Response:
+        return Response(WorkspaceSerializer(self._get(pk)).data)
+
     @extend_schema(parameters=[_ARCHIVED], responses=WorkspaceSerializer(many=True))
     def list(self, request: Request) -> Response:
         default_project()  # listed even before any experiment needed it
-        qs = _workspaces().order_by("name")
+        qs = _workspaces(request.user).order_by("name")
         archived = bool_param(request, "archived")
         if archived is not None:
             qs = qs.filter(archived=archived)
@@ -114,7 +130,7 @@ class ProjectViewSet(viewsets.GenericViewSet):
     lookup_value_regex = r"[0-9]+"
 
     def _get(self, pk: str) -> Project:
-        found = _projects().filter(id=path_id(pk, "project")).first()
+        found = _projects(self.request.user).filter(id=path_id(pk, "project")).first()
         if found is None:
             raise svc.NotFound(f"No project {pk}.")
         return found
@@ -128,7 +144,7 @@ class ProjectViewSet(viewsets.GenericViewSet):
     )
     def list(self, request: Request) -> Response:
         default_project()  # listed even before any experiment needed it
-        qs = _projects().order_by("workspace__name", "name")
+        qs = _projects(request.user).order_by("workspace__name", "name")
         workspace = optional_int_param(request, "workspace", lo=1, hi=_ID_MAX)
         if workspace is not None:
             qs = qs.filter(workspace_id=workspace)

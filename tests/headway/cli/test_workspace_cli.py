@@ -109,3 +109,36 @@ def test_experiment_create_lands_in_the_configs_project(server, capsys, tmp_path
     config.write_text(TINY_CONFIG + "workspace: team\nproject: nope\n")
     code, _, err = _cli(server, capsys, "experiment", "create", str(config), str(model_dir))
     assert code == 1 and "config.project" in err
+
+
+def test_workspace_roles_from_the_command_line(server, capsys, django_user_model) -> None:
+    from django.contrib.auth.models import Group
+
+    django_user_model.objects.create_user("bob")
+    Group.objects.create(name="ml-team")
+    assert _cli(server, capsys, "workspace", "create", "team")[0] == 0
+    code, out, _ = _cli(
+        server, capsys, "workspace", "grant", "team", "--user", "bob", "-r", "viewer"
+    )
+    assert (code, out) == (0, "bob is viewer in workspace 'team'.")
+    code, out, _ = _cli(
+        server, capsys, "workspace", "grant", "team", "--group", "ml-team", "--role", "editor"
+    )
+    assert (code, out) == (0, "ml-team is editor in workspace 'team'.")
+    code, out, _ = _cli(server, capsys, "workspace", "members", "team")
+    rows = [line.split() for line in out.splitlines()[2:-1]]
+    assert code == 0 and rows == [
+        ["alice", "user", "admin"],
+        ["bob", "user", "viewer"],
+        ["ml-team", "group", "editor"],
+    ]
+    assert out.splitlines()[-1] == "Everyone else: no role"
+    code, out, _ = _cli(server, capsys, "workspace", "revoke", "team", "--user", "bob")
+    assert (code, out) == (0, "Removed user 'bob''s role in workspace 'team'.")
+    code, _, err = _cli(server, capsys, "workspace", "revoke", "team", "--user", "bob")
+    assert code != 0 and "no role" in err
+    # An unknown user is refused by the registry, naming the field.
+    code, _, err = _cli(
+        server, capsys, "workspace", "grant", "team", "-u", "nobody", "-r", "viewer"
+    )
+    assert code != 0 and "user" in err

@@ -26,6 +26,7 @@ SAMPLES = {
     "workspace_id": 8,
     "project_id": 9,
     "webhook_id": 7,
+    "binding_id": 6,
 }
 
 

@@ -8,9 +8,10 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from registry import lifecycle
-from registry.authz import NotPermitted
+from registry.authz import Hidden, NotPermitted
 from registry.errors import InvalidInput
 from registry.models import DEFAULT_NAME, Experiment, Project, Workspace, default_project
+from registry.workspace_roles import grant
 from registry.workspaces import (
     Conflict,
     experiment_move,
@@ -110,11 +111,16 @@ def test_it_never_archives_the_default_workspace_or_project(django_user_model):
 def test_only_the_owner_or_an_admin_archives(user, team, django_user_model):
     workspace, project = team
     bob = django_user_model.objects.create_user("bob")
+    # A new workspace is private: without a role it is not found at all.
+    with pytest.raises(Hidden):
+        workspace_set_archived(workspace=workspace, user=bob, archived=True)
+    grant(workspace=workspace, actor=user, user="bob", role="editor")
+    bob = django_user_model.objects.get(username="bob")
     with pytest.raises(NotPermitted):
         workspace_set_archived(workspace=workspace, user=bob, archived=True)
     with pytest.raises(NotPermitted):
         project_set_archived(project=project, user=bob, archived=True)
-    # Anyone may add a project to someone else's workspace; its workspace's owner may archive it.
+    # An editor adds a project to someone else's workspace; its workspace's admin archives it.
     bobs = project_create(owner=bob, workspace_id=workspace.id, name="bobs")
     project_set_archived(project=bobs, user=user, archived=True)
     with pytest.raises(NotPermitted):
@@ -145,6 +151,9 @@ def test_it_moves_an_experiment_between_projects(user, team, django_user_model):
     assert Experiment.objects.get(id=experiment.id).project == default_project()
     bob = django_user_model.objects.create_user("bob")
     with pytest.raises(NotPermitted):
+        experiment_move(experiment_id=experiment.id, project_id=default_project().id, user=bob)
+    # A project in a workspace where bob has no role is unknown to him.
+    with pytest.raises(InvalidInput):
         experiment_move(experiment_id=experiment.id, project_id=project.id, user=bob)
 
 

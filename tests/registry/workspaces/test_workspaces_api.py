@@ -174,6 +174,10 @@ def test_only_owners_and_admins_archive_and_move(api, django_user_model):
     project = _project(api, workspace["id"])
     experiment_id = create_experiment(api).json()["id"]
     bob = _client_of(django_user_model.objects.create_user("bob"))
+    # A new workspace is private: 404 to bob until its admin gives him a role.
+    assert bob.get(f"/api/v1/workspaces/{workspace['id']}/").status_code == 404
+    members = f"/api/v1/workspaces/{workspace['id']}/members/"
+    assert api.post(members, {"user": "bob", "role": "editor"}, format="json").status_code == 201
     assert bob.get(f"/api/v1/workspaces/{workspace['id']}/").status_code == 200
     assert bob.post(f"/api/v1/workspaces/{workspace['id']}/archive/").status_code == 403
     assert bob.post(f"/api/v1/projects/{project['id']}/archive/").status_code == 403
@@ -181,7 +185,7 @@ def test_only_owners_and_admins_archive_and_move(api, django_user_model):
         f"/api/v1/experiments/{experiment_id}/move/", {"project": project["id"]}, format="json"
     )
     assert moved.status_code == 403
-    # Anyone may create a project in someone else's workspace; they own it.
+    # An editor may create a project in someone else's workspace; they own it.
     assert _project(bob, workspace["id"], "bobs")["owner"] == "bob"
     admin = _client_of(django_user_model.objects.create_user("root", is_staff=True))
     assert admin.post(f"/api/v1/projects/{project['id']}/archive/").status_code == 200
