@@ -16,6 +16,16 @@ ALTER TABLE registry_trialsearchvalue
     DROP CONSTRAINT registry_trialsearchvalue_pkey,
     ADD CONSTRAINT registry_trialsearchvalue_pkey PRIMARY KEY (trial_id, key) INCLUDE (num, text);
 
+-- A JSON number as a double, or NULL beyond what a double holds (1e400, 1e-400: a cast would
+-- raise "out of range" and fail the trial's own INSERT or UPDATE).
+CREATE OR REPLACE FUNCTION registry_json_double(value jsonb) RETURNS double precision
+LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT CASE WHEN jsonb_typeof(value) = 'number'
+                 AND abs(value::numeric) <= 1e308
+                 AND (value::numeric = 0 OR abs(value::numeric) >= 1e-307)
+                THEN value::double precision END
+$fn$;
+
 CREATE OR REPLACE FUNCTION registry_hparam_values(hparams jsonb)
 RETURNS TABLE (key varchar, num double precision, text varchar)
 LANGUAGE sql IMMUTABLE AS $fn$
@@ -28,7 +38,7 @@ LANGUAGE sql IMMUTABLE AS $fn$
         WHERE jsonb_typeof(flat.value) = 'object'
     )
     SELECT ('hp:' || path)::varchar,
-           CASE jsonb_typeof(value) WHEN 'number' THEN value::double precision END,
+           registry_json_double(value),
            (CASE jsonb_typeof(value)
                 WHEN 'string' THEN left(value #>> '{}', 300)
                 WHEN 'boolean' THEN value::text END)::varchar
@@ -43,8 +53,7 @@ CREATE OR REPLACE FUNCTION registry_metric_values(summary jsonb)
 RETURNS TABLE (key varchar, num double precision)
 LANGUAGE sql IMMUTABLE AS $fn$
     SELECT k::varchar,
-           CASE jsonb_typeof(s.value -> 'last') WHEN 'number'
-               THEN (s.value -> 'last')::double precision END
+           registry_json_double(s.value -> 'last')
     FROM jsonb_each(CASE WHEN jsonb_typeof(summary -> 'validation') = 'object'
                          THEN summary -> 'validation' ELSE '{}'::jsonb END) s,
          LATERAL (SELECT 'm:validation:' || s.key AS k) named
@@ -120,6 +129,7 @@ DROP TRIGGER IF EXISTS registry_trial_search_values_insert ON registry_trial;
 DROP FUNCTION IF EXISTS registry_trial_search_values();
 DROP FUNCTION IF EXISTS registry_metric_values(jsonb);
 DROP FUNCTION IF EXISTS registry_hparam_values(jsonb);
+DROP FUNCTION IF EXISTS registry_json_double(jsonb);
 """
 
 
