@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Count, QuerySet
 
 from registry.authz import (
     ensure_can_change_project,
@@ -252,3 +253,17 @@ def experiment_move(*, experiment_id: int, project_id: Any, user: Any) -> Experi
     Experiment.objects.filter(id=experiment.id).update(project=target)
     experiment.project = target
     return experiment
+
+
+def readable_workspaces(user: Any) -> QuerySet[Workspace]:
+    """The workspaces where ``user`` has a role (``registry.authz.scoped``), with their owner
+    and ``num_projects`` / ``num_experiments`` counts: what the REST list and the dashboard's
+    workspace pages show."""
+    return (
+        scoped(Workspace.objects, user)
+        .select_related("owner")
+        .annotate(
+            num_projects=Count("projects", distinct=True),
+            num_experiments=Count("projects__experiments", distinct=True),
+        )
+    )

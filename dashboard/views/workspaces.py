@@ -8,28 +8,14 @@ the list does. Every page requires login and runs a fixed number of queries.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, QuerySet
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from registry.authz import scoped
-from registry.models import Project, Workspace, default_project
-
-
-def _workspaces(user: Any) -> QuerySet[Workspace]:
-    """The workspaces where ``user`` has a role (``registry.authz.scoped``)."""
-    return (
-        scoped(Workspace.objects, user)
-        .select_related("owner")
-        .annotate(
-            num_projects=Count("projects", distinct=True),
-            num_experiments=Count("projects__experiments", distinct=True),
-        )
-    )
+from registry.models import Project, default_project
+from registry.workspaces import readable_workspaces
 
 
 @require_GET
@@ -39,7 +25,7 @@ def workspace_list(request: HttpRequest) -> HttpResponse:
     ``?archived=on``."""
     default_project()  # the default workspace is listed before any experiment needed it
     show_archived = request.GET.get("archived") == "on"
-    qs = _workspaces(request.user).order_by("name")
+    qs = readable_workspaces(request.user).order_by("name")
     if not show_archived:
         qs = qs.filter(archived=False)
     context = {"workspaces": list(qs), "show_archived": show_archived}
@@ -50,7 +36,7 @@ def workspace_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def workspace_detail(request: HttpRequest, workspace_id: int) -> HttpResponse:
     """One workspace and its projects (with their experiment counts), archived ones marked."""
-    workspace = get_object_or_404(_workspaces(request.user), id=workspace_id)
+    workspace = get_object_or_404(readable_workspaces(request.user), id=workspace_id)
     projects = (
         Project.objects.filter(workspace=workspace)
         .select_related("owner")

@@ -43,18 +43,6 @@ def path_id(pk: str, what: str) -> int:
         raise svc.NotFound(f"No {what} {pk}.") from None
 
 
-def _workspaces(user: Any) -> QuerySet[Workspace]:
-    """The workspaces where ``user`` has a role (``registry.authz.scoped``)."""
-    return (
-        scoped(Workspace.objects, user)
-        .select_related("owner")
-        .annotate(
-            num_projects=Count("projects", distinct=True),
-            num_experiments=Count("projects__experiments", distinct=True),
-        )
-    )
-
-
 def _projects(user: Any) -> QuerySet[Project]:
     """The projects of the workspaces where ``user`` has a role."""
     return (
@@ -68,12 +56,16 @@ class WorkspaceViewSet(WorkspaceMembersMixin, viewsets.GenericViewSet):
     """Workspaces by id: list (by name), create, retrieve, set ``everyone_role``, archive,
     unarchive, and their role bindings (``members/``)."""
 
-    queryset = Workspace.objects.none()  # for the schema; reads go through ``_workspaces()``
+    queryset = (
+        Workspace.objects.none()
+    )  # for the schema; reads go through ``svc.readable_workspaces()``
     serializer_class = WorkspaceSerializer
     lookup_value_regex = r"[0-9]+"
 
     def _get(self, pk: str) -> Workspace:
-        found = _workspaces(self.request.user).filter(id=path_id(pk, "workspace")).first()
+        found = (
+            svc.readable_workspaces(self.request.user).filter(id=path_id(pk, "workspace")).first()
+        )
         if found is None:
             raise svc.NotFound(f"No workspace {pk}.")
         return found
@@ -84,7 +76,7 @@ class WorkspaceViewSet(WorkspaceMembersMixin, viewsets.GenericViewSet):
     @extend_schema(parameters=[_ARCHIVED], responses=WorkspaceSerializer(many=True))
     def list(self, request: Request) -> Response:
         default_project()  # listed even before any experiment needed it
-        qs = _workspaces(request.user).order_by("name")
+        qs = svc.readable_workspaces(request.user).order_by("name")
         archived = bool_param(request, "archived")
         if archived is not None:
             qs = qs.filter(archived=archived)
