@@ -177,11 +177,6 @@ def experiment_owner_id(experiment_id: int) -> int | None:
     return Experiment.objects.filter(id=experiment_id).values_list("owner_id", flat=True).first()
 
 
-def trial_owner_id(trial_id: int) -> int | None:
-    """The owner id of the trial's experiment; None when there is no such trial."""
-    return Trial.objects.filter(id=trial_id).values_list("experiment__owner_id", flat=True).first()
-
-
 def _experiment_place(experiment_id: int) -> tuple[int | None, int | None]:
     row = (
         Experiment.objects.filter(id=experiment_id)
@@ -220,15 +215,12 @@ def ensure_can_change_trial(user: Any, trial_id: int) -> None:
     ensure_can_change(user, owner_id, f"trial {trial_id}", workspace_id)
 
 
-def ensure_can_write_trial_data(
-    user: Any, trial_id: int, *, run_trial_id: int | None, owner_id: int | None = None
-) -> None:
+def ensure_can_write_trial_data(user: Any, trial_id: int, *, run_trial_id: int | None) -> None:
     """Metrics, checkpoints and searcher reports of trial ``trial_id``: its own run or its owner.
 
     Arguments:
         run_trial_id: the trial of the run token the request used; None for a user's token or
             session.
-        owner_id: the trial's owner when the caller already read it (no query then).
 
     Raises:
         NotPermitted: a run token of another trial, or a user who does not own the trial
@@ -239,13 +231,24 @@ def ensure_can_write_trial_data(
         if run_trial_id != trial_id:
             raise NotPermitted(f"This trial token may only access trial {run_trial_id}.")
         return
-    if owner_id is None:
-        owner_id = trial_owner_id(trial_id)
-    if owner_id is None:
+    # A user's write (an unmanaged run or an MLflow client reports with its user's token): 404
+    # without a role in the workspace, and the owner needs an editor's rights there. One read
+    # gives the owner, the workspace and its everyone-role: an owner whom every user's role
+    # there already lets write (the default workspace) needs no read of role bindings.
+    row = (
+        Trial.objects.filter(id=trial_id)
+        .values_list(
+            "experiment__owner_id",
+            "experiment__project__workspace_id",
+            "experiment__project__workspace__everyone_role",
+        )
+        .first()
+    )
+    if row is None:
         return  # no such trial: the service answers 404
-    # A user's write (not the hot path: runs write with their token): 404 without a role in
-    # the workspace, and the owner needs an editor's rights there (changing what they own).
-    _, workspace_id = _trial_place(trial_id)
+    owner_id, workspace_id, everyone_role = row
+    if user.pk == owner_id and _rank(everyone_role) >= _rank(Role.EDITOR):
+        return
     ensure_readable(user, workspace_id, f"trial {trial_id}")
     if user.pk != owner_id or _rank(role_in(user, workspace_id)) < _rank(Role.EDITOR):
         raise NotPermitted(

@@ -114,9 +114,7 @@ class ArtifactFileView(MlflowAPIView):
         trial, relpath = _split(user, artifact_path)
         if not relpath:
             raise invalid("An upload names a file: <experiment_id>/<run_id>/artifacts/<path>.")
-        ensure_can_write_trial_data(
-            user, trial.id, run_trial_id=None, owner_id=trial.experiment.owner_id
-        )
+        ensure_can_write_trial_data(user, trial.id, run_trial_id=None)
         root = _root(trial)
         root.mkdir(parents=True, exist_ok=True)
         target = _inside(root, relpath)

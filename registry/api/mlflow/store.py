@@ -151,9 +151,7 @@ def trial(user: Any, run_id: Any) -> Trial:
 
 
 def _ensure_writer(user: Any, found: Trial) -> None:
-    ensure_can_write_trial_data(
-        user, found.id, run_trial_id=None, owner_id=found.experiment.owner_id
-    )
+    ensure_can_write_trial_data(user, found.id, run_trial_id=None)
 
 
 def create_run(user: Any, found: Experiment, run_name: Any, tags: dict[Any, Any]) -> Trial:

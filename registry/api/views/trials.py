@@ -127,9 +127,7 @@ class TrialViewSet(
         user = self.request.user
 
         def authorize(trial: Trial) -> None:
-            ensure_can_write_trial_data(
-                user, trial.id, run_trial_id=run_trial_id, owner_id=trial.experiment.owner_id
-            )
+            ensure_can_write_trial_data(user, trial.id, run_trial_id=run_trial_id)
 
         return authorize
 
