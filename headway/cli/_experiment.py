@@ -88,8 +88,9 @@ def follow_experiment(api: RegistryAPI, experiment_id: int) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Table of experiments, newest as the server orders them; archived ones only with --all."""
-    experiments = make_api(args).experiment_list(filter=args.filter)
+    """Table of experiments, newest first or in ``--order-by``'s order (the server sorts);
+    archived ones only with --all."""
+    experiments = make_api(args).experiment_list(filter=args.filter, order_by=args.order_by)
     if not args.all:
         experiments = [e for e in experiments if not e.get("archived")]
     print_table(

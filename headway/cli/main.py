@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--filter",
         help='only experiments matching this filter, e.g. "accuracy > 0.9" (docs/search.md)',
     )
+    exp_list.add_argument(
+        "--order-by",
+        help="comma-separated experiment fields, - for descending: --order-by=-best_validation",
+    )
     exp_list.set_defaults(func=_experiment.cmd_list)
     exp_describe = exp_cmds.add_parser("describe", help="show an experiment and its trials")
     exp_describe.add_argument("id", metavar="ID", type=int)

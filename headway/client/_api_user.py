@@ -39,10 +39,14 @@ class UserAPI(APIBase):
         row: wire.Row = self._post("experiment_create", body)
         return row
 
-    def experiment_list(self, *, filter: str | None = None) -> list[wire.Row]:
-        """Every experiment the user may see, newest first; only those matching ``filter``
-        (the filter language, docs/search.md) when given."""
-        return self._list("experiment_list", {"filter": filter} if filter else None)
+    def experiment_list(
+        self, *, filter: str | None = None, order_by: str | None = None
+    ) -> list[wire.Row]:
+        """Every experiment the user may see, newest first or sorted by ``order_by`` (the
+        experiment's fields, ``-`` for descending: ``-best_validation,name``); only those
+        matching ``filter`` (the filter language, docs/search.md) when given."""
+        params = {"filter": filter, "order_by": order_by}
+        return self._list("experiment_list", {k: v for k, v in params.items() if v} or None)
 
     def experiment_get(self, experiment_id: int) -> wire.Row:
         """One experiment (``ExperimentSerializer``: state, progress, config, best_validation...)."""

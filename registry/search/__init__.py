@@ -14,7 +14,7 @@ from registry.errors import InvalidInput
 from registry.search.compile import FilterValueError, to_q
 from registry.search.fields import Target, UnknownField
 from registry.search.grammar import FilterSyntaxError, parse
-from registry.search.order import order_trials
+from registry.search.order import order_experiments, order_trials
 
 __all__ = ["Target", "filter_queryset", "order_queryset"]
 
@@ -36,8 +36,9 @@ def filter_queryset(queryset: QuerySet, text: str | None, target: Target) -> Que
         raise InvalidInput({"filter": [str(exc)]}) from None
 
 
-def order_queryset(queryset: QuerySet, text: str | None) -> QuerySet:
-    """Trials sorted by ``order_by`` (``registry.search.order``); unchanged for None.
+def order_queryset(queryset: QuerySet, text: str | None, target: Target = Target.TRIAL) -> QuerySet:
+    """``queryset`` (of ``target``'s model) sorted by ``order_by`` (``registry.search.order``);
+    unchanged for None.
 
     Raises:
         InvalidInput: ``{"order_by": [message]}`` naming the key that does not sort.
@@ -45,6 +46,8 @@ def order_queryset(queryset: QuerySet, text: str | None) -> QuerySet:
     if text is None or not text.strip():
         return queryset
     try:
+        if target is Target.EXPERIMENT:
+            return order_experiments(queryset, text)
         return order_trials(queryset, text)
     except (UnknownField, FilterValueError) as exc:
         raise InvalidInput({"order_by": [str(exc)]}) from None

@@ -1,8 +1,9 @@
-"""``?order_by=`` of the trial lists: columns, hyperparameters and metrics, several keys.
+"""``?order_by=`` of the trial and experiment lists: several keys, ``-`` for descending.
 
-``-validation_accuracy,hparams.lr`` sorts by the latest validation accuracy, highest first, then
-by the learning rate; trials without a value come last either way, and the trial id breaks ties
-(a stable page order for ``limit``/``offset``).
+Trials sort by columns, hyperparameters and metrics: ``-validation_accuracy,hparams.lr`` sorts
+by the latest validation accuracy, highest first, then by the learning rate. Experiments sort by
+their own columns (``-best_validation``, ``owner``, ``start_time``). Rows without a value come
+last either way, and the id breaks ties (a stable page order for ``limit``/``offset``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,51 @@ def _json_value(parts: tuple[str, ...]) -> Cast:
     return Cast(KeyTextTransform(parts[-1], value), FloatField())
 
 
+def _keys(order_by: str) -> list[tuple[str, bool]]:
+    """``order_by``'s keys as ``(name, descending)``.
+
+    Raises:
+        FilterValueError: more than ``MAX_ORDER_KEYS`` keys, or an empty one.
+    """
+    keys = [key.strip() for key in order_by.split(",")]
+    if len(keys) > MAX_ORDER_KEYS:
+        raise FilterValueError(f"Give at most {MAX_ORDER_KEYS} keys, not {len(keys)}.")
+    out = []
+    for key in keys:
+        name = key.removeprefix("-").strip()
+        if not name:
+            raise FilterValueError("An empty key; give a field name, e.g. -validation_accuracy.")
+        out.append((name, key.startswith("-")))
+    return out
+
+
+def order_experiments(queryset: QuerySet, order_by: str) -> QuerySet:
+    """``queryset`` (experiments) sorted by the comma-separated keys of ``order_by``: the
+    experiment's own fields of the filter language (``id``, ``name``, ``state``, ``owner``,
+    ``project``, ``workspace``, ``start_time``, ``end_time``, ``archived``,
+    ``best_validation``, ``description``), ``-`` first for descending.
+
+    Raises:
+        UnknownField: a key that is no field of the filter language.
+        FilterValueError: more than ``MAX_ORDER_KEYS`` keys, an empty key, a field of the
+            experiment's trials (``hparams.lr``, a metric: sort the trial list by those), or
+            labels.
+    """
+    terms = []
+    for name, descending in _keys(order_by):
+        field = resolve(name, Target.EXPERIMENT)
+        if field.trial_level:
+            raise FilterValueError(
+                f"`{name}` is a field of the experiment's trials; experiments sort by their "
+                "own fields (id, name, state, owner, project, workspace, start_time, "
+                "end_time, archived, best_validation, description)."
+            )
+        if field.kind not in _SORTABLE and field.kind is not Kind.BOOL:
+            raise FilterValueError(f"`{name}` does not sort.")
+        terms.append(_direction(F(field.path or ""), descending))
+    return queryset.order_by(*terms, "id")
+
+
 def order_trials(queryset: QuerySet, order_by: str) -> QuerySet:
     """``queryset`` (trials) sorted by the comma-separated keys of ``order_by``, each a field
     of the filter language (``registry.search.fields``), ``-`` first for descending.
@@ -42,16 +88,9 @@ def order_trials(queryset: QuerySet, order_by: str) -> QuerySet:
         FilterValueError: more than ``MAX_ORDER_KEYS`` keys, an empty key, or a field that does
             not sort (labels).
     """
-    keys = [key.strip() for key in order_by.split(",")]
-    if len(keys) > MAX_ORDER_KEYS:
-        raise FilterValueError(f"Give at most {MAX_ORDER_KEYS} keys, not {len(keys)}.")
     terms = []
     annotations: dict[str, FilteredRelation | Cast] = {}
-    for index, key in enumerate(keys):
-        descending = key.startswith("-")
-        name = key.removeprefix("-").strip()
-        if not name:
-            raise FilterValueError("An empty key; give a field name, e.g. -validation_accuracy.")
+    for index, (name, descending) in enumerate(_keys(order_by)):
         field = resolve(name, Target.TRIAL)
         if field.kind not in _SORTABLE:
             raise FilterValueError(f"`{name}` does not sort.")

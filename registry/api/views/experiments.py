@@ -31,7 +31,6 @@ from registry.api.views.edits import ExperimentPatchMixin
 from registry.api.views.metrics import SERIES_PARAMETERS, series_params, series_response
 from registry.api.views.places import PLACE_PARAMETERS, filter_by_place
 from registry.api.views.search_params import (
-    FILTER_PARAMETER,
     TRIAL_SEARCH_PARAMETERS,
     searched,
     trial_page,
@@ -133,11 +132,12 @@ class ExperimentViewSet(
             OpenApiParameter("state", str, enum=State.values, description="Only this state."),
             OpenApiParameter("archived", str, enum=["true", "false"], description="Archived?"),
             *PLACE_PARAMETERS,
-            FILTER_PARAMETER,
+            *TRIAL_SEARCH_PARAMETERS,
         ]
     )
     def list(self, request, *args, **kwargs):
-        """Newest first; experiments being deleted only when asked for by ``state``."""
+        """Newest first (``?order_by=`` sorts otherwise); experiments being deleted only when
+        asked for by ``state``."""
         return super().list(request, *args, **kwargs)
 
     @extend_schema(request=ExperimentCreateSerializer, responses={201: ExperimentSerializer})

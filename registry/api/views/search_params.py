@@ -25,23 +25,21 @@ ORDER_BY_PARAMETER = OpenApiParameter(
     str,
     description=(
         "Comma-separated fields to sort by, `-` first for descending (e.g. "
-        "`-validation_accuracy,hparams.lr`); missing values last, then by id."
+        "`-validation_accuracy,hparams.lr`; experiments: their own fields, e.g. "
+        "`-best_validation,name`); missing values last, then by id."
     ),
 )
 TRIAL_SEARCH_PARAMETERS = [FILTER_PARAMETER, ORDER_BY_PARAMETER]
 
 
 def searched(request, queryset: QuerySet, target: Target) -> QuerySet:
-    """``queryset`` narrowed by the request's ``filter`` and, for trials, sorted by its
-    ``order_by``.
+    """``queryset`` narrowed by the request's ``filter`` and sorted by its ``order_by``.
 
     Raises:
         InvalidInput: 400 naming ``filter`` or ``order_by`` (``registry.search``).
     """
     queryset = filter_queryset(queryset, text_param(request, "filter"), target)
-    if target is Target.TRIAL:
-        queryset = order_queryset(queryset, text_param(request, "order_by"))
-    return queryset
+    return order_queryset(queryset, text_param(request, "order_by"), target)
 
 
 def trial_page(view, trials: QuerySet) -> Response:

@@ -70,6 +70,22 @@ def test_experiment_list_filters(server, world, capsys):  # noqa: F811
     assert [int(row.split()[0]) for row in rows] == [world.nlp.id]
 
 
+@pytest.mark.parametrize(
+    ("order_by", "first"), [("name", "nlp"), ("-name", "vision"), ("-start_time", "nlp")]
+)
+def test_experiment_list_sorts_by_order_by(server, world, capsys, order_by, first):  # noqa: F811
+    code, out, err = _cli(server, capsys, "experiment", "list", "--all", f"--order-by={order_by}")
+    assert code == 0, err
+    ids = [int(row.split()[0]) for row in out.strip().splitlines()[2:]]
+    expected = [world.vision.id, world.nlp.id]
+    assert ids == (expected if first == "vision" else expected[::-1])
+
+
+def test_a_bad_experiment_order_by_is_an_error_naming_it(server, world, capsys):  # noqa: F811
+    code, _out, err = _cli(server, capsys, "experiment", "list", "--order-by", "hparams.lr")
+    assert code == 1 and "order_by" in err and "`hparams.lr`" in err, err
+
+
 def test_a_bad_filter_is_an_error_naming_filter(server, world, capsys):  # noqa: F811
     code, _out, err = _cli(server, capsys, "trial", "list", "--filter", "hparam.lr < 1")
     assert code == 1 and "filter" in err and "`hparam.lr`" in err, err

@@ -54,6 +54,33 @@ def test_the_experiment_list_filters_with_its_other_parameters(api, world):
 
 
 @pytest.mark.parametrize(
+    ("order_by", "expected"),
+    [
+        ("name", ["nlp", "vision"]),  # "bert" < "resnet baseline"
+        ("-name", ["vision", "nlp"]),
+        ("start_time", ["vision", "nlp"]),
+        ("-start_time", ["nlp", "vision"]),
+        ("owner", None),  # by username: computed in the test
+        ("-best_validation", ["vision", "nlp"]),  # nlp has none: last either way
+        ("best_validation", ["vision", "nlp"]),
+        ("archived,name", ["vision", "nlp"]),
+        ("end_time", ["vision", "nlp"]),
+    ],
+)
+def test_the_experiment_list_sorts_by_its_own_fields_missing_last(api, world, order_by, expected):
+    answer = get(api, "/api/v1/experiments/", order_by=order_by)
+    assert answer.status_code == 200, answer.json()
+    by_id = {world.vision.id: "vision", world.nlp.id: "nlp"}
+    if order_by == "owner":
+        owners = sorted([(world.vision.owner.username, "vision"), ("bob", "nlp")])
+        expected = [name for _, name in owners]
+    assert [by_id[e["id"]] for e in answer.json()["results"]] == expected
+    # Paged in that order, with the filter beside it.
+    page = get(api, "/api/v1/experiments/", order_by=order_by, limit=1, offset=1).json()
+    assert page["count"] == 2 and [by_id[e["id"]] for e in page["results"]] == expected[1:]
+
+
+@pytest.mark.parametrize(
     ("path", "params", "name", "words"),
     [
         ("/api/v1/trials/", {"filter": "accuracy >"}, "filter", ["position 11", "a value"]),
@@ -65,6 +92,11 @@ def test_the_experiment_list_filters_with_its_other_parameters(api, world):
         ("/api/v1/trials/", {"order_by": "hparam.lr"}, "order_by", ["`hparam.lr`"]),
         ("/api/v1/experiments/", {"filter": "name > 3"}, "filter", ["`name`"]),
         ("/api/v1/experiments/", {"filter": "or"}, "filter", ["position 3", "operator"]),
+        ("/api/v1/experiments/", {"order_by": "-accuracy"}, "order_by", ["`accuracy`", "trials"]),
+        ("/api/v1/experiments/", {"order_by": "hparams.lr"}, "order_by", ["`hparams.lr`"]),
+        ("/api/v1/experiments/", {"order_by": "labels"}, "order_by", ["`labels`"]),
+        ("/api/v1/experiments/", {"order_by": "name,"}, "order_by", ["empty key"]),
+        ("/api/v1/experiments/", {"order_by": "hparam.x"}, "order_by", ["`hparam.x`"]),
         ("/api/v1/experiments/{vision}/trials/", {"filter": "x in ()"}, "filter", ["a value"]),
     ],
 )
@@ -98,4 +130,4 @@ def test_the_filter_and_order_by_are_in_the_schema(api):
         names_ = {p["name"] for p in schema["paths"][path]["get"]["parameters"]}
         assert {"filter", "order_by"} <= names_
     names_ = {p["name"] for p in schema["paths"]["/api/v1/experiments/"]["get"]["parameters"]}
-    assert "filter" in names_
+    assert {"filter", "order_by"} <= names_
