@@ -10,8 +10,8 @@
 - ``model_alias.moved``: a ``ModelAliasEvent`` created with action SET or MOVE.
 
 Each handler runs in the transaction of the save, so its deliveries commit with the change.
-Writes through ``QuerySet.update()`` send no signal; docs/webhooks.md lists the two state
-changes made that way.
+Writes through ``QuerySet.update()`` send no signal, so the registry changes a state by
+``save()`` everywhere.
 """
 
 from __future__ import annotations

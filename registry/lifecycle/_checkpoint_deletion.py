@@ -196,9 +196,19 @@ def experiment_delete(*, experiment_id: int) -> Experiment:
 
 def _delete_failed(experiment_id: int, error: str) -> None:
     logger.warning("deleting experiment %s failed: %s", experiment_id, error)
-    Experiment.objects.filter(id=experiment_id, state=State.DELETING).update(
-        state=State.DELETE_FAILED, delete_error=error[:10000]
-    )
+    # A locked row and save(), not a bulk UPDATE: the state change must reach the model's
+    # signals (webhooks' experiment.state_changed) like every other.
+    with transaction.atomic():
+        experiment = (
+            Experiment.objects.select_for_update(no_key=True)
+            .without_blobs()
+            .filter(id=experiment_id, state=State.DELETING)
+            .first()
+        )
+        if experiment is None:
+            return
+        experiment.state, experiment.delete_error = State.DELETE_FAILED, error[:10000]
+        experiment.save(update_fields=["state", "delete_error"])
 
 
 def experiment_delete_run(*, experiment_id: int) -> bool:

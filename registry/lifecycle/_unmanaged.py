@@ -278,9 +278,18 @@ def _new_run(trial: Trial) -> TrialRun:
         trial.state, trial.ended_at = State.ACTIVE, None
         fields += ["state", "ended_at"]
     trial.save(update_fields=fields)
-    Experiment.objects.filter(id=trial.experiment_id).exclude(state=State.ACTIVE).update(
-        state=State.ACTIVE, ended_at=None
+    # save(), not a bulk UPDATE, so that reopening an ended experiment reaches the model's
+    # signals (webhooks' experiment.state_changed) like every other state change.
+    experiment = (
+        Experiment.objects.select_for_update(no_key=True)
+        .without_blobs()
+        .filter(id=trial.experiment_id)
+        .exclude(state=State.ACTIVE)
+        .first()
     )
+    if experiment is not None:
+        experiment.state, experiment.ended_at = State.ACTIVE, None
+        experiment.save(update_fields=["state", "ended_at"])
     return run
 
 
