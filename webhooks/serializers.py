@@ -31,7 +31,7 @@ class WorkspaceRefField(serializers.Field):
     workspace. Archived workspaces count (their experiments still change state). The
     validated value is the ``Workspace`` or None."""
 
-    default_error_messages: ClassVar[dict[str, str]] = {
+    default_error_messages: ClassVar[dict[str, Any]] = {
         "type": "Must be a workspace's id (an integer) or name (a string), or null.",
         "unknown": "No workspace {ref}.",
     }

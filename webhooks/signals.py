@@ -31,7 +31,6 @@ from registry.models import (
     Experiment,
     ModelAliasEvent,
     ModelVersion,
-    Project,
     Trial,
 )
 from webhooks.events import record
@@ -48,14 +47,14 @@ def _workspace_of(instance: Any) -> int | None:
     """The id of the workspace an event about the saved row ``instance`` belongs to (one
     query), or None for a row outside workspaces (a registered model's version or alias)."""
     if isinstance(instance, Experiment):
-        rows = Project.objects.filter(pk=instance.project_id)
-        return rows.values_list("workspace_id", flat=True).first()
+        experiments = Experiment.objects.filter(id=instance.pk)
+        return experiments.values_list("project__workspace_id", flat=True).first()
     if isinstance(instance, Trial):
-        rows = Experiment.objects.filter(pk=instance.experiment_id)
-        return rows.values_list("project__workspace_id", flat=True).first()
+        experiments = Experiment.objects.filter(id=instance.experiment_id)
+        return experiments.values_list("project__workspace_id", flat=True).first()
     if isinstance(instance, Checkpoint):
-        rows = Trial.objects.filter(pk=instance.trial_id)
-        return rows.values_list("experiment__project__workspace_id", flat=True).first()
+        trials = Trial.objects.filter(id=instance.trial_id)
+        return trials.values_list("experiment__project__workspace_id", flat=True).first()
     # Registered models are in no workspace: only webhooks without a filter get their events.
     return None
 
