@@ -57,6 +57,8 @@ def webhook_info(hook: Webhook, last: Delivery | None = None) -> dict[str, Any]:
         "events": hook.events,
         "format": hook.format,
         "enabled": hook.enabled,
+        "workspace": hook.workspace.name if hook.workspace else None,
+        "workspace_id": hook.workspace_id,
         "created_by": hook.created_by.username if hook.created_by else None,
         "created_at": hook.created_at,
         "last_delivery": delivery_info(last) if last is not None else None,
@@ -66,7 +68,7 @@ def webhook_info(hook: Webhook, last: Delivery | None = None) -> dict[str, Any]:
 def webhooks_with_last_delivery() -> list[tuple[Webhook, Delivery | None]]:
     """Every webhook with its newest delivery (two queries: the webhooks, then the newest
     delivery of each)."""
-    hooks = list(Webhook.objects.select_related("created_by"))
+    hooks = list(Webhook.objects.select_related("created_by", "workspace"))
     top = Delivery.objects.values("webhook_id").annotate(top=Max("id")).values("top")
     newest = {row.webhook_id: row for row in Delivery.objects.filter(id__in=top)} if hooks else {}
     return [(hook, newest.get(hook.pk)) for hook in hooks]
@@ -95,7 +97,8 @@ class WebhookListView(APIView):
     )
     def post(self, request):
         """A webhook for ``url`` receiving ``events``; its ``secret`` (drawn when left out) is
-        in this answer only. 400 naming the field for an unknown field, event type or format,
+        in this answer only; ``workspace`` (an id or a name) limits it to that workspace's
+        events. 400 naming the field for an unknown field, event type, format or workspace,
         a duplicate name, or a URL the SSRF rules refuse."""
         serializer = WebhookWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -116,7 +119,8 @@ class WebhookDetailView(APIView):
     )
     def get(self, request, webhook_id: int):
         """The webhook and its newest delivery."""
-        return answer(wire.WebhookInfo, webhook_info(get_object_or_404(Webhook, pk=webhook_id)))
+        hook = get_object_or_404(Webhook.objects.select_related("workspace"), pk=webhook_id)
+        return answer(wire.WebhookInfo, webhook_info(hook))
 
     @extend_schema(
         tags=TAG,
@@ -126,8 +130,8 @@ class WebhookDetailView(APIView):
         responses={200: wire.WebhookInfo},
     )
     def patch(self, request, webhook_id: int):
-        """Change any of ``name``, ``url``, ``events``, ``format``, ``secret``, ``enabled``;
-        deliveries already recorded keep the body they were recorded with."""
+        """Change any of ``name``, ``url``, ``events``, ``format``, ``secret``, ``enabled``,
+        ``workspace`` (null: every workspace's events again); deliveries already recorded keep the body they were recorded with."""
         hook = get_object_or_404(Webhook, pk=webhook_id)
         serializer = WebhookWriteSerializer(data=request.data, instance=hook, partial=True)
         serializer.is_valid(raise_exception=True)

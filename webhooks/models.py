@@ -38,7 +38,11 @@ class PayloadFormat(models.TextChoices):
 
 class Webhook(models.Model):
     """An admin's webhook: ``url`` receives the ``events`` (``EventType`` values) it names,
-    formatted as ``format`` and signed with ``secret`` (HMAC-SHA256, ``webhooks.signing``)."""
+    formatted as ``format`` and signed with ``secret`` (HMAC-SHA256, ``webhooks.signing``).
+
+    ``workspace``: only events of that workspace (None: of every workspace, and the events that
+    belong to no workspace).
+    """
 
     name = models.CharField(max_length=100, unique=True)
     url = models.CharField(max_length=2000)
@@ -48,6 +52,15 @@ class Webhook(models.Model):
     )
     secret = models.CharField(max_length=128)
     enabled = models.BooleanField(default=True)
+    # PROTECT: a workspace is archived, never deleted; were it deleted, dropping the filter
+    # would widen the webhook to every workspace's events.
+    workspace = models.ForeignKey(
+        "registry.Workspace",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )

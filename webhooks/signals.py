@@ -10,6 +10,10 @@
 - ``model_alias.moved``: a ``ModelAliasEvent`` created with action SET or MOVE.
 
 Each handler runs in the transaction of the save, so its deliveries commit with the change.
+An event goes to the webhooks without a workspace filter and to those filtered to its
+workspace (``_workspace_of``): the experiment's project's workspace for experiment, trial and
+checkpoint events. Models are not in a workspace: their events go only to webhooks without a
+filter.
 Writes through ``QuerySet.update()`` send no signal, so the registry changes a state by
 ``save()`` everywhere.
 """
@@ -37,6 +41,22 @@ from webhooks.payloads import dashboard_url
 _LOADED = "_webhooks_loaded_state"
 # Attribute holding the state the stored row had just before this save (pre_save).
 _BEFORE = "_webhooks_state_before"
+
+
+def _workspace_of(instance: Any) -> int | None:
+    """The id of the workspace an event about the saved row ``instance`` belongs to (one
+    query), or None for a row outside workspaces (a registered model's version or alias)."""
+    if isinstance(instance, Experiment):
+        experiments = Experiment.objects.filter(id=instance.pk)
+        return experiments.values_list("project__workspace_id", flat=True).first()
+    if isinstance(instance, Trial):
+        experiments = Experiment.objects.filter(id=instance.experiment_id)
+        return experiments.values_list("project__workspace_id", flat=True).first()
+    if isinstance(instance, Checkpoint):
+        trials = Trial.objects.filter(id=instance.trial_id)
+        return trials.values_list("experiment__project__workspace_id", flat=True).first()
+    # Registered models are in no workspace: only webhooks without a filter get their events.
+    return None
 
 
 def _remember(sender: Any, instance: Any, **kwargs: Any) -> None:
@@ -75,6 +95,7 @@ def _experiment_saved(sender: Any, instance: Experiment, created: bool, **kwargs
             "state": str(instance.state),
             "url": dashboard_url("experiment", instance.pk),
         },
+        workspace=lambda: _workspace_of(instance),
     )
 
 
@@ -91,6 +112,7 @@ def _trial_saved(sender: Any, instance: Trial, created: bool, **kwargs: Any) -> 
             "state": str(instance.state),
             "url": dashboard_url("trial", instance.pk),
         },
+        workspace=lambda: _workspace_of(instance),
     )
 
 
@@ -110,6 +132,7 @@ def _checkpoint_saved(sender: Any, instance: Checkpoint, created: bool, **kwargs
             },
             "url": dashboard_url("trial", trial.pk),
         },
+        workspace=lambda: _workspace_of(instance),
     )
 
 
@@ -125,6 +148,7 @@ def _version_saved(sender: Any, instance: ModelVersion, created: bool, **kwargs:
             "checkpoint_uuid": str(instance.checkpoint_id),
             "url": dashboard_url("model", model.name),
         },
+        workspace=lambda: _workspace_of(instance),
     )
 
 
@@ -144,6 +168,7 @@ def _alias_event_saved(
             "to_version": instance.to_version,
             "url": dashboard_url("model", model.name),
         },
+        workspace=lambda: _workspace_of(instance),
     )
 
 

@@ -38,6 +38,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     create.add_argument("--format", choices=("default", "slack"), default="default")
     create.add_argument("--secret", help="16-128 characters (default: drawn by the master)")
+    create.add_argument(
+        "--workspace",
+        "-w",
+        metavar="NAME",
+        help="only this workspace's events (default: every workspace's)",
+    )
     create.set_defaults(func=cmd_create)
     listing = cmds.add_parser("list", help="every webhook and its last delivery")
     listing.add_argument("--json", action="store_true", help="print raw JSON")
@@ -58,7 +64,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_create(args: argparse.Namespace) -> int:
     """Print the webhook's id, then its secret alone on stdout (shown only now)."""
     created = make_api(args).webhook_create(
-        name=args.name, url=args.url, events=args.events, format=args.format, secret=args.secret
+        name=args.name,
+        url=args.url,
+        events=args.events,
+        format=args.format,
+        secret=args.secret,
+        workspace=args.workspace,
     )
     print(
         f"created webhook {created.id} ({created.name}); its signing secret is shown only now:",
@@ -76,15 +87,24 @@ def _last(delivery: WebhookDelivery | None) -> str | None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """One row per webhook: id, name, URL, format, events, enabled, last delivery."""
+    """One row per webhook: id, name, URL, workspace, format, events, enabled, last delivery."""
     hooks = make_api(args).webhook_list()
     if args.json:
         print_json([hook.model_dump(mode="json") for hook in hooks])
         return 0
     print_table(
-        ["id", "name", "url", "format", "events", "enabled", "last delivery"],
+        ["id", "name", "url", "workspace", "format", "events", "enabled", "last delivery"],
         [
-            [h.id, h.name, h.url, h.format, ",".join(h.events), h.enabled, _last(h.last_delivery)]
+            [
+                h.id,
+                h.name,
+                h.url,
+                h.workspace or "(all)",
+                h.format,
+                ",".join(h.events),
+                h.enabled,
+                _last(h.last_delivery),
+            ]
             for h in hooks
         ],
     )
@@ -101,10 +121,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print_json(dump | {"deliveries": [d.model_dump(mode="json") for d in deliveries]})
         return 0
     print(f"webhook {hook.id}: {hook.name}")
-    print(f"  url:     {hook.url}")
-    print(f"  format:  {hook.format}")
-    print(f"  events:  {', '.join(hook.events)}")
-    print(f"  enabled: {hook.enabled}")
+    print(f"  url:       {hook.url}")
+    print(f"  workspace: {hook.workspace or '(all)'}")
+    print(f"  format:    {hook.format}")
+    print(f"  events:    {', '.join(hook.events)}")
+    print(f"  enabled:   {hook.enabled}")
     print_table(
         ["delivery", "event", "type", "state", "attempts", "status", "last attempt", "error"],
         [

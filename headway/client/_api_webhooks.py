@@ -20,12 +20,17 @@ class WebhookAPI(APIBase):
         events: list[str],
         format: str = "default",
         secret: str | None = None,
+        workspace: str | int | None = None,
     ) -> wire.WebhookCreated:
         """Create a webhook; the answer holds its signing secret (shown only then). ``secret``:
-        16-128 characters of the admin's own, else the master draws one."""
+        16-128 characters of the admin's own, else the master draws one. ``workspace``: a
+        workspace's name (str) or id (int) whose events alone it receives (None: every
+        workspace's)."""
         body: dict[str, Any] = {"name": name, "url": url, "events": events, "format": format}
         if secret is not None:
             body["secret"] = secret
+        if workspace is not None:
+            body["workspace"] = workspace
         return wire.WebhookCreated.model_validate(self._post("webhook_create", body))
 
     def webhook_list(self) -> list[wire.WebhookInfo]:

@@ -46,6 +46,8 @@ class WebhookInfo(WireModel):
         events (list[str]): the event types it receives.
         format (str): ``default`` (the event as JSON) or ``slack`` (``{"text": ...}``).
         enabled (bool): False: no new event is recorded for it.
+        workspace (str | None), workspace_id (int | None): it receives only this workspace's
+            events (None: every workspace's).
         created_by (str | None), created_at (datetime): who made it, when.
         last_delivery (WebhookDelivery | None): its newest delivery.
     """
@@ -56,6 +58,8 @@ class WebhookInfo(WireModel):
     events: list[str]
     format: str
     enabled: bool
+    workspace: str | None = None
+    workspace_id: int | None = None
     created_by: str | None = None
     created_at: datetime
     last_delivery: WebhookDelivery | None = None

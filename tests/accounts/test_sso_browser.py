@@ -1,16 +1,25 @@
 """Single sign-on end to end: headless Chromium signs in to the dashboard through a real
 OpenID Connect provider (``oidc-provider``'s own login and consent screens), and Headway
-creates the user, links the provider account, and keeps its groups and admin flag in step."""
+creates the user, links the provider account, and keeps its groups and admin flag in step; a
+workspace role bound to a group follows the provider's groups claim."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from accounts.models import ExternalIdentity
+from registry import workspace_roles, workspaces
 from tests.browser import log_in
+from tests.helpers import queued_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+TINY_CONFIG = (
+    "name: tiny-secret\nentrypoint: python train.py\n"
+    "searcher: {name: single, metric: loss, max_length: 10}\n"
+)
 
 
 def sign_in_at_provider(page, login: str) -> None:
@@ -73,3 +82,66 @@ def test_a_local_account_of_the_same_name_is_not_taken_over(live_server, chromiu
     # Local accounts still log in with their password next to the provider's button.
     log_in(page, f"{live_server.url}/models/", "bob", "local-password-of-bob")
     assert "bob" in page.inner_text("body")
+
+
+def test_a_providers_group_claim_gives_a_workspace_role_through_a_group_binding(
+    live_server, chromium, oidc_provider
+):
+    """The one mapping of provider groups to workspace roles: a workspace admin binds a role
+    to the Django group the groups claim fills (``headway workspace grant --group``). With
+    ``vision`` in her claim Carol reads the private workspace; once the provider drops it, her
+    next sign-in takes the role away."""
+    olga = get_user_model().objects.create_user("olga")
+    private = workspaces.workspace_create(owner=olga, name="vision-lab")
+    workspaces.project_create(owner=olga, workspace_id=private.id, name="segmentation")
+    config = TINY_CONFIG + "workspace: vision-lab\nproject: segmentation\n"
+    experiment = queued_experiment(olga, config)
+    # The group exists once a sign-in carried it, or an admin made it (the admin site); a
+    # binding names an existing group.
+    Group.objects.create(name="vision")
+    workspace_roles.grant(workspace=private, actor=olga, role="viewer", group="vision")
+
+    oidc_provider.set_groups({"carol": ["vision"]})
+    page = chromium.new_page()
+    page.goto(f"{live_server.url}/workspaces/")
+    sign_in_at_provider(page, "carol")
+    page.wait_for_url(f"{live_server.url}/workspaces/")
+    assert "vision-lab" in page.inner_text("main")
+    assert page.goto(f"{live_server.url}/workspaces/{private.id}/").status == 200
+    assert "segmentation" in page.inner_text("main")
+    assert page.goto(f"{live_server.url}/experiments/{experiment.id}/").status == 200
+    assert "tiny-secret" in page.inner_text("main")
+    page.goto(f"{live_server.url}/")
+    assert "tiny-secret" in page.inner_text("main")
+    # The REST API with the same session.
+    api = f"{live_server.url}/api/v1"
+    assert page.request.get(f"{api}/workspaces/{private.id}/").status == 200
+    described = page.request.get(f"{api}/experiments/{experiment.id}/")
+    assert described.status == 200 and described.json()["name"] == "tiny-secret"
+    assert private.id in _ids(page, f"{api}/workspaces/")
+    assert experiment.id in _ids(page, f"{api}/experiments/")
+
+    # The provider takes Carol out of `vision`: at her next sign-in the role is gone.
+    oidc_provider.set_groups({"carol": []})
+    page.context.clear_cookies()
+    page.goto(f"{live_server.url}/workspaces/")
+    sign_in_at_provider(page, "carol")
+    page.wait_for_url(f"{live_server.url}/workspaces/")
+    carol = get_user_model().objects.get(username="carol")
+    assert not carol.groups.exists()
+    assert "vision-lab" not in page.inner_text("main")
+    assert page.goto(f"{live_server.url}/workspaces/{private.id}/").status == 404
+    assert page.goto(f"{live_server.url}/experiments/{experiment.id}/").status == 404
+    page.goto(f"{live_server.url}/")
+    assert "tiny-secret" not in page.inner_text("main")
+    assert page.request.get(f"{api}/workspaces/{private.id}/").status == 404
+    assert page.request.get(f"{api}/experiments/{experiment.id}/").status == 404
+    assert private.id not in _ids(page, f"{api}/workspaces/")
+    assert experiment.id not in _ids(page, f"{api}/experiments/")
+
+
+def _ids(page, url: str) -> list[int]:
+    """The ids of a REST list's first page, read with the page's session."""
+    answer = page.request.get(url)
+    assert answer.status == 200, answer.text()
+    return [row["id"] for row in answer.json()["results"]]

@@ -1,5 +1,6 @@
 """``/api/v1/webhooks/``: admins only, validation answered 400 naming the field (an unknown
-field such as ``workspace`` included), SSRF refusals, the secret shown once."""
+workspace included), SSRF refusals, the secret shown once, the workspace filter set by id or
+name and cleared with null."""
 
 from __future__ import annotations
 
@@ -78,7 +79,14 @@ def test_an_admins_own_secret_is_kept(admin):
 @pytest.mark.parametrize(
     ("fields", "field"),
     [
-        ({"workspace": "research"}, "workspace"),  # no workspaces yet: refused, never ignored
+        ({"workspace": "research"}, "workspace"),  # no workspace of that name
+        ({"workspace": 987654321}, "workspace"),
+        ({"workspace": 2**70}, "workspace"),
+        ({"workspace": 0}, "workspace"),
+        ({"workspace": True}, "workspace"),
+        ({"workspace": "a\x00b"}, "workspace"),
+        ({"workspace": ["research"]}, "workspace"),
+        ({"owner": "ops"}, "owner"),  # an unknown field: refused, never ignored
         ({"events": ["experiment.finished"]}, "events"),
         ({"events": []}, "events"),
         ({"format": "teams"}, "format"),
@@ -132,7 +140,10 @@ def test_a_duplicate_name_is_a_400_naming_name(admin):
 
 def test_a_patch_is_validated_too(admin):
     hook_id = _create(admin).json()["id"]
-    for fields, field in (({"url": "http://10.0.0.1/"}, "url"), ({"workspace": 1}, "workspace")):
+    for fields, field in (
+        ({"url": "http://10.0.0.1/"}, "url"),
+        ({"workspace": "nope"}, "workspace"),
+    ):
         answer = admin.patch(f"{URL}{hook_id}/", fields, format="json")
         assert answer.status_code == 400 and field in answer.json()["errors"], answer.content
     assert Webhook.objects.get(id=hook_id).url == PUBLIC
@@ -191,3 +202,27 @@ def test_the_test_action_makes_its_first_attempt_at_once(admin, settings):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_workspace_filter_by_name_or_id_shown_changed_and_cleared(admin):
+    from registry.models import Workspace
+
+    research = Workspace.objects.create(name="research")
+    vision = Workspace.objects.create(name="vision")
+    created = _create(admin, workspace="research")
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert (body["workspace"], body["workspace_id"]) == ("research", research.id)
+    hook_id = body["id"]
+    assert Webhook.objects.get(id=hook_id).workspace_id == research.id
+    changed = admin.patch(f"{URL}{hook_id}/", {"workspace": vision.id}, format="json")
+    assert changed.status_code == 200, changed.content
+    assert (changed.json()["workspace"], changed.json()["workspace_id"]) == ("vision", vision.id)
+    (listed,) = admin.get(URL).json()["webhooks"]
+    assert (listed["workspace"], listed["workspace_id"]) == ("vision", vision.id)
+    cleared = admin.patch(f"{URL}{hook_id}/", {"workspace": None}, format="json")
+    assert cleared.status_code == 200, cleared.content
+    assert (cleared.json()["workspace"], cleared.json()["workspace_id"]) == (None, None)
+    assert Webhook.objects.get(id=hook_id).workspace_id is None
+    unfiltered = _create(admin, name="all").json()
+    assert (unfiltered["workspace"], unfiltered["workspace_id"]) == (None, None)

@@ -1,6 +1,7 @@
 """Deliveries end to end: a real receiver on loopback (``http.server`` in a thread), the
 master's real Celery worker (with its beat: the sweep), PostgreSQL and Redis. The receiver
-checks each signature with the snippet docs/webhooks.md gives receivers."""
+checks each signature with the snippet docs/webhooks.md gives receivers; a webhook filtered
+to a workspace receives that workspace's events only."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from registry import lifecycle
+from registry.workspaces import project_create, workspace_create
 from tests.helpers import (
     REPO,
     queued_experiment,
@@ -150,7 +152,9 @@ def admin(transactional_db, django_user_model, master_worker, receiver, settings
     return client
 
 
-def _hook(admin, receiver, name: str, fmt: str = "default", fail_first: int = 0) -> Webhook:
+def _hook(
+    admin, receiver, name: str, fmt: str = "default", fail_first: int = 0, **fields
+) -> Webhook:
     receiver.fail_first[name] = fail_first
     answer = admin.post(
         "/api/v1/webhooks/",
@@ -159,7 +163,8 @@ def _hook(admin, receiver, name: str, fmt: str = "default", fail_first: int = 0)
             "url": f"{receiver.url}/{name}",
             "events": ["experiment.state_changed", "trial.state_changed"],
             "format": fmt,
-        },
+        }
+        | fields,
         format="json",
     )
     assert answer.status_code == 201, answer.content
@@ -191,6 +196,40 @@ def test_events_are_delivered_signed_once_each(admin, receiver):
         assert deliver(row.pk) is None
     assert sweep() == 0
     assert len(receiver.of("plain")) == 2
+
+
+def test_a_workspace_filtered_webhook_gets_its_workspaces_events_only(admin, receiver):
+    experiments = {}
+    for name in ("A", "B"):
+        workspace = workspace_create(owner=admin.user, name=name)
+        project_create(owner=admin.user, workspace_id=workspace.id, name="p")
+        config = CONFIG + f"workspace: {name}\nproject: p\n"
+        experiments[name] = queued_experiment(admin.user, config)
+    only_a = _hook(admin, receiver, "only-a", workspace="A")
+    every = _hook(admin, receiver, "every")
+    for experiment in experiments.values():
+        lifecycle.experiment_pause(experiment_id=experiment.id)
+    wait_for(lambda: _settled(only_a) and _settled(every), 60, "the deliveries")
+    # Both hooks' deliveries are settled: nothing more is on its way to either.
+    assert Delivery.objects.filter(webhook=every).count() == 4
+
+    def experiments_seen(hook: str) -> list[tuple[str, int]]:
+        seen = []
+        for request in receiver.of(hook):
+            data = request["body"]["data"]
+            owner = data["experiment"]["id"] if "experiment" in data else None
+            seen.append((request["type"], owner or data["trial"]["experiment_id"]))
+            assert request["verified"] and request["status"] == 200
+        return sorted(seen)
+
+    a, b = experiments["A"].id, experiments["B"].id
+    assert experiments_seen("only-a") == [
+        ("experiment.state_changed", a),
+        ("trial.state_changed", a),
+    ]
+    assert experiments_seen("every") == sorted(
+        (kind, e) for kind in ("experiment.state_changed", "trial.state_changed") for e in (a, b)
+    )
 
 
 def test_a_failing_receiver_is_retried_with_the_same_event_id_then_delivered(admin, receiver):

@@ -1,5 +1,6 @@
 """Events are recorded as deliveries in the transaction of the change that causes them (the
-outbox), by the registry's own lifecycle and model registry functions; bodies and Slack shape."""
+outbox), by the registry's own lifecycle and model registry functions; bodies and Slack shape;
+webhooks filtered to a workspace."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import json
 import pytest
 from django.db import transaction
 
-from registry import lifecycle, model_aliases, model_registry
-from registry.models import Experiment, State
+from registry import lifecycle, model_aliases, model_registry, workspaces
+from registry.models import Experiment, State, Workspace
 from tests.helpers import queued_experiment, register_checkpoint
+from webhooks.events import record
 from webhooks.models import Delivery, EventType, Webhook
 
 pytestmark = pytest.mark.django_db
@@ -173,3 +175,55 @@ def test_slack_text_escapes_names(user):
     lifecycle.experiment_pause(experiment_id=experiment.id)
     (text,) = [json.loads(d.body)["text"] for d in Delivery.objects.all()]
     assert f"|Experiment {experiment.id} (a &lt;b&gt; &amp; c)>" in text
+
+
+def _in_workspace(owner, workspace: str) -> Experiment:
+    """A queued experiment in project ``p`` of a new workspace ``workspace``."""
+    made = workspaces.workspace_create(owner=owner, name=workspace)
+    workspaces.project_create(owner=owner, workspace_id=made.id, name="p")
+    config = TINY_CONFIG + f"workspace: {workspace}\nproject: p\n"
+    return queued_experiment(owner, config)
+
+
+def test_a_workspace_filter_lets_through_that_workspaces_events_only(user):
+    everything = _hook("all")
+    experiment_a = _in_workspace(user, "A")
+    experiment_b = _in_workspace(user, "B")
+    only_a = _hook("only-a", workspace=Workspace.objects.get(name="A"))
+    trial_a, trial_b = experiment_a.trials.get(), experiment_b.trials.get()
+
+    lifecycle.experiment_pause(experiment_id=experiment_a.id)
+    lifecycle.experiment_pause(experiment_id=experiment_b.id)
+    checkpoint_a = register_checkpoint(trial_a)
+    register_checkpoint(trial_b)
+
+    def got(hook: Webhook) -> set[tuple[str, int]]:
+        rows = Delivery.objects.filter(webhook=hook)
+        seen = set()
+        for row in rows:
+            data = json.loads(row.body)["data"]
+            if row.event_type == EventType.EXPERIMENT_STATE_CHANGED:
+                seen.add((row.event_type, data["experiment"]["id"]))
+            elif row.event_type == EventType.TRIAL_STATE_CHANGED:
+                seen.add((row.event_type, data["trial"]["experiment_id"]))
+            else:
+                seen.add((row.event_type, data["checkpoint"]["experiment_id"]))
+        return seen
+
+    kinds = ("experiment.state_changed", "trial.state_changed", "checkpoint.completed")
+    assert got(only_a) == {(kind, experiment_a.id) for kind in kinds}
+    assert got(everything) == {(k, e.id) for k in kinds for e in (experiment_a, experiment_b)}
+
+    # Models are in no workspace: their events reach only webhooks without a filter.
+    model = model_registry.model_create(owner=user, name="digits")
+    model_registry.version_register(model=model, user=user, checkpoint_uuid=checkpoint_a.uuid)
+    model_aliases.alias_set(model=model, alias="champion", version=1, user=user)
+    for kind in (EventType.MODEL_VERSION_CREATED, EventType.MODEL_ALIAS_MOVED):
+        assert Delivery.objects.filter(event_type=kind, webhook=everything).count() == 1
+        assert not Delivery.objects.filter(event_type=kind, webhook=only_a).exists()
+
+
+def test_an_event_nobody_filters_costs_one_query(user, django_assert_num_queries):
+    _hook("all", events=[EventType.EXPERIMENT_STATE_CHANGED])
+    with django_assert_num_queries(2):  # the webhooks, then the insert of the delivery
+        record(EventType.EXPERIMENT_STATE_CHANGED, {"probe": 1}, send=False)

@@ -32,6 +32,7 @@ def test_the_page_lists_webhooks_and_deliveries_for_admins_only(admin_user, user
     assert page.status_code == 200
     html = page.content.decode()
     assert "ops-slack" in html and PUBLIC in html
+    assert ">all<" in html  # no workspace filter
     assert f'id="delivery-{delivery.id}"' in html and str(delivery.event_id) in html
     assert 'href="/webhooks/"' in html  # the top bar links it for admins
     client.force_login(user)
@@ -89,6 +90,25 @@ def test_cli_create_list_describe_delete(server, capsys):
     assert main(["--master", url, "webhook", "delete", str(hook.id)]) == 0
     assert not Webhook.objects.exists()
     assert main(["--master", url, "webhook", "describe", str(hook.id)]) == 1
+
+
+def test_cli_create_with_a_workspace_filter(server, capsys):
+    from registry.models import Workspace
+
+    url, _ = server
+    vision = Workspace.objects.create(name="vision")
+    args = ["--master", url, "webhook", "create", "ops", PUBLIC, "-e", "trial.state_changed"]
+    assert main([*args, "--workspace", "vision"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert Webhook.objects.get(name="ops").workspace_id == vision.id
+    assert main(["--master", url, "webhook", "list"]) == 0
+    assert "vision" in capsys.readouterr().out
+    hook = Webhook.objects.get(name="ops")
+    assert main(["--master", url, "webhook", "describe", str(hook.id)]) == 0
+    assert "workspace: vision" in capsys.readouterr().out
+    assert main([*args[:4], "other", PUBLIC, "-e", "trial.state_changed", "-w", "nope"]) == 1
+    assert "workspace" in capsys.readouterr().err
+    assert not Webhook.objects.filter(name="other").exists()
 
 
 def test_cli_refusals_name_the_field_and_the_rule(server, capsys, monkeypatch):
