@@ -2,6 +2,8 @@
 
 ``?state=ACTIVE&label=baseline&owner=alice&name=mnist&archived=on&sort=-best`` filters by
 state, by one label (exact), by owner (username), by a part of the name (case-insensitive),
+by the filter language (``?filter=validation_accuracy > 0.9``, docs/search.md, through the REST
+API's ``registry.search.filter_queryset``),
 shows archived experiments too (hidden otherwise, like ``headway experiment list`` without
 ``--all``), and sorts by one of ``SORT_FIELDS`` (``-`` for descending). Every filter runs in the
 database on ``dashboard.selectors.experiment_list()``, so paging stays one query.
@@ -31,8 +33,10 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Lower
 from django.http import QueryDict
 
+from dashboard.table_query import apply_filter
 from registry.authz import scoped
 from registry.models import Experiment, Project, State, Workspace
+from registry.search import Target
 
 # Sort key in the URL -> (what it orders by, column title). Order is column order on the page;
 # ``dashboard.selectors.experiment_list`` provides the annotations. Text sorts ignore case, the
@@ -117,7 +121,8 @@ def _with_label(qs: QuerySet[Experiment], label: str) -> QuerySet[Experiment]:
 class ExperimentFilter(django_filters.FilterSet):
     """Filters for the experiment list; ``.qs`` is the filtered, sorted queryset.
 
-    Fields: ``name`` (substring, case-insensitive), ``state`` (one ``State``), ``label`` (one
+    Fields: ``filter`` (the filter language; a malformed one is ignored and its parser's
+    message is in ``.errors``), ``name`` (substring, case-insensitive), ``state`` (one ``State``), ``label`` (one
     label, exact), ``owner`` (a username from a select of all users), ``archived`` (checkbox:
     include archived experiments), ``project`` / ``workspace`` (ids), ``sort`` (a
     ``SORT_FIELDS`` key, optionally ``-``-prefixed).
@@ -127,6 +132,18 @@ class ExperimentFilter(django_filters.FilterSet):
     which.
     """
 
+    filter = django_filters.CharFilter(
+        method="filter_language",
+        label="Filter",
+        widget=forms.TextInput(
+            attrs={
+                "type": "search",
+                "size": 48,
+                "placeholder": "validation_accuracy > 0.95 and hparams.lr < 1e-3",
+                "aria-describedby": "filter-help",
+            }
+        ),
+    )
     name = django_filters.CharFilter(lookup_expr="icontains", label="Name contains")
     state = django_filters.ChoiceFilter(choices=State.choices, label="State", empty_label="any")
     label = django_filters.CharFilter(method="filter_label", label="Label")
@@ -168,6 +185,14 @@ class ExperimentFilter(django_filters.FilterSet):
         """Experiments whose ``labels`` list holds ``value``."""
         return _with_label(qs, value.strip())
 
+    def filter_language(
+        self, qs: QuerySet[Experiment], name: str, value: str
+    ) -> QuerySet[Experiment]:
+        """Experiments matching the filter ``value``; unchanged (the message kept for
+        ``filter_queryset`` to report) when it is malformed."""
+        qs, self._language_error = apply_filter(qs, value, Target.EXPERIMENT)
+        return qs
+
     def filter_archived(
         self, qs: QuerySet[Experiment], name: str, value: bool | None
     ) -> QuerySet[Experiment]:
@@ -176,7 +201,10 @@ class ExperimentFilter(django_filters.FilterSet):
 
     def filter_queryset(self, queryset: QuerySet[Experiment]) -> QuerySet[Experiment]:
         """The declared filters, then archived rows dropped unless ``archived`` is ticked."""
+        self._language_error: str | None = None
         queryset = super().filter_queryset(queryset)
+        if self._language_error:
+            self.form.add_error("filter", self._language_error)
         if not self.form.cleaned_data.get("archived"):
             queryset = queryset.filter(archived=False)
         return queryset

@@ -19,11 +19,15 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import F, OrderBy, QuerySet
+from django.http import QueryDict
 
 from dashboard import selectors
+from dashboard.table_query import Column, TableQuery, apply_filter, parse_columns
 from headway.expconf import flatten_hparams
 from headway.metric_values import chartable
 from registry.models import Experiment, Trial
+from registry.search import Target, order_queryset
+from registry.search.fields import Kind
 
 PAGE_SIZE = 50  # rows a page, as docs/dashboard.md says
 # ``?sort=`` keys of the table (a leading ``-`` reverses); "best" puts the best value of the
@@ -33,15 +37,38 @@ DEFAULT_SORT = "best"
 CSV_FIELDS = ("trial_id", "state", "batches", "restarts", "best_validation", "latest_checkpoint")
 
 
-def parse_sort(raw: str | None) -> str:
-    """``raw`` if it names a sort key (optionally ``-``-prefixed), else ``DEFAULT_SORT``.
+def parse_sort(raw: str | None, columns: Sequence[Column] = ()) -> str:
+    """``raw`` if it names a sort key or one of the chosen ``columns`` (optionally
+    ``-``-prefixed), else ``DEFAULT_SORT``.
 
     An unknown key falls back instead of answering 400: sort links are built by the page, and
     a stale bookmark should still show the table (as the experiment list does).
     """
-    if raw and raw.lstrip("-") in SORT_KEYS:
+    if raw and (raw.lstrip("-") in SORT_KEYS or any(raw.lstrip("-") == c.name for c in columns)):
         return raw
     return DEFAULT_SORT
+
+
+def read_query(params: QueryDict) -> TableQuery:
+    """The table's ``?filter=``, ``?columns=`` and ``?sort=`` (``dashboard.table_query``);
+    the filter is checked when applied (``matching_trials``)."""
+    columns, column_errors = parse_columns(params.getlist("columns"))
+    return TableQuery(
+        filter=params.get("filter", ""),
+        columns=columns,
+        column_errors=column_errors,
+        sort=parse_sort(params.get("sort"), columns),
+    )
+
+
+def matching_trials(experiment: Experiment, query: TableQuery) -> QuerySet[Trial]:
+    """The experiment's trials that match ``query.filter``, in the order of ``query.sort``.
+    A malformed filter is ignored and its message left in ``query.filter_error``."""
+    trials, query.filter_error = apply_filter(experiment.trials.all(), query.filter, Target.TRIAL)
+    if query.sort.lstrip("-") in SORT_KEYS:
+        return trials.order_by(*_ordering(experiment, query.sort))
+    # A chosen column: the REST API's ``?order_by=`` (values missing last, ties by id).
+    return order_queryset(trials, query.sort)
 
 
 def _ordering(experiment: Experiment, sort: str) -> list[OrderBy | str]:
@@ -60,47 +87,70 @@ def _ordering(experiment: Experiment, sort: str) -> list[OrderBy | str]:
     return [term, "id"]
 
 
-def sorted_trials(experiment: Experiment, sort: str) -> QuerySet[Trial]:
-    """The experiment's trials in the table's order (``sort`` already parsed)."""
-    return experiment.trials.order_by(*_ordering(experiment, sort))
-
-
 @dataclasses.dataclass
 class TrialTable:
-    """One page of the table: ``rows`` (trials with ``experiment_trials``' display extras),
-    ``page`` (Django's ``Page``), ``sort`` (the parsed key) and ``total`` trials."""
+    """One page of the table: ``rows`` (trials with ``experiment_trials``' display extras and
+    ``column_values``, the chosen columns' values), ``page`` (Django's ``Page``), ``query``
+    (filter, columns, parsed sort) and ``total`` matching trials."""
 
     rows: list[Trial]
     page: Page
-    sort: str
+    query: TableQuery
     total: int
+
+    @property
+    def sort(self) -> str:
+        """The parsed sort key."""
+        return self.query.sort
+
+    def _link(self, key: str) -> dict[str, str]:
+        if self.sort == key:
+            target, aria = f"-{key}", "ascending"
+        elif self.sort == f"-{key}":
+            target, aria = key, "descending"
+        else:
+            target, aria = key, "none"
+        return {"sort": target, "aria": aria, "params": self.query.params(sort=target)}
 
     @property
     def links(self) -> dict[str, dict[str, str]]:
         """Per sort key: ``sort`` (the ``?sort=`` its heading links to: the key, or reversed
-        when already sorted by it) and ``aria`` (its ``aria-sort``)."""
-        out = {}
-        for key in SORT_KEYS:
-            if self.sort == key:
-                out[key] = {"sort": f"-{key}", "aria": "ascending"}
-            elif self.sort == f"-{key}":
-                out[key] = {"sort": key, "aria": "descending"}
-            else:
-                out[key] = {"sort": key, "aria": "none"}
+        when already sorted by it), ``aria`` (its ``aria-sort``) and ``params`` (the query
+        string of that link, filter and columns kept)."""
+        return {key: self._link(key) for key in SORT_KEYS}
+
+    @property
+    def column_links(self) -> list[dict[str, Any]]:
+        """Per chosen column, as ``links``, with ``column`` and ``without`` (the query string
+        of the table without that column)."""
+        out = []
+        for column in self.query.columns:
+            rest = [c for c in self.query.columns if c is not column]
+            kept = TableQuery(
+                filter=self.query.active_filter,
+                columns=rest,
+                sort=self.sort if self.sort.lstrip("-") != column.name else DEFAULT_SORT,
+            )
+            out.append({**self._link(column.name), "column": column, "without": kept.params()})
         return out
+
+    def page_params(self, number: int) -> str:
+        """The query string of page ``number`` of this table."""
+        return self.query.params(page=str(number))
 
 
 def trial_page(
-    experiment: Experiment, user: Any, *, page: str | int | None, sort: str | None
+    experiment: Experiment, user: Any, *, page: str | int | None, query: TableQuery
 ) -> TrialTable:
     """Page ``page`` (1-based; junk or past the end: the nearest page, as Django's
-    ``get_page``) of the trials sorted by ``sort``. Queries: the count, the rows, their runs
+    ``get_page``) of the trials matching ``query``. Queries: the count, the rows, their runs
     and their checkpoints."""
-    key = parse_sort(sort)
-    query = sorted_trials(experiment, key).prefetch_related("runs")
-    paged = Paginator(query, PAGE_SIZE).get_page(page)
+    trials = matching_trials(experiment, query).prefetch_related("runs")
+    paged = Paginator(trials, PAGE_SIZE).get_page(page)
     rows = selectors.experiment_trials(experiment, user, trials=list(paged.object_list))
-    return TrialTable(rows=rows, page=paged, sort=key, total=paged.paginator.count)
+    for row in rows:
+        row.column_values = [column.value(row) for column in query.columns]  # type: ignore[attr-defined]
+    return TrialTable(rows=rows, page=paged, query=query, total=paged.paginator.count)
 
 
 def all_trials_light(experiment: Experiment) -> list[Trial]:
@@ -131,13 +181,17 @@ class _Echo:
         return value
 
 
-def csv_rows(experiment: Experiment, sort: str | None, columns: Sequence[str]) -> Iterator[str]:
-    """The table as CSV lines: a header (``CSV_FIELDS`` then ``hp.<name>`` per hyperparameter
-    of ``columns``) and one line per trial, every trial of the experiment in the table's
-    ``sort``. Streams (``iterator()``): memory does not grow with the number of trials."""
+def csv_rows(experiment: Experiment, query: TableQuery, columns: Sequence[str]) -> Iterator[str]:
+    """The table as CSV lines: a header (``CSV_FIELDS``, ``hp.<name>`` per hyperparameter of
+    ``columns``, then the name of each chosen metric column of ``query``) and one line per
+    trial matching ``query``'s filter (already checked: ``query.filter_error`` is None), in the
+    table's sort. Streams (``iterator()``): memory does not grow with the number of trials."""
     writer = csv.writer(_Echo())
-    yield writer.writerow([*CSV_FIELDS, *(f"hp.{name}" for name in columns)])
-    query = sorted_trials(experiment, parse_sort(sort)).only(
+    metrics = [c for c in query.columns if c.kind is Kind.METRIC]
+    yield writer.writerow(
+        [*CSV_FIELDS, *(f"hp.{name}" for name in columns), *(c.name for c in metrics)]
+    )
+    rows = matching_trials(experiment, query).only(
         "id",
         "state",
         "steps_completed",
@@ -145,8 +199,9 @@ def csv_rows(experiment: Experiment, sort: str | None, columns: Sequence[str]) -
         "best_validation",
         "latest_checkpoint",
         "hparams",
+        "summary_metrics",
     )
-    for trial in query.iterator(chunk_size=500):
+    for trial in rows.iterator(chunk_size=500):
         flat = dict(flatten_hparams(trial.hparams))
         best = chartable(trial.best_validation)
         yield writer.writerow(
@@ -158,6 +213,7 @@ def csv_rows(experiment: Experiment, sort: str | None, columns: Sequence[str]) -
                 "" if best is None else repr(best),
                 trial.latest_checkpoint or "",
                 *(_cell(flat.get(name)) for name in columns),
+                *(_cell(c.value(trial)) for c in metrics),
             ]
         )
 

@@ -11,6 +11,7 @@ from dashboard.views import (
     hosts,
     model,
     models,
+    saved_views,
     trial,
     trial_logs,
     workers,
@@ -36,6 +37,18 @@ urlpatterns = [
         experiment_trials.experiment_trials_data,
         name="experiment-trials-data",
     ),
+    path(
+        "experiments/<db_id:experiment_id>/trials/ids",
+        experiment_trials.experiment_trials_ids,
+        name="experiment-trials-ids",
+    ),
+    path(
+        "experiments/<db_id:experiment_id>/views/",
+        saved_views.experiment_view_save,
+        name="experiment-view-save",
+    ),
+    path("views/", saved_views.list_view_save, name="list-view-save"),
+    path("views/<db_id:view_id>/delete", saved_views.view_delete, name="view-delete"),
     path(
         "experiments/<db_id:experiment_id>/trials.csv",
         experiment_trials.experiment_trials_csv,

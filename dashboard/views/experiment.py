@@ -32,7 +32,7 @@ from dashboard.views._common import (
     edit_page,
     ensure,
 )
-from dashboard.views.experiment_trials import table_html
+from dashboard.views.experiment_trials import table_context, table_html
 from registry import authz, lifecycle
 from registry.authz import scoped
 from registry.errors import RegistryError, StoredConfigInvalid
@@ -69,15 +69,8 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
         return HttpResponse(exc.detail, status=409, content_type="text/plain; charset=utf-8")
     trials = trials_table.all_trials_light(exp)
     chart_options = overview.experiment_chart_options(exp, trials)
-    table = trials_table.trial_page(
-        exp, request.user, page=request.GET.get("page"), sort=request.GET.get("sort")
-    )
     context = {
-        "experiment": exp,
-        "table": table,
-        "trials": table.rows,
-        "hparam_columns": overview.hparam_columns(trials),
-        "best_trial_id": chart_options["bestTrialId"],
+        **table_context(request, exp, trials, chart_options["bestTrialId"]),
         "searcher": searcher,
         "max_length": selectors.format_search_length(searcher),
         "chart_options": chart_options,
@@ -95,8 +88,8 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
 def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     """Polled by ``static/js/experiment.js``: ``{"updated", "state", "progress", "metrics", ...}``.
 
-    ``?since=<token>`` is the token the page already shows; ``?page=`` and ``?sort=`` the
-    trials table's page and sort (its re-rendered HTML is that page); when nothing changed, ``metrics``,
+    ``?since=<token>`` is the token the page already shows; ``?page=``, ``?sort=``,
+    ``?filter=`` and ``?columns=`` the trials table's page, sort, filter and columns (its re-rendered HTML is that page); when nothing changed, ``metrics``,
     ``trials_html`` and ``controls_html`` are null so an idle poll costs a few summary reads and
     no series reads. When something changed the page fetches the new points itself
     (``after_step``); ``metrics`` lists every charted ``(group, name)`` so new metrics get a chart.

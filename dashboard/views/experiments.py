@@ -26,9 +26,9 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import selectors
+from dashboard import saved_views, selectors
 from dashboard.controls import BULK_ACTIONS, EXPERIMENT_CONTROLS
-from dashboard.filters import ExperimentFilter, sort_columns
+from dashboard.filters import SORT_FIELDS, ExperimentFilter, sort_columns
 from dashboard.views._common import bad_request
 from registry import authz
 from registry.authz import scoped
@@ -46,9 +46,11 @@ MAX_BULK_EXPERIMENTS = 500
 def experiment_list(request: HttpRequest, project_id: int | None = None) -> HttpResponse:
     """Experiment list: filtered and sorted by the query string, 50 a page, archived hidden.
 
-    Filters and sort are ``dashboard.filters.ExperimentFilter`` over
+    Filters (the filter box's language among them) and sort are
+    ``dashboard.filters.ExperimentFilter`` over
     ``selectors.experiment_list()``; a bounded number of queries whatever the number of
-    experiments or trials (one for the page's rows, one count, the owner select's users).
+    experiments or trials (one for the page's rows, one count, the owner select's users, the
+    saved views).
     The page links (sort headers, pager) keep every other query parameter. With
     ``project_id`` (``/projects/{id}/``, a project's page) only that project's experiments.
     """
@@ -64,6 +66,7 @@ def experiment_list(request: HttpRequest, project_id: int | None = None) -> Http
     page = Paginator(filterset.qs, EXPERIMENTS_PER_PAGE).get_page(request.GET.get("page"))
     cleaned = getattr(filterset.form, "cleaned_data", {})
     project = cleaned.get("project")
+    sort = request.GET.get("sort", "")
     context = {
         "page": page,
         "filter": filterset,
@@ -74,6 +77,11 @@ def experiment_list(request: HttpRequest, project_id: int | None = None) -> Http
         "bulk_actions": BULK_ACTIONS,
         "query": data.urlencode(),
         "filtered": any(k != "page" and v for k, v in request.GET.items()),
+        # Saved views of the list; the save form carries the applied filter (none when the
+        # box's filter was ignored) and sort.
+        "saved_views": saved_views.for_list(request.user),
+        "view_filter": cleaned.get("filter") or "",
+        "view_sort": sort if sort.removeprefix("-") in SORT_FIELDS else "",
     }
     return render(request, "dashboard/experiments.html", context)
 

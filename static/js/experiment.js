@@ -131,7 +131,8 @@
   function tick() {
     var view = TrialsTable.view();
     var url = root.dataset.liveUrl + "?since=" + encodeURIComponent(token) +
-      "&page=" + encodeURIComponent(view.page || "1") + "&sort=" + encodeURIComponent(view.sort || "");
+      "&page=" + encodeURIComponent(view.page || "1") + "&sort=" + encodeURIComponent(view.sort || "") +
+      "&filter=" + encodeURIComponent(view.filter || "") + "&columns=" + encodeURIComponent(view.columns || "");
     return HeadwayLive.getJSON(url).then(function (data) {
       showBanner(null);
       showSummary(data);

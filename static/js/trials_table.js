@@ -1,11 +1,13 @@
 // The experiment page's trials table: the server renders one page of rows
 // (dashboard/trials_table.py, 50 a page) in the chosen sort (?sort=, ?page=); this script swaps
-// pages and sorts in place (GET /experiments/<id>/trials/?page=&sort=, an HTML fragment) so the
-// legend's state (static/js/trials_legend.js: hidden trials, search, colours) and the selection
-// survive, and keeps the address bar's ?page=&sort= in step. Without it the links reload the page.
+// pages and sorts in place (GET /experiments/<id>/trials/?page=&sort=&filter=&columns=, an HTML
+// fragment) so the legend's state (static/js/trials_legend.js: hidden trials, search, colours) and
+// the selection survive, and keeps the address bar's query in step. Without it the links reload
+// the page. The filter box and the columns are a plain GET form (a page load).
 //
 // Selection spans pages: `selected` holds trial ids; "Select all matching trials" selects every
-// trial the legend keeps (search, top N, axis ranges) on every page, and the compare form gets
+// trial the legend keeps (search, top N, axis ranges) on every page that also matches the filter
+// box (the server's ids, GET /experiments/<id>/trials/ids?filter=), and the compare form gets
 // the ids not on the page as hidden fields. Rows the legend does not keep are dimmed, not removed
 // (the table pages on the server). A row's controls are fetched (dashboard/views/trial.py,
 // trial_menu) when its "Actions" button is pressed; hovering a row emits hw:trial-hover and a
@@ -17,7 +19,8 @@ window.TrialsTable = (function () {
   var selected = {}; // trial id -> true, across pages
   var current = null; // {container, table, body, rows}
   var hovered = null; // id lit by another component's hw:trial-hover
-  var view = { page: null, sort: null };
+  var view = { page: null, sort: null, filter: "", columns: "" };
+  var matched = { filter: "", ids: null }; // the server's ids matching `filter` ({id: true})
 
   function idOf(row) {
     return Number(row.dataset.trial);
@@ -57,7 +60,9 @@ window.TrialsTable = (function () {
     }
     var all = current.container.querySelector("input.select-all");
     if (all && TrialsLegend.ready()) {
-      var kept = Object.keys(TrialsLegend.keptIds());
+      var kept = Object.keys(TrialsLegend.keptIds()).filter(function (id) {
+        return !matched.ids || matched.ids[id];
+      });
       all.checked = kept.length > 0 && kept.every(function (id) { return selected[id]; });
       all.indeterminate = !all.checked && n > 0;
     }
@@ -167,6 +172,12 @@ window.TrialsTable = (function () {
       return;
     }
     var query = new URLSearchParams();
+    if (bar.dataset.filter) {
+      query.set("filter", bar.dataset.filter);
+    }
+    if (bar.dataset.columns) {
+      query.set("columns", bar.dataset.columns);
+    }
     query.set("sort", params.sort || bar.dataset.sort);
     query.set("page", params.page || "1");
     var container = current.container;
@@ -181,8 +192,13 @@ window.TrialsTable = (function () {
     }).then(function (html) {
       replace(container, html);
       var address = new URL(window.location.href);
-      address.searchParams.set("sort", query.get("sort"));
-      address.searchParams.set("page", query.get("page"));
+      ["filter", "columns", "sort", "page"].forEach(function (key) {
+        if (query.has(key)) {
+          address.searchParams.set(key, query.get(key));
+        } else {
+          address.searchParams.delete(key);
+        }
+      });
       address.hash = "";
       window.history.replaceState(null, "", address.toString());
     }).catch(function () {
@@ -215,9 +231,17 @@ window.TrialsTable = (function () {
       return;
     }
     var body = table.tBodies[0];
-    var rows = Array.prototype.slice.call(body.rows);
+    var rows = Array.prototype.slice.call(body.rows).filter(function (row) {
+      return row.dataset.trial;
+    });
     current = { container: container, table: table, body: body, rows: rows };
-    view = { page: bar.dataset.page, sort: bar.dataset.sort };
+    if (matched.filter !== (bar.dataset.filter || "")) {
+      matched = { filter: bar.dataset.filter || "", ids: null };
+    }
+    view = {
+      page: bar.dataset.page, sort: bar.dataset.sort,
+      filter: bar.dataset.filter || "", columns: bar.dataset.columns || "",
+    };
     body.addEventListener("click", onBodyClick);
     body.addEventListener("change", onBodyChange);
     body.addEventListener("mouseover", function (event) {
@@ -230,13 +254,27 @@ window.TrialsTable = (function () {
     var all = container.querySelector("input.select-all");
     if (all) {
       all.addEventListener("change", function () {
-        // Every trial the legend keeps, on every page (not just the rows shown).
-        if (all.checked) {
-          Object.keys(TrialsLegend.keptIds()).forEach(function (id) { selected[id] = true; });
-        } else {
+        // Every trial the legend keeps, on every page (not just the rows shown), that matches
+        // the filter box.
+        if (!all.checked) {
           selected = {};
+          render();
+          return;
         }
-        render();
+        matching(bar).then(function (ids) {
+          Object.keys(TrialsLegend.keptIds()).forEach(function (id) {
+            if (!ids || ids[id]) {
+              selected[id] = true;
+            }
+          });
+          render();
+        }).catch(function (error) {
+          all.checked = false;
+          var count = container.querySelector(".selected-count");
+          if (count) {
+            count.textContent = "Could not select (" + error.message + ").";
+          }
+        });
       });
     }
     TrialsLegend.attach(bar); // calls render() through onChange once the trials are there
@@ -246,6 +284,30 @@ window.TrialsTable = (function () {
         toggleMenu(row, true);
       }
     });
+  }
+
+  // The ids matching the filter box ({id: true}), or null when there is no filter (all match).
+  function matching(bar) {
+    if (!bar.dataset.filter) {
+      return Promise.resolve(null);
+    }
+    if (matched.filter === bar.dataset.filter && matched.ids) {
+      return Promise.resolve(matched.ids);
+    }
+    var url = bar.dataset.idsUrl + "?filter=" + encodeURIComponent(bar.dataset.filter);
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (!response.ok) {
+          throw new Error("error " + response.status);
+        }
+        return response.json();
+      })
+      .then(function (data) {
+        var ids = {};
+        data.ids.forEach(function (id) { ids[id] = true; });
+        matched = { filter: bar.dataset.filter, ids: ids };
+        return ids;
+      });
   }
 
   // Swap in a freshly rendered table (a page change, a sort, a live update), keeping the
@@ -312,7 +374,10 @@ window.TrialsTable = (function () {
     enhance: enhance,
     reveal: reveal,
     selectedIds: selectedIds,
-    // The table's page and sort, for the live poll (experiment.js) to re-render the same page.
-    view: function () { return { page: view.page, sort: view.sort }; },
+    // The table's page, sort, filter and columns, for the live poll (experiment.js) to
+    // re-render the same page.
+    view: function () {
+      return { page: view.page, sort: view.sort, filter: view.filter, columns: view.columns };
+    },
   };
 })();

@@ -368,8 +368,8 @@ def test_query_count_is_bounded(
     _many(alice, count)
     _many(bob, count)
     # Session, user, the user's workspace roles (2), owner choices, owner lookup (when
-    # filtered), count, rows: 8 whatever the number of experiments and trials.
-    with django_assert_max_num_queries(8):
+    # filtered), count, rows, saved views: 9 whatever the number of experiments and trials.
+    with django_assert_max_num_queries(9):
         response = client_alice.get(LIST, params)
     assert response.status_code == 200
     if not params:
