@@ -168,6 +168,11 @@ DASHBOARD: dict[str, tuple[str, str]] = {
     "experiment-trials": ("get", READ),
     "experiment-trials-data": ("get", READ),
     "experiment-trials-csv": ("get", READ),
+    "experiment-trials-ids": ("get", READ),
+    # Saved views: any reader saves their own; its owner or an admin deletes it.
+    "experiment-view-save": ("post", CREATE),
+    "list-view-save": ("post", CREATE),
+    "view-delete": ("post", OWNER),
     "trial": ("get", READ),
     "trial-logs": ("get", READ),
     "trial-logs-download": ("get", READ),

@@ -283,6 +283,22 @@ def _api_request(world: World, name: str, method: str) -> tuple[str, dict | None
     return reverse(f"registry-api:{name}", kwargs=kwargs), bodies.get((name, method))
 
 
+def _view_request(world: World, name: str) -> tuple[str, dict]:
+    """Saved views: save one on the experiment or the list; delete the owner's view."""
+    from dashboard.models import SavedView
+
+    e = world.experiment
+    if name == "experiment-view-save":
+        data = {"name": "mx-view", "filter": "hparams.lr > 0", "sort": "-id"}
+        return reverse("dashboard:experiment-view-save", args=[e.id]), data
+    if name == "list-view-save":
+        return reverse("dashboard:list-view-save"), {"name": "mx-list-view", "filter": "id > 0"}
+    view, _ = SavedView.objects.get_or_create(
+        owner=world.users["owner"], experiment=e, name="mx-owners-view"
+    )
+    return reverse("dashboard:view-delete", args=[view.id]), {}
+
+
 def _dashboard_request(world: World, name: str, action: str | None) -> tuple[str, dict]:
     e, t, m = world.experiment, world.trial, world.model
     places = {"workspace": {"workspace_id": world.workspace.id}}
@@ -297,8 +313,11 @@ def _dashboard_request(world: World, name: str, action: str | None) -> tuple[str
         "experiment-trials",
         "experiment-trials-data",
         "experiment-trials-csv",
+        "experiment-trials-ids",
     ):
         kwargs = {"experiment_id": e.id}
+    elif name in ("experiment-view-save", "list-view-save", "view-delete"):
+        return _view_request(world, name)
     elif name in ("experiment-edit", "experiment-notes"):
         kwargs = {"experiment_id": e.id}
         data = {"name": "changed", "notes": "changed"}

@@ -26,7 +26,7 @@ SECRET = "mx2-secret-experiment"
 PRIVATE_CONFIG = TINY_CONFIG + "workspace: mx2-private\nproject: mx2-project\n"
 # Routes that take one of the private workspace's objects in their URL.
 _OBJECT_PREFIXES = ("experiment-", "trial-", "checkpoint-", "workspace-", "project-")
-_DASHBOARD_OBJECTS = ("experiment", "trial", "workspace", "project")
+_DASHBOARD_OBJECTS = ("experiment", "trial", "workspace", "project", "view")
 
 
 @pytest.fixture(scope="module")
