@@ -87,7 +87,9 @@ def test_the_trials_table_is_the_charts_legend(live_server, chromium):
     assert _row_ids(page)[0] == best.id
     assert page.is_visible(".trials-pager")
     assert (
-        page.evaluate("document.querySelectorAll('#trials form, #trials .row-menu-panel').length")
+        page.evaluate(
+            "document.querySelectorAll('#trials tbody form, #trials .row-menu-panel').length"
+        )
         == 0
     )
     _visible(page, all_ids)
