@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from dashboard.models import SavedView
-from tests.browser import assert_accessible, log_in
+from tests.browser import assert_accessible, log_in, save_screenshot
 from tests.helpers_hparams import hparam_search
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -74,6 +74,7 @@ def test_filter_columns_sort_and_a_shared_view(live_server, chromium):
         f"document.querySelector('.selected-count').textContent === '{len(adam)} selected'"
     )
     assert_accessible(page)
+    save_screenshot(page, "trials-filter-columns")
 
     # Save the view; the page comes back with it applied.
     page.fill(".view-name", "adam by loss")
@@ -97,3 +98,4 @@ def test_filter_columns_sort_and_a_shared_view(live_server, chromium):
     assert _row_ids(other) == by_loss
     assert other.input_value(".trials-filter") == FILTER
     assert other.locator(".saved-view button").count() == 0  # only its owner deletes it
+    save_screenshot(other, "trials-saved-view")
