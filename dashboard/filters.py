@@ -177,6 +177,9 @@ class ExperimentFilter(django_filters.FilterSet):
         label="Sort by",
     )
 
+    # The filter box's parser message, when ``filter_language`` ignored it.
+    _language_error: str | None = None
+
     class Meta:
         model = Experiment
         fields: ClassVar[list[str]] = []
@@ -201,7 +204,7 @@ class ExperimentFilter(django_filters.FilterSet):
 
     def filter_queryset(self, queryset: QuerySet[Experiment]) -> QuerySet[Experiment]:
         """The declared filters, then archived rows dropped unless ``archived`` is ticked."""
-        self._language_error: str | None = None
+        self._language_error = None
         queryset = super().filter_queryset(queryset)
         if self._language_error:
             self.form.add_error("filter", self._language_error)

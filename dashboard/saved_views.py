@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from dashboard.filters import SORT_FIELDS
 from dashboard.models import MAX_VIEW_NAME, SavedView
@@ -21,7 +22,7 @@ from registry.models import Experiment, Trial
 from registry.search import Target, filter_queryset
 
 
-def _listed(views: Any, user: Any) -> list[SavedView]:
+def _listed(views: QuerySet[SavedView], user: Any) -> list[SavedView]:
     out = list(views.select_related("owner"))
     for view in out:
         view.deletable = can_delete(user, view)  # type: ignore[attr-defined]

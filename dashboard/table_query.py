@@ -90,12 +90,19 @@ def parse_columns(values: Iterable[str]) -> tuple[list[Column], list[str]]:
     return columns, errors
 
 
-def column_choices(experiment: Experiment, hparam_names: Iterable[str]) -> list[str]:
+def column_choices(
+    experiment: Experiment,
+    hparam_names: Iterable[str],
+    metrics: list[dict[str, str]] | None = None,
+) -> list[str]:
     """The column names the Columns control offers for ``experiment``: its validation and
-    training metrics (1 query, ``overview.metric_keys``), then ``hparams.<name>`` per flattened
-    hyperparameter name. Other metric groups are not in the filter language."""
+    training metrics (``metrics``, ``overview.metric_keys``' answer; read when None, 1 query),
+    then ``hparams.<name>`` per flattened hyperparameter name. Other metric groups are not in
+    the filter language."""
+    if metrics is None:
+        metrics = metric_keys(Q(trial__experiment_id=experiment.id))
     names = []
-    for key in metric_keys(Q(trial__experiment_id=experiment.id)):
+    for key in metrics:
         group, name = key["group"], key["name"]
         if group == "training":
             names.append(f"training.{name}")

@@ -104,7 +104,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     if changed:
         metric_list = overview.metric_keys(Q(trial__experiment_id=exp.id))
         best = overview.best_trial_id(exp, trials)
-        trials_html = table_html(request, exp, trials, best)
+        trials_html = table_html(request, exp, trials, best, metric_list)
         controls_html = render_to_string(
             "dashboard/_experiment_controls.html",
             {

@@ -33,11 +33,16 @@ def _experiment(user: Any, experiment_id: int) -> Experiment:
 
 
 def table_context(
-    request: HttpRequest, experiment: Experiment, trials: Sequence[Trial], best: int | None
+    request: HttpRequest,
+    experiment: Experiment,
+    trials: Sequence[Trial],
+    best: int | None,
+    metrics: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """What ``_trials.html`` needs for ``request.GET`` (``?page=``, ``?sort=``, ``?filter=``,
-    ``?columns=``); ``trials`` is every trial (light), for the colour-by and column choices.
-    Queries: those of ``trial_page``, the metric names, the saved views."""
+    ``?columns=``); ``trials`` is every trial (light), for the colour-by and column choices;
+    ``metrics`` the experiment's ``overview.metric_keys`` when the caller has them.
+    Queries: those of ``trial_page``, the metric names (unless given), the saved views."""
     table = trials_table.trial_page(
         experiment,
         request.user,
@@ -51,19 +56,23 @@ def table_context(
         "trials": table.rows,
         "has_trials": bool(trials),
         "hparam_columns": hparams,
-        "column_choices": column_choices(experiment, hparams) if trials else [],
+        "column_choices": column_choices(experiment, hparams, metrics) if trials else [],
         "best_trial_id": best,
         "saved_views": saved_views.for_experiment(experiment, request.user),
     }
 
 
 def table_html(
-    request: HttpRequest, experiment: Experiment, trials: Sequence[Trial], best: int | None
+    request: HttpRequest,
+    experiment: Experiment,
+    trials: Sequence[Trial],
+    best: int | None,
+    metrics: list[dict[str, str]] | None = None,
 ) -> str:
     """``_trials.html`` rendered with ``table_context``."""
     return render_to_string(
         "dashboard/_trials.html",
-        table_context(request, experiment, trials, best),
+        table_context(request, experiment, trials, best, metrics),
         request=request,
     )
 
