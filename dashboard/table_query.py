@@ -28,6 +28,8 @@ from registry.search.fields import Kind, UnknownField, resolve
 
 MAX_COLUMNS = 10
 """Extra columns one table may show."""
+MAX_COLUMN_NAME = 200
+"""Characters of one column name (a saved view's sort holds one)."""
 MAX_FILTER_LENGTH = 2000
 """Characters of a filter the dashboard takes (a saved view stores it)."""
 _COLUMN_KINDS = (Kind.METRIC, Kind.HPARAM)
@@ -56,9 +58,12 @@ def parse_column(name: str) -> Column:
     """The column ``name`` names.
 
     Raises:
-        ValueError: the name is empty, holds a comma or space, is no field of a trial, or is a
-            field that is no metric or hyperparameter (the message names it).
+        ValueError: the name is empty, longer than ``MAX_COLUMN_NAME``, holds a comma or
+            space, is no field of a trial, or is a field that is no metric or hyperparameter
+            (the message names it).
     """
+    if len(name) > MAX_COLUMN_NAME:
+        raise ValueError(f"A column name has at most {MAX_COLUMN_NAME} characters.")
     if not name or any(ch in name for ch in ", \t"):
         raise ValueError(f"`{name}` is no column name.")
     try:

@@ -243,6 +243,7 @@ def test_saving_a_view_checks_every_field(client_alice, search):
         ({"name": "x" * 101}, "name"),
         ({"name": "v", "filter": "lr >"}, "filter"),
         ({"name": "v", "columns": "state"}, "columns"),
+        ({"name": "v", "columns": "x" * 201, "sort": "x" * 201}, "columns"),
         ({"name": "v", "sort": "hparams.lr"}, "sort"),  # not a chosen column
         ({"name": "v", "sort": "nope"}, "sort"),
     ]
