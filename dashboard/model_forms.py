@@ -32,7 +32,10 @@ class _Form(forms.Form):
 
 
 class CreateModelForm(_Form):
+    """``name``, ``description`` and ``workspace`` (an id; empty: the default workspace)."""
+
     name = ModelNameField()
+    workspace = forms.IntegerField(required=False, min_value=1)
     description = forms.CharField(required=False, widget=forms.Textarea)
 
 

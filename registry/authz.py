@@ -8,8 +8,9 @@ role every logged-in user has there). Site admins (``is_staff`` or ``is_superuse
 everything everywhere. Without a role, a workspace's objects answer 404 and are absent from
 lists (``scoped``). The default workspace's ``everyone_role`` is ``editor``, so an installation
 that sets no roles behaves as before roles: everyone reads everything, creates, and changes
-what they own. Models are not in workspaces: every logged-in user reads them; their owner
-(or a site admin) changes them.
+what they own. Registered models are in workspaces too (with their versions and aliases): an
+editor creates models there; their owner (as an editor there), the workspace's admins and site
+admins change them.
 
 A trial's own data (metrics, checkpoints, progress, searcher reports, preemption
 acknowledgements) is written only by that trial's live run token or by the owner: an admin may
@@ -53,6 +54,9 @@ WORKSPACE_PATHS = {
     "Checkpoint": "trial__experiment__project__workspace_id",
     "TrialRun": "trial__experiment__project__workspace_id",
     "MetricReport": "trial__experiment__project__workspace_id",
+    "RegisteredModel": "workspace_id",
+    "ModelVersion": "model__workspace_id",
+    "ModelAlias": "model__workspace_id",
 }
 _CACHE = "_headway_workspace_roles"
 _M = TypeVar("_M", bound=Model)
@@ -120,12 +124,29 @@ def readable_workspaces(user: Any) -> list[int]:
 
 def scoped(queryset: QuerySet[_M] | Manager[_M], user: Any) -> QuerySet[_M]:
     """``queryset`` (workspaces, projects, experiments, trials, checkpoints, runs, metric
-    reports) less the rows in workspaces where ``user`` has no role; site admins see all."""
+    reports, models, model versions, aliases) less the rows in workspaces where ``user`` has no
+    role; site admins see all."""
     rows = queryset.all()
     if is_admin(user):
         return rows
     path = WORKSPACE_PATHS[rows.model.__name__]
     return rows.filter(**{f"{path}__in": readable_workspaces(user)})
+
+
+def changeable(queryset: QuerySet[_M] | Manager[_M], user: Any) -> QuerySet[_M]:
+    """The rows of ``queryset`` (a model of ``WORKSPACE_PATHS`` with an ``owner``) that
+    ``can_change`` allows ``user`` to change, as one filter: those in workspaces where the user
+    is an admin, and the user's own in workspaces where it is an editor; site admins all."""
+    rows = queryset.all()
+    if is_admin(user):
+        return rows
+    path = WORKSPACE_PATHS[rows.model.__name__]
+    roles = workspace_roles(user)
+    admin_of = [w for w, role in roles.items() if _rank(role) >= _rank(Role.ADMIN)]
+    editor_of = [w for w, role in roles.items() if _rank(role) >= _rank(Role.EDITOR)]
+    return rows.filter(
+        Q(**{f"{path}__in": admin_of}) | Q(**{f"{path}__in": editor_of, "owner_id": user.pk})
+    )
 
 
 def ensure_readable(user: Any, workspace_id: int | None, what: str) -> None:
@@ -142,7 +163,7 @@ def is_admin(user: Any) -> bool:
 def can_change(user: Any, owner_id: int | None, workspace_id: int | None = None) -> bool:
     """True when ``user`` (authenticated) may change the object: a site admin; for an object
     in a workspace (``workspace_id``) the workspace's admin, or its owner with editor rights
-    there; for an object outside workspaces (models) its owner."""
+    there; for an object outside workspaces (``workspace_id`` None) its owner."""
     if user is None or not getattr(user, "is_authenticated", False):
         return False
     if is_admin(user):
@@ -285,11 +306,17 @@ def ensure_can_change_project(user: Any, project: Any) -> None:
     ensure_can_change(user, project.owner_id, f"project {project.name!r}", project.workspace_id)
 
 
+def may_create_in(user: Any, workspace_id: int) -> bool:
+    """True when ``user`` may create objects (projects, experiments, models) in the workspace:
+    its editors and admins, and site admins."""
+    return is_admin(user) or _rank(role_in(user, workspace_id)) >= _rank(Role.EDITOR)
+
+
 def _ensure_editor(user: Any, workspace_id: int, what: str) -> None:
     if user is None or not getattr(user, "is_authenticated", False):
         raise NotPermitted(f"Log in to create {what}.")
     ensure_readable(user, workspace_id, f"workspace {workspace_id}")
-    if _rank(role_in(user, workspace_id)) < _rank(Role.EDITOR):
+    if not may_create_in(user, workspace_id):
         raise NotPermitted(f"Only editors of the workspace may create {what}.")
 
 
@@ -320,3 +347,36 @@ def ensure_can_move_experiment(user: Any, experiment: Any, project: Any) -> None
     """
     ensure_can_change_experiment(user, experiment.id)
     ensure_can_create_experiment_in(user, project)
+
+
+# Registered models live in a workspace: its editors create them, their owner (an editor there)
+# and its admins change them (versions and aliases included), and moving one to another
+# workspace needs those rights in both, so nobody moves a model out of their own reach or
+# into a workspace where they could not change it.
+
+
+def ensure_can_create_model_in(user: Any, workspace: Any) -> None:
+    """Create a model in ``workspace``: its editors and admins.
+
+    Raises:
+        Hidden: no role there. NotPermitted: anonymous, or a viewer.
+    """
+    _ensure_editor(user, workspace.id, f"models in workspace {workspace.name!r}")
+
+
+def ensure_can_move_model(user: Any, model: Any, workspace: Any) -> None:
+    """Move ``model`` into ``workspace``: ``can_change`` for the model where it is and where
+    it would be (its owner as an editor of both, or an admin of both; site admins).
+
+    Raises:
+        Hidden: no role in the model's workspace or in ``workspace``.
+        NotPermitted: otherwise.
+    """
+    what = f"model {model.name!r}"
+    ensure_can_change(user, model.owner_id, what, model.workspace_id)
+    ensure_readable(user, workspace.id, f"workspace {workspace.id}")
+    if not can_change(user, model.owner_id, workspace.id):
+        raise NotPermitted(
+            f"Only the owner of {what} as an editor of workspace {workspace.name!r}, or an admin"
+            " of it, may move the model there."
+        )

@@ -5,15 +5,17 @@ Views (REST and dashboard) only call these functions. Rules, in one place:
 
 - A model name is 1-256 characters of ``A-Z a-z 0-9 . _ -`` starting with a letter or digit
   (``MODEL_NAME_RE``), so it is a URL path segment as is (``/models/{name}/``), with no
-  percent-encoding and never ``.`` or ``..``. Names are unique, case-sensitive.
-- Everyone logged in may read every model; only the model's owner or an admin may change or
-  delete it or its versions (``check_can_modify``, 403 otherwise).
+  percent-encoding and never ``.`` or ``..``. Names are unique across the installation
+  (case-sensitive), whatever the workspace: a taken name is a 409 even when hidden.
+- A model lives in a workspace (``registry.authz``): without a role there it is unknown (404,
+  absent from lists); any role reads it; editors create models there; its owner as an editor
+  there, the workspace's admins and site admins change or delete it, its versions and aliases
+  (``check_can_modify``, 403 otherwise); moving it needs those rights in both workspaces.
 - Versions are numbered 1, 2, ... per model: the next number is the highest plus one, chosen while
   the model row is locked (``select_for_update``), so concurrent registrations never collide.
   Deleting the newest version frees its number (as in Determined).
-- Registering a checkpoint needs the right to change its experiment (its owner or an admin,
-  ``check_can_register``), not only the model: a version keeps its checkpoint from being
-  deleted, so otherwise anyone could pin anyone's checkpoint in a model of their own.
+- Registering a checkpoint needs the right to change its experiment (``check_can_register``)
+  besides the model's: a version keeps its checkpoint from being deleted.
 - Only a ``COMPLETED`` checkpoint can be registered; the checkpoint row is locked while the
   version is written, so a retention pass that locks it too cannot delete it meanwhile. Lock
   order: model, then checkpoint.
@@ -27,17 +29,27 @@ Views (REST and dashboard) only call these functions. Rules, in one place:
 
 from __future__ import annotations
 
-import re
 import uuid as uuid_lib
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import BooleanField, Max, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 
-from registry.authz import NotPermitted, can_change, scoped
+from registry.authz import (
+    NotPermitted,
+    can_change,
+    ensure_can_create_model_in,
+    ensure_can_move_model,
+    ensure_readable,
+    scoped,
+)
 from registry.errors import InvalidInput, RegistryError
+from registry.model_names import MODEL_NAME_MAX as MODEL_NAME_MAX
+from registry.model_names import MODEL_NAME_PATTERN as MODEL_NAME_PATTERN
+from registry.model_names import clean_notes
+from registry.model_names import validate_model_name as validate_model_name
+from registry.model_names import with_label as with_label
 from registry.models import (
     AliasAction,
     Checkpoint,
@@ -47,12 +59,7 @@ from registry.models import (
     ModelVersion,
     RegisteredModel,
 )
-from registry.user_text import DESCRIPTION_MAX, check_fields, validate_labels, validate_text
-
-MODEL_NAME_MAX = 256
-MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-# The same rule for URL patterns (router lookups, dashboard paths).
-MODEL_NAME_PATTERN = MODEL_NAME_RE.pattern
+from registry.workspaces import find_workspace
 
 
 class ModelConflict(RegistryError):
@@ -73,56 +80,20 @@ class ModelPermissionDenied(NotPermitted):
     status = 403
 
 
-def validate_model_name(name: Any) -> str:
-    """``name`` when it is a valid model name (see the module docstring), else ``InvalidInput``.
-
-    Raises:
-        InvalidInput: ``{"name": [why]}``.
-    """
-    if not isinstance(name, str) or not name:
-        raise InvalidInput({"name": ["Must be a non-empty string."]})
-    if len(name) > MODEL_NAME_MAX:
-        raise InvalidInput({"name": [f"Must be at most {MODEL_NAME_MAX} characters."]})
-    if not MODEL_NAME_RE.fullmatch(name):
-        raise InvalidInput(
-            {
-                "name": [
-                    "Use letters, digits, '.', '_' and '-' only, starting with a letter or digit."
-                ]
-            }
-        )
-    return name
-
-
-def _clean_notes(
-    *,
-    description: str | None = None,
-    comment: str | None = None,
-    labels: list[str] | None = None,
-) -> dict[str, Any]:
-    """The given (not None) fields checked with ``registry.user_text``'s rules.
-
-    Raises:
-        InvalidInput: ``{field: [why]}`` for every bad field.
-    """
-    checks: dict[str, Any] = {}
-    if description is not None:
-        checks["description"] = lambda: validate_text(description, "description", DESCRIPTION_MAX)
-    if comment is not None:
-        checks["comment"] = lambda: validate_text(comment, "comment", DESCRIPTION_MAX)
-    if labels is not None:
-        checks["labels"] = lambda: validate_labels(labels)
-    return check_fields(checks)
-
-
 def check_can_modify(model: RegisteredModel, user: Any) -> None:
-    """Raise ``ModelPermissionDenied`` unless ``user`` owns ``model`` or is an admin
-    (``registry.authz.can_change``)."""
-    if can_change(user, model.owner_id):
+    """Raise unless ``user`` may change ``model`` (``registry.authz.can_change`` in its
+    workspace: its owner as an editor there, the workspace's admins, site admins).
+
+    Raises:
+        registry.authz.Hidden: (404, worded as for an unknown model) no role in its workspace.
+        ModelPermissionDenied: (403) otherwise.
+    """
+    ensure_readable(user, model.workspace_id, f"model named {model.name!r}")
+    if can_change(user, model.owner_id, model.workspace_id):
         return
     raise ModelPermissionDenied(
-        f"Only the owner of model {model.name!r} ({model.owner.get_username()}) or an admin may"
-        " change it."
+        f"Only the owner of model {model.name!r} ({model.owner.get_username()}) as an editor of"
+        " its workspace, or an admin of the workspace, may change it."
     )
 
 
@@ -140,9 +111,16 @@ def check_can_register(checkpoint: Checkpoint, user: Any) -> None:
     )
 
 
-def get_model(name: str) -> RegisteredModel:
-    """The model named ``name`` (owner joined). Raises ``ModelNotFound``."""
-    model = RegisteredModel.objects.select_related("owner").filter(name=name).first()
+def get_model(name: str, *, user: Any) -> RegisteredModel:
+    """The model named ``name`` (owner and workspace joined) if ``user`` has a role in its
+    workspace.
+
+    Raises:
+        ModelNotFound: no such model, or one in a workspace where ``user`` has no role (the
+            same answer: its existence is not disclosed).
+    """
+    models = scoped(RegisteredModel.objects.select_related("owner", "workspace"), user)
+    model = models.filter(name=name).first()
     if model is None:
         raise ModelNotFound(f"No model named {name!r}.")
     return model
@@ -164,39 +142,28 @@ def get_version(model: RegisteredModel, version: int) -> ModelVersion:
     return found
 
 
-def with_label(qs: QuerySet[Any], label: str) -> QuerySet[Any]:
-    """Rows of ``qs`` whose JSON ``labels`` list holds ``label`` exactly.
-
-    PostgreSQL uses JSON containment (``@>``); SQLite lacks it, so there the list's elements are
-    compared one by one with ``json_each``.
-    """
-    if connection.features.supports_json_field_contains:
-        return qs.filter(labels__contains=[label])
-    table = qs.model._meta.db_table
-    has_label = RawSQL(
-        f'EXISTS (SELECT 1 FROM json_each("{table}"."labels") WHERE json_each.value = %s)',
-        (label,),
-        output_field=BooleanField(),
-    )
-    return qs.alias(has_label=has_label).filter(has_label=True)
-
-
 def model_create(
     *,
     owner: Any,
     name: str,
+    workspace: int | str | None = None,
     description: str = "",
     labels: list[str] | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> RegisteredModel:
-    """Create model ``name`` owned by ``owner`` (Determined's ``det model create``).
+    """Create model ``name`` owned by ``owner`` in ``workspace`` (an id or a name; None: the
+    default workspace), as Determined's ``det model create``.
 
     Raises:
-        InvalidInput: an invalid ``name``, description or labels.
-        ModelConflict: ``{"name": [...]}`` when the name is taken.
+        InvalidInput: an invalid ``name``, description or labels; ``{"workspace": [...]}`` for
+            an unknown, hidden or archived workspace (``registry.workspaces.find_workspace``).
+        NotPermitted: (403) ``owner`` is not an editor of the workspace.
+        ModelConflict: ``{"name": [...]}`` when the name is taken (in any workspace).
     """
     validate_model_name(name)
-    cleaned = _clean_notes(description=description, labels=list(labels or []))
+    cleaned = clean_notes(description=description, labels=list(labels or []))
+    place = find_workspace(owner, workspace)
+    ensure_can_create_model_in(owner, place)
     try:
         with transaction.atomic():
             return RegisteredModel.objects.create(
@@ -205,6 +172,7 @@ def model_create(
                 labels=cleaned["labels"],
                 metadata=dict(metadata or {}),
                 owner=owner,
+                workspace=place,
             )
     except IntegrityError:
         raise ModelConflict(
@@ -221,17 +189,25 @@ def model_update(
     labels: list[str] | None = None,
     metadata: dict[str, Any] | None = None,
     archived: bool | None = None,
+    workspace: int | str | None = None,
 ) -> RegisteredModel:
     """Replace the given fields of ``model`` (None leaves a field as it is); return it.
 
-    ``metadata`` replaces the whole mapping, as ``labels`` replaces the whole list.
+    ``metadata`` replaces the whole mapping, as ``labels`` replaces the whole list;
+    ``workspace`` (an id or a name) moves the model there.
 
     Raises:
-        ModelPermissionDenied: ``user`` is neither the owner nor staff.
-        InvalidInput: a description or labels against ``registry.user_text``'s rules.
+        ModelPermissionDenied: ``user`` may not change the model (``check_can_modify``).
+        NotPermitted: moving into a workspace where ``user`` could not change it.
+        InvalidInput: a description or labels against ``registry.user_text``'s rules;
+            ``{"workspace": [...]}`` for an unknown, hidden or archived workspace.
     """
     check_can_modify(model, user)
-    cleaned = _clean_notes(description=description, labels=labels)
+    cleaned = clean_notes(description=description, labels=labels)
+    if workspace is not None:
+        target = find_workspace(user, workspace)
+        ensure_can_move_model(user, model, target)
+        model.workspace = target
     changes = {
         "description": cleaned.get("description"),
         "labels": cleaned.get("labels"),
@@ -242,7 +218,8 @@ def model_update(
     for key in fields:
         setattr(model, key, changes[key])
     model.updated_at = timezone.now()
-    model.save(update_fields=[*fields, "updated_at"])
+    moved = ["workspace"] if workspace is not None else []
+    model.save(update_fields=[*fields, *moved, "updated_at"])
     return model
 
 
@@ -251,7 +228,7 @@ def model_delete(*, model: RegisteredModel, user: Any) -> int:
     Determined's ``det model delete``); return how many versions went with it.
 
     Raises:
-        ModelPermissionDenied: ``user`` is neither the owner nor staff.
+        ModelPermissionDenied: ``user`` may not change the model (``check_can_modify``).
     """
     check_can_modify(model, user)
     with transaction.atomic():
@@ -273,19 +250,19 @@ def version_register(
     """Register ``checkpoint_uuid`` as the next version of ``model`` (Determined's
     ``Model.register_version``); return the version, its checkpoint and trial joined.
 
-    The user must be allowed to change both the model and the checkpoint's experiment (owner or
-    admin): the version protects the checkpoint from retention and deletion until the version
-    or model is deleted, which only the checkpoint's owner may decide.
+    The user must be allowed to change both the model (``check_can_modify``: an editor of its
+    workspace who owns it, or an admin there) and the checkpoint's experiment: the version
+    protects the checkpoint from retention and deletion until the version or model is deleted.
 
     Raises:
-        ModelPermissionDenied: ``user`` is neither the model's owner nor staff, or neither the
-            checkpoint's experiment's owner nor staff (``check_can_register``).
+        ModelPermissionDenied: ``user`` may not change the model or the checkpoint's
+            experiment (``check_can_register``).
         ModelConflict: the model is archived.
         InvalidInput: ``{"checkpoint_uuid": [...]}`` for an unknown checkpoint or one that is
             not ``COMPLETED`` (being deleted or deleted).
     """
     check_can_modify(model, user)
-    cleaned = _clean_notes(comment=comment, labels=list(labels or []))
+    cleaned = clean_notes(comment=comment, labels=list(labels or []))
     with transaction.atomic():
         # The model row lock serialises registrations of this model: two of them cannot both
         # read the same highest version and insert the same next number.
@@ -344,11 +321,11 @@ def version_update(
     """Replace the given notes of ``version`` (None leaves a field as it is); return it.
 
     Raises:
-        ModelPermissionDenied: ``user`` is neither the model's owner nor staff.
+        ModelPermissionDenied: ``user`` may not change the model (``check_can_modify``).
         InvalidInput: a comment or labels against ``registry.user_text``'s rules.
     """
     check_can_modify(version.model, user)
-    cleaned = _clean_notes(comment=comment, labels=labels)
+    cleaned = clean_notes(comment=comment, labels=labels)
     changes = {
         "name": name,
         "comment": cleaned.get("comment"),
@@ -376,7 +353,7 @@ def version_delete(*, version: ModelVersion, user: Any) -> None:
     each recorded as a ``VERSION_DELETED`` alias event (``registry.model_aliases``).
 
     Raises:
-        ModelPermissionDenied: ``user`` is neither the model's owner nor staff.
+        ModelPermissionDenied: ``user`` may not change the model (``check_can_modify``).
     """
     check_can_modify(version.model, user)
     with transaction.atomic():

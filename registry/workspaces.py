@@ -81,6 +81,31 @@ def get_project(project_id: int) -> Project:
     return found
 
 
+def find_workspace(user: Any, ref: Any, field: str = "workspace") -> Workspace:
+    """The open workspace ``ref`` names (its id, an integer, or its name, a string) among those
+    where ``user`` has a role; None names the default workspace.
+
+    Raises:
+        InvalidInput: ``{field: [...]}``: neither an id nor a name, an unknown workspace (also
+            one where the user has no role: its existence is not disclosed), or an archived one.
+    """
+    if ref is None:
+        return default_project().workspace
+    if isinstance(ref, int) and not isinstance(ref, bool) and ref >= 1:
+        found = scoped(Workspace.objects.filter(id=ref), user).first()
+        missing = f"No workspace {ref}."
+    elif isinstance(ref, str) and ref:
+        found = scoped(Workspace.objects.filter(name=ref), user).first()
+        missing = f"No workspace named {ref!r}."
+    else:
+        raise InvalidInput({field: ["Must be a workspace id (a positive integer) or name."]})
+    if found is None:
+        raise InvalidInput({field: [missing]})
+    if found.archived:
+        raise InvalidInput({field: [f"Workspace {found.name!r} is archived."]})
+    return found
+
+
 def workspace_create(*, owner: Any, name: str) -> Workspace:
     """A new workspace ``name`` owned by ``owner`` (any logged-in user may make one).
 

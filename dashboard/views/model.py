@@ -2,8 +2,10 @@
 (archive, delete a version) and edit forms (description / labels, a version's comment / labels).
 
 Every control is a POST with CSRF that calls one ``registry.model_registry`` service and reports
-the outcome with a ``messages`` note on the page it redirects to; only the owner or an admin may
-use them (``registry.authz``), and the page does not show them to anyone else.
+the outcome with a ``messages`` note on the page it redirects to; only who may change the model
+(``registry.authz``: its owner as an editor of its workspace, the workspace's admins, site
+admins) may use them, and the page does not show them to anyone else. A model in a workspace
+where the user has no role is a 404 on every page and control.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
     """One model: fields, and its versions newest first (``?page=``) with each checkpoint's
     trial link, size and download link. Raises ``Http404`` for an unknown name."""
     try:
-        obj = svc.get_model(name)
+        obj = svc.get_model(name, user=request.user)
     except svc.ModelNotFound as exc:
         raise Http404(exc.detail) from None
     versions = (
@@ -44,7 +46,7 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
     page = Paginator(versions, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     for version in page:
         version.download_url = CHECKPOINT_DOWNLOAD_URL.format(uuid=version.checkpoint_id)  # type: ignore[attr-defined]
-    can_modify = authz.can_change(request.user, obj.owner_id)
+    can_modify = authz.can_change(request.user, obj.owner_id, obj.workspace_id)
     context = {"model": obj, "page": page, "can_modify": can_modify}
     return render(request, "dashboard/model.html", context)
 
@@ -57,10 +59,9 @@ def model_archive(request: HttpRequest, name: str) -> HttpResponse:
     if archived not in ("true", "false"):
         messages.error(request, "archived: must be true or false.")
         return redirect("dashboard:model", name)
+    model = _readable_model(request, name)
     try:
-        obj = svc.model_update(
-            model=svc.get_model(name), user=request.user, archived=archived == "true"
-        )
+        obj = svc.model_update(model=model, user=request.user, archived=archived == "true")
     except RegistryError as exc:
         messages.error(request, exc.detail)
         return redirect("dashboard:models")
@@ -72,8 +73,9 @@ def model_archive(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 def model_version_delete(request: HttpRequest, name: str, version: int) -> HttpResponse:
     """``POST /models/<name>/versions/<n>/delete``: delete the version (frees its checkpoint)."""
+    model = _readable_model(request, name)
     try:
-        found = svc.get_version(svc.get_model(name), version)
+        found = svc.get_version(model, version)
         svc.version_delete(version=found, user=request.user)
     except RegistryError as exc:
         messages.error(request, exc.detail)
@@ -82,12 +84,17 @@ def model_version_delete(request: HttpRequest, name: str, version: int) -> HttpR
     return redirect("dashboard:model", name)
 
 
-def _owned_model(request: HttpRequest, name: str) -> RegisteredModel:
+def _readable_model(request: HttpRequest, name: str) -> RegisteredModel:
+    """The model, or ``Http404`` when it is unknown or in a workspace without the user's role."""
     try:
-        model = svc.get_model(name)
+        return svc.get_model(name, user=request.user)
     except svc.ModelNotFound as exc:
         raise Http404(exc.detail) from None
-    ensure_owner(request.user, model.owner_id, f"model {model.name!r}")
+
+
+def _owned_model(request: HttpRequest, name: str) -> RegisteredModel:
+    model = _readable_model(request, name)
+    ensure_owner(request.user, model.owner_id, f"model {model.name!r}", model.workspace_id)
     return model
 
 

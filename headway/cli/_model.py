@@ -4,7 +4,9 @@
 ``register NAME UUID`` registers checkpoint UUID as the next version of model NAME;
 ``register-version`` is an alias (Determined's name for it). ``alias set | delete | list``
 manage the model's aliases (``champion`` -> version 3); ``describe`` and ``download`` take
-``NAME@ALIAS`` for the version an alias points at (``NAME@latest``: the newest).
+``NAME@ALIAS`` for the version an alias points at (``NAME@latest``: the newest). A model lives
+in a workspace (``create --workspace NAME``; default: the default workspace): models in
+workspaces where the user has no role are not listed and answer as unknown.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from headway.cli import _checkpoint_download
 from headway.cli._common import CLIError, make_api
 from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
+from headway.cli._workspace import find_workspace
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,6 +27,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     create = cmds.add_parser("create", help="create a model")
     create.add_argument("name", metavar="NAME", help="letters, digits, '.', '_', '-'")
+    create.add_argument(
+        "--workspace", "-w", help="the workspace's name (default: the default workspace)"
+    )
     create.add_argument("--description", "-d", default="", help="free text")
     create.add_argument("--label", "-l", action="append", default=[], help="a label (repeatable)")
     create.set_defaults(func=cmd_create)
@@ -31,6 +37,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing = cmds.add_parser("list", help="list models")
     listing.add_argument("--all", "-a", action="store_true", help="include archived ones")
     listing.add_argument("--label", "-l", help="only models with this label")
+    listing.add_argument("--workspace", "-w", help="only the models of this workspace (a name)")
     listing.add_argument("--json", action="store_true", help="print raw JSON")
     listing.set_defaults(func=cmd_list)
 
@@ -110,31 +117,41 @@ def split_alias(text: str) -> tuple[str, str | None]:
 
 def cmd_create(args: argparse.Namespace) -> int:
     """Create a model; print ``Model NAME created``."""
-    body = {"name": args.name, "description": args.description, "labels": args.label}
+    body: dict[str, Any] = {
+        "name": args.name,
+        "description": args.description,
+        "labels": args.label,
+    }
+    if args.workspace is not None:
+        body["workspace"] = args.workspace
     model = make_api(args).model_create(body)
-    print(f"Model {model['name']} created")
+    print(f"Model {model['name']} created in workspace {model['workspace_name']}")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Table of models by name (archived ones only with ``--all``)."""
+    api = make_api(args)
     params: dict[str, Any] = {}
     if not args.all:
         params["archived"] = "false"
     if args.label:
         params["label"] = args.label
-    models = make_api(args).model_list(params)
+    if args.workspace is not None:
+        params["workspace"] = find_workspace(api, args.workspace)["id"]
+    models = api.model_list(params)
     if args.json:
         print_json(models)
         return 0
     print_table(
-        ["name", "versions", "latest", "labels", "owner", "archived", "updated"],
+        ["name", "versions", "latest", "labels", "workspace", "owner", "archived", "updated"],
         [
             [
                 m.get("name"),
                 m.get("num_versions"),
                 m.get("latest_version"),
                 ",".join(m.get("labels") or []) or None,
+                m.get("workspace_name"),
                 m.get("owner"),
                 m.get("archived"),
                 fmt_time(m.get("updated_at")),
@@ -158,7 +175,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print_json({"model": model, "versions": versions})
         return 0
     print_fields(
-        [(key, model.get(key)) for key in ("name", "description", "labels", "owner", "archived")]
+        [("name", model.get("name")), ("workspace", model.get("workspace_name"))]
+        + [(key, model.get(key)) for key in ("description", "labels", "owner", "archived")]
         + [
             ("metadata", model.get("metadata")),
             ("created", fmt_time(model.get("created_at"))),

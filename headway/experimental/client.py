@@ -392,16 +392,21 @@ def create_model(
     description: str = "",
     metadata: dict[str, Any] | None = None,
     labels: list[str] | None = None,
+    workspace_name: str | None = None,
 ) -> Model:
-    """Determined's ``client.create_model``. Raises ``BadRequestError`` for an invalid name,
-    ``ConflictError`` when it is taken."""
+    """Determined's ``client.create_model``, in workspace ``workspace_name`` (default: the
+    default workspace). Raises ``BadRequestError`` for an invalid name or an unknown workspace,
+    ``APIError`` (403) when the user is not an editor there, ``ConflictError`` when the name is
+    taken (in any workspace)."""
     api = _get_api()
-    body = {
+    body: dict[str, Any] = {
         "name": name,
         "description": description,
         "metadata": metadata or {},
         "labels": labels or [],
     }
+    if workspace_name is not None:
+        body["workspace"] = workspace_name
     return Model._from_json(api.model_create(body), api)
 
 

@@ -95,8 +95,39 @@ def multiline_text_field(max_length: int, **kwargs: Any) -> StrictCharField:
     )
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": 1},
+            {"type": "string", "minLength": 1, "pattern": "^[^\\x00]*$"},
+        ],
+        "description": "a workspace's id or name",
+    }
+)
+class WorkspaceRefField(serializers.Field):
+    """A workspace named by its id (a positive integer) or its name (a non-empty string);
+    ``registry.workspaces.find_workspace`` resolves it."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {
+        "invalid": "Must be a workspace id (a positive integer) or name."
+    }
+
+    def to_internal_value(self, data: Any) -> int | str:
+        if isinstance(data, bool) or not isinstance(data, (int, str)):
+            self.fail("invalid")
+        if isinstance(data, int) and data < 1:
+            self.fail("invalid")
+        if isinstance(data, str) and (not data or "\x00" in data):
+            self.fail("invalid")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class ModelCreateSerializer(StrictSerializer):
-    """``{"name": ..., "description"?: str, "labels"?: [str], "metadata"?: {...}}``."""
+    """``{"name": ..., "workspace"?: id or name, "description"?: str, "labels"?: [str],
+    "metadata"?: {...}}``; without ``workspace`` the model goes to the default workspace."""
 
     # The pattern documents validate_name's rule in the schema; validate_name enforces it.
     name = StrictCharField(
@@ -104,6 +135,7 @@ class ModelCreateSerializer(StrictSerializer):
         trim_whitespace=False,
         validators=[RegexValidator(rf"^{MODEL_NAME_PATTERN}$")],
     )
+    workspace = WorkspaceRefField(required=False)
     description = multiline_text_field(DESCRIPTION_MAX, default="")
     labels = labels_field()
     metadata = StorableDictField(required=False)
@@ -117,12 +149,14 @@ class ModelCreateSerializer(StrictSerializer):
 
 class ModelUpdateSerializer(StrictSerializer):
     """Any of ``description``, ``labels`` (replaces the list), ``metadata`` (replaces the
-    mapping), ``archived``. The name cannot change."""
+    mapping), ``archived``, ``workspace`` (an id or name: moves the model there). The name
+    cannot change."""
 
     description = multiline_text_field(DESCRIPTION_MAX)
     labels = labels_field()
     metadata = StorableDictField(required=False)
     archived = StrictBooleanField(required=False)
+    workspace = WorkspaceRefField(required=False)
 
 
 class VersionCreateSerializer(StrictSerializer):
@@ -152,9 +186,12 @@ class AliasPointerSerializer(serializers.Serializer):
 
 
 class RegisteredModelSerializer(serializers.ModelSerializer):
-    """A model; ``num_versions`` and ``latest_version`` are annotated by the viewset."""
+    """A model and its workspace (id and name; the viewset joins it); ``num_versions`` and
+    ``latest_version`` are annotated by the viewset."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)
+    workspace_id = serializers.IntegerField(read_only=True)
+    workspace_name = serializers.CharField(source="workspace.name", read_only=True)
     num_versions = serializers.IntegerField(read_only=True, default=0)
     latest_version = serializers.IntegerField(read_only=True, allow_null=True, default=None)
     aliases = serializers.SerializerMethodField(help_text="the model's aliases, by name")
@@ -168,6 +205,8 @@ class RegisteredModelSerializer(serializers.ModelSerializer):
             "labels",
             "metadata",
             "owner",
+            "workspace_id",
+            "workspace_name",
             "archived",
             "num_versions",
             "latest_version",

@@ -11,11 +11,18 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from registry.models.workspace import Workspace, default_workspace_id
+
 
 class RegisteredModel(models.Model):
-    """A named model (``models/{name}/``); its versions are ``ModelVersion`` rows."""
+    """A named model (``models/{name}/``) in a workspace, whose roles decide who reads and
+    changes it (``registry.authz``); its versions are ``ModelVersion`` rows. Names are unique
+    across the installation (as MLflow's), not per workspace."""
 
     name = models.CharField(max_length=256, unique=True)
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.PROTECT, related_name="models", default=default_workspace_id
+    )
     description = models.TextField(blank=True, default="")
     labels = models.JSONField(default=list)
     metadata = models.JSONField(default=dict)

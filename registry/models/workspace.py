@@ -137,3 +137,9 @@ def default_project() -> Project:
 def default_project_id() -> int:
     """``Experiment.project``'s default: the id of ``default_project()``."""
     return default_project().id
+
+
+def default_workspace_id() -> int:
+    """``RegisteredModel.workspace``'s default: the id of the default workspace
+    (``Uncategorized``, made with its default project if missing)."""
+    return default_project().workspace_id

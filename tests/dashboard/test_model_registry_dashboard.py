@@ -172,7 +172,8 @@ def test_model_pages_list_versions_with_bounded_queries(
     checkpoints = [register_checkpoint(trial, steps_completed=10 * i) for i in range(1, 4)]
     for c in checkpoints:
         model_registry.version_register(model=model, user=alice, checkpoint_uuid=c.uuid)
-    with django_assert_max_num_queries(5):
+    # Session, user, the user's roles (two), count, one page, the create form's workspaces.
+    with django_assert_max_num_queries(7):
         listing = client_alice.get(reverse("dashboard:models"))
     html = listing.content.decode()
     assert 'id="model-digits"' in html and 'id="model-old"' not in html
@@ -181,7 +182,8 @@ def test_model_pages_list_versions_with_bounded_queries(
         in client_alice.get(reverse("dashboard:models") + "?archived=on").content.decode()
     )
     url = reverse("dashboard:model", args=["digits"])
-    with django_assert_max_num_queries(6):
+    # The model page: its earlier six, and the user's roles in workspaces (two).
+    with django_assert_max_num_queries(8):
         page = client_alice.get(url)
     html = page.content.decode()
     trial_url = reverse("dashboard:trial", args=[trial.id])
@@ -195,9 +197,9 @@ def test_model_pages_list_versions_with_bounded_queries(
     for i in range(40):
         extra = register_checkpoint(trial, steps_completed=100 + i)
         model_registry.version_register(model=model, user=alice, checkpoint_uuid=extra.uuid)
-    with django_assert_max_num_queries(5):
+    with django_assert_max_num_queries(7):
         client_alice.get(reverse("dashboard:models"))
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(8):
         assert client_alice.get(url).status_code == 200
     assert client_alice.get(reverse("dashboard:model", args=["nope"])).status_code == 404
     assert client_alice.get(reverse("dashboard:model", args=["bad name"])).status_code == 404

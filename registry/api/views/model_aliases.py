@@ -1,7 +1,8 @@
 """``/api/v1/models/{name}/aliases/`` and ``/api/v1/models/{name}@{alias}/``: model aliases.
 
-Reads (and resolving) are everyone's, trial tokens included, as for versions; setting, moving
-and deleting need the right to change the model (403). The rules live in
+Reads (and resolving) are for whoever may read the model (a role in its workspace, else 404),
+trial tokens included, as for versions; setting, moving and deleting need the right to change
+the model (403). The rules live in
 ``registry.model_aliases``; these views parse input and shape output.
 """
 
@@ -49,18 +50,20 @@ class ModelAliasViewSet(viewsets.GenericViewSet):
 
     @extend_schema(responses=ModelAliasSerializer(many=True))
     def list(self, request: Request, model_name: str) -> Response:
-        model = svc.get_model(model_name)
+        model = svc.get_model(model_name, user=request.user)
         page = self.paginate_queryset(aliases.aliases_of(model))
         return self.get_paginated_response(ModelAliasSerializer(page, many=True).data)
 
     @extend_schema(parameters=[_ALIAS], responses=ModelAliasSerializer)
     def retrieve(self, request: Request, model_name: str, alias: str) -> Response:
-        return Response(self._out(aliases.find_alias(svc.get_model(model_name), alias)))
+        return Response(
+            self._out(aliases.find_alias(svc.get_model(model_name, user=request.user), alias))
+        )
 
     @extend_schema(parameters=[_ALIAS], request=AliasSetSerializer, responses=ModelAliasSerializer)
     def update(self, request: Request, model_name: str, alias: str) -> Response:
         """Set the alias, or move it to another version (one atomic update)."""
-        model = svc.get_model(model_name)
+        model = svc.get_model(model_name, user=request.user)
         svc.check_can_modify(model, request.user)  # 403 before any 400 about the body
         data = AliasSetSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -72,14 +75,16 @@ class ModelAliasViewSet(viewsets.GenericViewSet):
     @extend_schema(parameters=[_ALIAS], responses={204: None})
     def destroy(self, request: Request, model_name: str, alias: str) -> Response:
         """Delete the alias; the version stays."""
-        aliases.alias_delete(model=svc.get_model(model_name), alias=alias, user=request.user)
+        aliases.alias_delete(
+            model=svc.get_model(model_name, user=request.user), alias=alias, user=request.user
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(responses=ModelAliasEventSerializer(many=True))
     @action(detail=False, methods=["get"])
     def history(self, request: Request, model_name: str) -> Response:
         """Every set, move and deletion of the model's aliases, newest first."""
-        model = svc.get_model(model_name)
+        model = svc.get_model(model_name, user=request.user)
         page = self.paginate_queryset(aliases.alias_history(model))
         return self.get_paginated_response(ModelAliasEventSerializer(page, many=True).data)
 
@@ -105,5 +110,5 @@ class ModelAliasResolveView(APIView):
         responses=ModelVersionSerializer,
     )
     def get(self, request: Request, model_name: str, alias: str) -> Response:
-        version = aliases.resolve_alias(svc.get_model(model_name), alias)
+        version = aliases.resolve_alias(svc.get_model(model_name, user=request.user), alias)
         return Response(ModelVersionSerializer(version, context={"request": request}).data)

@@ -1,8 +1,10 @@
 """``/api/v1/models/`` and ``/api/v1/models/{name}/versions/``: the model registry.
 
-Every logged-in user may read; only the model's owner or staff may change or delete (403).
-Trial tokens may read (a trial may warm-start from a registered version), never write. The rules
-live in ``registry.model_registry``; these views parse input and shape output.
+A model lives in a workspace: users with a role there read it (others get 404, and lists leave
+it out); its owner as an editor there, the workspace's admins and site admins change it (403).
+Trial tokens read what their owner may read (a trial may warm-start from a registered version),
+never write. The rules live in ``registry.model_registry`` and ``registry.authz``; these views
+parse input and shape output.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from registry.api.model_serializers import (
     VersionUpdateSerializer,
 )
 from registry.api.params import bool_param, single_value
+from registry.authz import scoped
 from registry.errors import InvalidInput
 from registry.models import ModelAlias, ModelVersion, RegisteredModel
 
@@ -34,9 +37,10 @@ READ_ACTIONS = ("list", "retrieve")
 
 class RegisteredModelFilter(django_filters.FilterSet):
     """``?name=`` (part of the name, case-insensitive), ``?label=`` (one label, exact),
-    ``?archived=true|false`` (absent: both)."""
+    ``?archived=true|false`` (absent: both), ``?workspace=`` (a workspace id)."""
 
     name = django_filters.CharFilter(lookup_expr="icontains")
+    workspace = django_filters.NumberFilter(field_name="workspace_id", min_value=1)
     label = django_filters.CharFilter(method="filter_label")
     archived = django_filters.ChoiceFilter(
         choices=[("true", "true"), ("false", "false")], method="filter_archived"
@@ -57,10 +61,12 @@ class RegisteredModelFilter(django_filters.FilterSet):
         return qs.filter(archived=value == "true")
 
 
-def _models() -> QuerySet[RegisteredModel]:
+def _models(user: object) -> QuerySet[RegisteredModel]:
+    """The models ``user`` may read, with what the serializer shows joined."""
     aliases = ModelAlias.objects.select_related("version").order_by("alias")
     return (
-        RegisteredModel.objects.select_related("owner")
+        scoped(RegisteredModel.objects, user)
+        .select_related("owner", "workspace")
         .annotate(num_versions=Count("versions"), latest_version=Max("versions__version"))
         .prefetch_related(Prefetch("aliases", queryset=aliases))
     )
@@ -78,7 +84,7 @@ class RegisteredModelViewSet(viewsets.GenericViewSet):
     allow_trial_token = READ_ACTIONS
 
     def _get(self, name: str) -> RegisteredModel:
-        model = _models().filter(name=name).first()
+        model = _models(self.request.user).filter(name=name).first()
         if model is None:
             raise svc.ModelNotFound(f"No model named {name!r}.")
         return model
@@ -89,16 +95,17 @@ class RegisteredModelViewSet(viewsets.GenericViewSet):
             OpenApiParameter("name", _NO_NUL, description="part of the name (case-insensitive)"),
             OpenApiParameter("label", _NO_NUL, description="models with this label"),
             OpenApiParameter("archived", bool, description="only archived (true) or not (false)"),
+            OpenApiParameter("workspace", int, description="only the models of this workspace"),
         ],
         responses=RegisteredModelSerializer(many=True),
     )
     def list(self, request: Request) -> Response:
         # django-filter takes the last of repeated values and skips an empty one: both are 400s
         # here, as for every query parameter of the API (registry.api.params).
-        for param in ("name", "label"):
+        for param in ("name", "label", "workspace"):
             single_value(request, param)
         bool_param(request, "archived")
-        filterset = RegisteredModelFilter(request.query_params, queryset=_models())
+        filterset = RegisteredModelFilter(request.query_params, queryset=_models(request.user))
         if not filterset.is_valid():
             raise InvalidInput({k: [str(m) for m in v] for k, v in filterset.errors.items()})
         page = self.paginate_queryset(filterset.qs.order_by("name"))
@@ -154,11 +161,12 @@ class ModelVersionViewSet(viewsets.GenericViewSet):
         return ModelVersionSerializer(version, context={"request": request}).data
 
     def _version(self, model_name: str, version: str) -> ModelVersion:
-        return svc.get_version(svc.get_model(model_name), int(version))
+        model = svc.get_model(model_name, user=self.request.user)
+        return svc.get_version(model, int(version))
 
     @extend_schema(responses=ModelVersionSerializer(many=True))
     def list(self, request: Request, model_name: str) -> Response:
-        model = svc.get_model(model_name)
+        model = svc.get_model(model_name, user=request.user)
         page = self.paginate_queryset(self._versions(model).order_by("-version"))
         for version in page or []:
             version.model = model
@@ -168,7 +176,7 @@ class ModelVersionViewSet(viewsets.GenericViewSet):
 
     @extend_schema(request=VersionCreateSerializer, responses={201: ModelVersionSerializer})
     def create(self, request: Request, model_name: str) -> Response:
-        model = svc.get_model(model_name)
+        model = svc.get_model(model_name, user=request.user)
         svc.check_can_modify(model, request.user)  # 403 before any 400 about the body
         data = VersionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -40,7 +40,7 @@ def test_create_register_describe_list_and_download(stored, capsys, tmp_path) ->
     server, (first, second) = stored
     assert _cli(server, capsys, "model", "create", "digits", "-d", "CNN", "-l", "prod") == (
         0,
-        "Model digits created",
+        "Model digits created in workspace Uncategorized",
         "",
     )
     code, out, _ = _cli(server, capsys, "model", "register", "digits", first)
