@@ -2,8 +2,10 @@
 ``mx2-admin``; ``mx2-viewer`` and ``mx2-editor`` are bound there, ``mx2-outsider`` has no role.
 
 Every API and dashboard route is requested by the outsider with the private workspace's
-objects: object routes answer 404, and no answer names the private experiment (0
-cross-workspace reads), nothing changes (0 cross-workspace writes). Then what each role may do.
+objects (its experiment, trial, checkpoint, project, and its model with a version and an alias):
+object routes answer 404 (a hidden model exactly as an unknown one), and no answer names the
+private experiment or model (0 cross-workspace reads), nothing changes (0 cross-workspace
+writes). Then what each role may do; the model cases are in ``test_model_workspaces.py``.
 """
 
 from __future__ import annotations
@@ -15,18 +17,21 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from tests.authz_expectations import matrix_cases
-from tests.helpers import TINY_CONFIG, TINY_MODEL, b64, register_checkpoint, start_run
-from tests.registry.test_authorization_matrix import (
+from tests.authz_requests import (
     World,
-    _api_request,
-    _dashboard_request,
+    api_request,
+    dashboard_request,
 )
+from tests.helpers import TINY_CONFIG, TINY_MODEL, b64, register_checkpoint, start_run
 
 SECRET = "mx2-secret-experiment"
+MODEL_SECRET = "mx2-secret-model-notes"
 PRIVATE_CONFIG = TINY_CONFIG + "workspace: mx2-private\nproject: mx2-project\n"
 # Routes that take one of the private workspace's objects in their URL.
 _OBJECT_PREFIXES = ("experiment-", "trial-", "checkpoint-", "workspace-", "project-")
-_DASHBOARD_OBJECTS = ("experiment", "trial", "workspace", "project", "view")
+_DASHBOARD_OBJECTS = ("experiment", "trial", "workspace", "project", "view", "model")
+# Dashboard routes named like a model's that take no model: the list's controls.
+_DASHBOARD_NO_OBJECT = ("model-create", "model-register")
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +39,7 @@ def private(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Wo
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    from registry import lifecycle, model_registry, workspace_roles, workspaces
+    from registry import lifecycle, model_aliases, model_registry, workspace_roles, workspaces
     from registry.models import Experiment, Project, RegisteredModel, Workspace
 
     storage = tmp_path_factory.mktemp("roles-ckpt")
@@ -63,7 +68,16 @@ def private(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Wo
         run = start_run(trial)
         checkpoint = register_checkpoint(trial, run_id=run.run_id)
         trial.refresh_from_db()
-        model = model_registry.model_create(owner=users["admin"], name="mx2-model")
+        model = model_registry.model_create(
+            owner=users["admin"],
+            name="mx2-model",
+            workspace="mx2-private",
+            description=MODEL_SECRET,
+        )
+        model_registry.version_register(
+            model=model, user=users["admin"], checkpoint_uuid=checkpoint.uuid
+        )
+        model_aliases.alias_set(model=model, alias="champion", version=1, user=users["admin"])
         tokens = {
             name: Token.objects.create(user=user).key
             for name, user in users.items()
@@ -81,10 +95,28 @@ def private(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Wo
 
 def _private_state(world: World) -> tuple:
     """The private workspace's rows a request might change (creating elsewhere is allowed)."""
-    from registry.models import Checkpoint, Experiment, MetricReport, Project, RoleBinding, Trial
+    from registry.models import (
+        Checkpoint,
+        Experiment,
+        MetricReport,
+        ModelAlias,
+        ModelVersion,
+        Project,
+        RegisteredModel,
+        RoleBinding,
+        Trial,
+    )
 
     here = {"project__workspace": world.workspace}
+    in_models = {"model__workspace": world.workspace}
     return (
+        list(
+            RegisteredModel.objects.filter(workspace=world.workspace).values_list(
+                "id", "archived", "description", "labels", "workspace_id"
+            )
+        ),
+        list(ModelVersion.objects.filter(**in_models).values_list("id", "comment", "labels")),
+        list(ModelAlias.objects.filter(**in_models).values_list("id", "alias", "version_id")),
         list(Experiment.objects.filter(**here).values_list("id", "state", "archived", "notes")),
         list(
             Trial.objects.filter(experiment__project__workspace=world.workspace).values_list(
@@ -121,15 +153,24 @@ def test_an_outsider_reads_and_changes_nothing_in_a_private_workspace(
     namespace, name = route.split(":")
     before = _private_state(private)
     if namespace == "registry-api":
-        url, body = _api_request(private, name, method)
+        url, body = api_request(private, name, method)
         response = getattr(_api(private, "outsider"), method)(url, body, format="json")
         takes_object = name.startswith(_OBJECT_PREFIXES) and not name.endswith("-list")
+        if name.startswith("model-") and name != "model-list":
+            takes_object = True
+            # A hidden model answers exactly as a model that does not exist.
+            unknown = url.replace(private.model.name, "mx2-nomodel")
+            answer = getattr(_api(private, "outsider"), method)(unknown, body, format="json")
+            assert (response.status_code, response.content) == (
+                answer.status_code,
+                answer.content.replace(b"mx2-nomodel", private.model.name.encode()),
+            ), f"{method.upper()} {url}: a hidden model answers unlike an unknown one"
     else:
-        url, data = _dashboard_request(private, name, action)
+        url, data = dashboard_request(private, name, action)
         if name == "experiments-live":  # ids in the query: the private one is left out
             url += f"?id={private.experiment.id}"
         response = getattr(_session(private, "outsider"), method)(url, data)
-        takes_object = name.split("-")[0] in _DASHBOARD_OBJECTS
+        takes_object = name.split("-")[0] in _DASHBOARD_OBJECTS and name not in _DASHBOARD_NO_OBJECT
     what = f"{method.upper()} {url} as the outsider: {response.status_code}"
     if takes_object:
         assert response.status_code == 404, what
@@ -139,6 +180,7 @@ def test_an_outsider_reads_and_changes_nothing_in_a_private_workspace(
         "trial-list": private.trial.id,
         "workspace-list": private.workspace.id,
         "project-list": private.project.id,
+        "model-list": private.model.id,
     }.get(name)
     if hidden is not None and method == "get":
         assert hidden not in [row["id"] for row in response.json()["results"]], what
@@ -146,6 +188,9 @@ def test_an_outsider_reads_and_changes_nothing_in_a_private_workspace(
         assert response.json()["experiments"] == [], what
     assert SECRET.encode() not in content, f"{what} names the private experiment"
     assert b"mx2-private" not in content, f"{what} names the private workspace"
+    assert MODEL_SECRET.encode() not in content, f"{what} shows the private model"
+    if name.startswith("model") and name != "model-register":  # its version's checkpoint
+        assert str(private.checkpoint.uuid).encode() not in content, f"{what} names it"
     assert _private_state(private) == before, f"{what} changed the private workspace"
 
 

@@ -112,3 +112,41 @@ def test_the_python_client_uses_determined_names(stored, live_server, tmp_path) 
         model.get_version(9)
     with pytest.raises(BadRequestError):
         client.create_model("no spaces allowed")
+
+
+def test_a_model_in_a_private_workspace_is_unknown_to_a_user_without_a_role(
+    stored, capsys, monkeypatch, django_user_model, tmp_path
+) -> None:
+    """``--workspace`` puts the model there; another user's CLI neither lists nor finds it
+    (describe, download, aliases), and its own ``create`` of the name is refused as taken."""
+    from rest_framework.authtoken.models import Token
+
+    from registry import workspaces
+
+    server, (first, _) = stored
+    alice = django_user_model.objects.get(username="alice")
+    workspaces.workspace_create(owner=alice, name="private-ws")
+    code, out, _ = _cli(server, capsys, "model", "create", "secret", "-w", "private-ws")
+    assert (code, out) == (0, "Model secret created in workspace private-ws")
+    assert _cli(server, capsys, "model", "register", "secret", first)[0] == 0
+    code, out, _ = _cli(server, capsys, "model", "list", "--workspace", "private-ws")
+    assert code == 0 and out.splitlines()[2].split()[:5] == ["secret", "1", "1", "-", "private-ws"]
+    bob = django_user_model.objects.create_user("bob")
+    monkeypatch.setenv("HEADWAY_TOKEN", Token.objects.create(user=bob).key)
+    code, out, _ = _cli(server, capsys, "model", "list")
+    assert code == 0 and "secret" not in out
+    for argv in (
+        ("model", "describe", "secret"),
+        ("model", "describe", "secret@latest"),
+        ("model", "download", "secret", "-o", str(tmp_path / "x")),
+        ("model", "alias", "list", "secret"),
+        ("model", "register", "secret", first),
+    ):
+        code, out, err = _cli(server, capsys, *argv)
+        assert code == 1 and err.endswith("HTTP 404: No model named 'secret'."), (argv, err)
+        assert first not in out + err
+    assert not (tmp_path / "x").exists()
+    code, _, err = _cli(server, capsys, "model", "create", "other", "-w", "private-ws")
+    assert code == 1 and "workspace" in err and "No workspace named 'private-ws'" in err
+    code, _, err = _cli(server, capsys, "model", "create", "secret")
+    assert code == 1 and "already exists" in err
