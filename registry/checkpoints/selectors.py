@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import JSONField, OuterRef, QuerySet, Subquery
 
 from headway.metric_values import decode_number
+from registry.authz import is_admin, readable_workspaces
 from registry.checkpoints.retention import CheckpointFacts, best_first
 from registry.models import (
     TERMINAL_STATES,
@@ -138,13 +139,25 @@ def attach_metadata(checkpoints: Sequence[Checkpoint]) -> Sequence[Checkpoint]:
     return checkpoints
 
 
-def model_versions_holding(checkpoints: QuerySet[Checkpoint]) -> list[str]:
+def model_versions_holding(checkpoints: QuerySet[Checkpoint], user: Any = None) -> list[str]:
     """``"<model> v<version> (checkpoint <uuid>)"`` for each model version holding one of
-    ``checkpoints``, sorted; empty when none does."""
+    ``checkpoints``, sorted; empty when none does.
+
+    Arguments:
+        user: who will read the answer: a version of a model in a workspace where this user
+            has no role is ``"a model version in a workspace you have no role in (checkpoint
+            <uuid>)"``, naming no model. None: every model is named (background work).
+    """
     rows = ModelVersion.objects.filter(checkpoint__in=checkpoints).values_list(
-        "model__name", "version", "checkpoint_id"
+        "model__name", "version", "checkpoint_id", "model__workspace_id"
     )
-    return sorted(f"{name} v{version} (checkpoint {uuid})" for name, version, uuid in rows)
+    readable = None if user is None or is_admin(user) else set(readable_workspaces(user))
+    return sorted(
+        f"{name} v{version} (checkpoint {uuid})"
+        if readable is None or workspace_id in readable
+        else f"a model version in a workspace you have no role in (checkpoint {uuid})"
+        for name, version, uuid, workspace_id in rows
+    )
 
 
 def protected_checkpoints(experiment: Experiment) -> dict[str, str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import uuid as uuid_lib
 from collections.abc import Iterable
+from typing import Any
 
 from celery import current_app
 from django.conf import settings
@@ -103,12 +104,13 @@ def _warm_started_trials(checkpoints, exclude_experiment: int | None = None) -> 
     return sorted(trials.values_list("id", flat=True))
 
 
-def checkpoint_delete(*, uuid: uuid_lib.UUID) -> Checkpoint:
+def checkpoint_delete(*, uuid: uuid_lib.UUID, user: Any = None) -> Checkpoint:
     """Delete one checkpoint's files now; its row stays, DELETED. A DELETED one is a no-op.
 
     Raises:
         Checkpoint.DoesNotExist: unknown uuid.
-        CheckpointInUse: (409) held by a model version (naming model and version), the latest
+        CheckpointInUse: (409) held by a model version (naming model and version, unless
+            ``user``, who asked, has no role in the model's workspace), the latest
             checkpoint of a trial that has not ended, or the warm-start source of one.
         StorageFailure: (502) storage failed; the checkpoint is DELETE_FAILED (retry later).
     """
@@ -118,7 +120,7 @@ def checkpoint_delete(*, uuid: uuid_lib.UUID) -> Checkpoint:
     if checkpoint.state == CheckpointState.DELETED:
         return checkpoint
     this = Checkpoint.objects.filter(uuid=uuid)
-    holders = model_versions_holding(this)
+    holders = model_versions_holding(this, user)
     if holders:
         raise CheckpointInUse(
             f"Checkpoint {uuid} is held by model version {', '.join(holders)}; "
@@ -152,7 +154,7 @@ def _send_delete_task(experiment_id: int) -> None:
     )
 
 
-def experiment_delete(*, experiment_id: int) -> Experiment:
+def experiment_delete(*, experiment_id: int, user: Any = None) -> Experiment:
     """Start deleting an ended experiment: DELETING now, the work in a Celery task after commit.
 
     Deleting a DELETING experiment is a no-op; a DELETE_FAILED one is tried again.
@@ -160,7 +162,8 @@ def experiment_delete(*, experiment_id: int) -> Experiment:
     Raises:
         Experiment.DoesNotExist: unknown id.
         IllegalTransition: (409) the experiment has not ended.
-        CheckpointInUse: (409) a model version holds one of its checkpoints (naming the model),
+        CheckpointInUse: (409) a model version holds one of its checkpoints (naming the model
+            unless ``user``, who asked, has no role in its workspace),
             or an unfinished trial of another experiment warm-starts from one.
     """
     with transaction.atomic():
@@ -175,7 +178,7 @@ def experiment_delete(*, experiment_id: int) -> Experiment:
                 "COMPLETED, CANCELED, ERROR or DELETE_FAILED (kill or cancel it first)"
             )
         own = Checkpoint.objects.filter(trial__experiment=experiment)
-        holders = model_versions_holding(own)
+        holders = model_versions_holding(own, user)
         if holders:
             raise CheckpointInUse(
                 f"Experiment {experiment.id} has checkpoints held by model version "

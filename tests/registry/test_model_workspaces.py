@@ -237,3 +237,26 @@ def test_the_migration_puts_existing_models_into_the_default_workspace() -> None
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(latest)
+
+
+def test_a_refused_deletion_names_no_model_the_user_cannot_read(team) -> None:
+    """A checkpoint held by a version of a model in a workspace where its owner has no role
+    (here a site admin registered it into a private model): the 409 does not name the model."""
+    checkpoint = _checkpoint_of(team.users["editor"])
+    hideout = workspaces.workspace_create(owner=team.users["root"], name="hideout")
+    hidden = model_registry.model_create(
+        owner=team.users["root"], name="hidden-holder", workspace=hideout.id
+    )
+    model_registry.version_register(
+        model=hidden, user=team.users["root"], checkpoint_uuid=checkpoint.uuid
+    )
+    url = f"/api/v1/checkpoints/{checkpoint.uuid}/"
+    refused = team.api["editor"].delete(url)
+    assert refused.status_code == 409 and b"hidden-holder" not in refused.content
+    assert "a workspace you have no role in" in refused.json()["detail"]
+    experiment = f"/api/v1/experiments/{checkpoint.trial.experiment_id}/"
+    lifecycle.experiment_kill(experiment_id=checkpoint.trial.experiment_id)
+    refused = team.api["editor"].delete(experiment)
+    assert refused.status_code == 409 and b"hidden-holder" not in refused.content
+    named = team.api["root"].delete(url)
+    assert named.status_code == 409 and "hidden-holder v1" in named.json()["detail"]

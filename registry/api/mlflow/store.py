@@ -128,7 +128,7 @@ def delete_experiment(user: Any, found: Experiment) -> None:
                 f"Experiment {found.id} has runs that have not ended; end them (end_run) first.",
             )
         lifecycle.experiment_cancel(experiment_id=found.id)
-    lifecycle.experiment_delete(experiment_id=found.id)
+    lifecycle.experiment_delete(experiment_id=found.id, user=user)
 
 
 def trial(user: Any, run_id: Any) -> Trial:

@@ -26,7 +26,7 @@ class CheckpointDeleteMixin:
         experiment_id = checkpoint.trial.experiment_id
         ensure_can_change_experiment(request.user, experiment_id)
         try:
-            checkpoint_delete(uuid=checkpoint.uuid)
+            checkpoint_delete(uuid=checkpoint.uuid, user=request.user)
         except Checkpoint.DoesNotExist:
             raise Http404("No Checkpoint matches the given query.") from None
         return Response(status=status.HTTP_204_NO_CONTENT)

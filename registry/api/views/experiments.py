@@ -325,7 +325,7 @@ class ExperimentViewSet(
             f"experiment {experiment.id}",
             experiment.project.workspace_id,
         )
-        lifecycle.experiment_delete(experiment_id=experiment.id)
+        lifecycle.experiment_delete(experiment_id=experiment.id, user=request.user)
         return Response(
             ExperimentSerializer(self.get_queryset().get(id=experiment.id)).data,
             status=status.HTTP_202_ACCEPTED,
