@@ -95,10 +95,14 @@ def multiline_text_field(max_length: int, **kwargs: Any) -> StrictCharField:
     )
 
 
+# A workspace id fits PostgreSQL's bigint; a larger one is a 400, not a database error.
+_ID_MAX = 2**63 - 1
+
+
 @extend_schema_field(
     {
         "oneOf": [
-            {"type": "integer", "minimum": 1},
+            {"type": "integer", "minimum": 1, "maximum": _ID_MAX},
             {"type": "string", "minLength": 1, "pattern": "^[^\\x00]*$"},
         ],
         "description": "a workspace's id or name",
@@ -108,17 +112,14 @@ class WorkspaceRefField(serializers.Field):
     """A workspace named by its id (a positive integer) or its name (a non-empty string);
     ``registry.workspaces.find_workspace`` resolves it."""
 
-    default_error_messages: ClassVar[dict[str, str]] = {
-        "invalid": "Must be a workspace id (a positive integer) or name."
-    }
-
     def to_internal_value(self, data: Any) -> int | str:
-        if isinstance(data, bool) or not isinstance(data, (int, str)):
-            self.fail("invalid")
-        if isinstance(data, int) and data < 1:
-            self.fail("invalid")
-        if isinstance(data, str) and (not data or "\x00" in data):
-            self.fail("invalid")
+        valid = (isinstance(data, int) and not isinstance(data, bool) and 1 <= data <= _ID_MAX) or (
+            isinstance(data, str) and data != "" and "\x00" not in data
+        )
+        if not valid:
+            raise serializers.ValidationError(
+                "Must be a workspace id (a positive integer) or name."
+            )
         return data
 
     def to_representation(self, value: Any) -> Any:

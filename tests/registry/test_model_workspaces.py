@@ -84,7 +84,7 @@ def test_creating_takes_a_workspace_id_or_name_and_needs_an_editor_there(team) -
     assert hidden.status_code == unknown.status_code == 400
     assert hidden.json()["errors"]["workspace"] == ["No workspace named 'team'."]
     assert unknown.json()["errors"]["workspace"] == ["No workspace named 'nope'."]
-    for bad in (True, 0, -1, "", [1], {"id": 1}, 1.5):
+    for bad in (True, 0, -1, 2**63, "", "a\x00b", [1], {"id": 1}, 1.5, None):
         answer = editor.post("/api/v1/models/", {"name": "bad", "workspace": bad}, format="json")
         assert answer.status_code == 400 and "workspace" in answer.json()["errors"], bad
     workspaces.workspace_set_archived(
