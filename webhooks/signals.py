@@ -12,8 +12,7 @@
 Each handler runs in the transaction of the save, so its deliveries commit with the change.
 An event goes to the webhooks without a workspace filter and to those filtered to its
 workspace (``_workspace_of``): the experiment's project's workspace for experiment, trial and
-checkpoint events. Models are not in a workspace: their events go only to webhooks without a
-filter.
+checkpoint events, the model's workspace for model version and alias events.
 Writes through ``QuerySet.update()`` send no signal, so the registry changes a state by
 ``save()`` everywhere.
 """
@@ -31,6 +30,7 @@ from registry.models import (
     Experiment,
     ModelAliasEvent,
     ModelVersion,
+    RegisteredModel,
     Trial,
 )
 from webhooks.events import record
@@ -45,7 +45,7 @@ _BEFORE = "_webhooks_state_before"
 
 def _workspace_of(instance: Any) -> int | None:
     """The id of the workspace an event about the saved row ``instance`` belongs to (one
-    query), or None for a row outside workspaces (a registered model's version or alias)."""
+    query): its experiment's project's, or its registered model's; None for another row."""
     if isinstance(instance, Experiment):
         experiments = Experiment.objects.filter(id=instance.pk)
         return experiments.values_list("project__workspace_id", flat=True).first()
@@ -55,7 +55,9 @@ def _workspace_of(instance: Any) -> int | None:
     if isinstance(instance, Checkpoint):
         trials = Trial.objects.filter(id=instance.trial_id)
         return trials.values_list("experiment__project__workspace_id", flat=True).first()
-    # Registered models are in no workspace: only webhooks without a filter get their events.
+    if isinstance(instance, (ModelVersion, ModelAliasEvent)):
+        models = RegisteredModel.objects.filter(id=instance.model_id)
+        return models.values_list("workspace_id", flat=True).first()
     return None
 
 

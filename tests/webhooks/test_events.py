@@ -214,13 +214,16 @@ def test_a_workspace_filter_lets_through_that_workspaces_events_only(user):
     assert got(only_a) == {(kind, experiment_a.id) for kind in kinds}
     assert got(everything) == {(k, e.id) for k in kinds for e in (experiment_a, experiment_b)}
 
-    # Models are in no workspace: their events reach only webhooks without a filter.
-    model = model_registry.model_create(owner=user, name="digits")
-    model_registry.version_register(model=model, user=user, checkpoint_uuid=checkpoint_a.uuid)
-    model_aliases.alias_set(model=model, alias="champion", version=1, user=user)
+    # A model's events belong to the model's workspace: one in A reaches only_a, one in the
+    # default workspace only the unfiltered webhook.
+    for name, place in (("digits", "A"), ("elsewhere", None)):
+        model = model_registry.model_create(owner=user, name=name, workspace=place)
+        model_registry.version_register(model=model, user=user, checkpoint_uuid=checkpoint_a.uuid)
+        model_aliases.alias_set(model=model, alias="champion", version=1, user=user)
     for kind in (EventType.MODEL_VERSION_CREATED, EventType.MODEL_ALIAS_MOVED):
-        assert Delivery.objects.filter(event_type=kind, webhook=everything).count() == 1
-        assert not Delivery.objects.filter(event_type=kind, webhook=only_a).exists()
+        assert Delivery.objects.filter(event_type=kind, webhook=everything).count() == 2
+        to_a = Delivery.objects.filter(event_type=kind, webhook=only_a)
+        assert [json.loads(row.body)["data"]["model"] for row in to_a] == ["digits"]
 
 
 def test_an_event_nobody_filters_costs_one_query(user, django_assert_num_queries):
