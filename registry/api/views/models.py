@@ -27,7 +27,7 @@ from registry.api.model_serializers import (
     VersionCreateSerializer,
     VersionUpdateSerializer,
 )
-from registry.api.params import bool_param, single_value
+from registry.api.params import bool_param, optional_int_param, single_value
 from registry.authz import scoped
 from registry.errors import InvalidInput
 from registry.models import ModelAlias, ModelVersion, RegisteredModel
@@ -37,10 +37,9 @@ READ_ACTIONS = ("list", "retrieve")
 
 class RegisteredModelFilter(django_filters.FilterSet):
     """``?name=`` (part of the name, case-insensitive), ``?label=`` (one label, exact),
-    ``?archived=true|false`` (absent: both), ``?workspace=`` (a workspace id)."""
+    ``?archived=true|false`` (absent: both). ``?workspace=`` is read by the view."""
 
     name = django_filters.CharFilter(lookup_expr="icontains")
-    workspace = django_filters.NumberFilter(field_name="workspace_id", min_value=1)
     label = django_filters.CharFilter(method="filter_label")
     archived = django_filters.ChoiceFilter(
         choices=[("true", "true"), ("false", "false")], method="filter_archived"
@@ -102,10 +101,14 @@ class RegisteredModelViewSet(viewsets.GenericViewSet):
     def list(self, request: Request) -> Response:
         # django-filter takes the last of repeated values and skips an empty one: both are 400s
         # here, as for every query parameter of the API (registry.api.params).
-        for param in ("name", "label", "workspace"):
+        for param in ("name", "label"):
             single_value(request, param)
         bool_param(request, "archived")
-        filterset = RegisteredModelFilter(request.query_params, queryset=_models(request.user))
+        models = _models(request.user)
+        workspace = optional_int_param(request, "workspace", lo=1, hi=2**63 - 1)
+        if workspace is not None:
+            models = models.filter(workspace_id=workspace)
+        filterset = RegisteredModelFilter(request.query_params, queryset=models)
         if not filterset.is_valid():
             raise InvalidInput({k: [str(m) for m in v] for k, v in filterset.errors.items()})
         page = self.paginate_queryset(filterset.qs.order_by("name"))
