@@ -417,7 +417,8 @@ def get_model(name: str) -> Model:
 
 
 def list_models() -> list[Model]:
-    """Determined's ``client.list_models`` (alias ``get_models``): every model, by name."""
+    """Determined's ``client.list_models`` (alias ``get_models``): the models the user may
+    read (a role in their workspace), by name."""
     api = _get_api()
     return [Model._from_json(m, api) for m in api.model_list()]
 
