@@ -188,7 +188,8 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-# plotly.js is the vendored strict bundle in static/plotly/ (no CDN; docs/decisions/dashboard.md).
+# plotly.js is a strict partial bundle vendored in static/plotly/, built by vendor/plotly-bundle/
+# (no CDN; docs/decisions/dashboard.md).
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)

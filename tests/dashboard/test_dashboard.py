@@ -68,7 +68,7 @@ def test_it_renders_the_experiment_page(client_alice, experiment):
     assert response.status_code == 200
     html = response.content.decode()
     assert 'id="metrics-board"' in html
-    assert 'src="/static/plotly/plotly-strict.min.js"' in html
+    assert 'src="/static/plotly/plotly-headway.min.js"' in html
     for script in ("charts.js", "hparams.js", "trials_table.js", "experiment.js"):
         assert f"/static/js/{script}" in html
     # The trials table: latest checkpoint link + CLI, hparams in one cell, compare ticks.
@@ -189,7 +189,7 @@ def test_login_page_and_logout_form(client, alice):
 
 
 def test_plotly_js_is_served_locally(client_alice):
-    response = client_alice.get("/static/plotly/plotly-strict.min.js")
+    response = client_alice.get("/static/plotly/plotly-headway.min.js")
     assert response.status_code == 200
 
 

@@ -83,7 +83,7 @@ def test_it_embeds_chart_options_for_every_metric(client_alice: Client, trial: T
     response = client_alice.get(reverse("dashboard:trial", args=[trial.id]))
     assert response.status_code == 200
     html = response.content.decode()
-    assert 'src="/static/plotly/plotly-strict.min.js"' in html and "/static/js/charts.js" in html
+    assert 'src="/static/plotly/plotly-headway.min.js"' in html and "/static/js/charts.js" in html
     assert 'id="metrics-options"' in html and 'id="metrics-board"' in html
     options = response.context["chart_options"]
     assert options["sources"] == [
