@@ -1,11 +1,14 @@
 // The trials table as the shared legend of every chart on the experiment page: which trials the
-// charts draw (search, top N by the searcher metric, hidden rows, intersected with the latest
-// hw:hparam-filter) and in which colour (by trial, by the searcher metric or by a hyperparameter).
+// charts draw (the table's filter box, search, top N by the searcher metric, hidden rows,
+// intersected with the latest hw:hparam-filter) and in which colour (by trial, by the searcher
+// metric or by a hyperparameter).
 // Emits on document: hw:trials-visible {ids} and hw:trial-colors {colors, best}; listens to
 // hw:hparam-filter {ids | null}. The trials come from the page's trials JSON
 // (static/js/trials_data.js), not from the table, which holds one page of rows
 // (static/js/trials_table.js); this module keeps the state by trial id, so a page change or a
-// live swap of the table keeps it.
+// live swap of the table keeps it. The filter box's trials are the server's (GET
+// /experiments/<id>/trials/ids?filter=, the table's own filter), fetched again on every swap of
+// the table, so a new filter or new metrics redraw the charts; a malformed filter is no filter.
 //
 // From MERGE_FROM trials on, colours come from a small set (PALETTE by trial, VIRIDIS_STEPS
 // steps of Viridis for a number, Kelly's 20 for categories, repeating): the charts join the
@@ -35,6 +38,10 @@ window.TrialsLegend = (function () {
   var VIRIDIS_STEPS = 9;
 
   var state = { search: "", top: null, hidden: {}, colorBy: "", hparamFilter: null };
+  // The ids the server says match the table's filter box ({id: true}; null: every trial).
+  // `asked` counts the fetches, so only the latest one's answer is kept.
+  var filtered = null;
+  var asked = 0;
   var meta = { smallerIsBetter: true, best: null, metric: "" };
   var trials = []; // [{id, value, hparams, text}] in id order
   var colors = {};
@@ -173,9 +180,12 @@ window.TrialsLegend = (function () {
     return a.id - b.id;
   }
 
-  // The ids of the best n trials by the searcher metric (trials without a value never count).
+  // The ids of the best n trials by the searcher metric among those matching the filter box
+  // (trials without a value never count).
   function topIds(n) {
-    var ranked = trials.filter(function (t) { return isNumber(t.value); }).sort(compareBest);
+    var ranked = trials.filter(function (t) {
+      return isNumber(t.value) && (!filtered || filtered[t.id]);
+    }).sort(compareBest);
     var out = {};
     ranked.slice(0, n).forEach(function (t) { out[t.id] = true; });
     return out;
@@ -208,12 +218,16 @@ window.TrialsLegend = (function () {
     });
   }
 
-  // id -> true for the trials the table lists: search, top N and the hparam filter.
+  // id -> true for the trials the table lists: the filter box, search, top N and the hparam
+  // filter.
   function keptIds() {
     var tokens = state.search.toLowerCase().split(/\s+/).filter(Boolean);
     var top = state.top ? topIds(state.top) : null;
     var kept = {};
     trials.forEach(function (t) {
+      if (filtered && !filtered[t.id]) {
+        return;
+      }
       if (tokens.length && !matches(t, tokens)) {
         return;
       }
@@ -327,20 +341,55 @@ window.TrialsLegend = (function () {
   }
 
   var data = null; // the trials JSON, once fetched
+  // The trials matching the bar's filter (data-filter: empty when there is none or the server
+  // found it malformed), from the server: resolves once `filtered` holds them. A failed fetch
+  // leaves every trial in the charts (the table, rendered by the server, still shows the rows).
+  function followFilter(bar) {
+    var text = bar.dataset.filter || "";
+    var mine = ++asked;
+    if (!text) {
+      filtered = null;
+      return Promise.resolve();
+    }
+    return HeadwayLive.getJSON(bar.dataset.idsUrl + "?filter=" + encodeURIComponent(text))
+      .then(function (answer) {
+        var ids = {};
+        answer.ids.forEach(function (id) { ids[id] = true; });
+        return ids;
+      }, function () { return null; })
+      .then(function (ids) {
+        if (mine === asked) {
+          filtered = ids;
+        }
+      });
+  }
 
   // Wire the legend bar's controls, restoring the state kept across page changes and live
-  // swaps; the trials come from the trials JSON (the first attach waits for it).
+  // swaps; the trials come from the trials JSON and the filter's ids (the first attach waits
+  // for both, so the charts never draw the unfiltered trials first).
   function attach(bar) {
     countBox = bar.querySelector(".legend-count");
+    var filtering = followFilter(bar);
     if (!data) {
-      window.HeadwayTrialsData.promise.then(function (fetched) {
-        data = fetched || { trials: [] };
+      Promise.all([window.HeadwayTrialsData.promise, filtering]).then(function (got) {
+        data = got[0] || { trials: [] };
         if (countBox && countBox.isConnected && bar.isConnected) {
-          attach(bar);
+          wire(bar);
         }
       });
       return;
     }
+    // A swap of the table: the same or a new filter, whose matches the server answers again.
+    filtering.then(function () {
+      if (bar.isConnected) {
+        changed();
+      }
+    });
+    wire(bar);
+  }
+
+  // Read the trials into the legend and listen to the bar's controls (a fresh bar each swap).
+  function wire(bar) {
     load(bar, data);
     var search = bar.querySelector(".legend-search");
     var top = bar.querySelector(".legend-top");
