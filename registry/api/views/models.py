@@ -27,7 +27,12 @@ from registry.api.model_serializers import (
     VersionCreateSerializer,
     VersionUpdateSerializer,
 )
-from registry.api.params import bool_param, optional_int_param, single_value
+from registry.api.params import (
+    bool_param,
+    int_query_parameter,
+    optional_int_param,
+    single_value,
+)
 from registry.authz import scoped
 from registry.errors import InvalidInput
 from registry.models import ModelAlias, ModelVersion, RegisteredModel
@@ -94,7 +99,9 @@ class RegisteredModelViewSet(viewsets.GenericViewSet):
             OpenApiParameter("name", _NO_NUL, description="part of the name (case-insensitive)"),
             OpenApiParameter("label", _NO_NUL, description="models with this label"),
             OpenApiParameter("archived", bool, description="only archived (true) or not (false)"),
-            OpenApiParameter("workspace", int, description="only the models of this workspace"),
+            int_query_parameter(
+                "workspace", lo=1, hi=2**63 - 1, description="only the models of this workspace"
+            ),
         ],
         responses=RegisteredModelSerializer(many=True),
     )
