@@ -11,8 +11,9 @@
 
 Each handler runs in the transaction of the save, so its deliveries commit with the change.
 An event goes to the webhooks without a workspace filter and to those filtered to its
-workspace (``_workspace_of``): the experiment's project's workspace for experiment, trial and
-checkpoint events, the model's workspace for model version and alias events.
+workspace: the experiment's project's workspace for experiment, trial and
+checkpoint events (``_experiment_workspace``), the model's for model version and alias
+events.
 Writes through ``QuerySet.update()`` send no signal, so the registry changes a state by
 ``save()`` everywhere.
 """
@@ -30,7 +31,6 @@ from registry.models import (
     Experiment,
     ModelAliasEvent,
     ModelVersion,
-    RegisteredModel,
     Trial,
 )
 from webhooks.events import record
@@ -43,22 +43,11 @@ _LOADED = "_webhooks_loaded_state"
 _BEFORE = "_webhooks_state_before"
 
 
-def _workspace_of(instance: Any) -> int | None:
-    """The id of the workspace an event about the saved row ``instance`` belongs to (one
-    query): its experiment's project's, or its registered model's; None for another row."""
-    if isinstance(instance, Experiment):
-        experiments = Experiment.objects.filter(id=instance.pk)
-        return experiments.values_list("project__workspace_id", flat=True).first()
-    if isinstance(instance, Trial):
-        experiments = Experiment.objects.filter(id=instance.experiment_id)
-        return experiments.values_list("project__workspace_id", flat=True).first()
-    if isinstance(instance, Checkpoint):
-        trials = Trial.objects.filter(id=instance.trial_id)
-        return trials.values_list("experiment__project__workspace_id", flat=True).first()
-    if isinstance(instance, (ModelVersion, ModelAliasEvent)):
-        models = RegisteredModel.objects.filter(id=instance.model_id)
-        return models.values_list("workspace_id", flat=True).first()
-    return None
+def _experiment_workspace(experiment_id: int) -> int | None:
+    """The id of the workspace of experiment ``experiment_id`` (its project's; one query): where
+    an experiment, trial or checkpoint event belongs for webhooks' workspace filter."""
+    experiments = Experiment.objects.filter(id=experiment_id)
+    return experiments.values_list("project__workspace_id", flat=True).first()
 
 
 def _remember(sender: Any, instance: Any, **kwargs: Any) -> None:
@@ -97,7 +86,7 @@ def _experiment_saved(sender: Any, instance: Experiment, created: bool, **kwargs
             "state": str(instance.state),
             "url": dashboard_url("experiment", instance.pk),
         },
-        workspace=lambda: _workspace_of(instance),
+        workspace=lambda: _experiment_workspace(instance.pk),
     )
 
 
@@ -114,7 +103,7 @@ def _trial_saved(sender: Any, instance: Trial, created: bool, **kwargs: Any) -> 
             "state": str(instance.state),
             "url": dashboard_url("trial", instance.pk),
         },
-        workspace=lambda: _workspace_of(instance),
+        workspace=lambda: _experiment_workspace(instance.experiment_id),
     )
 
 
@@ -134,7 +123,7 @@ def _checkpoint_saved(sender: Any, instance: Checkpoint, created: bool, **kwargs
             },
             "url": dashboard_url("trial", trial.pk),
         },
-        workspace=lambda: _workspace_of(instance),
+        workspace=lambda: _experiment_workspace(trial.experiment_id),
     )
 
 
@@ -150,7 +139,7 @@ def _version_saved(sender: Any, instance: ModelVersion, created: bool, **kwargs:
             "checkpoint_uuid": str(instance.checkpoint_id),
             "url": dashboard_url("model", model.name),
         },
-        workspace=lambda: _workspace_of(instance),
+        workspace=lambda: model.workspace_id,
     )
 
 
@@ -170,7 +159,7 @@ def _alias_event_saved(
             "to_version": instance.to_version,
             "url": dashboard_url("model", model.name),
         },
-        workspace=lambda: _workspace_of(instance),
+        workspace=lambda: model.workspace_id,
     )
 
 
