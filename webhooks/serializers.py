@@ -5,12 +5,18 @@ from their fixed lists, ``workspace`` an existing workspace's id or name (or nul
 from __future__ import annotations
 
 import secrets
-from typing import Any, ClassVar
+from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from registry.api.model_serializers import StrictBooleanField, StrictCharField, StrictSerializer
+from registry.api.model_serializers import (
+    WORKSPACE_REF_SCHEMA,
+    StrictBooleanField,
+    StrictCharField,
+    StrictSerializer,
+    WorkspaceRefField,
+)
 from registry.models import Workspace
 from webhooks.models import EventType, PayloadFormat, Webhook
 from webhooks.targets import url_error
@@ -23,32 +29,23 @@ def new_secret() -> str:
     return "whsec_" + secrets.token_urlsafe(32)
 
 
-@extend_schema_field(
-    {"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}], "nullable": True}
-)
-class WorkspaceRefField(serializers.Field):
-    """A workspace named by its id (a JSON integer) or its name (a JSON string); null: no
-    workspace. Archived workspaces count (their experiments still change state). The
-    validated value is the ``Workspace`` or None."""
-
-    default_error_messages: ClassVar[dict[str, Any]] = {
-        "type": "Must be a workspace's id (an integer) or name (a string), or null.",
-        "unknown": "No workspace {ref}.",
-    }
+@extend_schema_field({**WORKSPACE_REF_SCHEMA, "nullable": True})
+class WebhookWorkspaceField(WorkspaceRefField):
+    """``WorkspaceRefField`` (an id or a name, checked there) resolved to the ``Workspace``;
+    null: no workspace. Any workspace counts, archived ones too (their experiments still change
+    state), whatever the caller's roles (webhooks are site admins')."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(allow_null=True, **kwargs)
 
     def to_internal_value(self, data: Any) -> Workspace:
-        if isinstance(data, bool) or not isinstance(data, (int, str)):
-            self.fail("type")
-        lookup = {"id": data} if isinstance(data, int) else {"name": data}
-        # An id outside the column's range, or a name with a NUL (which PostgreSQL's text
-        # refuses), cannot exist: refused before the query instead of failing it.
-        possible = 0 < data < 2**63 if isinstance(data, int) else "\x00" not in data
-        found = Workspace.objects.filter(**lookup).first() if possible else None
+        ref = super().to_internal_value(data)
+        lookup = {"id": ref} if isinstance(ref, int) else {"name": ref}
+        found = Workspace.objects.filter(**lookup).first()
         if found is None:
-            self.fail("unknown", ref=data if isinstance(data, int) else repr(data))
+            raise serializers.ValidationError(
+                f"No workspace {ref if isinstance(ref, int) else repr(ref)}."
+            )
         return found
 
     def to_representation(self, value: Workspace) -> str:
@@ -57,7 +54,7 @@ class WorkspaceRefField(serializers.Field):
 
 class WebhookWriteSerializer(StrictSerializer):
     """Create (``name``, ``url``, ``events`` required) or update (``partial``) a webhook.
-    ``workspace``: only that workspace's events (``WorkspaceRefField``; null or left out:
+    ``workspace``: only that workspace's events (``WebhookWorkspaceField``; null or left out:
     every workspace's)."""
 
     name = StrictCharField(max_length=100, allow_blank=False)
@@ -68,7 +65,7 @@ class WebhookWriteSerializer(StrictSerializer):
     format = serializers.ChoiceField(choices=PayloadFormat.choices, required=False)
     secret = StrictCharField(min_length=SECRET_MIN, max_length=SECRET_MAX, required=False)
     enabled = StrictBooleanField(required=False)
-    workspace = WorkspaceRefField(required=False)
+    workspace = WebhookWorkspaceField(required=False)
 
     def validate_url(self, url: str) -> str:
         error = url_error(url)

@@ -99,15 +99,17 @@ def multiline_text_field(max_length: int, **kwargs: Any) -> StrictCharField:
 _ID_MAX = 2**63 - 1
 
 
-@extend_schema_field(
-    {
-        "oneOf": [
-            {"type": "integer", "minimum": 1, "maximum": _ID_MAX},
-            {"type": "string", "minLength": 1, "pattern": "^[^\\x00]*$"},
-        ],
-        "description": "a workspace's id or name",
-    }
-)
+# The schema of a workspace reference: an id, or a name without NUL.
+WORKSPACE_REF_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {"type": "integer", "minimum": 1, "maximum": _ID_MAX},
+        {"type": "string", "minLength": 1, "pattern": "^[^\\x00]*$"},
+    ],
+    "description": "a workspace's id or name",
+}
+
+
+@extend_schema_field(WORKSPACE_REF_SCHEMA)
 class WorkspaceRefField(serializers.Field):
     """A workspace named by its id (a positive integer) or its name (a non-empty string);
     ``registry.workspaces.find_workspace`` resolves it."""
