@@ -22,6 +22,8 @@ window.TrialsLegend = (function () {
   // `asked` counts the fetches, so only the latest one's answer is kept.
   var filtered = null;
   var asked = 0;
+  // The latest filter fetch: resolves once `filtered` holds its ids, rejects when it failed.
+  var filterAnswer = Promise.resolve();
   var meta = { smallerIsBetter: true, best: null, metric: "" };
   var trials = []; // [{id, value, hparams, text}] in id order
   var colors = {};
@@ -221,19 +223,23 @@ window.TrialsLegend = (function () {
     var mine = ++asked;
     if (!text) {
       filtered = null;
-      return Promise.resolve();
+      filterAnswer = Promise.resolve();
+      return filterAnswer;
     }
-    return HeadwayLive.getJSON(bar.dataset.idsUrl + "?filter=" + encodeURIComponent(text))
+    var fetched = HeadwayLive.getJSON(bar.dataset.idsUrl + "?filter=" + encodeURIComponent(text))
       .then(function (answer) {
         var ids = {};
         answer.ids.forEach(function (id) { ids[id] = true; });
-        return ids;
-      }, function () { return null; })
-      .then(function (ids) {
         if (mine === asked) {
           filtered = ids;
         }
       });
+    filterAnswer = fetched;
+    return fetched.catch(function () {
+      if (mine === asked) {
+        filtered = null;
+      }
+    });
   }
 
   // Wire the legend bar's controls, restoring the state kept across page changes and live
@@ -339,6 +345,9 @@ window.TrialsLegend = (function () {
     attach: attach,
     setHidden: setHidden,
     isHidden: function (id) { return Boolean(state.hidden[id]); },
+    // Resolves once keptIds() follows the filter box; rejects when the server's ids could not
+    // be fetched (keptIds() then holds every trial).
+    filterSettled: function () { return filterAnswer; },
     keptIds: keptIds,
     visibleIds: visibleIds,
     ready: function () { return data !== null; },

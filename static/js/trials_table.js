@@ -6,9 +6,8 @@
 // the page. The filter box and the columns are a plain GET form (a page load).
 //
 // Selection spans pages: `selected` holds trial ids; "Select all matching trials" selects every
-// trial the legend keeps (search, top N, axis ranges) on every page that also matches the filter
-// box (the server's ids, GET /experiments/<id>/trials/ids?filter=), and the compare form gets
-// the ids not on the page as hidden fields. Rows the legend does not keep are dimmed, not removed
+// trial the legend keeps (the filter box's trials, search, top N, axis ranges) on every page,
+// and the compare form gets the ids not on the page as hidden fields. Rows the legend does not keep are dimmed, not removed
 // (the table pages on the server). A row's controls are fetched (dashboard/views/trial.py,
 // trial_menu) when its "Actions" button is pressed; hovering a row emits hw:trial-hover and a
 // chart's hover lights a row.
@@ -20,7 +19,6 @@ window.TrialsTable = (function () {
   var current = null; // {container, table, body, rows}
   var hovered = null; // id lit by another component's hw:trial-hover
   var view = { page: null, sort: null, filter: "", columns: "" };
-  var matched = { filter: "", ids: null }; // the server's ids matching `filter` ({id: true})
 
   function idOf(row) {
     return Number(row.dataset.trial);
@@ -60,9 +58,7 @@ window.TrialsTable = (function () {
     }
     var all = current.container.querySelector("input.select-all");
     if (all && TrialsLegend.ready()) {
-      var kept = Object.keys(TrialsLegend.keptIds()).filter(function (id) {
-        return !matched.ids || matched.ids[id];
-      });
+      var kept = Object.keys(TrialsLegend.keptIds());
       all.checked = kept.length > 0 && kept.every(function (id) { return selected[id]; });
       all.indeterminate = !all.checked && n > 0;
     }
@@ -235,9 +231,6 @@ window.TrialsTable = (function () {
       return row.dataset.trial;
     });
     current = { container: container, table: table, body: body, rows: rows };
-    if (matched.filter !== (bar.dataset.filter || "")) {
-      matched = { filter: bar.dataset.filter || "", ids: null };
-    }
     view = {
       page: bar.dataset.page, sort: bar.dataset.sort,
       filter: bar.dataset.filter || "", columns: bar.dataset.columns || "",
@@ -261,12 +254,9 @@ window.TrialsTable = (function () {
           render();
           return;
         }
-        matching(bar).then(function (ids) {
-          Object.keys(TrialsLegend.keptIds()).forEach(function (id) {
-            if (!ids || ids[id]) {
-              selected[id] = true;
-            }
-          });
+        // The legend's kept trials already follow the filter box, once its ids are in.
+        TrialsLegend.filterSettled().then(function () {
+          Object.keys(TrialsLegend.keptIds()).forEach(function (id) { selected[id] = true; });
           render();
         }).catch(function (error) {
           all.checked = false;
@@ -284,30 +274,6 @@ window.TrialsTable = (function () {
         toggleMenu(row, true);
       }
     });
-  }
-
-  // The ids matching the filter box ({id: true}), or null when there is no filter (all match).
-  function matching(bar) {
-    if (!bar.dataset.filter) {
-      return Promise.resolve(null);
-    }
-    if (matched.filter === bar.dataset.filter && matched.ids) {
-      return Promise.resolve(matched.ids);
-    }
-    var url = bar.dataset.idsUrl + "?filter=" + encodeURIComponent(bar.dataset.filter);
-    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (response) {
-        if (!response.ok) {
-          throw new Error("error " + response.status);
-        }
-        return response.json();
-      })
-      .then(function (data) {
-        var ids = {};
-        data.ids.forEach(function (id) { ids[id] = true; });
-        matched = { filter: bar.dataset.filter, ids: ids };
-        return ids;
-      });
   }
 
   // Swap in a freshly rendered table (a page change, a sort, a live update), keeping the
