@@ -38,7 +38,7 @@ class WebhookWorkspaceField(WorkspaceRefField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(allow_null=True, **kwargs)
 
-    def to_internal_value(self, data: Any) -> Workspace:
+    def to_internal_value(self, data: Any) -> Workspace:  # type: ignore[override]  # resolved
         ref = super().to_internal_value(data)
         lookup = {"id": ref} if isinstance(ref, int) else {"name": ref}
         found = Workspace.objects.filter(**lookup).first()
