@@ -9,6 +9,8 @@ it redirects to. Each page runs a fixed number of queries.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -24,7 +26,7 @@ from registry import authz
 from registry import model_registry as svc
 from registry.authz import scoped
 from registry.errors import RegistryError
-from registry.models import RegisteredModel, Workspace
+from registry.models import Checkpoint, RegisteredModel, Workspace
 
 ROWS_PER_PAGE = 100
 
@@ -81,9 +83,10 @@ def model_create(request: HttpRequest) -> HttpResponse:
 def model_version_register(request: HttpRequest) -> HttpResponse:
     """``POST /models/register``: the trial page's "Register as model" form.
 
-    Fields: ``checkpoint`` (uuid), ``model`` (a model name; created, owned by the user, in the
-    default workspace when no model the user may read has it), ``next`` (the page to return to;
-    see ``_common.back``).
+    Fields: ``checkpoint`` (uuid), ``model`` (a model name; when no model the user may read has
+    it, one is created, owned by the user, in the workspace of the checkpoint's experiment:
+    registering needs the right to change that experiment, so the user may create there),
+    ``next`` (the page to return to; see ``_common.back``).
     Returns there with ``Registered checkpoint … as <model> version <n>`` or the refusal.
     """
     form = RegisterVersionForm(request.POST)
@@ -98,13 +101,27 @@ def model_version_register(request: HttpRequest) -> HttpResponse:
             try:
                 target = svc.get_model(name, user=request.user)
             except svc.ModelNotFound:
-                target = svc.model_create(owner=request.user, name=name)
+                target = svc.model_create(
+                    owner=request.user, name=name, workspace=_checkpoint_workspace(request, uuid)
+                )
             version = svc.version_register(model=target, user=request.user, checkpoint_uuid=uuid)
     except RegistryError as exc:
         messages.error(request, f"Checkpoint not registered: {_first_error(exc)}")
         return back(request, "dashboard:models")
     messages.success(request, f"Registered checkpoint {uuid} as {name} version {version.version}")
     return back(request, "dashboard:model", name)
+
+
+def _checkpoint_workspace(request: HttpRequest, uuid: Any) -> int | None:
+    """The workspace id of checkpoint ``uuid``'s experiment when the user may read it; None
+    otherwise (then the default workspace, and ``version_register`` answers for the checkpoint
+    itself, so a hidden checkpoint's workspace is never named)."""
+    return (
+        scoped(Checkpoint.objects, request.user)
+        .filter(uuid=uuid)
+        .values_list("trial__experiment__project__workspace_id", flat=True)
+        .first()
+    )
 
 
 def _first_error(exc: RegistryError) -> str:

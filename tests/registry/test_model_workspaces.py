@@ -199,6 +199,32 @@ def test_the_dashboard_shows_a_model_only_to_its_workspace(team) -> None:
     assert refused.status_code == 302 and not RegisteredModel.objects.filter(name="nope").exists()
 
 
+def test_register_as_model_creates_the_model_in_the_checkpoints_workspace(team) -> None:
+    """The trial page's form: a new model lands where the experiment lives, not in the default
+    workspace; a checkpoint the user cannot read creates nothing and names no workspace."""
+    editor = team.users["editor"]
+    project = workspaces.project_create(
+        owner=team.users["admin"], workspace_id=team.workspace.id, name="vision"
+    )
+    experiment = lifecycle.experiment_create(
+        owner=editor, config_source=TINY_CONFIG, model_definition=TINY_MODEL
+    )
+    workspaces.experiment_move(experiment_id=experiment.id, project_id=project.id, user=editor)
+    ckpt = register_checkpoint(experiment.trials.get())
+    client = Client()
+    client.force_login(editor)
+    form = {"checkpoint": str(ckpt.uuid), "model": "from-trial"}
+    assert client.post(reverse("dashboard:model-register"), form).status_code == 302
+    model = RegisteredModel.objects.get(name="from-trial")
+    assert model.workspace_id == team.workspace.id
+    assert model.versions.get().checkpoint_id == ckpt.pk
+    outsider = Client()
+    outsider.force_login(team.users["out"])
+    form = {"checkpoint": str(ckpt.uuid), "model": "by-outsider"}
+    assert outsider.post(reverse("dashboard:model-register"), form).status_code == 302
+    assert not RegisteredModel.objects.filter(name="by-outsider").exists()
+
+
 @pytest.mark.parametrize(
     "endpoint", ["registered-models/search", "registered-models/get", "model-versions/search"]
 )
