@@ -143,10 +143,14 @@ def _load(trials: int) -> float:
 def _page(queryset) -> tuple[int, list[int]]:
     """What the list view asks of a queryset (``search_params.trial_page``): the count, the
     first page's ids, then those rows."""
-    ids = list(queryset.values_list("id", flat=True)[:PAGE])
-    rows = list(queryset.filter(id__in=ids))
+    from registry.search.paging import rows_in_order, sorted_ids
+
+    sequence = sorted_ids(queryset)
+    count = sequence.count()
+    ids = list(sequence[:PAGE])
+    rows = rows_in_order(queryset, ids)
     assert len(rows) == len(ids)
-    return queryset.count(), ids
+    return count, ids
 
 
 def _timed(run, repeat: int) -> tuple[float, float, Any]:

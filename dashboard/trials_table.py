@@ -28,6 +28,7 @@ from headway.metric_values import chartable
 from registry.models import Experiment, Trial
 from registry.search import Target, order_queryset
 from registry.search.fields import Kind
+from registry.search.paging import SplitIds, rows_in_order, sorted_ids
 
 PAGE_SIZE = 50  # rows a page, as docs/dashboard.md says
 # ``?sort=`` keys of the table (a leading ``-`` reverses); "best" puts the best value of the
@@ -146,8 +147,16 @@ def trial_page(
     ``get_page``) of the trials matching ``query``. Queries: the count, the rows, their runs
     and their checkpoints."""
     trials = matching_trials(experiment, query).prefetch_related("runs")
-    paged = Paginator(trials, PAGE_SIZE).get_page(page)
-    rows = selectors.experiment_trials(experiment, user, trials=list(paged.object_list))
+    ids = sorted_ids(trials)
+    paged: Page
+    if isinstance(ids, SplitIds):
+        # Sorted by a chosen column: the page's ids from the side table's index, then its rows.
+        paged = Paginator(ids, PAGE_SIZE).get_page(page)
+        objects = rows_in_order(trials, list(paged.object_list))
+    else:
+        paged = Paginator(trials, PAGE_SIZE).get_page(page)
+        objects = list(paged.object_list)
+    rows = selectors.experiment_trials(experiment, user, trials=objects)
     for row in rows:
         row.column_values = [column.value(row) for column in query.columns]  # type: ignore[attr-defined]
     return TrialTable(rows=rows, page=paged, query=query, total=paged.paginator.count)

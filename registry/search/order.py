@@ -18,6 +18,10 @@ from registry.search.fields import Kind, Target, resolve
 MAX_ORDER_KEYS = 5
 """Keys one ``order_by`` may name."""
 
+FIRST_SIDE_NUMBER = "_order_0__num"
+"""The first key's side-table number when ``order_trials`` sorts by a metric or hyperparameter
+first (``registry.search.paging`` splits pages on it)."""
+
 _SORTABLE = (Kind.INT, Kind.FLOAT, Kind.DATE, Kind.TEXT, Kind.STATE, Kind.HPARAM, Kind.METRIC)
 
 

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from registry.api.params import text_param
 from registry.api.serializers import TrialSerializer
 from registry.search import Target, filter_queryset, order_queryset
+from registry.search.paging import rows_in_order, sorted_ids
 
 FILTER_PARAMETER = OpenApiParameter(
     "filter",
@@ -46,8 +47,9 @@ def trial_page(view, trials: QuerySet) -> Response:
     """The paginated answer of ``trials`` (filtered and sorted by ``searched``): the page's ids
     first, then its rows. Counting and sorting read only ids, the side table and the narrow
     ``trial_list_cover`` index; the wide rows (hparams, summaries: ~1.3 kB each) are read for
-    the page alone, not for every match before the sort (bench/run_filter.py)."""
-    ids = list(view.paginate_queryset(trials.values_list("id", flat=True)) or [])
-    position = {trial_id: n for n, trial_id in enumerate(ids)}
-    rows = sorted(trials.filter(id__in=ids), key=lambda trial: position[trial.id])
+    the page alone, not for every match before the sort; a sort by a metric or hyperparameter
+    reads its top page from the side table's index (``registry.search.paging``;
+    bench/run_filter.py)."""
+    ids = list(view.paginate_queryset(sorted_ids(trials)) or [])
+    rows = rows_in_order(trials, ids)
     return view.get_paginated_response(TrialSerializer(rows, many=True).data)
