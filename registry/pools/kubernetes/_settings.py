@@ -36,8 +36,8 @@ from registry.pools.kubernetes._names import (
     check_quantity,
 )
 
-KUEUE = "kueue"
-COSCHEDULING = "coscheduling"
+KUEUE: Literal["kueue"] = "kueue"
+COSCHEDULING: Literal["coscheduling"] = "coscheduling"
 # The scheduler-plugins' second scheduler as its Helm chart names it.
 DEFAULT_COSCHEDULER = "scheduler-plugins-scheduler"
 

@@ -239,7 +239,9 @@ def _volumes(settings: KubernetesPoolSettings) -> tuple[list[JSON], list[JSON]]:
     volumes: list[JSON] = [{"name": "work", "emptyDir": {}}]
     mounts: list[JSON] = [{"name": "work", "mountPath": settings.work_dir}]
     if settings.shm_size is not None:
-        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}})  # fmt: skip
+        volumes.append(
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}}
+        )
         mounts.append({"name": "shm", "mountPath": "/dev/shm"})
     if settings.shared_fs_claim is not None:
         volumes.append(
