@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from registry.pools.kubernetes._names import check_dns_label, scale_quantity
+from registry.pools.kubernetes._names import check_dns_label, check_dns_subdomain, scale_quantity
 from registry.pools.kubernetes._settings import COSCHEDULING, KUEUE, KubernetesPoolSettings
 
 # The node entry point the pods run: workers.slurm_node with its rank from JOB_COMPLETION_INDEX
@@ -39,6 +39,7 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 # The Job's podFailurePolicy rule that marks a disruption (eviction, preemption, node loss):
 # its index appears in the Job's Failed condition message, which reconcile reads.
 DISRUPTION_RULE = 0
@@ -62,6 +63,8 @@ class RunSpecInput:
         master_url (str): the master's URL as the pods reach it (the pool's ``master_url``
             wins when set).
         settings (KubernetesPoolSettings): the pool's settings.
+        excluded_nodes (tuple[str, ...]): Kubernetes nodes the pods must avoid (the pool's
+            nodes Headway excluded after runs failed to start there, as Slurm's ``--exclude``).
 
     Raises (on construction):
         ValueError: naming the field: nodes or slots below 1, slots over the pool's
@@ -78,6 +81,7 @@ class RunSpecInput:
     host_names: tuple[str, ...]
     master_url: str
     settings: KubernetesPoolSettings
+    excluded_nodes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -97,6 +101,8 @@ class RunSpecInput:
             raise ValueError(f"run_pk: must be positive, got {self.run_pk}")
         # Pod host names are "<job>-<index>": an RFC 1123 label, so the Job's name leaves room.
         check_dns_label(f"{job_name(self)}-{self.nodes - 1}", "pod host name (name_prefix)")
+        for node in self.excluded_nodes:
+            check_dns_subdomain(node, "node name (excluded_nodes)")
 
     @property
     def slots(self) -> int:
@@ -288,6 +294,16 @@ def _pod_template(spec: RunSpecInput) -> JSON:
         pod_spec["nodeSelector"] = dict(settings.node_selector)
     if settings.tolerations:
         pod_spec["tolerations"] = [t.as_kubernetes() for t in settings.tolerations]
+    if spec.excluded_nodes:
+        # Headway's own exclusion, not a taint: the nodes stay the cluster's (see the design).
+        term = {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": list(spec.excluded_nodes)}
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [term]}]
+                }
+            }
+        }
     if settings.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
     labels = _labels(spec)

@@ -34,7 +34,9 @@ ENUMS: dict[str, set[str]] = {
     "restartPolicy": {"Always", "OnFailure", "Never"},
     "imagePullPolicy": {"Always", "IfNotPresent", "Never"},
     "action": {"FailJob", "FailIndex", "Ignore", "Count"},
-    "operator": {"In", "NotIn", "Equal", "Exists"},
+    # Pod failure policy exit codes (In, NotIn), tolerations (Equal, Exists), node selector
+    # requirements (In, NotIn, Exists, DoesNotExist, Gt, Lt).
+    "operator": {"In", "NotIn", "Equal", "Exists", "DoesNotExist", "Gt", "Lt"},
     "effect": {"NoSchedule", "PreferNoSchedule", "NoExecute"},
     "medium": {"", "Memory"},
     "podManagementPolicy": {"OrderedReady", "Parallel"},

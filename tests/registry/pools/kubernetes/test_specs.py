@@ -196,6 +196,37 @@ def test_host_keys_come_from_the_secret_only():
         host_keys_secret(spec, ["a,b", *KEYS[1:]])
 
 
+def test_excluded_nodes_become_a_node_affinity_that_validates():
+    settings = KubernetesPoolSettings(**FULL_POOL)
+    spec = RunSpecInput(
+        run_pk=42,
+        trial_id=7,
+        run_id=3,
+        queue="default",
+        pool="k8s-a100",
+        nodes=1,
+        slots_per_node=8,
+        host_names=("k8s-r42-n0",),
+        master_url="http://master:8000",
+        settings=settings,
+        excluded_nodes=("gpu-node-07", "gpu-node-12"),
+    )
+    job = indexed_job(spec)
+    validate(job)
+    affinity = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {
+            "key": "kubernetes.io/hostname",
+            "operator": "NotIn",
+            "values": ["gpu-node-07", "gpu-node-12"],
+        }
+    ]
+    assert "affinity" not in indexed_job(make_spec())["spec"]["template"]["spec"]
+    with pytest.raises(ValueError, match=r"node name \(excluded_nodes\)"):
+        RunSpecInput(**{**vars(spec), "excluded_nodes": ("Bad Node",)})
+
+
 def test_pool_settings_reach_the_pod():
     job = indexed_job(make_spec(FULL_POOL))
     pod = job["spec"]["template"]["spec"]
