@@ -1,7 +1,7 @@
 """The settings a ``type: kubernetes`` pool entry would take (a design: not read from the pools
 file yet; docs/design/kubernetes-pools.md).
 
-As a Slurm pool's, they are the admin's alone: an experiment config has no pod field, so users
+As a batch pool's, they are the admin's alone: an experiment config has no pod field, so users
 cannot add node selectors, privileges or volumes. Every value is checked as the API server would
 check it (``_names``), so a typo would stop the master at start-up instead of failing each Job::
 
@@ -126,8 +126,8 @@ class KubernetesPoolSettings(BaseModel):
         shm_size (str | None): a memory-backed ``/dev/shm`` of this size (NCCL and data
             loader workers need more than the runtime's 64 MiB); None: the runtime's.
         termination_grace_seconds (int): between SIGTERM (eviction, preemption, kill) and
-            SIGKILL: the trial's time to checkpoint (Slurm's ``preempt_grace_seconds``).
-        active_deadline_seconds (int | None): the Job's time limit (Slurm's ``time_limit``).
+            SIGKILL: the trial's time to checkpoint (a batch pool's ``preempt_grace_seconds``).
+        active_deadline_seconds (int | None): the Job's time limit (a batch pool's ``time_limit``).
         keep_finished_seconds (int): ``ttlSecondsAfterFinished``: a finished Job the master
             did not delete (its worker was down) is garbage-collected after this.
         storage_secret (str | None): a Secret whose keys become the pods' variables (S3

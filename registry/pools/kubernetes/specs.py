@@ -12,7 +12,7 @@ Pure functions from a ``RunSpecInput`` to plain dicts in Kubernetes' JSON form (
    ``minMember = nodes``, also owned by the Job; then the Job is unsuspended. With ``gang:
    kueue`` the Job carries ``kueue.x-k8s.io/queue-name`` and Kueue unsuspends it on admission.
 
-Each pod runs the pool's node entry point, one per node as Slurm's ``workers.slurm_node``: the
+Each pod runs the pool's node entry point, one per node as a batch job's node process does: the
 rank is the pod's completion index (``JOB_COMPLETION_INDEX``, set by the Job controller), the
 host names are plain variables and the host keys come only from the Secret. The tests check
 every object against the official Kubernetes client's models and the PodGroup against its CRD.
@@ -26,7 +26,7 @@ from typing import Any
 from registry.pools.kubernetes._names import check_dns_label, check_dns_subdomain, scale_quantity
 from registry.pools.kubernetes._settings import COSCHEDULING, KUEUE, KubernetesPoolSettings
 
-# The node entry point the pods run: workers.slurm_node with its rank from JOB_COMPLETION_INDEX
+# The node entry point the pods run: a node process with its rank from JOB_COMPLETION_INDEX
 # and its hosts and keys from HEADWAY_NODE_HOSTS / HEADWAY_NODE_HOST_KEYS (to be written when
 # the pool is wired; the design's "How hosts appear").
 NODE_MODULE = "workers.kubernetes_node"
@@ -64,7 +64,7 @@ class RunSpecInput:
             wins when set).
         settings (KubernetesPoolSettings): the pool's settings.
         excluded_nodes (tuple[str, ...]): Kubernetes nodes the pods must avoid (the pool's
-            nodes Headway excluded after runs failed to start there, as Slurm's ``--exclude``).
+            nodes Headway excluded after runs failed to start there, as a batch pool excludes them).
 
     Raises (on construction):
         ValueError: naming the field: nodes or slots below 1, slots over the pool's
@@ -147,7 +147,7 @@ def _metadata(spec: RunSpecInput, name: str, owner_uid: str | None) -> JSON:
 
 def host_keys_secret(spec: RunSpecInput, keys: list[str], owner_uid: str | None = None) -> JSON:
     """The Secret of the run's host keys: one key ``host-keys``, the keys comma-joined by rank
-    (as Slurm's ``HEADWAY_SLURM_HOST_KEYS``); ``owner_uid``: the Job's, once created.
+    (as a batch pool passes its nodes' keys); ``owner_uid``: the Job's, once created.
 
     Raises:
         ValueError: not one key per node, or a key that is empty or holds a comma.
@@ -341,7 +341,7 @@ def indexed_job(spec: RunSpecInput) -> JSON:
                     "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
                 },
                 # The node process exits 0 once the run's outcome reached the master; anything
-                # else is the node process failing (a run lost before start, as on Slurm).
+                # else is the node process failing (a run lost before start, as in a batch pool).
                 {
                     "action": "FailJob",
                     "onExitCodes": {
