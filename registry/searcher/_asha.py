@@ -1,13 +1,13 @@
-"""``async_halving`` (one ASHA bracket) and ``adaptive_asha`` (several brackets), as Determined.
+"""ASHA brackets side by side, shared by ``async_halving`` (``_async_halving``: one bracket)
+and ``adaptive_asha`` (``_adaptive_asha``: several brackets), as Determined.
 
-Brackets and their trial budgets follow Determined's ``adaptive_asha.go``: ``mode`` picks the
-brackets' rung counts, trials are split so each bracket gets a similar training budget, and
-``max_concurrent_trials`` is split evenly (more aggressive brackets first).
+Trials are split over brackets as Determined's ``adaptive_asha.go`` does: each bracket gets a
+similar training budget.
 """
 
 from __future__ import annotations
 
-import math
+import abc
 from typing import Any
 
 from headway.expconf import (
@@ -17,26 +17,9 @@ from headway.expconf import (
     sample_hparams,
 )
 from registry.searcher._asha_stopping import StoppingBracket
-from registry.searcher._base import Create, Operation, SearchMethod, Shutdown
+from registry.searcher._base import Create, Event, Operation, SearchMethod, Shutdown
 from registry.searcher._fixed import trial_rng
 from registry.searcher._halving import Bracket
-
-
-def bracket_rungs(max_rungs: int, mode: str) -> list[int]:
-    """Rung counts of the brackets of ``mode`` (Determined's adaptive modes), most rungs first.
-
-    >>> bracket_rungs(5, "standard")
-    [5, 4, 3]
-    """
-    if mode == "aggressive":
-        rungs = [max_rungs]
-    elif mode == "standard":
-        rungs = list(range((max_rungs - 1) // 2 + 1, max_rungs + 1))
-    elif mode == "conservative":
-        rungs = list(range(1, max_rungs + 1))
-    else:
-        raise ValueError(f"searcher.mode {mode!r}: use aggressive, standard or conservative")
-    return sorted(rungs, reverse=True)
 
 
 def bracket_max_trials(max_trials: int, divisor: float, rungs: list[int]) -> list[int]:
@@ -50,15 +33,7 @@ def bracket_max_trials(max_trials: int, divisor: float, rungs: list[int]) -> lis
     return trials
 
 
-def bracket_max_concurrent(max_concurrent: int, divisor: float, trials: list[int]) -> list[int]:
-    """Split ``max_concurrent_trials`` evenly over brackets, the remainder to the first ones;
-    0 (no limit) gives each bracket ``max(trials of the last bracket, divisor)``."""
-    count = len(trials)
-    if max_concurrent == 0:
-        return [max(trials[-1], int(divisor))] * count
-    max_concurrent = max(max_concurrent, count)
-    share, remainder = divmod(max_concurrent, count)
-    return [share + (1 if i < remainder else 0) for i in range(count)]
+HalvingConfig = AsyncHalvingSearcherConfig | AdaptiveASHASearcherConfig
 
 
 class HalvingSearch(SearchMethod):
@@ -67,25 +42,29 @@ class HalvingSearch(SearchMethod):
     samples its hparams and seed from ``trial_rng(experiment seed, i)``, as ``random`` does.
     ``Shutdown`` once every bracket is done. With ``max_length`` the brackets give operations
     and promote (``Bracket``); with ``time_metric``/``max_time`` they stop losing trials
-    (``StoppingBracket``, Determined 0.38).
+    (``StoppingBracket``, Determined 0.38). Subclasses (one per searcher name) choose the
+    brackets' rung counts and concurrency.
     """
+
+    events = frozenset(
+        {
+            Event.TRIAL_CREATED,
+            Event.VALIDATION_COMPLETED,
+            Event.VALIDATION_REPORTED,
+            Event.TRIAL_CLOSED,
+            Event.TRIAL_EXITED_EARLY,
+            Event.PROGRESS,
+        }
+    )
 
     def __init__(self, config: ExperimentConfig, seed: int) -> None:
         super().__init__(config, seed)
         searcher = config.searcher
-        if isinstance(searcher, AsyncHalvingSearcherConfig):
-            rungs = [searcher.num_rungs]
-        elif isinstance(searcher, AdaptiveASHASearcherConfig):
-            rungs = self._adaptive_rungs(searcher)
-        else:
+        if not isinstance(searcher, AsyncHalvingSearcherConfig | AdaptiveASHASearcherConfig):
             raise TypeError(f"{type(self).__name__} cannot run searcher {searcher.name!r}")
+        rungs = self.rungs(searcher)
         trials = bracket_max_trials(searcher.max_trials, searcher.divisor, rungs)
-        if isinstance(searcher, AsyncHalvingSearcherConfig):
-            concurrent = [searcher.max_concurrent_trials]  # 0: the bracket's own default
-        else:
-            concurrent = bracket_max_concurrent(
-                searcher.max_concurrent_trials, searcher.divisor, trials
-            )
+        concurrent = self.concurrency(searcher, trials)
         self.created = 0
         self.bracket_of: dict[str, int] = {}
         self.brackets: list[Bracket | StoppingBracket] = []
@@ -105,19 +84,21 @@ class HalvingSearch(SearchMethod):
                     Bracket(max_length=searcher.top_length, stop_once=searcher.stop_once, **common)
                 )
 
-    @staticmethod
-    def _adaptive_rungs(searcher: AdaptiveASHASearcherConfig) -> list[int]:
-        if searcher.bracket_rungs:
-            return sorted(searcher.bracket_rungs, reverse=True)
-        # No more rungs than make the bottom rung at least one unit, and than max_trials can
-        # fill (Determined caps max_rungs the same way).
-        log = math.log(searcher.divisor)
-        max_rungs = min(
-            searcher.max_rungs,
-            int(math.log(searcher.top_length) / log) + 1,
-            int(math.log(searcher.max_trials) / log) + 1,
-        )
-        return bracket_rungs(max(max_rungs, 1), searcher.mode)
+    @classmethod
+    def events_for(cls, config: ExperimentConfig) -> frozenset[Event]:
+        # Only the time_metric form ranks validation reports; the max_length form hears of
+        # results through its operations (on_validation_completed).
+        if getattr(config.searcher, "time_metric", None) is None:
+            return cls.events - {Event.VALIDATION_REPORTED}
+        return cls.events
+
+    @abc.abstractmethod
+    def rungs(self, searcher: HalvingConfig) -> list[int]:
+        """Rung counts of the brackets, most rungs (most aggressive) first."""
+
+    @abc.abstractmethod
+    def concurrency(self, searcher: HalvingConfig, trials: list[int]) -> list[int]:
+        """Trials each bracket starts with (0: the bracket's default), given its trial budget."""
 
     def _new_trial_for(self, bracket: int):
         def new_trial() -> Create:

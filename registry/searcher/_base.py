@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any
+import enum
+from typing import Any, ClassVar
 
 from headway.expconf import ExperimentConfig
 
@@ -59,17 +60,54 @@ class Shutdown:
 Operation = Create | ValidateAfter | Close | Stop | Shutdown
 
 
+class Event(enum.StrEnum):
+    """The events a searcher can ask for, each named after the method the registry calls.
+
+    ``TRIAL_CREATED``: ``on_trial_created``; ``VALIDATION_COMPLETED``:
+    ``on_validation_completed`` (a trial finished a ``ValidateAfter``); ``VALIDATION_REPORTED``:
+    ``on_validation_reported`` (every validation report, operation or not);
+    ``TRIAL_CLOSED``: ``on_trial_closed``; ``TRIAL_EXITED_EARLY``: ``on_trial_exited_early``;
+    ``PROGRESS``: ``progress()`` (the experiment's progress is the searcher's).
+    """
+
+    TRIAL_CREATED = "trial_created"
+    VALIDATION_COMPLETED = "validation_completed"
+    VALIDATION_REPORTED = "validation_reported"
+    TRIAL_CLOSED = "trial_closed"
+    TRIAL_EXITED_EARLY = "trial_exited_early"
+    PROGRESS = "progress"
+
+
 class SearchMethod(abc.ABC):
     """Base of every searcher. Each ``on_*`` event returns the operations it causes.
+
+    A searcher declares the events it wants in ``events`` (``events_for`` when they depend on
+    the config); the registry calls it with every event it declares and with no other, so an
+    event left out costs nothing (no experiment state is written for it). A test checks that
+    the declared events are exactly the methods a searcher overrides.
 
     Arguments:
         config (ExperimentConfig): the validated experiment config.
         seed (int): the experiment seed; hparam sampling is deterministic given it.
     """
 
+    events: ClassVar[frozenset[Event]] = frozenset()
+
     def __init__(self, config: ExperimentConfig, seed: int) -> None:
         self.config = config
         self.seed = seed
+
+    @classmethod
+    def events_for(cls, config: ExperimentConfig) -> frozenset[Event]:
+        """The events this searcher asks for when it runs ``config`` (default: ``events``).
+
+        A classmethod so the registry can ask without building the searcher or loading its
+        state (the metrics ingest asks on every batch with validation reports)."""
+        return cls.events
+
+    def wants(self, event: Event) -> bool:
+        """Whether the registry calls this searcher with ``event``."""
+        return event in self.events_for(self.config)
 
     @abc.abstractmethod
     def initial_operations(self) -> list[Operation]:
@@ -89,9 +127,11 @@ class SearchMethod(abc.ABC):
     def on_validation_reported(
         self, request_id: str, metric: float, time: float
     ) -> list[Operation]:
-        """The trial reported validation metrics holding the searcher ``metric`` (may be NaN)
-        and the config's ``time_metric`` with value ``time``; delivered only to searchers with
-        a ``time_metric`` (Determined 0.38's ``validationCompleted``)."""
+        """The trial reported validation metrics holding the searcher ``metric`` (may be NaN),
+        at ``time``: the value of the config's ``time_metric`` when it has one, else the
+        report's ``steps_completed`` (batches). Called for every such report, in step order,
+        whether or not the trial has an operation (Determined 0.38's ``validationCompleted``);
+        only for searchers that declare ``Event.VALIDATION_REPORTED``."""
         return []
 
     def on_trial_exited_early(self, request_id: str, reason: str) -> list[Operation]:

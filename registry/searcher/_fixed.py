@@ -8,7 +8,15 @@ from typing import Any
 
 from headway.early_exit import EarlyExitReason
 from headway.expconf import ExperimentConfig, GridSearcherConfig, RandomSearcherConfig
-from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
+from registry.searcher._base import (
+    Close,
+    Create,
+    Event,
+    Operation,
+    SearchMethod,
+    Shutdown,
+    ValidateAfter,
+)
 
 
 def trial_rng(seed: int, index: int) -> random.Random:
@@ -36,6 +44,15 @@ class FixedSearch(SearchMethod):
     nothing.
     """
 
+    events = frozenset(
+        {
+            Event.TRIAL_CREATED,
+            Event.VALIDATION_COMPLETED,
+            Event.TRIAL_CLOSED,
+            Event.TRIAL_EXITED_EARLY,
+            Event.PROGRESS,
+        }
+    )
     replaces_invalid = False
 
     def __init__(self, config: ExperimentConfig, seed: int) -> None:

@@ -7,12 +7,29 @@ import random
 from typing import Any
 
 from headway.expconf import sample_hparams
-from registry.searcher._base import Close, Create, Operation, SearchMethod, Shutdown, ValidateAfter
+from registry.searcher._base import (
+    Close,
+    Create,
+    Event,
+    Operation,
+    SearchMethod,
+    Shutdown,
+    ValidateAfter,
+)
 
 
 class SingleSearch(SearchMethod):
     """Creates one trial trained to ``max_length``; non-const hyperparameters are sampled once
     from the experiment seed."""
+
+    events = frozenset(
+        {
+            Event.TRIAL_CREATED,
+            Event.VALIDATION_COMPLETED,
+            Event.TRIAL_CLOSED,
+            Event.TRIAL_EXITED_EARLY,
+        }
+    )
 
     def __init__(self, config, seed: int) -> None:
         super().__init__(config, seed)

@@ -22,7 +22,8 @@ from registry.searcher import (
     ValidateAfter,
     build_searcher,
 )
-from registry.searcher._asha import bracket_max_trials, bracket_rungs
+from registry.searcher._adaptive_asha import bracket_rungs
+from registry.searcher._asha import bracket_max_trials
 from registry.searcher._halving import rung_lengths
 
 SPACE = {"quality": {"type": "double", "minval": 0.0, "maxval": 1.0}}
