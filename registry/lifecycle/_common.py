@@ -15,6 +15,7 @@ from registry.lifecycle._search import (
     with_deferred,
 )
 from registry.models import TERMINAL_STATES, Experiment, RunState, State, Trial, TrialRun
+from registry.searcher import Event
 
 STOPPING_STATES = frozenset({State.STOPPING_CANCELED, State.STOPPING_KILLED, State.STOPPING_ERROR})
 
@@ -44,7 +45,7 @@ def refresh_experiment(experiment_id: int) -> Experiment:
     """Derive an experiment's progress and state from its trials (locks the experiment row).
 
     Progress is the searcher's (``SearchMethod.progress()``, e.g. ended trials / all trials of a
-    random search) when it has one, else the mean of the trials' progress.
+    random search) when it asks for ``Event.PROGRESS`` and has one, else the mean of the trials' progress.
 
     All trials ended (and no searcher operation is still deferred: it may resume one):
     COMPLETED if any completed (and the experiment was not being canceled),
@@ -55,7 +56,8 @@ def refresh_experiment(experiment_id: int) -> Experiment:
     experiment = Experiment.objects.select_for_update(no_key=True).get(id=experiment_id)
     rows = list(experiment.trials.values_list("state", "progress"))
     fields = ["progress", "state", "ended_at"]
-    searched = searcher_for(experiment).progress()
+    searcher = searcher_for(experiment)
+    searched = searcher.progress() if searcher.wants(Event.PROGRESS) else None
     if searched is not None:
         experiment.progress = searched
     elif rows:

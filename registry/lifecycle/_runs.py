@@ -32,6 +32,7 @@ from registry.models import (
     lock_trial,
 )
 from registry.scheduling import lapsed, request_placement, schedule_run
+from registry.searcher import Event
 
 logger = logging.getLogger("headway.lifecycle")
 
@@ -293,7 +294,11 @@ def trial_searcher_completed(
         trial.searcher_completed_length = max(trial.searcher_completed_length, int(length))
         trial.save(update_fields=["searcher_completed_length"])
         value = math.nan if metric is None else metric
-        deliver_event(trial, lambda s: s.on_validation_completed(trial.request_id, value, length))
+        deliver_event(
+            trial,
+            Event.VALIDATION_COMPLETED,
+            lambda s: s.on_validation_completed(trial.request_id, value, length),
+        )
         if not has_pending_operation(trial) or trial.searcher_closed:
             return None
         TrialRun.objects.filter(trial=trial, run_id=run_id or trial.run_id).update(

@@ -28,6 +28,7 @@ from registry.scheduling import schedule_run
 from registry.searcher import (
     Close,
     Create,
+    Event,
     Operation,
     SearchMethod,
     Shutdown,
@@ -83,7 +84,8 @@ def apply_operations(
     """Carry out operations and save the searcher's state; the caller holds the experiment lock
     (and ``in_hand``'s row lock, when given).
 
-    ``Create`` makes a trial and queues its first run, then delivers ``on_trial_created``. Every
+    ``Create`` makes a trial and queues its first run, then delivers ``on_trial_created`` (to a
+    searcher that asks for it). Every
     trial of an experiment warm-starts from the same checkpoint: ``warm_start`` at creation,
     later the one its first trial got. In a PAUSED experiment the trial is created PAUSED with
     no run (activating the experiment queues it); a stopping or ended experiment creates no
@@ -111,7 +113,8 @@ def apply_operations(
                 state=experiment.state,
             )
             held[op.request_id] = trial
-            pending.extend(searcher.on_trial_created(op.request_id))
+            if searcher.wants(Event.TRIAL_CREATED):
+                pending.extend(searcher.on_trial_created(op.request_id))
             if trial.state == State.ACTIVE:
                 schedule_run(trial)  # after its first operation is known
         elif isinstance(op, ValidateAfter | Close | Stop):
@@ -179,13 +182,18 @@ def has_pending_operation(trial: Trial) -> bool:
     return (trial.searcher_length or 0) > trial.searcher_completed_length
 
 
-def deliver_event(trial: Trial, event: Callable[[SearchMethod], list[Operation]]) -> None:
-    """Deliver one searcher event about ``trial`` (locks its experiment; trial already locked).
+def deliver_event(
+    trial: Trial, event: Event, call: Callable[[SearchMethod], list[Operation]]
+) -> None:
+    """Deliver one searcher event about ``trial`` (locks its experiment; trial already locked):
+    ``call`` the searcher when it asks for ``event`` (``SearchMethod.wants``), else nothing.
 
     Operations for ``trial`` itself change the given instance."""
     experiment = Experiment.objects.select_for_update(no_key=True).get(id=trial.experiment_id)
     searcher = searcher_for(experiment)
-    apply_operations(experiment, searcher, event(searcher), in_hand=trial)
+    if not searcher.wants(event):
+        return
+    apply_operations(experiment, searcher, call(searcher), in_hand=trial)
 
 
 def deliver_trial_ended(trial: Trial, state: State) -> None:
@@ -197,10 +205,12 @@ def deliver_trial_ended(trial: Trial, state: State) -> None:
     if trial.early_exit:
         reason = trial.early_exit
     elif state == State.COMPLETED and (trial.searcher_closed or not has_pending_operation(trial)):
-        deliver_event(trial, lambda s: s.on_trial_closed(request_id))
+        deliver_event(trial, Event.TRIAL_CLOSED, lambda s: s.on_trial_closed(request_id))
         return
     elif state == State.CANCELED:
         reason = EarlyExitReason.USER_CANCELED
     else:
         reason = EarlyExitReason.ERRORED
-    deliver_event(trial, lambda s: s.on_trial_exited_early(request_id, reason))
+    deliver_event(
+        trial, Event.TRIAL_EXITED_EARLY, lambda s: s.on_trial_exited_early(request_id, reason)
+    )

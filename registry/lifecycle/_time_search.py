@@ -1,11 +1,13 @@
-"""Validation reports for searchers with a ``time_metric`` (Determined 0.38's ASHA form).
+"""Validation reports for searchers that ask for them (``Event.VALIDATION_REPORTED``).
 
-Such a searcher gives trials no operations: it watches their validation metrics. Each
-validation report that holds both the searcher metric and ``searcher.time_metric`` is delivered
-as ``on_validation_reported(request_id, metric, time)``, in step order, in the transaction that
-stores it (trial row locked, then the experiment's: the lifecycle's lock order). A report that
-lacks one of them cannot be ranked: the trial's log says so (Determined fails the whole search
-there; one line the user sees is kinder and still not silent).
+Such a searcher watches its trials' validation metrics, e.g. Determined 0.38's ASHA form with a
+``time_metric``, which gives trials no operations. Each validation report that holds the
+searcher metric (and ``searcher.time_metric``, when the config has one) is delivered as
+``on_validation_reported(request_id, metric, time)``, in step order, in the transaction that
+stores it (trial row locked, then the experiment's: the lifecycle's lock order); ``time`` is
+the report's ``time_metric``, else its ``steps_completed``. A report that lacks one of them
+cannot be ranked: the trial's log says so (Determined fails the whole search there; one line
+the user sees is kinder and still not silent).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from django.utils import timezone
 
 from registry.lifecycle._search import deliver_event
 from registry.models import Experiment, Trial, TrialLog
+from registry.searcher import Event, searcher_wants
 
 VALIDATION_GROUP = "validation"
 _NON_FINITE = ("NaN", "Infinity", "-Infinity")
 
 
 def time_metric_of(experiment: Experiment) -> str | None:
-    """The experiment's ``searcher.time_metric`` (None for searchers that give operations)."""
+    """The experiment's ``searcher.time_metric`` (None for searchers without one)."""
     return getattr(experiment.conf.searcher, "time_metric", None)
 
 
@@ -37,44 +40,59 @@ def _number(value: Any) -> float | None:
 def deliver_validation_reports(
     trial: Trial, experiment: Experiment, reports: Iterable[Mapping[str, Any]]
 ) -> None:
-    """Hand a batch's validation reports to a time-metric searcher (see the module docstring).
+    """Hand a batch's validation reports to a searcher that asks for them (see the module
+    docstring); nothing for a searcher that does not.
 
     Arguments:
         trial: the reporting trial, row locked by the caller.
         experiment: its experiment (the row is locked here, per report delivered).
         reports: ``{"group", "steps_completed", "metrics"}`` mappings (other groups skipped).
     """
-    time_metric = time_metric_of(experiment)
-    if time_metric is None or trial.is_terminal:
+    if trial.is_terminal:
         return
-    metric_name = experiment.searcher_metric
     validations = sorted(
         (r for r in reports if r["group"] == VALIDATION_GROUP), key=lambda r: r["steps_completed"]
     )
+    if not validations or not searcher_wants(experiment.conf, Event.VALIDATION_REPORTED):
+        return
+    time_metric = time_metric_of(experiment)
+    metric_name = experiment.searcher_metric
+    name = experiment.conf.searcher.name
     for report in validations:
         metrics = report["metrics"]
-        time = _number(metrics.get(time_metric))
+        steps = report["steps_completed"]
+        time = float(steps) if time_metric is None else _number(metrics.get(time_metric))
         raw = metrics.get(metric_name)
         # NaN / infinities arrive as strings (headway.metric_values); they rank last.
         metric = math.nan if raw in _NON_FINITE else _number(raw)
         if time is None or metric is None:
             missing = time_metric if time is None else metric_name
+            if time_metric is None:
+                ranks = f"{name} ranks a trial only by validations reporting '{metric_name}'"
+            else:
+                ranks = (
+                    f"{name} (time_metric: {time_metric}) ranks a trial only by validations "
+                    f"reporting both '{metric_name}' and '{time_metric}'"
+                )
             _log(
                 trial,
-                f"[headway] searcher: the validation at step {report['steps_completed']} has no "
-                f"number '{missing}'; adaptive_asha (time_metric: {time_metric}) ranks a trial "
-                f"only by validations reporting both '{metric_name}' and '{time_metric}', so "
-                "this one was not used",
+                f"[headway] searcher: the validation at step {steps} has no number "
+                f"'{missing}'; {ranks}, so this one was not used",
             )
             continue
         _raise_progress(trial, experiment, time)
         value = metric
         request_id = trial.request_id
-        deliver_event(trial, lambda s: s.on_validation_reported(request_id, value, time))  # noqa: B023
+        deliver_event(
+            trial,
+            Event.VALIDATION_REPORTED,
+            lambda s: s.on_validation_reported(request_id, value, time),  # noqa: B023
+        )
         if trial.searcher_closed:
+            at = f"step {steps}" if time_metric is None else f"{time_metric}={time:g}"
             _log(
                 trial,
-                f"[headway] searcher: adaptive_asha stops this trial at {time_metric}={time:g} "
+                f"[headway] searcher: {name} stops this trial at {at} "
                 f"({metric_name}={value:g}); it checkpoints and ends COMPLETED",
             )
             return

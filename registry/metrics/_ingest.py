@@ -50,7 +50,7 @@ def metrics_report(
     one of another run: ``registry.metrics._merge``), each touched series' aggregate and buckets
     (``registry.metrics._store``), the trial's ``summary_metrics``, ``steps_completed``,
     ``best_validation`` and fallback ``progress``, and the experiment's ``best_validation``; a
-    searcher with ``time_metric`` hears of the validation reports
+    searcher that asks for ``Event.VALIDATION_REPORTED`` hears of the validation reports
     (``registry.lifecycle._time_search``). Two reports of one step in a batch merge the same way
     (``merged_per_step``). ``authorize(trial)`` is called on the locked trial (its experiment loaded)
     before anything is written, so an access check costs no query of its own.
@@ -131,7 +131,8 @@ def _store_batch(trial: Trial, reports: list[ReportIn], run_id: int | None) -> N
             experiment.offer_best_validation(trial.best_validation)
     if fields:
         save_trial(trial, fields)
-    # adaptive_asha with time_metric ranks trials by their validations as they arrive.
+    # A searcher that asks for them (adaptive_asha with time_metric) ranks trials by their
+    # validations as they arrive.
     deliver_validation_reports(trial, experiment, reports)
 
 
