@@ -4,21 +4,21 @@ periodic tasks the master worker's embedded beat sends."""
 
 from pathlib import Path
 
-from config.env import envint, envstr
+from config.env import envstr
 
 
-def broker_settings(redis_url: str, var_dir: Path) -> tuple[str, dict[str, object]]:
+def broker_settings(
+    redis_url: str, var_dir: Path, *, visibility_timeout: int
+) -> tuple[str, dict[str, object]]:
     """``(CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS)``.
 
-    With ``redis_url``: that URL, and Redis' visibility timeout (``HEADWAY_VISIBILITY_TIMEOUT``,
-    default 12 h: a task unacknowledged that long is delivered again). Without: the filesystem
-    transport's folders under ``var_dir/broker`` (made here).
-
-    Raises:
-        ImproperlyConfigured: ``HEADWAY_VISIBILITY_TIMEOUT`` is not an integer.
+    With ``redis_url``: that URL, and Redis' visibility timeout in seconds
+    (``HEADWAY_VISIBILITY_TIMEOUT``, read by ``headway.cluster_settings``; default 12 h: a task
+    unacknowledged that long is delivered again). Without: the filesystem transport's folders
+    under ``var_dir/broker`` (made here).
     """
     if redis_url:
-        return redis_url, {"visibility_timeout": envint("HEADWAY_VISIBILITY_TIMEOUT", 43200)}
+        return redis_url, {"visibility_timeout": visibility_timeout}
     folder = var_dir / "broker"
     for sub in ("out", "processed", "control"):
         (folder / sub).mkdir(parents=True, exist_ok=True)

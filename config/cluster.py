@@ -3,23 +3,30 @@ leases, outage tolerance, host identity and slots, rendezvous and unmanaged runs
 (docs/configuration.md). ``config.settings`` imports every name; the checks between them (a lease
 at least two heartbeats, a margin above the kill grace, ...) stop start-up with
 ``ImproperlyConfigured`` naming the variables.
+
+What the host agents read too is parsed once, by ``headway.cluster_settings.SharedSettings``
+(``SHARED``: the same type, default and bounds on both sides); the master's own variables are
+read here with ``config.env``'s readers.
 """
 
 from __future__ import annotations
 
-import re
-import socket
-
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import envint, envstr
+from headway.cluster_settings import SettingsError, SharedSettings
+
+try:
+    SHARED = SharedSettings.from_environment()
+except SettingsError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 
 # Kill: seconds between SIGTERM and SIGKILL of a trial's process group.
-HEADWAY_KILL_GRACE_SECONDS = float(envstr("HEADWAY_KILL_GRACE_SECONDS", "10"))
+HEADWAY_KILL_GRACE_SECONDS = SHARED.HEADWAY_KILL_GRACE_SECONDS
 # Workers heartbeat each run this often (renewing its lease, below); the timeout bounds how long
 # a worker retries its database calls through an outage (logs, a run's exit).
-HEADWAY_HEARTBEAT_SECONDS = float(envstr("HEADWAY_HEARTBEAT_SECONDS", "10"))
-HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = envint("HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60)
+HEADWAY_HEARTBEAT_SECONDS = SHARED.HEADWAY_HEARTBEAT_SECONDS
+HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = SHARED.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS
 # A placed run no worker claimed this long after its task was sent gets the task again (a lost
 # broker message; registry/scheduling/_redispatch.py).
 HEADWAY_DISPATCH_TIMEOUT_SECONDS = envint("HEADWAY_DISPATCH_TIMEOUT_SECONDS", 120)
@@ -35,34 +42,24 @@ if HEADWAY_HOST_MAX_FAILED_STARTS < 0:
         f"HEADWAY_HOST_MAX_FAILED_STARTS must be 0 (never drain) or more, "
         f"got {HEADWAY_HOST_MAX_FAILED_STARTS}"
     )
-HEADWAY_LOG_FLUSH_SECONDS = float(envstr("HEADWAY_LOG_FLUSH_SECONDS", "0.5"))
+HEADWAY_LOG_FLUSH_SECONDS = SHARED.HEADWAY_LOG_FLUSH_SECONDS
 # Torch/OMP threads per slot handed to trial processes (0 = leave torch's default).
-HEADWAY_THREADS_PER_SLOT = envint("HEADWAY_THREADS_PER_SLOT", 0)
+HEADWAY_THREADS_PER_SLOT = SHARED.HEADWAY_THREADS_PER_SLOT
 # Slot scheduling (docs/scheduling.md). A worker registers its host under this name (unique per
 # worker; it is part of the host's Celery queue name, hence the character set).
-HEADWAY_HOST_NAME = envstr(
-    "HEADWAY_HOST_NAME", re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "host"
-)
-if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", HEADWAY_HOST_NAME):
-    raise ImproperlyConfigured(
-        f"HEADWAY_HOST_NAME must be letters, digits, '.', '_' or '-', got {HEADWAY_HOST_NAME!r}"
-    )
+HEADWAY_HOST_NAME = SHARED.HEADWAY_HOST_NAME
 # Unset: the worker's slots are its GPUs (or one CPU slot without GPUs); set: that many CPU slots.
-HEADWAY_SLOTS: int | None = envint("HEADWAY_SLOTS", 0) if envstr("HEADWAY_SLOTS", "") else None
-if HEADWAY_SLOTS is not None and HEADWAY_SLOTS < 0:
-    raise ImproperlyConfigured(f"HEADWAY_SLOTS must be 0 or more, got {HEADWAY_SLOTS}")
+HEADWAY_SLOTS: int | None = SHARED.HEADWAY_SLOTS
 # Workers upsert their host this often (and run a placement pass); a host whose last heartbeat
 # is older than the timeout holds no slots for placement.
-HEADWAY_HOST_HEARTBEAT_SECONDS = float(envstr("HEADWAY_HOST_HEARTBEAT_SECONDS", "10"))
+HEADWAY_HOST_HEARTBEAT_SECONDS = SHARED.HEADWAY_HOST_HEARTBEAT_SECONDS
 # Leases (docs/scheduling.md, "Heartbeats, leases and lost hosts"): a placed run (and each share
 # of one) leases its host's slots; the host's heartbeats renew the lease. A host that could not
 # renew for HEADWAY_LEASE_SECONDS stops its ranks itself (SIGTERM, SIGKILL after the kill grace);
 # the registry treats the run as lost only once the lease plus HEADWAY_LEASE_MARGIN_SECONDS
 # passed, so the margin must cover the kill grace. A host that missed its last renewal
 # (HEADWAY_HOST_TIMEOUT_SECONDS) takes no new runs: its lease state is unknown.
-HEADWAY_LEASE_SECONDS = float(
-    envstr("HEADWAY_LEASE_SECONDS", f"{max(3 * HEADWAY_HOST_HEARTBEAT_SECONDS, 10.0):g}")
-)
+HEADWAY_LEASE_SECONDS = SHARED.HEADWAY_LEASE_SECONDS
 HEADWAY_LEASE_MARGIN_SECONDS = float(
     envstr("HEADWAY_LEASE_MARGIN_SECONDS", f"{HEADWAY_KILL_GRACE_SECONDS + 5:g}")
 )
@@ -70,19 +67,13 @@ HEADWAY_LEASE_MARGIN_SECONDS = float(
 # cannot reach the master keeps its runs this long after its last renewal, and while no host of
 # a namespace is served the reaper waits this long plus the margin (registry/scheduling/_leases.py).
 # Default 10 min, or the lease if longer (a tolerance is never below the lease).
-HEADWAY_OUTAGE_TOLERANCE_SECONDS = float(
-    envstr("HEADWAY_OUTAGE_TOLERANCE_SECONDS", f"{max(600.0, HEADWAY_LEASE_SECONDS):g}")
-)
+HEADWAY_OUTAGE_TOLERANCE_SECONDS = SHARED.HEADWAY_OUTAGE_TOLERANCE_SECONDS
 HEADWAY_HOST_TIMEOUT_SECONDS = float(
     envstr(
         "HEADWAY_HOST_TIMEOUT_SECONDS",
         f"{HEADWAY_HOST_HEARTBEAT_SECONDS + max(5.0, HEADWAY_HOST_HEARTBEAT_SECONDS / 2):g}",
     )
 )
-if not HEADWAY_HOST_HEARTBEAT_SECONDS > 0:
-    raise ImproperlyConfigured(
-        f"HEADWAY_HOST_HEARTBEAT_SECONDS must be above 0, got {HEADWAY_HOST_HEARTBEAT_SECONDS:g}"
-    )
 if HEADWAY_LEASE_SECONDS < 2 * HEADWAY_HOST_HEARTBEAT_SECONDS:
     raise ImproperlyConfigured(
         f"HEADWAY_LEASE_SECONDS ({HEADWAY_LEASE_SECONDS:g}) must be at least twice "
@@ -112,8 +103,8 @@ if not HEADWAY_HOST_HEARTBEAT_SECONDS <= HEADWAY_HOST_TIMEOUT_SECONDS <= HEADWAY
 # at (the chief host serves torchrun's rendezvous store there; unset: the source address of
 # the route to the master, workers/address.py), and how long the hosts of one run wait for
 # each other to start before the run is given up as lost.
-HEADWAY_HOST_ADDRESS = envstr("HEADWAY_HOST_ADDRESS", "")
-HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = float(envstr("HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", "300"))
+HEADWAY_HOST_ADDRESS = SHARED.HEADWAY_HOST_ADDRESS
+HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = SHARED.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS
 # Unmanaged runs (headway.experimental.core_v2, docs/logging-from-anywhere.md): a script run
 # outside the cluster heartbeats every quarter of this; one silent for this long is lost and its
 # trial ends ERROR (registry.lifecycle.reap_lost_unmanaged_runs, with the lost-run reaper).

@@ -3,6 +3,7 @@
 Embedded defaults (no servers needed): SQLite at ``var/headway.sqlite3``, checkpoints under
 ``var/checkpoints``, and Celery's filesystem broker under ``var/broker``. ``DATABASE_URL`` switches
 to PostgreSQL, ``REDIS_URL`` to a Redis broker; see docs/configuration.md for every variable.
+What the host agents read too comes from ``headway.cluster_settings`` (``config.cluster.SHARED``).
 """
 
 import os
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config import cluster
 from config.broker import beat_schedule, broker_settings
 from config.cluster import (  # noqa: F401  (settings Django reads by name)
     HEADWAY_DISPATCH_TIMEOUT_SECONDS,
@@ -37,10 +39,9 @@ from config.database import database_settings
 from config.env import embedded_secret_key, envbool, envint, envstr, refuse_default_credentials
 from config.sso import oidc_settings
 from config.storage_locations import load_storage_locations
-from headway.archive import MAX_MODEL_DEF_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(envstr("HEADWAY_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR = cluster.SHARED.var_dir(BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = envbool("DEBUG", False)
@@ -268,13 +269,15 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: a Redis broker when REDIS_URL is set, else the filesystem transport (no server needed).
 REDIS_URL = envstr("REDIS_URL", "")
-CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = broker_settings(REDIS_URL, VAR_DIR)
-CELERY_TASK_DEFAULT_QUEUE = envstr("HEADWAY_QUEUE", "headway")
+CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = broker_settings(
+    REDIS_URL, VAR_DIR, visibility_timeout=cluster.SHARED.HEADWAY_VISIBILITY_TIMEOUT
+)
+CELERY_TASK_DEFAULT_QUEUE = cluster.SHARED.HEADWAY_QUEUE
 # Resource pools (registry/pools/): the admin's YAML file listing them ("" = only `default`),
 # checked when Django starts (RegistryConfig.ready); the pool this process's worker host joins.
 # HEADWAY_QUEUE stays the cluster's queue prefix (its namespace), not a pool.
 HEADWAY_RESOURCE_POOLS = envstr("HEADWAY_RESOURCE_POOLS", "")
-HEADWAY_RESOURCE_POOL = envstr("HEADWAY_RESOURCE_POOL", "default")
+HEADWAY_RESOURCE_POOL = cluster.SHARED.HEADWAY_RESOURCE_POOL
 # Hyperparameter importance fits (registry/hparam_importance.py) run in the master's worker,
 # at most this many at once cluster-wide (the worker runs 2 threads: 1 leaves one for the
 # reaper and checkpoint GC), each stopped after this many seconds.
@@ -315,14 +318,12 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 HEADWAY_MASTER_URL = envstr(
     "HEADWAY_MASTER_URL", f"http://127.0.0.1:{envint('HEADWAY_PORT', 8000)}"
 )
-HEADWAY_CHECKPOINT_DIR = Path(
-    envstr("HEADWAY_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints"))
-).resolve()
-HEADWAY_WORK_DIR = Path(envstr("HEADWAY_WORK_DIR", str(VAR_DIR / "work"))).resolve()
+HEADWAY_CHECKPOINT_DIR = cluster.SHARED.checkpoint_dir(VAR_DIR)
+HEADWAY_WORK_DIR = cluster.SHARED.work_dir(VAR_DIR)
 # Trial isolation (workers/isolation.py): the Unix user trials run as (the worker must be root),
 # and names of worker variables passed to trials besides the built-in allow-list.
-HEADWAY_TRIAL_USER = envstr("HEADWAY_TRIAL_USER", "")
-HEADWAY_TRIAL_ENV = [n.strip() for n in envstr("HEADWAY_TRIAL_ENV", "").split(",") if n.strip()]
+HEADWAY_TRIAL_USER = cluster.SHARED.HEADWAY_TRIAL_USER
+HEADWAY_TRIAL_ENV = list(cluster.SHARED.HEADWAY_TRIAL_ENV)
 # S3-compatible endpoints an experiment's checkpoint_storage.endpoint_url may name (the registry
 # sends signed requests there: registry/storage_endpoints.py). Empty: AWS's endpoints only.
 HEADWAY_STORAGE_ENDPOINTS = [
@@ -354,15 +355,15 @@ if not 1 <= HEADWAY_PRESIGNED_URL_SECONDS <= 7 * 24 * 3600:
 HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS = envint("HEADWAY_CHECKPOINT_ORPHAN_GRACE_SECONDS", 3600)
 # Model definitions are stored with the experiment; the rule and its default live in
 # headway.archive (shared with the CLI's packer).
-HEADWAY_MAX_MODEL_DEF_BYTES = envint("HEADWAY_MAX_MODEL_DEF_BYTES", MAX_MODEL_DEF_BYTES)
+HEADWAY_MAX_MODEL_DEF_BYTES = cluster.SHARED.HEADWAY_MAX_MODEL_DEF_BYTES
 # Untrusted input is bounded before it is parsed (docs/security.md, "Untrusted input: limits").
 # Archives are checked in a child process with these wall-time and memory limits.
-HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS = float(envstr("HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS", "20"))
-HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES = envint("HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES", 1024**3)
+HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS = cluster.SHARED.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS
+HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES = cluster.SHARED.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES
 HEADWAY_MAX_CONFIG_BYTES = envint("HEADWAY_MAX_CONFIG_BYTES", 256 * 1024)
 HEADWAY_MAX_METRIC_NAMES_PER_REPORT = envint("HEADWAY_MAX_METRIC_NAMES_PER_REPORT", 1000)
 HEADWAY_MAX_METRIC_SERIES_PER_TRIAL = envint("HEADWAY_MAX_METRIC_SERIES_PER_TRIAL", 10_000)
-HEADWAY_MAX_LOG_LINE_CHARS = envint("HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
+HEADWAY_MAX_LOG_LINE_CHARS = cluster.SHARED.HEADWAY_MAX_LOG_LINE_CHARS
 HEADWAY_MAX_CHECKPOINT_FILES = envint("HEADWAY_MAX_CHECKPOINT_FILES", 50_000)
 # A checkpoint's metadata as JSON, at registration and after additions (413 beyond): every
 # checkpoint list and detail carries it (docs/decisions/security.md).

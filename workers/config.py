@@ -8,6 +8,10 @@ master's: every heartbeat answer carries it (``headway.client.HostInfo``) and ``
 applies it, so the two sides never disagree on when a lease ends; the variables of the same
 names only set the values used before the first answer.
 
+The variables the master reads too (queue, pool, host name and slots, timing, folders, limits)
+are parsed by ``headway.cluster_settings.SharedSettings``, the one definition both sides use; the
+agent's own (master URL, host token, broker, stop poll, re-attach) are read here.
+
 ``settings`` is one mutable object read at import; tests and ``manage.py serve`` set the
 environment of the agent process, in-process tests ``configure(**values)``.
 """
@@ -15,13 +19,9 @@ environment of the agent process, in-process tests ``configure(**values)``.
 from __future__ import annotations
 
 import os
-import re
-import socket
 from pathlib import Path
 
-from headway.archive import MAX_MODEL_DEF_BYTES
-
-HOST_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}"
+from headway.cluster_settings import SettingsError, SharedSettings
 
 
 class AgentConfigError(Exception):
@@ -41,20 +41,6 @@ def _env_number(name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise AgentConfigError(f"{name} must be a number, got {raw!r}") from None
-
-
-def _env_integer(name: str, default: int) -> int:
-    raw = os.environ.get(name, "")
-    if raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise AgentConfigError(f"{name} must be an integer, got {raw!r}") from None
-
-
-def _default_host_name() -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "host"
 
 
 class AgentSettings:
@@ -90,65 +76,43 @@ class AgentSettings:
     """
 
     def __init__(self) -> None:
-        self.VAR_DIR = Path(_env_text("HEADWAY_VAR_DIR") or Path.cwd() / "var").resolve()
+        try:
+            shared = SharedSettings.from_environment()
+        except SettingsError as exc:
+            raise AgentConfigError(str(exc)) from None
+        # What the master reads too, parsed once for both (headway.cluster_settings).
+        self.VAR_DIR = shared.var_dir(Path.cwd() / "var")
+        self.HEADWAY_VISIBILITY_TIMEOUT = shared.HEADWAY_VISIBILITY_TIMEOUT
+        self.HEADWAY_QUEUE = shared.HEADWAY_QUEUE
+        self.HEADWAY_RESOURCE_POOL = shared.HEADWAY_RESOURCE_POOL
+        self.HEADWAY_HOST_NAME = shared.HEADWAY_HOST_NAME
+        self.HEADWAY_SLOTS: int | None = shared.HEADWAY_SLOTS
+        self.HEADWAY_HOST_ADDRESS = shared.HEADWAY_HOST_ADDRESS
+        self.HEADWAY_WORK_DIR = shared.work_dir(self.VAR_DIR)
+        self.HEADWAY_CHECKPOINT_DIR = shared.checkpoint_dir(self.VAR_DIR)
+        self.HEADWAY_TRIAL_USER = shared.HEADWAY_TRIAL_USER
+        self.HEADWAY_TRIAL_ENV = list(shared.HEADWAY_TRIAL_ENV)
+        self.HEADWAY_HOST_HEARTBEAT_SECONDS = shared.HEADWAY_HOST_HEARTBEAT_SECONDS
+        self.HEADWAY_KILL_GRACE_SECONDS = shared.HEADWAY_KILL_GRACE_SECONDS
+        self.HEADWAY_LEASE_SECONDS = shared.HEADWAY_LEASE_SECONDS
+        self.HEADWAY_HEARTBEAT_SECONDS = shared.HEADWAY_HEARTBEAT_SECONDS
+        self.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = shared.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS
+        self.HEADWAY_OUTAGE_TOLERANCE_SECONDS = shared.HEADWAY_OUTAGE_TOLERANCE_SECONDS
+        self.HEADWAY_LOG_FLUSH_SECONDS = shared.HEADWAY_LOG_FLUSH_SECONDS
+        self.HEADWAY_MAX_LOG_LINE_CHARS = shared.HEADWAY_MAX_LOG_LINE_CHARS
+        self.HEADWAY_THREADS_PER_SLOT = shared.HEADWAY_THREADS_PER_SLOT
+        self.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = shared.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS
+        self.HEADWAY_MAX_MODEL_DEF_BYTES = shared.HEADWAY_MAX_MODEL_DEF_BYTES
+        self.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS = shared.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS
+        self.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES = shared.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES
+        # The agent's own.
         self.HEADWAY_MASTER_URL = (
             _env_text("HEADWAY_MASTER") or _env_text("HEADWAY_MASTER_URL")
         ).rstrip("/")
         self.HEADWAY_HOST_TOKEN = _env_text("HEADWAY_HOST_TOKEN")
         self.BROKER_URL = _env_text("HEADWAY_BROKER_URL") or _env_text("REDIS_URL")
-        self.HEADWAY_VISIBILITY_TIMEOUT = _env_integer("HEADWAY_VISIBILITY_TIMEOUT", 43200)
-        self.HEADWAY_QUEUE = _env_text("HEADWAY_QUEUE", "headway")
-        self.HEADWAY_RESOURCE_POOL = _env_text("HEADWAY_RESOURCE_POOL", "default")
-        self.HEADWAY_HOST_NAME = _env_text("HEADWAY_HOST_NAME") or _default_host_name()
-        if not re.fullmatch(HOST_NAME_PATTERN, self.HEADWAY_HOST_NAME):
-            raise AgentConfigError(
-                "HEADWAY_HOST_NAME must be letters, digits, '.', '_' or '-', got "
-                f"{self.HEADWAY_HOST_NAME!r}"
-            )
-        slots = _env_text("HEADWAY_SLOTS")
-        self.HEADWAY_SLOTS: int | None = _env_integer("HEADWAY_SLOTS", 0) if slots else None
-        if self.HEADWAY_SLOTS is not None and self.HEADWAY_SLOTS < 0:
-            raise AgentConfigError(f"HEADWAY_SLOTS must be 0 or more, got {self.HEADWAY_SLOTS}")
-        self.HEADWAY_HOST_ADDRESS = _env_text("HEADWAY_HOST_ADDRESS")
-        self.HEADWAY_WORK_DIR = Path(
-            _env_text("HEADWAY_WORK_DIR") or self.VAR_DIR / "work"
-        ).resolve()
-        self.HEADWAY_CHECKPOINT_DIR = Path(
-            _env_text("HEADWAY_CHECKPOINT_DIR") or self.VAR_DIR / "checkpoints"
-        ).resolve()
-        self.HEADWAY_TRIAL_USER = _env_text("HEADWAY_TRIAL_USER")
-        self.HEADWAY_TRIAL_ENV = [
-            name.strip() for name in _env_text("HEADWAY_TRIAL_ENV").split(",") if name.strip()
-        ]
-        self.HEADWAY_HOST_HEARTBEAT_SECONDS = _env_number("HEADWAY_HOST_HEARTBEAT_SECONDS", 10.0)
-        self.HEADWAY_KILL_GRACE_SECONDS = _env_number("HEADWAY_KILL_GRACE_SECONDS", 10.0)
-        self.HEADWAY_LEASE_SECONDS = _env_number(
-            "HEADWAY_LEASE_SECONDS", max(3 * self.HEADWAY_HOST_HEARTBEAT_SECONDS, 10.0)
-        )
-        self.HEADWAY_HEARTBEAT_SECONDS = _env_number("HEADWAY_HEARTBEAT_SECONDS", 10.0)
         self.HEADWAY_STOP_POLL_SECONDS = _env_number("HEADWAY_STOP_POLL_SECONDS", 2.0)
-        self.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = _env_number(
-            "HEADWAY_HEARTBEAT_TIMEOUT_SECONDS", 60.0
-        )
-        self.HEADWAY_OUTAGE_TOLERANCE_SECONDS = _env_number(
-            "HEADWAY_OUTAGE_TOLERANCE_SECONDS", 600.0
-        )
-        self.HEADWAY_LOG_FLUSH_SECONDS = _env_number("HEADWAY_LOG_FLUSH_SECONDS", 0.5)
         self.HEADWAY_REATTACH_SECONDS = _env_number("HEADWAY_REATTACH_SECONDS", 30.0)
-        self.HEADWAY_MAX_LOG_LINE_CHARS = _env_integer("HEADWAY_MAX_LOG_LINE_CHARS", 64 * 1024)
-        self.HEADWAY_THREADS_PER_SLOT = _env_integer("HEADWAY_THREADS_PER_SLOT", 0)
-        self.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = _env_number(
-            "HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS", 300.0
-        )
-        self.HEADWAY_MAX_MODEL_DEF_BYTES = _env_integer(
-            "HEADWAY_MAX_MODEL_DEF_BYTES", MAX_MODEL_DEF_BYTES
-        )
-        self.HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS = _env_number(
-            "HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS", 20.0
-        )
-        self.HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES = _env_integer(
-            "HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES", 1024**3
-        )
 
     def require_master(self) -> None:
         """Raise ``AgentConfigError`` naming what a worker host cannot start without."""
