@@ -4,8 +4,11 @@ The code is parsed with ``ast``, never imported. A *read* is a call of ``os.envi
 ``os.getenv(NAME)``, ``os.environ.setdefault(NAME, ...)``, ``os.environ.pop(NAME)``, a load of
 ``os.environ[NAME]``, a test ``NAME in os.environ``, or a call of one of the typed readers in
 ``config/env.py`` (``envstr``/``envbool``/``envint``: every top-level function there that reads
-``os.environ`` with its first parameter, and the same in the host agent's ``workers/config.py``). ``NAME`` must be a string literal, a variable bound to
-one (module or function level), or the variable of a ``for`` loop over literal strings; any other
+``os.environ`` with its first parameter, and the same in the host agent's ``workers/config.py``),
+or a field of a ``pydantic-settings`` model in ``headway/cluster_settings.py`` (a class deriving
+from ``BaseSettings``, or from such a class: each annotated field named like a variable is one).
+``NAME`` must be a string literal, a variable bound to one (module or function level), or the
+variable of a ``for`` loop over literal strings; any other
 read is *dynamic* and must be listed in ``DYNAMIC_READS`` with the reason it is fine.
 
 Tables in docs/configuration.md whose first header cell is ``variable`` list variables the code
@@ -16,6 +19,7 @@ reads; the table headed ``variable (set by the worker)`` lists what ``workers/la
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,11 +27,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from headway.cluster_settings import SharedSettings
 from tests.helpers import REPO
 
 DOC = REPO / "docs" / "configuration.md"
 SCANNED = ("config", "registry", "dashboard", "workers", "headway")
 ENV_HELPERS_MODULES = (REPO / "config" / "env.py", REPO / "workers" / "config.py")
+SETTINGS_MODULES = (REPO / "headway" / "cluster_settings.py",)
 TRIAL_ENV_MODULE = REPO / "workers" / "launch.py"
 TRIAL_ENV_FUNCTION = "environment"
 
@@ -46,10 +52,6 @@ DYNAMIC_READS = {
     (
         "workers/config.py",
         "_env_number",
-    ): "typed reader; its callers pass literal names and are scanned",
-    (
-        "workers/config.py",
-        "_env_integer",
     ): "typed reader; its callers pass literal names and are scanned",
 }
 
@@ -188,6 +190,23 @@ def _read_targets(node: ast.AST, helpers: set[str]) -> Iterator[ast.AST]:
         yield node.left
 
 
+def settings_fields(tree: ast.Module) -> Iterator[ast.AnnAssign]:
+    """The fields of the ``BaseSettings`` models defined in ``tree`` (each reads its name)."""
+    models = {"BaseSettings"}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and any(
+            isinstance(base, ast.Name) and base.id in models for base in node.bases
+        ):
+            models.add(node.name)
+            for statement in node.body:
+                if (
+                    isinstance(statement, ast.AnnAssign)
+                    and isinstance(statement.target, ast.Name)
+                    and ENV_NAME.match(statement.target.id)
+                ):
+                    yield statement
+
+
 def scan_reads() -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
     """``(name -> {"path:line", ...}, {(path, function) of dynamic reads})`` over SCANNED."""
     helpers = env_helpers()
@@ -197,6 +216,10 @@ def scan_reads() -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
         rel = path.relative_to(REPO).as_posix()
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
         parents = _parents(tree)
+        if path in SETTINGS_MODULES:
+            for field in settings_fields(tree):
+                assert isinstance(field.target, ast.Name)
+                names.setdefault(field.target.id, set()).add(f"{rel}:{field.lineno}")
         for node in ast.walk(tree):
             for target in _read_targets(node, helpers):
                 resolved = _resolve(target, parents, tree)
@@ -305,6 +328,7 @@ def test_the_scanner_finds_known_reads(reads):
         ("DATABASE_URL", "config/settings.py"),  # envstr()
         ("HEADWAY_WORKER_SLOTS", "registry/management/commands/serve.py"),  # envint()
         ("HEADWAY_HOST_TOKEN", "workers/config.py"),  # the agent's _env_text()
+        ("HEADWAY_LEASE_SECONDS", "headway/cluster_settings.py"),  # a SharedSettings field
         ("HEADWAY_KEEP_WORKDIRS", "workers/runner.py"),  # os.environ.get()
         ("HEADWAY_CLUSTER_INFO", "headway/_info.py"),
         ("LOCAL_WORLD_SIZE", "headway/core/_distributed.py"),  # for-loop over literals
@@ -374,3 +398,39 @@ def test_docker_compose_sets_only_documented_variables():
     }
     undocumented = sorted(names - listed - internal)
     assert not undocumented, f"docker-compose.yml sets undocumented variables: {undocumented}"
+
+
+def documented_defaults() -> dict[str, str]:
+    """Variable -> the default cell (the second) of its row in a ``variable`` table."""
+    defaults: dict[str, str] = {}
+    header = ""
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        if not line.lstrip().startswith("|"):
+            header = ""
+            continue
+        cells = _cells(line)
+        if not header:
+            header = cells[0].lower()
+            continue
+        if header == READ_TABLE and len(cells) > 1:
+            for name in re.findall(r"`([^`]+)`", cells[0]):
+                defaults[name] = cells[1]
+    return defaults
+
+
+def test_the_shared_settings_defaults_are_the_documented_ones(monkeypatch):
+    # headway.cluster_settings holds the defaults of what the master and the hosts both read;
+    # each must appear (as `value`) in its row's default column. The host name is the machine's.
+    for name in list(os.environ):
+        if name.startswith("HEADWAY_"):
+            monkeypatch.delenv(name)
+    shared = SharedSettings.from_environment()
+    defaults = documented_defaults()
+    checked = 0
+    for name, value in shared.model_dump().items():
+        if name == "HEADWAY_HOST_NAME" or value in (None, "", []):
+            continue
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        assert f"`{shown}`" in defaults[name], (name, shown, defaults[name])
+        checked += 1
+    assert checked >= 15
