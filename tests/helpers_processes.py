@@ -158,7 +158,7 @@ def start_host_workers(
 def start_master_worker(env: dict[str, str], log_path: Path, namespace: str) -> subprocess.Popen:
     """Start the master's Celery worker of ``namespace`` (reaper, GC; it opens the database)
     with ``env`` (a cluster's, with its database settings), output to ``log_path``."""
-    from config.services import master_worker_command
+    from registry.management.services import master_worker_command
 
     var_dir = log_path.parent / f"master-{namespace}"  # its own beat schedule file
     with open(log_path, "ab") as log:
@@ -189,7 +189,7 @@ def start_worker(
     control commands: every test worker is ``celery@<hostname>`` otherwise, and a broadcast
     without a destination reaches them all (the other xdist process's too).
     """
-    from config.services import agent_command, agent_environment
+    from registry.management.services import agent_command, agent_environment
 
     key = token or new_host_key()
     # No database access in a module fixture: `renew_host_tokens` creates it there.

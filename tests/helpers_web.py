@@ -1,5 +1,5 @@
-"""A real web server (``config.services.web_command``) as a child process that tests can kill
-and restart on the same port (outage and connection tests)."""
+"""A real web server (``registry.management.services.web_command``) as a child process that
+tests can kill and restart on the same port (outage and connection tests)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def runserver_command(port: int) -> list[str]:
 
 class WebServer:
     """The web server on ``port`` with ``env`` (``command``: a function of the port; default
-    ``config.services.web_command``, what ``make serve`` runs); output appended to ``log``."""
+    ``registry.management.services.web_command``, what ``make serve`` runs); output appended to
+    ``log``."""
 
     def __init__(
         self,
@@ -38,7 +39,7 @@ class WebServer:
 
     def start(self) -> None:
         """Start it and wait until ``/healthz`` answers (60 s at most)."""
-        from config.services import web_command
+        from registry.management.services import web_command
 
         command = (self.command or web_command)(self.port)
         with open(self.log, "ab") as out:

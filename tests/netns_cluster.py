@@ -12,9 +12,9 @@
 - the master side, all bound to the bridge address: its own PostgreSQL (``initdb`` and
   ``pg_ctl`` from ``/usr/lib/postgresql/*/bin``, run as ``postgres`` in a temporary folder),
   its own Redis (``redis-server --bind``), a moto S3 server, the web server (gunicorn,
-  ``config.services.web_command``) and the master worker (``config.services.
-  master_worker_command``: the lost-run reaper with beat), with migrations applied and an
-  admin user's token;
+  ``registry.management.services.web_command``) and the master worker
+  (``registry.management.services.master_worker_command``: the lost-run reaper with beat), with
+  migrations applied and an admin user's token;
 - per worker host the REST-only host agent ``python -m workers`` inside ``ip netns exec <ns>``
   with its own ``HEADWAY_HOST_NAME``, ``HEADWAY_SLOTS`` CPU slots and work folder, a host token
   issued on the master (``manage.py headway_host_token <host> --create``), the broker, and no

@@ -50,7 +50,7 @@ class MasterFaults:
         """Start the master's web servers (gunicorn, one worker of 64 threads each) on
         ``ports`` (default ``web_ports``: one, ``self.url``'s own port, or two behind nginx at
         ``self.url``), as at the cluster's start; return them once each serves."""
-        from config.services import web_command
+        from registry.management.services import web_command
 
         env = self.common_env()
         env.update(HEADWAY_MASTER_URL=self.url, HEADWAY_WEB_WORKERS="1", HEADWAY_WEB_THREADS="64")
@@ -108,7 +108,7 @@ class MasterFaults:
 
     def start_master_worker(self) -> subprocess.Popen:
         """Start the master's Celery worker with beat (lost-run reaper, GC)."""
-        from config.services import master_worker_command
+        from registry.management.services import master_worker_command
         from tests.netns_cluster import NAMESPACE
 
         log = self.base / "master-worker.log"

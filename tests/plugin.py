@@ -212,7 +212,7 @@ def cluster(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
     """
     from django.conf import settings
 
-    from config.services import master_worker_command
+    from registry.management.services import master_worker_command
     from tests.helpers import host_token, start_worker
 
     db = settings.DATABASES["default"]

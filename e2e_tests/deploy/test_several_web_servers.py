@@ -1,8 +1,8 @@
 """Two web servers behind nginx (deploy/nginx.conf's upstream, docker-compose.yml's web1 and
 web2): one is killed with SIGKILL while a trial trains, and nobody notices.
 
-Two real gunicorn servers (``config.services.web_command``) on their own loopback ports sit
-behind the real nginx with deploy/nginx.conf; the host agent and the trial's SDK know only
+Two real gunicorn servers (``registry.management.services.web_command``) on their own loopback
+ports sit behind the real nginx with deploy/nginx.conf; the host agent and the trial's SDK know only
 nginx's address. Once the trial registered a checkpoint, the first web server is killed and
 stays down: the trial completes as its first run (no restart), every epoch's report and
 checkpoint is stored once. Requests that met the dead server were passed to the other by nginx

@@ -6,7 +6,7 @@
   error.
 * "the embedded SQLite default runs trials as the server's user with no warning when served to
   a network": ``make serve`` (``manage.py serve --bind``) warns when bound beyond loopback
-  (``config.services.exposure_warning``).
+  (``registry.management.services.exposure_warning``).
 * "a worker whose database pool is smaller than its slots answers its trials' heartbeats with
   pool timeouts": the host agent holds no database connection any more (its trials' heartbeats
   go to the master over REST), so it starts with any slots whatever the pool settings say.
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from config.services import exposure_warning, is_loopback
+from registry.management.services import exposure_warning, is_loopback
 from tests.helpers import REPO, free_port, spawn_python, wait_for
 from workers import config, isolation
 from workers.config import AgentConfigError

@@ -77,7 +77,7 @@ def _no_host(name: str) -> None:
 
 
 def test_python_m_workers_stops_at_start_on_an_unknown_pool(env, tmp_path):
-    from config.services import agent_environment
+    from registry.management.services import agent_environment
 
     name = env["HEADWAY_HOST_NAME"]
     agent_env = agent_environment(env, host_token(name), env["HEADWAY_MASTER_URL"])

@@ -144,7 +144,7 @@ def test_a_search_finishes_exactly_after_the_web_server_restarts_mid_search(depl
     from headway.cli import pack_model_definition
 
     token = deployment.manage("headway_token", "alice", "--create")
-    from config.services import master_worker_command
+    from registry.management.services import master_worker_command
 
     deployment.start_web()
     deployment.start("master", command=master_worker_command(deployment.env["HEADWAY_QUEUE"]))

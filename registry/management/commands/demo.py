@@ -17,8 +17,8 @@ from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
 from config.env import envint
-from config.services import Services
 from headway.client import RegistryAPI
+from registry.management.services import Services
 
 
 class Command(BaseCommand):

@@ -1,10 +1,10 @@
 """``python manage.py serve``: the web server, the master's worker and this machine's host agent
-in the foreground (``make serve``; ``config.services``)."""
+in the foreground (``make serve``; ``registry.management.services``)."""
 
 from django.core.management.base import BaseCommand
 
 from config.env import envint, envstr
-from config.services import Services, exposure_warning
+from registry.management.services import Services, exposure_warning
 
 
 class Command(BaseCommand):

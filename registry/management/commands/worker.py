@@ -14,7 +14,7 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from config.services import agent_environment, issue_local_host_token
+from registry.management.services import agent_environment, issue_local_host_token
 
 
 class Command(BaseCommand):

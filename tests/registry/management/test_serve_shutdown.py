@@ -1,8 +1,9 @@
 """The real ``manage.py serve`` (gunicorn, the master's Celery worker and this machine's host
 agent) stops on SIGTERM or SIGINT, children too.
 
-tests/config/test_services.py checks the stop logic (``config.services``) against stand-in
-children in seconds; this runs the real web server, master worker and host agent on the embedded
+tests/registry/management/test_services.py checks the stop logic
+(``registry.management.services``) against stand-in children in seconds; this runs the real web
+server, master worker and host agent on the embedded
 default, as ``make serve`` and the benchmarks (bench/preempt_latency.py) do, and checks that serve
 exits by itself and leaves none of its processes behind: idle (once per signal), and while a
 trial process is still starting (before its code could see a preemption, the case that used to

@@ -1,5 +1,5 @@
-"""``serve``/``demo``'s child processes (``config.services``): their command lines, the host
-agent's environment and host token, start-up check and stopping.
+"""``serve``/``demo``'s child processes (``registry.management.services``): their command lines,
+the host agent's environment and host token, start-up check and stopping.
 
 The web server, the master's worker and the host agent are external programs here: small
 ``python -c`` stand-ins take their place, so the start-up and stop logic runs against real
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from config import services
+from registry.management import services
 from tests.helpers import REPO, free_port, process_alive, wait_for
 
 # Answers /healthz on HEADWAY_PORT, as the real web server does.
@@ -305,7 +305,7 @@ SERVING_PARENT = """
 import os, sys, time
 import django
 django.setup()
-from config.services import Services
+from registry.management.services import Services
 svc = Services(port=0)
 svc._spawn("worker", [sys.executable, "-c", "import time; time.sleep(300)"])
 print(svc.children[0].pid, flush=True)

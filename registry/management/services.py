@@ -1,4 +1,5 @@
-"""Start and stop the embedded services as child processes (``serve``, ``demo``).
+"""Start and stop the embedded services as child processes (``serve``, ``demo``; also the
+``worker`` command's host token and agent environment), next to the commands that use them.
 
 Three children: the web server (gunicorn), the master's Celery worker (the lost-run reaper,
 checkpoint GC and deletions, with beat; it opens the database) and one host agent for this
