@@ -36,7 +36,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from registry.overload import RETRY_AFTER_SECONDS
+from config.database import RETRY_AFTER_SECONDS
 
 # Pooled connections per process that reads and reports never take (heartbeats, renewals).
 RESERVED_CONNECTIONS = 4

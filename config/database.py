@@ -37,6 +37,11 @@ DEFAULT_POOL_TIMEOUT_SECONDS = 10.0
 DEFAULT_CONN_MAX_AGE = 600  # SQLite, or PostgreSQL without the pool
 POOL_MAX_IDLE_SECONDS = 30.0
 PREPARE_THRESHOLD = 5
+# Seconds a client is asked to wait (``Retry-After``) when the database cannot serve it now
+# (``registry.overload``) or its kind of request waited its turn too long (``config.admission``):
+# a pool queue drains, or a restarting server accepts again, within a few seconds (the SDK backs
+# off further on repeated 503s).
+RETRY_AFTER_SECONDS = 2
 
 
 def database_settings(url: str) -> dict[str, Any]:

@@ -1,27 +1,9 @@
 """Top-level routes: REST API, dashboard, login, admin, health check."""
 
 from django.contrib import admin
-from django.http import JsonResponse
 from django.urls import include, path
 
 from config.login_forms import AdminLoginForm
-from registry.api.views.prometheus import PrometheusMetricsView
-
-
-def healthz(request):
-    """Unauthenticated probe for load balancers and the demo script: this web server answers and
-    its database answers ``SELECT 1`` (else 503 with Retry-After). The broker, the master worker
-    and storage are ``/api/v1/health/``'s (docs/decisions/operations.md): a web server serves
-    the dashboard, metric reports and heartbeats without them, so a load balancer must keep it.
-    """
-    from registry.health import check_database
-
-    database = check_database()
-    if not database.ok:
-        body = {"status": "down", "detail": f"database: {database.detail}"}
-        return JsonResponse(body, status=503, headers={"Retry-After": "2"})
-    return JsonResponse({"status": "ok"})
-
 
 # JSON 404s under /api/ (registry/api/errors.py), Django's page elsewhere.
 handler404 = "registry.api.errors.not_found"
@@ -32,9 +14,8 @@ handler500 = "registry.overload.server_error"
 admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
-    path("healthz", healthz, name="healthz"),
-    # Prometheus' default metrics_path; scrape token or admin only (registry/api/views/prometheus.py).
-    path("metrics", PrometheusMetricsView.as_view(), name="prometheus-metrics"),
+    # healthz (the load balancers' probe) and metrics (Prometheus' scrape): registry/urls.py.
+    path("", include("registry.urls")),
     path("api/v1/", include("registry.api.urls")),
     # The MLflow-compatible API (registry/api/mlflow/): MLflow's client calls /api/2.0/mlflow/.
     path("api/2.0/", include("registry.api.mlflow.urls")),

@@ -25,11 +25,10 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
+from config.database import RETRY_AFTER_SECONDS
+
 logger = logging.getLogger("headway.overload")
 
-# Seconds a client is asked to wait: a pool queue drains, or a restarting server accepts again,
-# within a few seconds (the SDK backs off further on repeated 503s).
-RETRY_AFTER_SECONDS = 2
 DETAIL = "The database is busy or unavailable right now; retry after a few seconds."
 
 
