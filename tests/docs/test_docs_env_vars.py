@@ -434,3 +434,25 @@ def test_the_shared_settings_defaults_are_the_documented_ones(monkeypatch):
         assert f"`{shown}`" in defaults[name], (name, shown, defaults[name])
         checked += 1
     assert checked >= 15
+
+
+def test_the_shared_settings_bounds_are_the_documented_ones():
+    # The page's "- above 0: `...`" lists name every bounded field of SharedSettings, and only them.
+    from annotated_types import Ge, Gt
+
+    text = DOC.read_text(encoding="utf-8")
+    listed: dict[str, set[str]] = {}
+    for bound in ("above 0", "0 or more", "1 or more"):
+        item = re.search(rf"^- {bound}: (.*?)(?=^- |^$)", text, re.MULTILINE | re.DOTALL)
+        assert item, f"docs/configuration.md has no '- {bound}:' list"
+        listed[bound] = set(re.findall(r"`([A-Z0-9_]+)`", item.group(1)))
+    actual: dict[str, set[str]] = {bound: set() for bound in listed}
+    for name, field in SharedSettings.model_fields.items():
+        for rule in field.metadata:
+            if isinstance(rule, Gt) and rule.gt == 0:
+                actual["above 0"].add(name)
+            elif isinstance(rule, Ge) and rule.ge in (0, 1):
+                actual[f"{rule.ge} or more"].add(name)
+            elif isinstance(rule, Gt | Ge):
+                raise AssertionError(f"{name}: a bound the page's lists do not cover: {rule}")
+    assert listed == actual
