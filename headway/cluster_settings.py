@@ -67,55 +67,66 @@ class SharedSettings(BaseSettings):
     # Folders. Unset here: each side has its own default var folder (the master's repository
     # `var/`, an agent's working directory's `var/`), and the two others live under it.
     HEADWAY_VAR_DIR: Path | None = Field(
-        None, description="base of the embedded defaults (unset: each side's own `var/`)"
+        default=None, description="base of the embedded defaults (unset: each side's own `var/`)"
     )
     HEADWAY_WORK_DIR: Path | None = Field(
-        None, description="where hosts unpack model definitions (unset: $HEADWAY_VAR_DIR/work)"
+        default=None,
+        description="where hosts unpack model definitions (unset: $HEADWAY_VAR_DIR/work)",
     )
     HEADWAY_CHECKPOINT_DIR: Path | None = Field(
-        None,
+        default=None,
         description="root of the default shared_fs storage location "
         "(unset: $HEADWAY_VAR_DIR/checkpoints)",
     )
     # The cluster's namespace and a host's identity.
-    HEADWAY_QUEUE: str = Field("headway", description="the cluster's queue prefix (namespace)")
-    HEADWAY_VISIBILITY_TIMEOUT: int = Field(
-        43200, ge=1, description="Redis: seconds before an unacknowledged task is sent again"
+    HEADWAY_QUEUE: str = Field(
+        default="headway", description="the cluster's queue prefix (namespace)"
     )
-    HEADWAY_RESOURCE_POOL: str = Field("default", description="the resource pool a host joins")
+    HEADWAY_VISIBILITY_TIMEOUT: int = Field(
+        default=43200,
+        ge=1,
+        description="Redis: seconds before an unacknowledged task is sent again",
+    )
+    HEADWAY_RESOURCE_POOL: str = Field(
+        default="default", description="the resource pool a host joins"
+    )
     HEADWAY_HOST_NAME: str = Field(
         default_factory=default_host_name,
         validate_default=True,
         description="the name a host registers under (part of its queue name)",
     )
     HEADWAY_SLOTS: int | None = Field(
-        None, ge=0, description="CPU slots a host offers (unset: its GPUs, else one CPU slot)"
+        default=None,
+        ge=0,
+        description="CPU slots a host offers (unset: its GPUs, else one CPU slot)",
     )
     HEADWAY_HOST_ADDRESS: str = Field(
-        "", description="the address other hosts reach this one at (unset: found at start)"
+        default="", description="the address other hosts reach this one at (unset: found at start)"
     )
     # Trial processes.
-    HEADWAY_TRIAL_USER: str = Field("", description="the Unix user trials run as (unset: ours)")
+    HEADWAY_TRIAL_USER: str = Field(
+        default="", description="the Unix user trials run as (unset: ours)"
+    )
     HEADWAY_TRIAL_ENV: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="comma-separated names of variables also passed to trial processes",
     )
     HEADWAY_THREADS_PER_SLOT: int = Field(
-        0, ge=0, description="OMP/MKL threads per slot of a run (0: torch's default)"
+        default=0, ge=0, description="OMP/MKL threads per slot of a run (0: torch's default)"
     )
     # Timing (seconds). The lease and outage tolerance default to values derived from the
     # fields above them (field order matters).
     HEADWAY_KILL_GRACE_SECONDS: float = Field(
-        10.0, ge=0, description="seconds between SIGTERM and SIGKILL of a trial"
+        default=10.0, ge=0, description="seconds between SIGTERM and SIGKILL of a trial"
     )
     HEADWAY_HEARTBEAT_SECONDS: float = Field(
-        10.0, gt=0, description="how often a host heartbeats each run it runs"
+        default=10.0, gt=0, description="how often a host heartbeats each run it runs"
     )
     HEADWAY_HEARTBEAT_TIMEOUT_SECONDS: float = Field(
-        60.0, ge=0, description="how long a host retries a call to an unreachable master"
+        default=60.0, ge=0, description="how long a host retries a call to an unreachable master"
     )
     HEADWAY_HOST_HEARTBEAT_SECONDS: float = Field(
-        10.0, gt=0, description="how often hosts renew their leases and host row"
+        default=10.0, gt=0, description="how often hosts renew their leases and host row"
     )
     HEADWAY_LEASE_SECONDS: float = Field(
         default_factory=_default_lease,
@@ -129,23 +140,25 @@ class SharedSettings(BaseSettings):
         "(default: 600, or the lease if longer)",
     )
     HEADWAY_LOG_FLUSH_SECONDS: float = Field(
-        0.5, ge=0, description="the longest a trial's output line waits before it is sent"
+        default=0.5, ge=0, description="the longest a trial's output line waits before it is sent"
     )
     HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS: float = Field(
-        300.0, gt=0, description="how long the hosts of one run wait for each other to start"
+        default=300.0,
+        gt=0,
+        description="how long the hosts of one run wait for each other to start",
     )
     # Limits of untrusted input both sides enforce.
     HEADWAY_MAX_LOG_LINE_CHARS: int = Field(
-        64 * 1024, ge=1, description="longest trial log line kept; longer ones are cut"
+        default=64 * 1024, ge=1, description="longest trial log line kept; longer ones are cut"
     )
     HEADWAY_MAX_MODEL_DEF_BYTES: int = Field(
-        MAX_MODEL_DEF_BYTES, ge=1, description="largest model definition, packed"
+        default=MAX_MODEL_DEF_BYTES, ge=1, description="largest model definition, packed"
     )
     HEADWAY_ARCHIVE_CHECK_TIMEOUT_SECONDS: float = Field(
-        20.0, gt=0, description="wall-time limit of checking one model definition"
+        default=20.0, gt=0, description="wall-time limit of checking one model definition"
     )
     HEADWAY_ARCHIVE_CHECK_MEMORY_BYTES: int = Field(
-        1024**3, ge=1, description="address-space limit of that check's child process"
+        default=1024**3, ge=1, description="address-space limit of that check's child process"
     )
 
     @field_validator("HEADWAY_HOST_NAME")
