@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import envint, envstr
+from config.env import envfloat, envint
 from headway.cluster_settings import SettingsError, SharedSettings
 
 try:
@@ -32,8 +32,8 @@ HEADWAY_HEARTBEAT_TIMEOUT_SECONDS = SHARED.HEADWAY_HEARTBEAT_TIMEOUT_SECONDS
 HEADWAY_DISPATCH_TIMEOUT_SECONDS = envint("HEADWAY_DISPATCH_TIMEOUT_SECONDS", 120)
 # A run lost before its ranks started is re-queued after an exponential back-off: this many
 # seconds after the first loss in a row, doubling, at most the cap (registry/lifecycle/_lost.py).
-HEADWAY_LOST_BACKOFF_SECONDS = float(envstr("HEADWAY_LOST_BACKOFF_SECONDS", "10"))
-HEADWAY_LOST_BACKOFF_MAX_SECONDS = float(envstr("HEADWAY_LOST_BACKOFF_MAX_SECONDS", "300"))
+HEADWAY_LOST_BACKOFF_SECONDS = envfloat("HEADWAY_LOST_BACKOFF_SECONDS", 10, minimum=0)
+HEADWAY_LOST_BACKOFF_MAX_SECONDS = envfloat("HEADWAY_LOST_BACKOFF_MAX_SECONDS", 300, minimum=0)
 # A host on which this many runs in a row were lost before their ranks started is drained
 # (registry.lifecycle._host_health); 0: never.
 HEADWAY_HOST_MAX_FAILED_STARTS = envint("HEADWAY_HOST_MAX_FAILED_STARTS", 3)
@@ -60,19 +60,17 @@ HEADWAY_HOST_HEARTBEAT_SECONDS = SHARED.HEADWAY_HOST_HEARTBEAT_SECONDS
 # passed, so the margin must cover the kill grace. A host that missed its last renewal
 # (HEADWAY_HOST_TIMEOUT_SECONDS) takes no new runs: its lease state is unknown.
 HEADWAY_LEASE_SECONDS = SHARED.HEADWAY_LEASE_SECONDS
-HEADWAY_LEASE_MARGIN_SECONDS = float(
-    envstr("HEADWAY_LEASE_MARGIN_SECONDS", f"{HEADWAY_KILL_GRACE_SECONDS + 5:g}")
+HEADWAY_LEASE_MARGIN_SECONDS = envfloat(
+    "HEADWAY_LEASE_MARGIN_SECONDS", HEADWAY_KILL_GRACE_SECONDS + 5
 )
 # How long an outage of the master (web tier or database) running trials ride out: a host that
 # cannot reach the master keeps its runs this long after its last renewal, and while no host of
 # a namespace is served the reaper waits this long plus the margin (registry/scheduling/_leases.py).
 # Default 10 min, or the lease if longer (a tolerance is never below the lease).
 HEADWAY_OUTAGE_TOLERANCE_SECONDS = SHARED.HEADWAY_OUTAGE_TOLERANCE_SECONDS
-HEADWAY_HOST_TIMEOUT_SECONDS = float(
-    envstr(
-        "HEADWAY_HOST_TIMEOUT_SECONDS",
-        f"{HEADWAY_HOST_HEARTBEAT_SECONDS + max(5.0, HEADWAY_HOST_HEARTBEAT_SECONDS / 2):g}",
-    )
+HEADWAY_HOST_TIMEOUT_SECONDS = envfloat(
+    "HEADWAY_HOST_TIMEOUT_SECONDS",
+    HEADWAY_HOST_HEARTBEAT_SECONDS + max(5.0, HEADWAY_HOST_HEARTBEAT_SECONDS / 2),
 )
 if HEADWAY_LEASE_SECONDS < 2 * HEADWAY_HOST_HEARTBEAT_SECONDS:
     raise ImproperlyConfigured(
@@ -108,8 +106,8 @@ HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS = SHARED.HEADWAY_RENDEZVOUS_TIMEOUT_SECONDS
 # Unmanaged runs (headway.experimental.core_v2, docs/logging-from-anywhere.md): a script run
 # outside the cluster heartbeats every quarter of this; one silent for this long is lost and its
 # trial ends ERROR (registry.lifecycle.reap_lost_unmanaged_runs, with the lost-run reaper).
-HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS = float(
-    envstr("HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS", "300")
+HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS = envfloat(
+    "HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS", 300
 )
 if not HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS >= 4:
     raise ImproperlyConfigured(

@@ -4,6 +4,7 @@ Each raises ``ImproperlyConfigured`` naming the variable when its value cannot b
 typo in a deployment fails at start-up instead of silently falling back to a default.
 """
 
+import math
 import os
 import secrets
 from pathlib import Path
@@ -41,6 +42,29 @@ def envint(name: str, default: int, *, minimum: int | None = None) -> int:
             raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def envfloat(name: str, default: float, *, minimum: float | None = None) -> float:
+    """Return ``$name`` as a finite float (seconds, mostly); with ``minimum``, a smaller value is
+    refused.
+
+    Raises:
+        ImproperlyConfigured: naming ``name`` when the value is no finite number or is below
+            ``minimum``.
+    """
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        value = float(default)
+    else:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+        if not math.isfinite(value):
+            raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum:g}, got {value:g}")
     return value
 
 

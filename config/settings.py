@@ -36,7 +36,14 @@ from config.cluster import (  # noqa: F401  (settings Django reads by name)
     HEADWAY_UNMANAGED_HEARTBEAT_TIMEOUT_SECONDS,
 )
 from config.database import database_settings
-from config.env import embedded_secret_key, envbool, envint, envstr, refuse_default_credentials
+from config.env import (
+    embedded_secret_key,
+    envbool,
+    envfloat,
+    envint,
+    envstr,
+    refuse_default_credentials,
+)
 from config.sso import oidc_settings
 from config.storage_locations import load_storage_locations
 
@@ -303,8 +310,8 @@ HEADWAY_WEBHOOK_ENDPOINTS = [
     u.strip() for u in envstr("HEADWAY_WEBHOOK_ENDPOINTS", "").split(",") if u.strip()
 ]
 HEADWAY_WEBHOOK_MAX_ATTEMPTS = envint("HEADWAY_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
-HEADWAY_WEBHOOK_RETRY_SECONDS = float(envstr("HEADWAY_WEBHOOK_RETRY_SECONDS", "30"))
-HEADWAY_WEBHOOK_TIMEOUT_SECONDS = float(envstr("HEADWAY_WEBHOOK_TIMEOUT_SECONDS", "10"))
+HEADWAY_WEBHOOK_RETRY_SECONDS = envfloat("HEADWAY_WEBHOOK_RETRY_SECONDS", 30, minimum=0)
+HEADWAY_WEBHOOK_TIMEOUT_SECONDS = envfloat("HEADWAY_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=0.1)
 HEADWAY_WEBHOOK_SWEEP_SECONDS = envint("HEADWAY_WEBHOOK_SWEEP_SECONDS", 30, minimum=1)
 # What the master worker's embedded beat (`worker -B`) sends (config/broker.py).
 CELERY_BEAT_SCHEDULE = beat_schedule(

@@ -3,8 +3,8 @@
 The code is parsed with ``ast``, never imported. A *read* is a call of ``os.environ.get(NAME)``,
 ``os.getenv(NAME)``, ``os.environ.setdefault(NAME, ...)``, ``os.environ.pop(NAME)``, a load of
 ``os.environ[NAME]``, a test ``NAME in os.environ``, or a call of one of the typed readers in
-``config/env.py`` (``envstr``/``envbool``/``envint``: every top-level function there that reads
-``os.environ`` with its first parameter, and the same in the host agent's ``workers/config.py``),
+``config/env.py`` (``envstr``/``envbool``/``envint``/``envfloat``: every top-level function
+there that reads ``os.environ`` with its first parameter, and the same in the host agent's ``workers/config.py``),
 or a field of a ``pydantic-settings`` model in ``headway/cluster_settings.py`` (a class deriving
 from ``BaseSettings``, or from such a class: each annotated field named like a variable is one).
 ``NAME`` must be a string literal, a variable bound to one (module or function level), or the
@@ -45,6 +45,7 @@ DYNAMIC_READS = {
     ("config/env.py", "envstr"): "typed reader; its callers pass literal names and are scanned",
     ("config/env.py", "envbool"): "typed reader; its callers pass literal names and are scanned",
     ("config/env.py", "envint"): "typed reader; its callers pass literal names and are scanned",
+    ("config/env.py", "envfloat"): "typed reader; its callers pass literal names and are scanned",
     (
         "workers/config.py",
         "_env_text",
