@@ -146,7 +146,7 @@ class HostHeartbeat:
 
     def skip_redispatch(self) -> None:
         """Never ask the master to send this host's placed runs again: a host without a Celery
-        queue (a Slurm job's node, ``workers.slurm_node``) runs its one run itself."""
+        queue (a batch job's node process) runs its one run itself."""
         self._redispatched = True
 
     def _send(

@@ -11,6 +11,10 @@ The master's batch script (``registry.slurm._script``) starts one of these per n
    rendezvous of the other nodes); node ``i`` runs share ``i`` (``run_trial_share``).
 4. Marks the host stopped and exits 0: the run's outcome went to the master over REST.
 
+It sets ``HEADWAY_BATCH_JOB_NODE=1`` (``workers.supervision.BATCH_JOB_NODE``) for the generic
+agent code it runs: trial processes start with ``SIGUSR1`` ignored and no run is left for an
+agent to re-attach.
+
 Slurm's signals become Headway's preemption: ``USR1`` (sent ``preempt_grace_seconds`` before
 the time limit, ``--signal``) and ``TERM`` (``scancel``, Slurm's own preemption, the limit
 itself) make this process ask the master to preempt the run (``workers.supervision``, as an
@@ -99,7 +103,10 @@ def main() -> int:
     os.environ["HEADWAY_HOST_NAME"] = name
     os.environ["HEADWAY_HOST_TOKEN"] = key
     reload()
-    from workers import hosts, runner
+    from workers import hosts, runner, supervision
+
+    # For this process and the trial's: act as a batch job's node (USR1 ignored, no re-attach).
+    os.environ[supervision.BATCH_JOB_NODE] = "1"
 
     signal.signal(signal.SIGUSR1, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)

@@ -25,6 +25,18 @@ from workers.config import settings
 
 logger = logging.getLogger("headway.worker")
 
+# Set to 1 by a batch job's node process (a pool's node entry point) for itself and its
+# children: this host agent exists for the one run of its job. The scheduler's warning signal
+# (SIGUSR1 before the time limit) reaches every process of the job and is the node process's to
+# act on, so trial processes start with it ignored; and the run cannot outlive the job, so no
+# agent re-attaches it.
+BATCH_JOB_NODE = "HEADWAY_BATCH_JOB_NODE"
+
+
+def in_batch_job_node() -> bool:
+    """Whether this agent is a batch job's node process (``BATCH_JOB_NODE`` is ``1``)."""
+    return os.environ.get(BATCH_JOB_NODE) == "1"
+
 
 class ProcessGroupKiller:
     """SIGTERM to a run's process group when due, then SIGKILL ``grace`` seconds later.
@@ -95,14 +107,14 @@ def guarded(
             "--reattach", f"{settings.HEADWAY_REATTACH_SECONDS:g}",
             "--exit-file", str(run_dir / agent_state.EXIT),
         ]  # fmt: skip
-    # In a Slurm job Slurm's USR1 warning reaches the trial too; the node process acts on it.
-    slurm = ["--ignore-usr1"] if os.environ.get("HEADWAY_SLURM_HOSTS") else []
+    # In a batch job the scheduler's USR1 warning reaches the trial too; the node process acts on it.
+    warning = ["--ignore-usr1"] if in_batch_job_node() else []
     return [
         sys.executable, "-m", "headway.exec.guard",
         "--parent", str(os.getpid()),
         "--grace", f"{settings.HEADWAY_KILL_GRACE_SECONDS:g}",
         *lease,
-        *slurm,
+        *warning,
         "--", *command,
     ]  # fmt: skip
 

@@ -8,7 +8,6 @@ re-attach (``workers.reattach``) writes its output to a file in its folder; any 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -114,7 +113,7 @@ def _reattachable(spec: wire.LaunchSpec, node: NodePlan, lease: leases.Lease | N
         and node.nnodes == 1
         and settings.HEADWAY_REATTACH_SECONDS > 0
         and agent_state.active()
-        and not os.environ.get("HEADWAY_SLURM_HOSTS")
+        and not supervision.in_batch_job_node()
     )
 
 

@@ -13,9 +13,10 @@ def main():
             # checkpoint_storage="/tmp/determined-cp",
             external_experiment_id="test-unmanaged-2-checkpoints",
             external_trial_id="test-unmanaged-2-checkpoints",
-            # e.g., requeued jobs on slurm:
-            # external_experiment_id=f"some-prefix-{os.environ[SLURM_JOB_ID}",
-            # external_trial_id=f"some-prefix-{os.environ[SLURM_JOB_ID}",
+            # e.g., a job its batch scheduler requeues (job_id: the id the scheduler gives the
+            # job, the same on each requeue), so the requeued run resumes the same trial:
+            # external_experiment_id=f"some-prefix-{job_id}",
+            # external_trial_id=f"some-prefix-{job_id}",
         ),
     )
 

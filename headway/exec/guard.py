@@ -20,9 +20,9 @@ plus 5 s). A missing or unreadable file changes nothing (a run started before it
 published).
 
 With ``--ignore-usr1`` the trial's processes inherit SIGUSR1 ignored (a handler the trial
-installs still gets it): inside a Slurm job, Slurm's ``--signal`` warning before the time limit
-reaches every process of the step, and only the node process (``workers.slurm_node``) acts on
-it, by asking the trial to checkpoint and stop; without this its default action would end them.
+installs still gets it): inside a batch scheduler's job, the scheduler's warning signal before
+the time limit reaches every process of the job, and only the job's node process acts on it, by
+asking the trial to checkpoint and stop; without this its default action would end them.
 
 With ``--agent-file PATH --reattach S`` (a one-host run, ``workers.reattach``) the trial may
 outlive its agent: PATH names the agent that supervises the run (``pid start``, written by the

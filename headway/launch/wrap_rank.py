@@ -15,8 +15,8 @@ whichever launcher started a rank.
   own ``--tee`` prefixes whatever it reads at the end of a rank's log file, so such a line could
   come out cut in two, with a stray prefix in its middle.)
 - Signals sent to this process (SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2) are passed on to the
-  command, except those it started with ignored: they stay ignored, for the command too (Slurm's
-  time-limit SIGUSR1 under ``headway.exec.guard --ignore-usr1``). The exit status is the
+  command, except those it started with ignored: they stay ignored, for the command too (a batch
+  scheduler's warning signal, SIGUSR1, under ``headway.exec.guard --ignore-usr1``). The exit status is the
   command's (128 + N when a signal N ended it).
 - ``--no-redirect-stdio`` is accepted for Determined's command lines: there it stops the output
   from going to the container's own stdout files; Headway always writes to this process's

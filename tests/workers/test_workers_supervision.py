@@ -263,3 +263,22 @@ def test_a_run_the_master_refuses_to_preempt_is_still_stopped(spawn, host_agent,
 def test_a_worker_shutdown_with_no_running_trials_only_sets_the_flag():
     assert supervision.preempt_all_runs(grace=600) == 0
     assert supervision.shutting_down.is_set()
+
+
+@pytest.mark.parametrize(("batch_job_node", "usr1"), [(None, "SIG_DFL"), ("1", "SIG_IGN")])
+def test_a_batch_job_nodes_trial_processes_start_with_usr1_ignored(
+    monkeypatch, batch_job_node, usr1
+):
+    # workers.slurm_node sets the variable: the scheduler's USR1 warning is the node process's.
+    monkeypatch.delenv(supervision.BATCH_JOB_NODE, raising=False)
+    if batch_job_node:
+        monkeypatch.setenv(supervision.BATCH_JOB_NODE, batch_job_node)
+    code = "import signal; print(signal.getsignal(signal.SIGUSR1).name)"
+    done = subprocess.run(
+        supervision.guarded([sys.executable, "-c", code]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == usr1
