@@ -1,5 +1,5 @@
 """``headway pool list | enable-node``: the resource pools, their hosts and slots, their queues
-and a slurm pool's nodes Headway excluded; an admin puts such a node back. docs/cli.md."""
+and the pools' nodes Headway excluded; an admin puts such a node back. docs/cli.md."""
 
 from __future__ import annotations
 
@@ -19,18 +19,18 @@ def add_pool_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
     pool_list.set_defaults(func=cmd_list)
     enable = pool_cmds.add_parser(
         "enable-node",
-        help="admins: slurm pool POOL's jobs may run on NODE again (Headway excluded it after "
-        "runs failed to start there)",
+        help="admins: put back a pool's node Headway excluded (after runs failed to start "
+        "there): POOL's runs may use NODE again",
     )
-    enable.add_argument("pool", metavar="POOL", help="the slurm pool's name")
-    enable.add_argument("node", metavar="NODE", help="Slurm's node name, as pool list shows it")
+    enable.add_argument("pool", metavar="POOL", help="the pool's name")
+    enable.add_argument("node", metavar="NODE", help="the node's name, as pool list shows it")
     enable.set_defaults(func=cmd_enable_node)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """One row per resource pool (name, type, alive hosts, slots, slots in
     use, queued runs, description; a pool the admin's file no longer lists is marked), then a
-    line per Slurm node Headway excluded, with the reason; ``--json`` prints the REST answer."""
+    line per pool node Headway excluded, with the reason; ``--json`` prints the REST answer."""
     pools = make_api(args).resource_pool_list()
     if args.json:
         print_json(pools)
@@ -53,17 +53,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     )
     for pool in pools:
         for node in pool.get("excluded_nodes") or []:
-            print(
-                f"{pool.get('name')}: Slurm node {node.get('name')} {node.get('excluded_reason')}"
-            )
+            print(f"{pool.get('name')}: node {node.get('name')} {node.get('excluded_reason')}")
     return 0
 
 
 def cmd_enable_node(args: argparse.Namespace) -> int:
     """Put the node back (admins); say so."""
-    node = make_api(args).slurm_node_enable(args.pool, args.node)
-    print(
-        f"Slurm node {node.get('name')} of pool {node.get('pool')}: "
-        "Headway's jobs may run there again"
-    )
+    node = make_api(args).pool_node_enable(args.pool, args.node)
+    print(f"Node {node.get('name')} of pool {node.get('pool')}: Headway's jobs may run there again")
     return 0

@@ -181,10 +181,10 @@ class UserAPI(APIBase):
         """The resource pools with their hosts, slots and queued runs."""
         return self._list("resource_pool_list")
 
-    def slurm_node_enable(self, pool: str, node: str) -> wire.Row:
-        """Put back node ``node`` of slurm pool ``pool`` that Headway excluded after failed
-        starts (admins; 404 naming an unknown pool or node); the node's row."""
-        row: wire.Row = self._post("slurm_node_enable", pool=pool, node=node)
+    def pool_node_enable(self, pool: str, node: str) -> wire.Row:
+        """Put back node ``node`` of pool ``pool`` that Headway excluded after runs failed to
+        start there (admins; 404 naming an unknown pool or node); the node's row."""
+        row: wire.Row = self._post("pool_node_enable", pool=pool, node=node)
         return row
 
     # -- the model registry --------------------------------------------------------------------

@@ -111,7 +111,7 @@ USER_ROUTES: dict[str, tuple[str, str]] = {
     "model_alias_resolve": ("GET", "models/{name}@{alias}/"),
     "worker_list": ("GET", "workers/"),
     "resource_pool_list": ("GET", "resource-pools/"),
-    "slurm_node_enable": ("POST", "resource-pools/{pool}/slurm-nodes/{node}/enable/"),
+    "pool_node_enable": ("POST", "resource-pools/{pool}/nodes/{node}/enable/"),
     # Workspaces and projects (headway workspace / project / experiment move).
     "workspace_create": ("POST", "workspaces/"),
     "workspace_list": ("GET", "workspaces/"),

@@ -120,7 +120,7 @@ def test_pool_list_shows_excluded_slurm_nodes_and_an_admin_enables_one(
         excluded_at=timezone.now(),
     )
     assert main(["--master", server, "pool", "list"]) == 0
-    assert f"hpc: Slurm node n7 {reason}" in capsys.readouterr().out.splitlines()
+    assert f"hpc: node n7 {reason}" in capsys.readouterr().out.splitlines()
 
     assert main(["--master", server, "pool", "enable-node", "hpc", "n7"]) == 1
     assert "Only an admin may enable a Slurm node." in capsys.readouterr().err
@@ -129,7 +129,7 @@ def test_pool_list_shows_excluded_slurm_nodes_and_an_admin_enables_one(
     dana.save()  # (a signal drops the token's cached user)
     assert main(["--master", server, "pool", "enable-node", "hpc", "n7"]) == 0
     assert capsys.readouterr().out.strip() == (
-        "Slurm node n7 of pool hpc: Headway's jobs may run there again"
+        "Node n7 of pool hpc: Headway's jobs may run there again"
     )
     assert SlurmNode.objects.get(name="n7").excluded_reason == ""
     assert main(["--master", server, "pool", "enable-node", "hpc", "n8"]) == 1
