@@ -161,7 +161,7 @@ def train(stack: Stack, api: RegistryAPI, args: argparse.Namespace, token: str) 
     # web1, then web2 once web1 serves again (one of them always answers behind nginx), then
     # the worker running the trial: each while the trial is still running.
     for service in ("web1", "web2", "worker"):
-        trial = api.trial_get(trial["id"])
+        trial = api.trial_get(trial["id"]).as_sent()
         detail = f"trial {trial['state']} at step {trial['steps_completed']}"
         stack.check(f"{service}_restarted_mid_trial", trial["state"] not in TERMINAL, detail)
         stack.compose("restart", "-t", "10", service)
@@ -184,8 +184,8 @@ def wait_for(api: RegistryAPI, experiment_id: int, done: Any, timeout: float) ->
     deadline = time.monotonic() + timeout
     while True:
         trials = api.experiment_trials(experiment_id)
-        if trials and done(trials[0]):
-            return dict(trials[0])
+        if trials and done(trials[0].as_sent()):
+            return trials[0].as_sent()
         if time.monotonic() > deadline:
             raise CheckFailed(f"experiment {experiment_id}: waited {timeout:.0f} s: {trials}")
         time.sleep(2)
@@ -237,7 +237,7 @@ def check_checkpoint(
     start = time.monotonic()
     uuid = trial["latest_checkpoint"]
     checkpoint = api.checkpoint_get(uuid)
-    resources = {rel: int(size) for rel, size in (checkpoint.get("resources") or {}).items()}
+    resources = dict(checkpoint.resources)
     target = work / f"{uuid}.tar"
     subprocess.run(
         [str(REPO / ".venv" / "bin" / "headway"), "--master", MASTER, "checkpoint", "download",

@@ -1,8 +1,10 @@
 """``RegistryAPI``'s user routes: the CLI's and the experimental client's calls (a user token).
 
-Routes answering model rows (experiments, trials, checkpoints, models, hosts, pools) return the
-row as the server's DRF serializer wrote it (``wire.Row``, documented by that serializer in the
-OpenAPI schema): the CLI prints them as sent (``--json``) and reads the fields it shows.
+Routes answering trials and checkpoints return typed rows (``wire.TrialRow``,
+``wire.CheckpointRow``: the fields of the server's serializers, read by attribute; ``as_sent()``
+gives the JSON back). Those answering other model rows (experiments, models, hosts, pools) return
+the row as the server's DRF serializer wrote it (``wire.Row``, documented by that serializer in
+the OpenAPI schema): the CLI prints them as sent (``--json``) and reads the fields it shows.
 """
 
 from __future__ import annotations
@@ -66,28 +68,30 @@ class UserAPI(APIBase):
         experiment_id: int | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> wire.Row:
+    ) -> wire.TrialPage:
         """One page of trials across experiments (of ``experiment_id`` only when given):
-        ``{"count", "next", "previous", "results"}``, matching ``filter`` and sorted by
+        ``count``, ``next``, ``previous`` and ``results``, matching ``filter`` and sorted by
         ``order_by`` (docs/search.md); a 400 naming ``filter`` raises ``APIError``."""
         params: dict[str, Any] = {"limit": limit, "offset": offset}
         params.update({k: v for k, v in (("filter", filter), ("order_by", order_by)) if v})
         if experiment_id is not None:
-            page: wire.Row = self._get("experiment_trials", params, experiment_id=experiment_id)
+            page = self._get("experiment_trials", params, experiment_id=experiment_id)
         else:
             page = self._get("trial_list", params)
-        return page
+        return wire.TrialPage.model_validate(page)
 
-    def experiment_trials(self, experiment_id: int) -> list[wire.Row]:
+    def experiment_trials(self, experiment_id: int) -> list[wire.TrialRow]:
         """The experiment's trials."""
-        return self._list("experiment_trials", experiment_id=experiment_id)
+        rows = self._list("experiment_trials", experiment_id=experiment_id)
+        return [wire.TrialRow.model_validate(row) for row in rows]
 
     def experiment_checkpoints(
         self, experiment_id: int, *, order_by: str | None = None
-    ) -> list[wire.Row]:
+    ) -> list[wire.CheckpointRow]:
         """The experiment's checkpoints, newest first or by ``order_by``."""
         params = {"order_by": order_by} if order_by else None
-        return self._list("experiment_checkpoints", params, experiment_id=experiment_id)
+        rows = self._list("experiment_checkpoints", params, experiment_id=experiment_id)
+        return [wire.CheckpointRow.model_validate(row) for row in rows]
 
     def experiment_control(self, experiment_id: int, action: str) -> wire.Row:
         """POST ``action`` (pause, activate, cancel, kill, archive, unarchive: one route each);
@@ -99,10 +103,9 @@ class UserAPI(APIBase):
 
     # -- trials --------------------------------------------------------------------------------
 
-    def trial_get(self, trial_id: int) -> wire.Row:
+    def trial_get(self, trial_id: int) -> wire.TrialRow:
         """One trial (``TrialSerializer``: state, hparams, summary_metrics...)."""
-        row: wire.Row = self._get("trial_get", trial_id=trial_id)
-        return row
+        return wire.TrialRow.model_validate(self._get("trial_get", trial_id=trial_id))
 
     def trial_summary_metrics(self, trial_id: int) -> list[wire.Row]:
         """Every series aggregate of the trial (``group``, ``name``, ``last``, ``last_step``,
@@ -110,9 +113,10 @@ class UserAPI(APIBase):
         at most 100 in ``summary_metrics``)."""
         return self._list("trial_summary_metrics", {"limit": 1000}, trial_id=trial_id)
 
-    def trial_checkpoints(self, trial_id: int) -> list[wire.Row]:
+    def trial_checkpoints(self, trial_id: int) -> list[wire.CheckpointRow]:
         """The trial's checkpoints."""
-        return self._list("trial_checkpoints", trial_id=trial_id)
+        rows = self._list("trial_checkpoints", trial_id=trial_id)
+        return [wire.CheckpointRow.model_validate(row) for row in rows]
 
     def trial_logs(self, trial_id: int, *, after: int | None = None) -> list[wire.Row]:
         """One page of the trial's log lines (``id``, ``message``, ``timestamp``), oldest first,
@@ -128,12 +132,11 @@ class UserAPI(APIBase):
         iterates ``iter_content`` and closes it."""
         return self._stream("trial_metrics_csv", params, trial_id=trial_id)
 
-    def trial_control(self, trial_id: int, action: str) -> wire.Row:
+    def trial_control(self, trial_id: int, action: str) -> wire.TrialRow:
         """POST ``action`` (pause, activate, cancel, kill: one route each); the trial's row."""
         if action not in TRIAL_ACTIONS:
             raise ValueError(f"unknown trial action {action!r}; one of {TRIAL_ACTIONS}")
-        row: wire.Row = self._post(f"trial_{action}", trial_id=trial_id)
-        return row
+        return wire.TrialRow.model_validate(self._post(f"trial_{action}", trial_id=trial_id))
 
     def trial_continue(self, trial_id: int, body: dict[str, Any]) -> wire.Row:
         """A new experiment continuing the trial (``checkpoint``, ``max_length``, ``hparams``);
@@ -143,10 +146,9 @@ class UserAPI(APIBase):
 
     # -- checkpoints ---------------------------------------------------------------------------
 
-    def checkpoint_get(self, uuid: str) -> wire.Row:
+    def checkpoint_get(self, uuid: str) -> wire.CheckpointRow:
         """One checkpoint (``CheckpointSerializer``: metadata, resources, state...)."""
-        row: wire.Row = self._get("checkpoint_get", uuid=uuid)
-        return row
+        return wire.CheckpointRow.model_validate(self._get("checkpoint_get", uuid=uuid))
 
     def checkpoint_delete(self, uuid: str) -> None:
         """Delete the checkpoint's files (the row stays, DELETED; 409 when a model version or a

@@ -1,8 +1,8 @@
 """``wire``: the wire models (``headway.client._wire``), imported at their first attribute access.
 
 They are pydantic classes whose construction is most of ``headway.client``'s import time; a
-command that never reads one (``headway checkpoint download``, ``headway --help``) should not pay
-it. The client's modules import ``wire`` from here; ``from headway.client import _wire`` imports
+command that never reads one (``headway --help``, ``headway checkpoint download --format``) should
+not pay it. The client's modules import ``wire`` from here; ``from headway.client import _wire`` imports
 the module itself (at once), and both give the same classes.
 """
 

@@ -10,7 +10,8 @@ The host agent's routes and the host-token admin routes, and the REST routes tha
 answer a plain JSON object rather than a DRF serializer's rows: login, a trial's
 SDK calls (metrics, preemption, progress, searcher), metric series, checkpoint metadata and
 checkpoint GC. Routes answering model rows (experiments, trials, checkpoints) are documented by
-their DRF serializers. A test (``tests/registry/api/test_api_schema_responses.py``) checks that every
+their DRF serializers; trials and checkpoints are read as the typed rows ``TrialRow`` and
+``CheckpointRow`` (``headway.client._wire_rows``), the other rows as sent (``Row``). A test (``tests/registry/api/test_api_schema_responses.py``) checks that every
 operation documents its answer with a schema.
 """
 
@@ -21,9 +22,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# A model row as the server's DRF serializer writes it (experiments, trials, checkpoints, models,
-# hosts, pools): documented by that serializer in the OpenAPI schema, kept as sent so the CLI's
-# ``--json`` prints exactly what the registry answered.
+# A model row as the server's DRF serializer writes it (experiments, models, hosts, pools; trials
+# and checkpoints have typed rows, ``TrialRow`` and ``CheckpointRow``): documented by that
+# serializer in the OpenAPI schema, kept as sent so the CLI's ``--json`` prints exactly what the
+# registry answered.
 Row = dict[str, Any]
 
 
@@ -384,6 +386,12 @@ from headway.client._wire_hosts import HOST_TOKEN_REVOKED as HOST_TOKEN_REVOKED 
 from headway.client._wire_hosts import HostRemoved as HostRemoved  # noqa: E402
 from headway.client._wire_hosts import HostStatus as HostStatus  # noqa: E402
 from headway.client._wire_hosts import HostStatusList as HostStatusList  # noqa: E402
+
+# The typed model rows of trials and checkpoints (headway.client._wire_rows), re-exported too.
+from headway.client._wire_rows import CheckpointRow as CheckpointRow  # noqa: E402
+from headway.client._wire_rows import TrialPage as TrialPage  # noqa: E402
+from headway.client._wire_rows import TrialRow as TrialRow  # noqa: E402
+from headway.client._wire_rows import WireRow as WireRow  # noqa: E402
 
 # The admins' webhooks (headway.client._wire_webhooks), re-exported in the same way.
 from headway.client._wire_webhooks import WebhookCreated as WebhookCreated  # noqa: E402

@@ -139,7 +139,7 @@ class RESTCheckpointRegistry:
             answer = self._api.checkpoint_get(storage_id)
         except NotFoundError:
             return None
-        return dict(answer.get("metadata") or {})
+        return dict(answer.metadata)
 
     def add_metadata(self, storage_id: str, metadata: dict[str, Any]) -> dict[str, Any] | None:
         """Merge ``metadata`` into the registry's copy; the registry's merged metadata."""

@@ -21,7 +21,7 @@ import tarfile
 from typing import Any
 
 from headway.archive import safe_extractall
-from headway.client import NotFoundError, RegistryAPI, resolve_token, save_token
+from headway.client import NotFoundError, RegistryAPI, resolve_token, save_token, wire
 from headway.storage import DirectReadUnavailable, DownloadMode, copy_direct, direct_reader
 
 DEFAULT_MASTER = "http://127.0.0.1:8000"
@@ -81,16 +81,16 @@ class Checkpoint:
     _api: RegistryAPI = dataclasses.field(repr=False)
 
     @classmethod
-    def _from_json(cls, data: dict[str, Any], api: RegistryAPI) -> Checkpoint:
+    def _from_row(cls, row: wire.CheckpointRow, api: RegistryAPI) -> Checkpoint:
         return cls(
-            uuid=str(data["uuid"]),
-            trial_id=data.get("trial_id"),
-            experiment_id=data.get("experiment_id"),
-            steps_completed=data.get("steps_completed"),
-            state=data.get("state"),
-            metadata=dict(data.get("metadata") or {}),
-            resources=dict(data.get("resources") or {}),
-            storage=dict(data.get("storage") or {}),
+            uuid=row.uuid,
+            trial_id=row.trial_id,
+            experiment_id=row.experiment_id,
+            steps_completed=row.steps_completed,
+            state=row.state,
+            metadata=dict(row.metadata),
+            resources=dict(row.resources),
+            storage=dict(row.storage),
             _api=api,
         )
 
@@ -197,7 +197,7 @@ class Trial:
     def list_checkpoints(self) -> list[Checkpoint]:
         """The trial's checkpoints, newest (most steps) first."""
         items = self._api.trial_checkpoints(self.id)
-        ckpts = [Checkpoint._from_json(c, self._api) for c in items]
+        ckpts = [Checkpoint._from_row(c, self._api) for c in items]
         return sorted(ckpts, key=lambda c: c.steps_completed or 0, reverse=True)
 
     def top_checkpoint(
@@ -240,15 +240,15 @@ class Experiment:
     def list_checkpoints(self) -> list[Checkpoint]:
         """Every checkpoint of the experiment, as the registry lists them."""
         items = self._api.experiment_checkpoints(self.id)
-        return [Checkpoint._from_json(c, self._api) for c in items]
+        return [Checkpoint._from_row(c, self._api) for c in items]
 
 
-def _trial(data: dict[str, Any], api: RegistryAPI) -> Trial:
+def _trial(row: wire.TrialRow, api: RegistryAPI) -> Trial:
     return Trial(
-        id=int(data["id"]),
-        experiment_id=data.get("experiment_id"),
-        hparams=dict(data.get("hparams") or {}),
-        state=data.get("state"),
+        id=row.id,
+        experiment_id=row.experiment_id,
+        hparams=dict(row.hparams),
+        state=row.state,
         _api=api,
     )
 
@@ -256,7 +256,7 @@ def _trial(data: dict[str, Any], api: RegistryAPI) -> Trial:
 def get_checkpoint(uuid: str) -> Checkpoint:
     """Determined's ``client.get_checkpoint``. Raises ``NotFoundError`` for an unknown uuid."""
     api = _get_api()
-    return Checkpoint._from_json(api.checkpoint_get(uuid), api)
+    return Checkpoint._from_row(api.checkpoint_get(uuid), api)
 
 
 def get_trial(trial_id: int) -> Trial:
@@ -301,7 +301,10 @@ class ModelVersion:
         return cls(
             model_name=str(data["model"]),
             model_version=int(data["version"]),
-            checkpoint=Checkpoint._from_json(data["checkpoint"], api),
+            # A version's checkpoint: the identifying fields of a checkpoint row and a few more.
+            checkpoint=Checkpoint._from_row(
+                wire.CheckpointRow.model_validate(data["checkpoint"]), api
+            ),
             name=data.get("name") or "",
             comment=data.get("comment") or "",
             labels=list(data.get("labels") or []),

@@ -165,7 +165,7 @@ class MasterStorageManager(StorageManager):
             if exc.status == 404:
                 raise FileNotFoundError(f"checkpoint {storage_id} not found") from exc
             raise
-        return {str(name): int(size) for name, size in (row["resources"] or {}).items()}
+        return dict(row.resources)
 
     def open_file(
         self, storage_id: str, relpath: str, *, start: int = 0, end: int | None = None
