@@ -46,10 +46,11 @@ class FakeRegistry:
         if path.endswith("/preempt/"):
             return 200, {"should_preempt": self.should_preempt}
         if method == "POST" and path.endswith("/checkpoints/"):
-            self.checkpoints[body["uuid"]] = body
-            # The registry's answer to Prefer: return=minimal (wire.CheckpointRegistered).
+            # The registry's answer to Prefer: return=minimal (wire.CheckpointRegistered); its
+            # checkpoint row (GET checkpoints/{uuid}/) has these fields too.
             trial_id = int(path.split("/")[4])
             registered = {"trial_id": trial_id, "state": "COMPLETED", **body}
+            self.checkpoints[body["uuid"]] = registered
             return 201, registered
         if method == "GET" and path.startswith("/api/v1/checkpoints/"):
             uuid = path.split("/")[4]
