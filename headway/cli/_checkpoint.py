@@ -7,12 +7,14 @@ from typing import Any
 
 from headway.cli._common import make_api
 from headway.cli._output import fmt, fmt_size, fmt_time, print_table
+from headway.client import wire
 
 ORDERINGS = ("steps_completed", "-steps_completed", "searcher_metric", "-searcher_metric")
 
 
-def _flags(checkpoint: dict[str, Any]) -> str:
-    return ",".join(name for name in ("best", "latest") if checkpoint.get(name)) or "-"
+def _flags(checkpoint: wire.CheckpointRow) -> str:
+    flags = [name for name, on in (("best", checkpoint.best), ("latest", checkpoint.latest)) if on]
+    return ",".join(flags) or "-"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -32,14 +34,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         ],
         [
             [
-                c.get("uuid"),
-                c.get("trial_id"),
-                c.get("steps_completed"),
-                fmt(c.get("searcher_metric")),
+                c.uuid,
+                c.trial_id,
+                c.steps_completed,
+                fmt(c.searcher_metric),
                 _flags(c),
-                fmt_size(c.get("size")),
-                c.get("state"),
-                fmt_time(c.get("created_at")),
+                fmt_size(c.size),
+                c.state,
+                fmt_time(c.created_at),
             ]
             for c in checkpoints
         ],

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from headway.cli._common import CLIError, make_api
-from headway.client import APIError, RegistryAPI
+from headway.client import APIError, RegistryAPI, wire
 
 CHUNK_BYTES = 1 << 20
 # Attempts per file after a dropped connection, each resuming where the last one stopped.
@@ -89,9 +89,10 @@ def cmd_download(args: argparse.Namespace) -> int:
         return 0
     dest = Path(args.output or Path("checkpoints") / args.uuid)
     checkpoint = api.checkpoint_get(args.uuid)
-    resources = checkpoint.get("resources") or {}
     reader = None if args.mode == "master" else _direct_reader(checkpoint, args.mode)
-    plan = {_local_path(dest, args.uuid, rel): (rel, int(size)) for rel, size in resources.items()}
+    plan = {
+        _local_path(dest, args.uuid, rel): (rel, size) for rel, size in checkpoint.resources.items()
+    }
     present = {path: _size_on_disk(path) for path in plan}
     done = sum(have for path, have in present.items() if have <= plan[path][1])
     total = sum(size for _, size in plan.values())
@@ -110,13 +111,15 @@ def cmd_download(args: argparse.Namespace) -> int:
     return 0
 
 
-def _direct_reader(checkpoint: dict[str, Any], mode: str) -> Any:
+def _direct_reader(checkpoint: wire.CheckpointRow, mode: str) -> Any:
     """The storage manager reading ``checkpoint`` here, or None (``auto``: go through the
     registry instead)."""
     from headway.storage import DirectReadUnavailable, direct_reader
 
     try:
-        return direct_reader(checkpoint)
+        return direct_reader(
+            {"uuid": checkpoint.uuid, "state": checkpoint.state, "storage": checkpoint.storage}
+        )
     except DirectReadUnavailable as exc:
         if mode == "direct":
             raise CLIError(f"--mode direct: {exc}") from None

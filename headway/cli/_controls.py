@@ -31,7 +31,7 @@ def cmd_experiment_control(args: argparse.Namespace) -> int:
 def cmd_trial_control(args: argparse.Namespace) -> int:
     """POST ``trials/ID/<action>/`` and print ``Trial ID: STATE`` from the answer."""
     trial = make_api(args).trial_control(args.id, args.action)
-    print(f"Trial {trial.get('id', args.id)}: {trial.get('state')}")
+    print(f"Trial {trial.id}: {trial.state}")
     return 0
 
 
@@ -78,7 +78,7 @@ def cmd_trial_continue(args: argparse.Namespace) -> int:
     if any(isinstance(value, dict) for value in overrides.values()):
         from headway.expconf import merge_hparam_overrides
 
-        current = api.trial_get(args.id).get("hparams") or {}
+        current = api.trial_get(args.id).hparams
         body["hparams"] = merge_hparam_overrides(current, overrides)
     experiment = api.trial_continue(args.id, body)
     print(f"Created experiment {experiment['id']} (continues trial {args.id})")

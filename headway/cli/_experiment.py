@@ -10,15 +10,8 @@ from typing import Any
 
 from headway.cli import _common
 from headway.cli._common import CLIError, make_api
-from headway.cli._output import (
-    fmt,
-    fmt_percent,
-    fmt_time,
-    print_fields,
-    print_json,
-    print_table,
-    truncate,
-)
+from headway.cli._describe import Section, describe
+from headway.cli._output import fmt, fmt_percent, fmt_time, print_table, truncate
 from headway.client import RegistryAPI
 
 
@@ -115,51 +108,56 @@ def cmd_describe(args: argparse.Namespace) -> int:
     api = make_api(args)
     experiment = api.experiment_get(args.id)
     trials = api.experiment_trials(args.id)
-    if args.json:
-        print_json({"experiment": experiment, "trials": trials})
-        return 0
-    _print_experiment(experiment)
-    print()
-    print("Trials:")
-    print_table(
-        ["id", "state", "run_state", "steps_completed", "best_validation", "restarts", "hparams"],
-        [
+    return describe(
+        args,
+        {"experiment": experiment, "trials": [t.as_sent() for t in trials]},
+        _experiment_fields(experiment),
+        Section(
+            "Trials",
             [
-                t.get("id"),
-                t.get("state"),
-                t.get("run_state"),
-                t.get("steps_completed"),
-                t.get("best_validation"),
-                t.get("restarts"),
-                truncate(fmt(t.get("hparams")), 60),
-            ]
-            for t in trials
-        ],
+                [
+                    t.id,
+                    t.state,
+                    t.run_state,
+                    t.steps_completed,
+                    t.best_validation,
+                    t.restarts,
+                    truncate(fmt(t.hparams), 60),
+                ]
+                for t in trials
+            ],
+            [
+                "id",
+                "state",
+                "run_state",
+                "steps_completed",
+                "best_validation",
+                "restarts",
+                "hparams",
+            ],
+        ),
     )
-    return 0
 
 
-def _print_experiment(experiment: dict[str, Any]) -> None:
+def _experiment_fields(experiment: dict[str, Any]) -> list[tuple[str, Any]]:
     searcher = (experiment.get("config") or {}).get("searcher") or {}
-    print_fields(
-        [
-            ("id", experiment.get("id")),
-            ("name", experiment.get("name")),
-            ("state", experiment.get("state")),
-            ("archived", experiment.get("archived")),
-            ("owner", experiment.get("owner")),
-            ("project", _place(experiment)),
-            ("progress", fmt_percent(experiment.get("progress"))),
-            ("searcher", searcher.get("name")),
-            ("metric", experiment.get("searcher_metric") or searcher.get("metric")),
-            ("best_validation", experiment.get("best_validation")),
-            ("num_trials", experiment.get("num_trials")),
-            ("labels", ", ".join(experiment.get("labels") or []) or None),
-            ("description", experiment.get("description") or None),
-            ("created", fmt_time(experiment.get("created_at"))),
-            ("ended", fmt_time(experiment.get("ended_at"))),
-        ]
-    )
+    return [
+        ("id", experiment.get("id")),
+        ("name", experiment.get("name")),
+        ("state", experiment.get("state")),
+        ("archived", experiment.get("archived")),
+        ("owner", experiment.get("owner")),
+        ("project", _place(experiment)),
+        ("progress", fmt_percent(experiment.get("progress"))),
+        ("searcher", searcher.get("name")),
+        ("metric", experiment.get("searcher_metric") or searcher.get("metric")),
+        ("best_validation", experiment.get("best_validation")),
+        ("num_trials", experiment.get("num_trials")),
+        ("labels", ", ".join(experiment.get("labels") or []) or None),
+        ("description", experiment.get("description") or None),
+        ("created", fmt_time(experiment.get("created_at"))),
+        ("ended", fmt_time(experiment.get("ended_at"))),
+    ]
 
 
 def _place(experiment: dict[str, Any]) -> str | None:

@@ -16,7 +16,8 @@ from typing import Any
 
 from headway.cli import _checkpoint_download
 from headway.cli._common import CLIError, make_api
-from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
+from headway.cli._describe import Section, describe
+from headway.cli._output import fmt_size, fmt_time, print_json, print_table
 from headway.cli._workspace import find_workspace
 
 
@@ -171,54 +172,51 @@ def cmd_describe(args: argparse.Namespace) -> int:
         return _describe_version(args, api.model_alias_resolve(name, alias))
     model = api.model_get(name)
     versions = api.model_versions(name)
-    if args.json:
-        print_json({"model": model, "versions": versions})
-        return 0
-    print_fields(
+    return describe(
+        args,
+        {"model": model, "versions": versions},
         [("name", model.get("name")), ("workspace", model.get("workspace_name"))]
         + [(key, model.get(key)) for key in ("description", "labels", "owner", "archived")]
         + [
             ("metadata", model.get("metadata")),
             ("created", fmt_time(model.get("created_at"))),
             ("updated", fmt_time(model.get("updated_at"))),
-        ]
-    )
-    print("\nVersions:")
-    print_table(
-        [
-            "version",
-            "checkpoint",
-            "trial",
-            "steps_completed",
-            "size",
-            "state",
-            "created",
-            "aliases",
         ],
-        [
+        Section(
+            "Versions",
             [
-                v.get("version"),
-                v["checkpoint"].get("uuid"),
-                v["checkpoint"].get("trial_id"),
-                v["checkpoint"].get("steps_completed"),
-                fmt_size(v["checkpoint"].get("size")),
-                v["checkpoint"].get("state"),
-                fmt_time(v.get("created_at")),
-                ",".join(v.get("aliases") or []) or None,
-            ]
-            for v in versions
-        ],
+                [
+                    v.get("version"),
+                    v["checkpoint"].get("uuid"),
+                    v["checkpoint"].get("trial_id"),
+                    v["checkpoint"].get("steps_completed"),
+                    fmt_size(v["checkpoint"].get("size")),
+                    v["checkpoint"].get("state"),
+                    fmt_time(v.get("created_at")),
+                    ",".join(v.get("aliases") or []) or None,
+                ]
+                for v in versions
+            ],
+            [
+                "version",
+                "checkpoint",
+                "trial",
+                "steps_completed",
+                "size",
+                "state",
+                "created",
+                "aliases",
+            ],
+        ),
     )
-    return 0
 
 
 def _describe_version(args: argparse.Namespace, version: dict[str, Any]) -> int:
     """One version's fields (``describe NAME@ALIAS``); ``--json`` prints the row raw."""
-    if args.json:
-        print_json(version)
-        return 0
     checkpoint = version["checkpoint"]
-    print_fields(
+    return describe(
+        args,
+        version,
         [
             ("model", version.get("model")),
             ("version", version.get("version")),
@@ -233,9 +231,8 @@ def _describe_version(args: argparse.Namespace, version: dict[str, Any]) -> int:
             ("size", fmt_size(checkpoint.get("size"))),
             ("state", checkpoint.get("state")),
             ("created", fmt_time(version.get("created_at"))),
-        ]
+        ],
     )
-    return 0
 
 
 def cmd_register(args: argparse.Namespace) -> int:

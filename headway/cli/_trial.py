@@ -10,7 +10,9 @@ from typing import Any
 
 from headway.cli import _common
 from headway.cli._common import make_api
-from headway.cli._output import fmt_size, fmt_time, print_fields, print_json, print_table
+from headway.cli._describe import Section, describe
+from headway.cli._output import fmt_size, fmt_time, print_table
+from headway.client import wire
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -18,62 +20,39 @@ def cmd_describe(args: argparse.Namespace) -> int:
     api = make_api(args)
     trial = api.trial_get(args.id)
     checkpoints = api.trial_checkpoints(args.id)
-    if args.json:
-        print_json({"trial": trial, "checkpoints": checkpoints})
-        return 0
-    print_fields(
-        [
-            (name, trial.get(name))
-            for name in (
-                "id",
-                "experiment_id",
-                "state",
-                "run_state",
-                "run_id",
-                "restarts",
-                "steps_completed",
-                "best_validation",
-                "latest_checkpoint",
-                "seed",
-            )
-        ]
-        + [
-            ("created", fmt_time(trial.get("created_at"))),
-            ("ended", fmt_time(trial.get("ended_at"))),
-        ]
-    )
     from headway.expconf import flatten_hparams
 
-    print("\nHyperparameters:")
-    print_fields(flatten_hparams(trial.get("hparams") or {}))
-    print("\nSummary metrics:")
     rows = []
-    for group, metrics in sorted((trial.get("summary_metrics") or {}).items()):
+    for group, metrics in sorted(trial.summary_metrics.items()):
         for name, summary in sorted((metrics or {}).items()):
             summary = summary if isinstance(summary, dict) else {"last": summary}
             rows.append(
                 [group, name] + [summary.get(key) for key in ("last", "min", "max", "count")]
             )
-    print_table(["group", "name", "last", "min", "max", "count"], rows)
-    more = (trial.get("summary_metrics_count") or len(rows)) - len(rows)
-    if more > 0:
-        # The trial answer embeds at most 100 series; `trial metrics` pages them all.
-        print(f"... and {more} more series (headway trial metrics {trial['id']})")
-    print("\nCheckpoints:")
-    print_table(
-        ["uuid", "steps_completed", "state", "size", "created"],
-        [
+    more = (trial.summary_metrics_count or len(rows)) - len(rows)
+    return describe(
+        args,
+        {"trial": trial.as_sent(), "checkpoints": [c.as_sent() for c in checkpoints]},
+        [(name, getattr(trial, name)) for name in wire.TrialRow.SUMMARY_FIELDS]
+        + [("created", fmt_time(trial.created_at)), ("ended", fmt_time(trial.ended_at))],
+        Section("Hyperparameters", flatten_hparams(trial.hparams)),
+        Section(
+            "Summary metrics",
+            rows,
+            ["group", "name", "last", "min", "max", "count"],
+            # The trial answer embeds at most 100 series; `trial metrics` pages them all.
+            f"... and {more} more series (headway trial metrics {trial.id})" if more > 0 else None,
+        ),
+        Section(
+            "Checkpoints",
             [
-                c.get("uuid"),
-                c.get("steps_completed"),
-                c.get("state"),
-                fmt_size(c.get("size")),
-                fmt_time(c.get("created_at")),
-            ]
-            for c in checkpoints
-        ],
+                [getattr(c, name) for name in wire.CheckpointRow.SUMMARY_FIELDS]
+                + [fmt_size(c.size), fmt_time(c.created_at)]
+                for c in checkpoints
+            ],
+            [*wire.CheckpointRow.SUMMARY_FIELDS, "size", "created"],
+        ),
     )
-    return 0
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -98,7 +77,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             continue
         if not args.follow or stopping:
             return 0
-        state = api.trial_get(args.id).get("state")
+        state = api.trial_get(args.id).state
         if state in _common.STOP_FOLLOWING_STATES:
             stopping = True
             continue

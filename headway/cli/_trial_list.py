@@ -7,6 +7,7 @@ from typing import Any
 
 from headway.cli._common import make_api
 from headway.cli._output import fmt_time, print_json, print_table, truncate
+from headway.client import wire
 
 
 def _hparams_text(hparams: Any, prefix: str = "") -> str:
@@ -22,8 +23,8 @@ def _hparams_text(hparams: Any, prefix: str = "") -> str:
     return " ".join(part for part in parts if part)
 
 
-def _metric(trial: dict[str, Any], name: str) -> Any:
-    entry = ((trial.get("summary_metrics") or {}).get("validation") or {}).get(name)
+def _metric(trial: wire.TrialRow, name: str) -> Any:
+    entry = (trial.summary_metrics.get("validation") or {}).get(name)
     return entry.get("last") if isinstance(entry, dict) else None
 
 
@@ -37,30 +38,30 @@ def cmd_list(args: argparse.Namespace) -> int:
         limit=args.limit,
         offset=args.offset,
     )
-    trials = page.get("results", [])
+    trials = page.results
     if args.json:
-        print_json(page)
+        print_json(page.as_sent())
         return 0
     metrics = args.metric or []
     print_table(
         ["id", "experiment", "state", "steps", "best_validation", *metrics, "hparams", "started"],
         [
             [
-                t.get("id"),
-                t.get("experiment_id"),
-                t.get("state"),
-                t.get("steps_completed"),
-                t.get("best_validation"),
+                t.id,
+                t.experiment_id,
+                t.state,
+                t.steps_completed,
+                t.best_validation,
                 *[_metric(t, name) for name in metrics],
-                truncate(_hparams_text(t.get("hparams")), 50),
-                fmt_time(t.get("created_at")),
+                truncate(_hparams_text(t.hparams), 50),
+                fmt_time(t.created_at),
             ]
             for t in trials
         ],
     )
     shown = args.offset + len(trials)
-    print(f"{len(trials)} of {page.get('count', len(trials))} trials", end="")
-    print(f" (more: --offset {shown})" if page.get("next") else "")
+    print(f"{len(trials)} of {page.count} trials", end="")
+    print(f" (more: --offset {shown})" if page.next else "")
     return 0
 
 

@@ -12,7 +12,8 @@ import argparse
 from typing import Any
 
 from headway.cli._common import CLIError, make_api
-from headway.cli._output import fmt_time, print_fields, print_json, print_table
+from headway.cli._describe import Section, describe
+from headway.cli._output import fmt_time, print_json, print_table
 from headway.client import RegistryAPI
 
 DEFAULT_NAME = "Uncategorized"  # the registry's default workspace and project
@@ -127,10 +128,9 @@ def cmd_workspace_describe(args: argparse.Namespace) -> int:
     api = make_api(args)
     row = api.workspace_get(find_workspace(api, args.name)["id"])
     projects = api.project_list(workspace_id=row["id"])
-    if args.json:
-        print_json({**row, "projects": projects})
-        return 0
-    print_fields(
+    return describe(
+        args,
+        {**row, "projects": projects},
         [
             ("ID", row["id"]),
             ("Name", row["name"]),
@@ -138,11 +138,9 @@ def cmd_workspace_describe(args: argparse.Namespace) -> int:
             ("Archived", row["archived"]),
             ("Created", fmt_time(row["created_at"])),
             ("Experiments", row["num_experiments"]),
-        ]
+        ],
+        Section(None, _project_rows(projects), _PROJECT_HEADERS),
     )
-    print()
-    _project_table(projects)
-    return 0
 
 
 def cmd_workspace_archive(args: argparse.Namespace) -> int:
@@ -152,21 +150,16 @@ def cmd_workspace_archive(args: argparse.Namespace) -> int:
     return 0
 
 
-def _project_table(rows: list[dict[str, Any]]) -> None:
-    print_table(
-        ["ID", "WORKSPACE", "NAME", "OWNER", "EXPERIMENTS", "ARCHIVED"],
-        [
-            [
-                r["id"],
-                r["workspace_name"],
-                r["name"],
-                r["owner"],
-                r["num_experiments"],
-                r["archived"],
-            ]
-            for r in rows
-        ],
-    )
+_PROJECT_HEADERS = ("ID", "WORKSPACE", "NAME", "OWNER", "EXPERIMENTS", "ARCHIVED")
+
+
+def _project_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """The projects' table rows under ``_PROJECT_HEADERS`` (``project list``, below
+    ``workspace describe``)."""
+    return [
+        [r["id"], r["workspace_name"], r["name"], r["owner"], r["num_experiments"], r["archived"]]
+        for r in rows
+    ]
 
 
 def cmd_project_create(args: argparse.Namespace) -> int:
@@ -186,7 +179,7 @@ def cmd_project_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
     else:
-        _project_table(rows)
+        print_table(_PROJECT_HEADERS, _project_rows(rows))
     return 0
 
 
@@ -194,10 +187,9 @@ def cmd_project_describe(args: argparse.Namespace) -> int:
     api = make_api(args)
     row = find_project(api, args.name, args.workspace)
     experiments = api.project_experiments(row["id"])
-    if args.json:
-        print_json({**row, "experiments": experiments})
-        return 0
-    print_fields(
+    return describe(
+        args,
+        {**row, "experiments": experiments},
         [
             ("ID", row["id"]),
             ("Name", row["name"]),
@@ -206,14 +198,13 @@ def cmd_project_describe(args: argparse.Namespace) -> int:
             ("Owner", row["owner"]),
             ("Archived", row["archived"]),
             ("Created", fmt_time(row["created_at"])),
-        ]
+        ],
+        Section(
+            None,
+            [[e["id"], e["name"], e["state"], e["owner"], e["num_trials"]] for e in experiments],
+            ["ID", "NAME", "STATE", "OWNER", "TRIALS"],
+        ),
     )
-    print()
-    print_table(
-        ["ID", "NAME", "STATE", "OWNER", "TRIALS"],
-        [[e["id"], e["name"], e["state"], e["owner"], e["num_trials"]] for e in experiments],
-    )
-    return 0
 
 
 def cmd_project_archive(args: argparse.Namespace) -> int:

@@ -57,7 +57,7 @@ def test_controls_post_and_print_the_new_state(
         "state": "CANCELED",
         "archived": True,
     }
-    fake.routes[("POST", "trials/7/pause/")] = {"id": 7, "state": "PAUSED"}
+    fake.routes[("POST", "trials/7/pause/")] = {"id": 7, "experiment_id": 3, "state": "PAUSED"}
     assert main(["experiment", "archive", "3"]) == 0
     assert main(["trial", "pause", "7"]) == 0
     assert capsys.readouterr().out.splitlines() == [
@@ -82,7 +82,12 @@ def test_conflict_prints_the_masters_reason_and_exits_1(
 def test_continue_merges_nested_overrides_and_follows(
     fake: type[FakeSession], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake.routes[("GET", "trials/7/")] = {"id": 7, "hparams": {"opt": {"name": "sgd", "lr": 0.1}}}
+    fake.routes[("GET", "trials/7/")] = {
+        "id": 7,
+        "experiment_id": 3,
+        "state": "COMPLETED",
+        "hparams": {"opt": {"name": "sgd", "lr": 0.1}},
+    }
     fake.routes[("POST", "trials/7/continue/")] = {"id": 12, "state": "ACTIVE"}
     fake.routes[("GET", "experiments/12/")] = {"id": 12, "state": "COMPLETED", "progress": 1.0}
     argv = ["t", "continue", "7", "--max-length", "batches=5", "--hparam", "opt.lr=0.5", "-f"]

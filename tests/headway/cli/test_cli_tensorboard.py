@@ -12,11 +12,26 @@ from tests.headway.cli.fakes import FakeResponse, FakeSession
 
 def _routes(fake: type[FakeSession]) -> None:
     fake.routes[("GET", "experiments/3/")] = {"id": 3, "name": "x", "state": "COMPLETED"}
-    fake.routes[("GET", "experiments/3/trials/")] = [{"id": 7}, {"id": 8}]
+    fake.routes[("GET", "experiments/3/trials/")] = [
+        {"id": 7, "experiment_id": 3, "state": "COMPLETED"},
+        {"id": 8, "experiment_id": 3, "state": "COMPLETED"},
+    ]
     resources = {"state-dict.pth": 10, "tensorboard/events.out.tfevents.1.h.1": 4}
     fake.routes[("GET", "trials/7/checkpoints/")] = [
-        {"uuid": "old", "steps_completed": 2, "state": "COMPLETED", "resources": resources},
-        {"uuid": "new", "steps_completed": 4, "state": "COMPLETED", "resources": resources},
+        {
+            "uuid": "old",
+            "trial_id": 7,
+            "steps_completed": 2,
+            "state": "COMPLETED",
+            "resources": resources,
+        },
+        {
+            "uuid": "new",
+            "trial_id": 7,
+            "steps_completed": 4,
+            "state": "COMPLETED",
+            "resources": resources,
+        },
     ]
     fake.routes[("GET", "trials/8/checkpoints/")] = []
 

@@ -185,15 +185,19 @@ def test_experiment_list_hides_archived_unless_all(
     assert "old" in capsys.readouterr().out
 
 
+# A field this client does not know (a newer registry's) is kept and printed as sent.
+TRIAL_9 = {"id": 9, "experiment_id": 3, "state": "ACTIVE", "from_a_newer_registry": {"x": 1}}
+
+
 def test_experiment_describe_json(
     fake: type[FakeSession], capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake.routes[("GET", "experiments/3/")] = {"id": 3, "name": "x", "state": "ACTIVE"}
-    fake.routes[("GET", "experiments/3/trials/")] = {"next": None, "results": [{"id": 9}]}
+    fake.routes[("GET", "experiments/3/trials/")] = {"next": None, "results": [TRIAL_9]}
     assert main(["experiment", "describe", "3", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "experiment": {"id": 3, "name": "x", "state": "ACTIVE"},
-        "trials": [{"id": 9}],
+        "trials": [TRIAL_9],  # as sent, no field added
     }
     assert main(["experiment", "describe", "3"]) == 0
     assert "Trials:" in capsys.readouterr().out
@@ -204,12 +208,13 @@ def test_trial_describe_prints_metrics_and_checkpoints(
 ) -> None:
     fake.routes[("GET", "trials/4/")] = {
         "id": 4,
+        "experiment_id": 3,
         "state": "COMPLETED",
         "hparams": {"lr": 0.1, "opt": {"momentum": 0.9}},
         "summary_metrics": {"training": {"loss": {"last": 0.5, "min": 0.4, "max": 2, "count": 3}}},
     }
     fake.routes[("GET", "trials/4/checkpoints/")] = [
-        {"uuid": "u-1", "steps_completed": 100, "state": "COMPLETED", "size": 2048}
+        {"uuid": "u-1", "trial_id": 4, "steps_completed": 100, "state": "COMPLETED", "size": 2048}
     ]
     assert main(["trial", "describe", "4"]) == 0
     out = capsys.readouterr().out
@@ -222,6 +227,8 @@ def test_trial_describe_says_how_many_series_it_did_not_show(
     embedded = {f"m{i}": {"last": 1.0} for i in range(100)}
     fake.routes[("GET", "trials/4/")] = {
         "id": 4,
+        "experiment_id": 3,
+        "state": "ACTIVE",
         "summary_metrics": {"training": embedded},
         "summary_metrics_count": 10_000,
     }
@@ -248,7 +255,11 @@ def test_trial_logs_follow_pages_until_the_trial_ends(
         return {"results": pages.get(after, []), "next": None}
 
     fake.routes[("GET", "trials/5/logs/")] = logs
-    fake.routes[("GET", "trials/5/")] = lambda _: {"id": 5, "state": next(polls)}
+    fake.routes[("GET", "trials/5/")] = lambda _: {
+        "id": 5,
+        "experiment_id": 3,
+        "state": next(polls),
+    }
     assert main(["trial", "logs", "5", "--follow"]) == 0
     assert capsys.readouterr().out.splitlines() == ["one", "two", "three"]
 
