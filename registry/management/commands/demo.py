@@ -81,17 +81,17 @@ class Command(BaseCommand):
             f"Experiment {experiment['id']} ({experiment['name']}): {experiment['state']}"
         )
         for trial in trials:
-            validation = trial["summary_metrics"].get("validation", {})
+            validation = trial.summary_metrics.get("validation", {})
             final = validation.get(metric, {}).get("last")
             self.stdout.write(
-                f"  trial {trial['id']}: {trial['state']}, {trial['steps_completed']} batches, "
+                f"  trial {trial.id}: {trial.state}, {trial.steps_completed} batches, "
                 f"final {metric} = {final if final is None else round(final, 4)}, "
-                f"best = {trial['best_validation']}"
+                f"best = {trial.best_validation}"
             )
-            self.stdout.write(f"  latest checkpoint: {trial['latest_checkpoint']}")
-            if trial["latest_checkpoint"]:
+            self.stdout.write(f"  latest checkpoint: {trial.latest_checkpoint}")
+            if trial.latest_checkpoint:
                 self.stdout.write(
-                    f"  download: {master}/api/v1/checkpoints/{trial['latest_checkpoint']}/download"
+                    f"  download: {master}/api/v1/checkpoints/{trial.latest_checkpoint}/download"
                 )
         self.stdout.write(f"Dashboard: {master}/experiments/{experiment['id']}/")
         self.stdout.write(
