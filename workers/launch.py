@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from headway.client import wire
-from headway.expconf import EnvironmentConfig
+from headway.expconf import ExperimentConfig, S3Config, SharedFSConfig
 from headway.launch._network import HostAddressError, socket_ifname_environment
 from workers import isolation
 from workers.address import host_address
@@ -48,11 +48,10 @@ def command(
     return command
 
 
-def _config_variables(config: dict[str, Any], device: Literal["cpu", "cuda"]) -> dict[str, str]:
-    """``environment.environment_variables`` of a stored config for a host with ``device`` slots
-    (validated at submission; ``headway.expconf.EnvironmentConfig``)."""
-    raw = config.get("environment") or {}
-    return EnvironmentConfig.model_validate(raw).variables(device)
+def _storage_type(config: ExperimentConfig) -> str:
+    """``checkpoint_storage.type`` (``shared_fs``, ``s3``), "" when the config names none."""
+    storage = config.checkpoint_storage
+    return storage.type if isinstance(storage, (SharedFSConfig, S3Config)) else ""
 
 
 def environment(
@@ -67,15 +66,13 @@ def environment(
     as)."""
     node = node or NodePlan(total_slots=max(spec.slots, 1))
     # An allow-list of the worker's environment: never its secrets (workers/isolation.py).
-    config = spec.experiment_config or {}
-    storage = config.get("checkpoint_storage") or {}
+    config = spec.experiment_config
     env = isolation.trial_base_environment(
-        os.environ,
-        storage_type=str(storage.get("type") or ""),
-        extra=settings.HEADWAY_TRIAL_ENV,
+        os.environ, storage_type=_storage_type(config), extra=settings.HEADWAY_TRIAL_ENV
     )
     # The config's environment.environment_variables (by device type), before Headway's own.
-    env.update(_config_variables(config, "cuda" if spec.gpu else "cpu"))
+    device: Literal["cpu", "cuda"] = "cuda" if spec.gpu else "cpu"
+    env.update(config.environment.variables(device))
     # `python` in a shell entrypoint must be the interpreter that has headway installed.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(

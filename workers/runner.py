@@ -36,6 +36,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from headway.client import wire
 from headway.exec import procs
 from workers import (
@@ -131,6 +133,22 @@ def _finish(logs: LogWriter, exit_code: int | None, report: Any, what: str, run_
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def _run_spec(trial_id: int, run_id: int) -> wire.LaunchSpec:
+    """The run's launch spec, its experiment config validated on arrival.
+
+    Raises:
+        NotStarted: the spec does not validate here (a master newer than this host sent a
+            config field this host does not know), naming each bad field: this host cannot
+            start the run, another may (re-queued, bounded by ``max_lost_before_start``).
+    """
+    try:
+        return link.api().run_spec(trial_id, run_id)
+    except ValidationError as exc:
+        raise NotStarted(
+            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        ) from None
+
+
 def _run_claimed(trial_id: int, run_id: int, lease: leases.Lease) -> int | None:
     logs = LogWriter(trial_id, run_id)
     run_dir = settings.HEADWAY_WORK_DIR / f"trial-{trial_id}-run-{run_id}"
@@ -140,7 +158,7 @@ def _run_claimed(trial_id: int, run_id: int, lease: leases.Lease) -> int | None:
     reason = ""  # what lost the run, for its trial's message (registry.lifecycle)
     host = settings.HEADWAY_HOST_NAME
     try:
-        spec = link.api().run_spec(trial_id, run_id)
+        spec = _run_spec(trial_id, run_id)
         watch = distributed.ShareWatch(spec)
         node = distributed.chief_plan(spec, shared_storage.marker_writer(spec))
         exit_code = _launch_and_wait(spec, run_dir, logs, node, watch=watch, lease=lease)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from headway.client import wire
+from headway.expconf import checkpoint_storage_json
 from headway.storage import _shared_fs_check as shared_fs_check
 from workers.config import settings
 from workers.distributed import NodePlan
@@ -22,8 +23,7 @@ class SharedStorageRefused(Exception):
 
 
 def _storage(spec: wire.LaunchSpec) -> dict[str, Any]:
-    storage = spec.experiment_config.get("checkpoint_storage") or {}
-    return storage if isinstance(storage, dict) else {}
+    return checkpoint_storage_json(spec.experiment_config)
 
 
 def marker_writer(spec: wire.LaunchSpec) -> Callable[[str], None] | None:

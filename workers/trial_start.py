@@ -15,7 +15,7 @@ from typing import Any
 
 from headway.archive import check_model_definition_isolated, extract_model_definition
 from headway.client import wire
-from headway.expconf import parse_experiment_config
+from headway.expconf import config_json
 from workers import agent_state, isolation, launch, leases, link, reattach, supervision
 from workers.config import settings
 from workers.distributed import NodePlan
@@ -41,7 +41,7 @@ def _cluster_info(spec: wire.LaunchSpec, token: str) -> dict[str, Any]:
         "latest_checkpoint": spec.latest_checkpoint,
         "latest_checkpoint_steps": spec.latest_checkpoint_steps,
         "searcher_length": spec.searcher_length,
-        "experiment_config": spec.experiment_config,
+        "experiment_config": config_json(spec.experiment_config),
     }
 
 
@@ -79,7 +79,7 @@ def start(
     if user is not None:
         isolation.lock_down_worker_files(user)
         isolation.hand_over(run_dir, user)
-    config = parse_experiment_config(spec.experiment_config)
+    config = spec.experiment_config
     is_trial_class = config.entrypoint_trial_class is not None
     where = f"node {node.node_rank} of {node.nnodes} " if node.nnodes > 1 else ""
     logs.add(

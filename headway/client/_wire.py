@@ -20,7 +20,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+from headway.expconf import ExperimentConfig, config_json, parse_received_config
 
 # A model row as the server's DRF serializer writes it (experiments, models, hosts, pools; trials
 # and checkpoints have typed rows, ``TrialRow`` and ``CheckpointRow``): documented by that
@@ -146,7 +148,10 @@ class LaunchSpec(WireModel):
         experiment_id, trial_id, run_id (int): the run.
         node_rank (int): 0 for the chief's part, else the share's node.
         hparams (dict): the trial's hyperparameters; ``trial_seed`` its seed.
-        experiment_config (dict): the experiment's stored (validated) config.
+        experiment_config (ExperimentConfig): the experiment's stored config, validated
+            again on arrival by ``ExperimentConfig``'s own rules
+            (``headway.expconf.parse_received_config``); on the wire it is the stored JSON as
+            is (``headway.expconf.config_json``).
         latest_checkpoint (str | None): uuid to resume (or warm-start) from.
         latest_checkpoint_steps (int | None): its ``steps_completed``.
         searcher_length (int | None): the operation length this run trains to.
@@ -164,7 +169,7 @@ class LaunchSpec(WireModel):
     node_rank: int = 0
     hparams: dict[str, Any]
     trial_seed: int
-    experiment_config: dict[str, Any]
+    experiment_config: ExperimentConfig
     latest_checkpoint: str | None
     latest_checkpoint_steps: int | None
     searcher_length: int | None
@@ -175,6 +180,15 @@ class LaunchSpec(WireModel):
     shares: list[SharePart] = Field(default_factory=list)
     chief_host: str | None = None
     model_definition_bytes: int
+
+    @field_validator("experiment_config", mode="before")
+    @classmethod
+    def _parse_config(cls, value: Any) -> Any:
+        return parse_received_config(value)
+
+    @field_serializer("experiment_config")
+    def _dump_config(self, config: ExperimentConfig) -> dict[str, Any]:
+        return config_json(config)
 
 
 class RunToken(WireModel):

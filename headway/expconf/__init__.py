@@ -44,6 +44,11 @@ from headway.expconf._overrides import (
     parse_hparam_overrides,
     parse_max_length,
 )
+from headway.expconf._received import (
+    checkpoint_storage_json,
+    config_json,
+    parse_received_config,
+)
 from headway.expconf._sections import ProfilingConfig
 from headway.expconf._storage import (
     CheckpointStorageConfig,
@@ -88,6 +93,8 @@ __all__ = [
     "Unit",
     "check_resource_pool_name",
     "check_sub_path",
+    "checkpoint_storage_json",
+    "config_json",
     "flatten_hparams",
     "grid_point",
     "grid_points",
@@ -99,5 +106,6 @@ __all__ = [
     "parse_hparam_overrides",
     "parse_hyperparameters",
     "parse_max_length",
+    "parse_received_config",
     "sample_hparams",
 ]

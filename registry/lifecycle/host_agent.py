@@ -124,7 +124,13 @@ def share_token(host: str, trial_id: int, run_id: int, node_rank: int) -> str:
 def launch_spec(host: str, trial_id: int, run_id: int, node_rank: int = 0) -> dict:
     """What ``host`` needs to start its part of the run: the chief's (``node_rank`` 0) or its
     share's. Keys as ``headway.client.LaunchSpec`` (the same fields as the cluster info the
-    worker writes for the SDK, plus this part's slots and the run's other parts)."""
+    worker writes for the SDK, plus this part's slots and the run's other parts);
+    ``experiment_config`` is the ``ExperimentConfig`` model (``Experiment.conf``).
+
+    Raises:
+        StoredConfigInvalid: the stored config no longer validates (such a run is never
+            placed: ``registry.scheduling.run_resources``).
+    """
     if node_rank:
         share = placed_share(host, trial_id, run_id, node_rank)
         run, part_slots, part_devices = share.run, share.slots, share.devices
@@ -159,7 +165,8 @@ def launch_spec(host: str, trial_id: int, run_id: int, node_rank: int = 0) -> di
         "node_rank": node_rank,
         "hparams": trial.hparams,
         "trial_seed": trial.seed,
-        "experiment_config": trial.experiment.config,
+        # The validated config (wire.LaunchSpec sends the stored JSON, as stored).
+        "experiment_config": trial.experiment.conf,
         "latest_checkpoint": str(latest) if latest else None,
         "latest_checkpoint_steps": latest_steps,
         "searcher_length": run.searcher_length,

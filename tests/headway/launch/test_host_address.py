@@ -88,7 +88,10 @@ def _one_slot_spec():
 
     return wire.LaunchSpec(
         experiment_id=1, trial_id=2, run_id=1, hparams={}, trial_seed=0,
-        experiment_config={"entrypoint": "python train.py"}, latest_checkpoint=None,
+        experiment_config={
+            "entrypoint": "python train.py", "searcher": {"name": "single", "metric": "loss"}
+        },
+        latest_checkpoint=None,
         latest_checkpoint_steps=None, searcher_length=None, slots=1, devices=["cpu0"],
         gpu=False, run_slots=1, model_definition_bytes=0,
     )  # fmt: skip
