@@ -7,6 +7,8 @@ import json
 import os
 from typing import Any
 
+from headway.expconf import ExperimentConfig, config_json, parse_received_config
+
 
 @dataclasses.dataclass(frozen=True)
 class TrialInfo:
@@ -17,7 +19,12 @@ class TrialInfo:
             resume or restart of the same trial.
         hparams (dict): this trial's sampled hyperparameters (nested dicts kept nested).
         trial_seed (int): seed for this trial's RNGs.
-        config (dict): the validated experiment config (defaults filled in).
+        config (ExperimentConfig): the experiment config, validated when this is built (a
+            mapping given is parsed by ``headway.expconf.parse_received_config``: a bad field
+            raises ``ValueError`` naming it). Read attributes: ``config.searcher.metric``.
+
+    Determined's dict spellings stay: ``_config`` (the config as a mapping, as the master
+    stored it) and ``user_data`` (its ``data`` section).
     """
 
     trial_id: int
@@ -25,12 +32,21 @@ class TrialInfo:
     run_id: int
     hparams: dict[str, Any]
     trial_seed: int
-    config: dict[str, Any]
+    config: ExperimentConfig
+
+    def __post_init__(self) -> None:
+        # Parsed once, here: the frozen dataclass keeps the model.
+        object.__setattr__(self, "config", parse_received_config(self.config))
 
     @property
     def _config(self) -> dict[str, Any]:
-        # Determined exposes the config as ``info.trial._config``; keep that spelling working.
-        return self.config
+        # Determined exposes the config as the dict ``info.trial._config``; keep it working.
+        return config_json(self.config)
+
+    @property
+    def user_data(self) -> dict[str, Any]:
+        """The config's ``data`` section (Determined's ``ClusterInfo.trial.user_data``)."""
+        return dict(self.config.data)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +100,7 @@ class ClusterInfo:
             run_id=int(data["run_id"]),
             hparams=dict(data.get("hparams") or {}),
             trial_seed=int(data.get("trial_seed") or 0),
-            config=dict(data.get("experiment_config") or {}),
+            config=data.get("experiment_config"),
         )
         return cls(
             master_url=str(data["master_url"]),
@@ -120,7 +136,8 @@ def get_cluster_info() -> ClusterInfo | None:
     """Return this process's ``ClusterInfo``, or None when not launched by a Headway worker.
 
     Reads the JSON file named by ``$HEADWAY_CLUSTER_INFO``; raises ``RuntimeError`` naming the
-    path when the variable is set but the file is missing or not valid JSON.
+    path when the variable is set but the file is missing or not valid JSON, or its
+    ``experiment_config`` does not validate (naming each bad field).
     """
     path = os.environ.get("HEADWAY_CLUSTER_INFO")
     if not path:
@@ -130,4 +147,7 @@ def get_cluster_info() -> ClusterInfo | None:
             data = json.load(fh)
     except (OSError, ValueError) as exc:
         raise RuntimeError(f"HEADWAY_CLUSTER_INFO={path!r} cannot be read: {exc}") from exc
-    return ClusterInfo.from_dict(data)
+    try:
+        return ClusterInfo.from_dict(data)
+    except ValueError as exc:
+        raise RuntimeError(f"HEADWAY_CLUSTER_INFO={path!r}: {exc}") from None

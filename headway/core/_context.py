@@ -35,7 +35,7 @@ from headway.core._system_metrics import SystemMetricsSampler, sampler_config
 from headway.core._tensorboard import TensorboardFiles, TensorboardMode
 from headway.core._train import TrainContext
 from headway.early_exit import EarlyExitReason, InvalidHP
-from headway.expconf import Length, Unit
+from headway.expconf import Length, Unit, checkpoint_storage_json
 from headway.storage import StorageManager, build_storage_manager
 
 logger = logging.getLogger("headway.core")
@@ -260,7 +260,9 @@ def init_for(
     context.train._tensorboard = tensorboard
     context.checkpoint._add_file_writer(tensorboard.write_into_checkpoint)
     # System metrics: the chief samples its host (only the chief's reports are stored).
-    settings = sampler_config(info.trial.config if info else None, managed=info is not None)
+    settings = sampler_config(
+        info.trial.config.system_metrics if info else None, managed=info is not None
+    )
     if settings.enabled and distributed.rank == 0:
         context.system_metrics = SystemMetricsSampler(
             context.train._report_system, settings.interval_s, context.train._counters
@@ -333,14 +335,13 @@ def _managed_init(
     if checkpoint_storage is not None:
         storage = _storage_from_argument(checkpoint_storage)
     else:
-        if "checkpoint_storage" not in config:
+        if config.checkpoint_storage is None:
             raise ValueError("the experiment config has no checkpoint_storage")
-        storage = build_storage_manager(config["checkpoint_storage"])
-    searcher_config = config.get("searcher") or {}
+        storage = build_storage_manager(checkpoint_storage_json(config))
     length: int | None = None
     unit: Unit | None = None
-    if searcher_config.get("max_length") is not None:
-        max_length = Length.parse(searcher_config["max_length"], "searcher.max_length")
+    max_length = config.searcher.max_length
+    if max_length is not None:
         # The searcher's current operation (e.g. an ASHA rung), in max_length's unit.
         length = info.searcher_length if info.searcher_length is not None else max_length.value
         unit = max_length.unit

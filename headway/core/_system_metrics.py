@@ -28,9 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psutil
-from pydantic import ValidationError
 
-from headway.expconf._errors import ConfigError
 from headway.expconf._system_metrics import SystemMetricsConfig
 
 logger = logging.getLogger("headway.core")
@@ -63,22 +61,18 @@ def env_switch() -> bool | None:
     raise ValueError(f"{ENV_SWITCH} must be 0 or 1, got {raw!r}")
 
 
-def sampler_config(config: dict[str, Any] | None, *, managed: bool) -> SystemMetricsConfig:
-    """The sampler's settings from the experiment config's ``system_metrics`` and the env switch.
+def sampler_config(section: SystemMetricsConfig | None, *, managed: bool) -> SystemMetricsConfig:
+    """The sampler's settings from the experiment config's ``system_metrics`` (validated with
+    the config; None: local mode, the defaults) and the env switch.
 
     On the cluster (``managed``) the sampler is on unless the config or ``HEADWAY_SYSTEM_METRICS=0``
     turns it off; in local mode only ``HEADWAY_SYSTEM_METRICS=1`` turns it on (a notebook's log
     should not fill with samples).
 
     Raises:
-        ValueError: naming the field (``system_metrics.interval_s`` ...) or the variable.
+        ValueError: naming the variable.
     """
-    try:
-        parsed = SystemMetricsConfig.model_validate((config or {}).get("system_metrics") or {})
-    except ValidationError as exc:  # a ConfigError (a ValueError) naming system_metrics.<field>
-        raise ConfigError.from_validation_error(
-            exc, SystemMetricsConfig, prefix=("system_metrics",)
-        ) from None
+    parsed = section if section is not None else SystemMetricsConfig()
     switch = env_switch()
     enabled = parsed.enabled if managed else False
     if switch is not None:

@@ -130,10 +130,10 @@ def run(entrypoint: str, config_path: str | None = None) -> None:
     ):
         trial = trial_class(context)
         # As Determined's harness: these two config fields are fit() arguments.
-        exp_conf = context.get_experiment_config()
+        config = context._trainer_config
         api.Trainer(trial, context).fit(
-            step_zero_validation=bool(exp_conf.get("perform_initial_validation")),
-            profiling_enabled=bool((exp_conf.get("profiling") or {}).get("enabled")),
+            step_zero_validation=config.perform_initial_validation,
+            profiling_enabled=config.profiling_enabled,
         )
     # Free the trial (its DDP model holds the destroyed gloo group) now, not in the interpreter's
     # teardown, where torch's gloo teardown aborts a rank now and then ("terminate called without

@@ -19,6 +19,7 @@ from headway.pytorch._context_extras import ContextExtras
 from headway.pytorch._lr_scheduler import LRScheduler
 from headway.pytorch._metrics import MetricReducer, _FunctionReducer
 from headway.pytorch._optimization import ContextOptimization
+from headway.pytorch._trainer_config import TrainerConfig
 
 if TYPE_CHECKING:
     from headway.core import DistributedContext
@@ -64,6 +65,7 @@ class PyTorchTrialContext(ContextOptimization, ContextExtras):
         hparams: dict[str, Any],
         exp_conf: dict[str, Any],
         trial_seed: int,
+        trainer_config: TrainerConfig | None = None,
         trial_id: int,
         run_id: int,
         experiment_id: int | None = None,
@@ -76,6 +78,8 @@ class PyTorchTrialContext(ContextOptimization, ContextExtras):
         self.distributed: DistributedContext = core_context.distributed
         self._hparams = hparams
         self._exp_conf = exp_conf
+        # Headway's own reads of the config, typed (None: read from the local exp_conf).
+        self._trainer_config = trainer_config or TrainerConfig.from_local(exp_conf)
         self._trial_seed = trial_seed
         self._trial_id = trial_id
         self._run_id = run_id
@@ -106,12 +110,14 @@ class PyTorchTrialContext(ContextOptimization, ContextExtras):
         return self._hparams[name]
 
     def get_experiment_config(self) -> dict[str, Any]:
-        """The experiment config (an empty dict in local mode unless ``exp_conf`` was given)."""
+        """The experiment config as a mapping (Determined's API; an empty dict in local mode
+        unless ``exp_conf`` was given). On the cluster it is the config as the master stored
+        it; Headway itself reads the typed config it was validated into."""
         return self._exp_conf
 
     def get_data_config(self) -> dict[str, Any]:
         """The config's ``data`` section (``{}`` when absent)."""
-        return dict(self._exp_conf.get("data") or {})
+        return dict(self._trainer_config.data)
 
     def get_trial_id(self) -> int:
         """This trial's id (0 in local mode unless given to ``init``)."""

@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from headway import core
-from headway.expconf import Length
 from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._context import PyTorchTrialContext
 from headway.pytorch._fit_lengths import cluster_max_length, local_max_length
 from headway.pytorch._loop import DONE, PREEMPTED, _Loop
 from headway.pytorch._profiler import fit_extras
+from headway.pytorch._trainer_config import TrainerConfig
 from headway.pytorch._trainer_utils import (
     batches_per_epoch,
     evaluates_full_dataset,
@@ -81,16 +81,14 @@ def init(
     """
 
     def make_context(core_context: Any, **common: Any) -> PyTorchTrialContext:
-        optimizations = common["exp_conf"].get("optimizations") or {}
+        config: TrainerConfig = common["trainer_config"]
         frequency = aggregation_frequency
         if frequency is None:
-            frequency = int(optimizations.get("aggregation_frequency", 1))
+            frequency = config.aggregation_frequency
         return PyTorchTrialContext(
             core_context,
             aggregation_frequency=frequency,
-            average_aggregated_gradients=bool(
-                optimizations.get("average_aggregated_gradients", True)
-            ),
+            average_aggregated_gradients=config.average_aggregated_gradients,
             **common,
         )
 
@@ -201,30 +199,29 @@ class Trainer:
         """
         ctx = self._context
         info = ctx._core.info  # ClusterInfo on the cluster, None locally
-        conf = ctx.get_experiment_config()
+        conf = ctx._trainer_config
         if checkpoint_policy not in _POLICIES:
             raise ValueError(
                 f"checkpoint_policy must be one of {_POLICIES}, got {checkpoint_policy!r}"
             )
         gbs = self._global_batch_size()
-        searcher = conf.get("searcher") or {}
         # The config fills in what fit() was not given; on the cluster it always decides the
         # reporting period, and the searcher (not max_length) decides how long to train.
         if validation_period is None:
             validation_period = unit_from_config(
-                conf.get("min_validation_period"), "min_validation_period", gbs
+                conf.min_validation_period, "min_validation_period", gbs
             )
         if checkpoint_period is None:
             checkpoint_period = unit_from_config(
-                conf.get("min_checkpoint_period"), "min_checkpoint_period", gbs
+                conf.min_checkpoint_period, "min_checkpoint_period", gbs
             )
         if info is not None:
-            max_length = cluster_max_length(searcher, max_length, test_mode)
-            reporting_period = Batch(int(conf.get("scheduling_unit") or 100))
+            max_length = cluster_max_length(conf, max_length, test_mode)
+            reporting_period = Batch(conf.scheduling_unit)
             if latest_checkpoint is None:
                 latest_checkpoint = info.latest_checkpoint
         elif max_length is None:
-            max_length = local_max_length(searcher, gbs, test_mode)
+            max_length = local_max_length(conf, gbs, test_mode)
         callbacks = self._trial.build_callbacks()
         train_loader, val_loader, per_epoch = self._data_loaders(conf, gbs)
         loop = self._loop_type(
@@ -238,8 +235,8 @@ class Trainer:
             reporting_period=to_batches(reporting_period, per_epoch, "reporting_period")
             or Batch(100),
             checkpoint_policy=checkpoint_policy,
-            searcher_metric=searcher.get("metric"),
-            smaller_is_better=bool(searcher.get("smaller_is_better", True)),
+            searcher_metric=conf.searcher_metric,
+            smaller_is_better=conf.smaller_is_better,
             test_mode=test_mode,
         )
         if latest_checkpoint is not None:
@@ -253,7 +250,7 @@ class Trainer:
                 cb.on_training_start()
             self._train(
                 loop,
-                searcher,
+                conf,
                 max_length,
                 per_epoch,
                 gbs,
@@ -270,7 +267,7 @@ class Trainer:
         """Records per batch, to turn ``records`` lengths into batches (None: not known)."""
         return self._context.get_hparams().get("global_batch_size")
 
-    def _data_loaders(self, conf: dict[str, Any], gbs: Any) -> tuple[Any, Any, int]:
+    def _data_loaders(self, conf: TrainerConfig, gbs: Any) -> tuple[Any, Any, int]:
         """Build the trial's loaders: ``(train, validation, batches per epoch)``.
 
         Also sets the context's epoch length (None when the loader has no length).
@@ -304,7 +301,7 @@ class Trainer:
     def _train(
         self,
         loop: _Loop,
-        searcher: dict[str, Any],
+        conf: TrainerConfig,
         max_length: TrainUnit | None,
         per_epoch: int,
         gbs: int | None,
@@ -323,7 +320,7 @@ class Trainer:
         if step_zero_validation and batches_trained == 0:
             loop.validate()
         if operations is not None:
-            self._run_searcher(loop, operations, searcher, per_epoch, gbs)
+            self._run_searcher(loop, operations, conf, per_epoch, gbs)
         elif test_mode:
             self._finish(loop, loop.train_to(batches_trained + 1), None)
         elif max_length is not None:
@@ -335,11 +332,12 @@ class Trainer:
         self,
         loop: _Loop,
         operations: Iterator[Any],
-        searcher: dict[str, Any],
+        conf: TrainerConfig,
         per_epoch: int,
         gbs: int | None,
     ) -> None:
-        max_length = Length.parse(searcher.get("max_length"), "searcher.max_length")
+        max_length = conf.max_length
+        assert max_length is not None  # the searcher's operations come with its max_length
         batches_per_unit = max_length.batches_per_unit(
             batches_per_epoch=per_epoch or None, global_batch_size=gbs, field="searcher.max_length"
         )

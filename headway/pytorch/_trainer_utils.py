@@ -13,6 +13,7 @@ import headway
 from headway import core
 from headway.pytorch import _checkpointing as ckpt
 from headway.pytorch._dataloader import DataLoader, ResumableLoader, _PlainLoader
+from headway.pytorch._trainer_config import TrainerConfig
 from headway.pytorch._units import Batch, Epoch, TrainUnit
 
 logger = logging.getLogger("headway.pytorch")
@@ -36,21 +37,25 @@ def open_trial_context(
 
     Resolves hparams, config, seed and ids (locally from the arguments, on the cluster from
     ``headway.get_cluster_info()``), opens the Core API context, seeds Python, NumPy and torch,
-    and yields ``make_context(core_context, hparams=, exp_conf=, trial_seed=, trial_id=,
-    run_id=, experiment_id=)``.
+    and yields ``make_context(core_context, hparams=, exp_conf=, trainer_config=, trial_seed=,
+    trial_id=, run_id=, experiment_id=)`` (``trainer_config``: the config's fields typed,
+    ``headway.pytorch._trainer_config``).
     """
     info = headway.get_cluster_info()
     if info is None:
         hparams = dict(hparams or {})
         exp_conf = dict(exp_conf or {})
+        trainer_config = TrainerConfig.from_local(exp_conf)
         if trial_seed is None:
-            trial_seed = int((exp_conf.get("reproducibility") or {}).get("experiment_seed", 0))
+            trial_seed = int(trainer_config.experiment_seed or 0)
         trial_id, run_id, experiment_id = local_trial_id, 0, None
     else:
         if hparams is not None or exp_conf is not None:
             logger.warning("%s: hparams / exp_conf are ignored on the cluster", caller)
         hparams = dict(info.trial.hparams)
-        exp_conf = dict(info.trial.config)
+        # The typed config for Headway's reads; Determined's dict for get_experiment_config().
+        trainer_config = TrainerConfig.from_config(info.trial.config)
+        exp_conf = info.trial._config
         trial_seed = info.trial.trial_seed
         trial_id, run_id = info.trial.trial_id, info.trial.run_id
         experiment_id = info.trial.experiment_id
@@ -65,6 +70,7 @@ def open_trial_context(
             core_context,
             hparams=hparams,
             exp_conf=exp_conf,
+            trainer_config=trainer_config,
             trial_seed=trial_seed,
             trial_id=trial_id,
             run_id=run_id,
@@ -150,9 +156,7 @@ def evaluates_full_dataset(trial: Any, base: Any) -> bool:
     return type(trial).evaluate_full_dataset is not base.evaluate_full_dataset
 
 
-def batches_per_epoch(
-    loader: ResumableLoader | _PlainLoader, conf: dict[str, Any], gbs: Any
-) -> int:
+def batches_per_epoch(loader: ResumableLoader | _PlainLoader, conf: TrainerConfig, gbs: Any) -> int:
     if loader.has_length():
         n = len(loader)
         if n == 0:
@@ -160,7 +164,7 @@ def batches_per_epoch(
                 "the training data loader has no batches (dataset smaller than one batch?)"
             )
         return n
-    records = conf.get("records_per_epoch")
+    records = conf.records_per_epoch
     if records and gbs:
         return max(1, math.ceil(int(records) / int(gbs)))
     return 0  # unknown: Epoch units are refused in _to_batches

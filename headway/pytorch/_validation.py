@@ -174,8 +174,7 @@ class LoopValidation:
         """``{time_metric: value}`` for an ``adaptive_asha`` with ``time_metric`` ``batches`` or
         ``epochs``, which ranks trials by it (Determined's PyTorchTrial puts both in every
         validation); empty otherwise, so other searches report only the trial's metrics."""
-        searcher = self.ctx.get_experiment_config().get("searcher") or {}
-        name = searcher.get("time_metric")
+        name = self.ctx._trainer_config.time_metric
         if name == "batches":
             return {"batches": steps}
         if name == "epochs":

@@ -122,16 +122,14 @@ class DetCallback(transformers.TrainerCallback):
         self.core_context = core_context
         self.user_data = user_data
         self.info = core_context.info
-        searcher: dict[str, Any] = {}
-        if self.info is not None:
-            searcher = dict(self.info.trial.config.get("searcher") or {})
+        searcher = self.info.trial.config.searcher if self.info is not None else None
         self._required = required_metrics(searcher)
         # Never filter out what the searcher reads (Determined appends it too); the caller's
         # list is left as it was.
         self.filter_metrics = (
             list(filter_metrics) + self._required if filter_metrics is not None else None
         )
-        self.searcher_metric: str | None = searcher.get("metric")
+        self.searcher_metric: str | None = searcher.metric if searcher is not None else None
         self.last_eval_step = -1
         self.last_save = -1
         self._last_percent = 0
@@ -139,7 +137,7 @@ class DetCallback(transformers.TrainerCallback):
         self._op: SearcherOperation | None = None
         self._op_due = False  # the operation's length is reached: complete it at the next eval
         self._unit, _, _ = trainer_length(args)
-        max_length = check_searcher_length(searcher, args) if self.info is not None else None
+        max_length = check_searcher_length(searcher, args) if searcher is not None else None
         if max_length is not None:
             self._ops = core_context.searcher.operations()
             self._op = next(self._ops, None)

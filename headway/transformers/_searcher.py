@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from headway.expconf import Length
+from headway.expconf import Length, SearcherConfig
 
 
 def trainer_length(args: Any) -> tuple[str, float, str]:
@@ -23,7 +23,7 @@ def trainer_length(args: Any) -> tuple[str, float, str]:
     return "epochs", float(args.num_train_epochs), "--num_train_epochs"
 
 
-def check_searcher_length(searcher: dict[str, Any], args: Any) -> Length | None:
+def check_searcher_length(searcher: SearcherConfig, args: Any) -> Length | None:
     """Check the Trainer's length against the ``searcher`` config; return ``max_length``.
 
     Returns:
@@ -36,8 +36,8 @@ def check_searcher_length(searcher: dict[str, Any], args: Any) -> Length | None:
             the message names both.
     """
     unit, length, flag = trainer_length(args)
-    if searcher.get("max_length") is not None:
-        max_length = Length.parse(searcher["max_length"], "searcher.max_length")
+    max_length = searcher.max_length
+    if max_length is not None:
         if (str(max_length.unit), float(max_length.value)) != (unit, length):
             raise ValueError(
                 f"searcher.max_length ({max_length.unit}: {max_length.value}) does not match the "
@@ -45,8 +45,9 @@ def check_searcher_length(searcher: dict[str, Any], args: Any) -> Length | None:
                 "go with --max_steps, epochs with --num_train_epochs)"
             )
         return max_length
-    time_metric = searcher.get("time_metric")
-    max_time = searcher.get("max_time")
+    # Only the halving searchers have these (Determined 0.38's timed ASHA).
+    time_metric = getattr(searcher, "time_metric", None)
+    max_time = getattr(searcher, "max_time", None)
     if time_metric in ("batches", "epochs") and max_time is not None:
         timed = (time_metric, float(max_time))
     else:
@@ -59,11 +60,14 @@ def check_searcher_length(searcher: dict[str, Any], args: Any) -> Length | None:
     return None
 
 
-def required_metrics(searcher: dict[str, Any]) -> list[str]:
+def required_metrics(searcher: SearcherConfig | None) -> list[str]:
     """The validation metrics the searcher reads: ``metric`` and a ``time_metric`` other than
-    ``batches`` / ``epochs`` (which every report carries)."""
-    names = [searcher["metric"]] if searcher.get("metric") else []
-    time_metric = searcher.get("time_metric")
+    ``batches`` / ``epochs`` (which every report carries); none without a searcher (local
+    mode)."""
+    if searcher is None:
+        return []
+    names = [searcher.metric]
+    time_metric = getattr(searcher, "time_metric", None)
     if time_metric and time_metric not in ("batches", "epochs"):
         names.append(time_metric)
     return names

@@ -18,6 +18,7 @@ from typing import Any
 from headway import core
 from headway import pytorch as hw_pytorch
 from headway.pytorch._dataloader import ResumableLoader, _PlainLoader
+from headway.pytorch._trainer_config import TrainerConfig
 from headway.pytorch._trainer_utils import evaluates_full_dataset, open_trial_context, resumable
 from headway.pytorch.deepspeed import _setup
 from headway.pytorch.deepspeed._context import DeepSpeedTrialContext
@@ -117,7 +118,7 @@ class Trainer(hw_pytorch.Trainer):
     def _global_batch_size(self) -> int:
         return self._context.get_global_batch_size()
 
-    def _data_loaders(self, conf: dict[str, Any], gbs: Any) -> tuple[Any, Any, int]:
+    def _data_loaders(self, conf: TrainerConfig, gbs: Any) -> tuple[Any, Any, int]:
         """Streams over the trial's loaders on ranks that build them (sharded by the
         data-parallel rank); batches per epoch and validation calls agreed over all ranks."""
         ctx = self._context

@@ -131,6 +131,7 @@ def managed(
         "trial_seed": 7,
         "latest_checkpoint": None,
         "experiment_config": {
+            "entrypoint": "python train.py",
             "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 500}},
             "checkpoint_storage": {
                 "type": "shared_fs",

@@ -119,8 +119,9 @@ def test_get_initial_batch_is_the_resumed_checkpoint_s_steps(tmp_path: pathlib.P
             storage_id,
         ):
             pass
+        config = {"entrypoint": "python train.py", "searcher": {"name": "single", "metric": "m"}}
         trial = TrialInfo(
-            trial_id=7, experiment_id=1, run_id=2, hparams={}, trial_seed=0, config={}
+            trial_id=7, experiment_id=1, run_id=2, hparams={}, trial_seed=0, config=config
         )
         info = ClusterInfo(master_url="x", token="t", trial=trial, latest_checkpoint=storage_id)
         for trial_id, initial in ((7, 12), (8, 0)):

@@ -19,7 +19,11 @@ HPARAMS = {"global_batch_size": 10}
 def fit_on_cluster(tmp_path: pathlib.Path, searcher: dict, **fit: object):
     """Run ``fit`` with the real local Core API context presented as a managed one; return
     (batches trained, validation reports)."""
-    conf = {"searcher": searcher, "min_validation_period": {"batches": 2}}
+    conf = {
+        "entrypoint": "python train.py",
+        "searcher": searcher,
+        "min_validation_period": {"batches": 2},
+    }
     info = ClusterInfo(
         master_url="http://registry.invalid",
         token="t",

@@ -156,7 +156,11 @@ def test_core_init_refuses_several_slots_without_a_launcher(tmp_path: Path, monk
         "experiment_id": 1,
         "trial_id": 1,
         "run_id": 1,
-        "experiment_config": {"checkpoint_storage": {"type": "shared_fs", "host_path": "/x"}},
+        "experiment_config": {
+            "entrypoint": "python train.py",
+            "searcher": {"name": "single", "metric": "loss"},
+            "checkpoint_storage": {"type": "shared_fs", "host_path": "/x"},
+        },
     }
     (tmp_path / "info.json").write_text(json.dumps(info))
     monkeypatch.setenv("HEADWAY_CLUSTER_INFO", str(tmp_path / "info.json"))

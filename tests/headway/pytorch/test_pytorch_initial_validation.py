@@ -57,6 +57,7 @@ def on_cluster(
     ``max_length``: one that gives operations."""
     fake, url = registry
     conf = {
+        "entrypoint": "model_def:Trial",
         "searcher": {"name": "single", "metric": "validation_error", "max_length": {"batches": 2}},
         "perform_initial_validation": True,
         "min_validation_period": {"batches": 1},

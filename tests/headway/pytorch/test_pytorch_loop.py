@@ -227,6 +227,7 @@ def test_on_the_cluster_the_config_and_searcher_decide(tmp_path: pathlib.Path) -
     from headway._info import ClusterInfo, TrialInfo
 
     conf = {
+        "entrypoint": "python train.py",
         "searcher": {"name": "single", "metric": "validation_error", "max_length": {"epochs": 2}},
         "min_validation_period": {"batches": 5},
         "min_checkpoint_period": {"epochs": 1},

@@ -64,24 +64,35 @@ def args_of(**kwargs) -> TrainingArguments:
     return TrainingArguments(output_dir="unused", report_to=[], use_cpu=True, **kwargs)
 
 
+def searcher(**fields):
+    """A validated searcher config (``single`` unless ``name`` says otherwise)."""
+    from headway.expconf import parse_experiment_config
+
+    fields = {"name": "single", "metric": "eval_loss", **fields}
+    return parse_experiment_config({"entrypoint": "python train.py", "searcher": fields}).searcher
+
+
 def test_the_trainer_length_must_be_the_searchers() -> None:
-    assert check_searcher_length({"name": "single"}, args_of(max_steps=10)) is None
-    length = check_searcher_length({"max_length": {"batches": 10}}, args_of(max_steps=10))
+    assert check_searcher_length(searcher(), args_of(max_steps=10)) is None
+    batches = searcher(max_length={"batches": 10})
+    length = check_searcher_length(batches, args_of(max_steps=10))
     assert length is not None and length.value == 10
-    epochs = {"max_length": {"epochs": 3}}
+    epochs = searcher(max_length={"epochs": 3})
     assert check_searcher_length(epochs, args_of(num_train_epochs=3)) is not None
     with pytest.raises(ValueError, match=r"max_length \(batches: 10\).*--max_steps \(batches: 20"):
-        check_searcher_length({"max_length": {"batches": 10}}, args_of(max_steps=20))
+        check_searcher_length(batches, args_of(max_steps=20))
     with pytest.raises(ValueError, match="--num_train_epochs"):
-        check_searcher_length({"max_length": {"batches": 10}}, args_of(num_train_epochs=10))
-    asha = {"name": "adaptive_asha", "time_metric": "batches", "max_time": 50}
+        check_searcher_length(batches, args_of(num_train_epochs=10))
+    asha = searcher(name="adaptive_asha", max_trials=2, time_metric="batches", max_time=50)
     assert check_searcher_length(asha, args_of(max_steps=50)) is None
     with pytest.raises(ValueError, match=r"searcher.max_time \(batches: 50\)"):
         check_searcher_length(asha, args_of(max_steps=40))
 
 
 def test_the_searchers_metrics_are_required() -> None:
-    assert required_metrics({"metric": "eval_loss"}) == ["eval_loss"]
-    asha = {"metric": "eval_loss", "time_metric": "eval_samples"}
+    assert required_metrics(None) == []
+    assert required_metrics(searcher()) == ["eval_loss"]
+    asha = searcher(name="adaptive_asha", max_trials=2, time_metric="eval_samples", max_time=9)
     assert required_metrics(asha) == ["eval_loss", "eval_samples"]
-    assert required_metrics({"metric": "eval_loss", "time_metric": "batches"}) == ["eval_loss"]
+    timed = searcher(name="adaptive_asha", max_trials=2, time_metric="batches", max_time=9)
+    assert required_metrics(timed) == ["eval_loss"]
