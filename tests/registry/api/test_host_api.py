@@ -16,6 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from headway.client import BadRequestError, RegistryAPI, UnauthenticatedError
+from headway.expconf import config_json
 from registry import lifecycle
 from registry.models import RunShare, RunState, State, TrialLog, TrialRun, WorkerHost
 from tests.helpers import TINY_CONFIG, TINY_MODEL, reload
@@ -55,7 +56,7 @@ def test_a_host_runs_a_placed_trial_over_rest(live_server, owner) -> None:
     spec = api.run_spec(*ids)
     assert (spec.experiment_id, spec.trial_id, spec.run_id) == (experiment.id, *ids)
     assert spec.hparams == reload(trial).hparams and spec.trial_seed == trial.seed
-    assert spec.experiment_config == experiment.config
+    assert config_json(spec.experiment_config) == experiment.config
     assert (spec.slots, spec.devices, spec.gpu, spec.shares) == (1, ["cpu0"], False, [])
     assert spec.latest_checkpoint is None
     archive = api.run_model_definition(*ids)
