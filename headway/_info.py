@@ -100,7 +100,7 @@ class ClusterInfo:
             run_id=int(data["run_id"]),
             hparams=dict(data.get("hparams") or {}),
             trial_seed=int(data.get("trial_seed") or 0),
-            config=data.get("experiment_config"),
+            config=parse_received_config(data.get("experiment_config")),
         )
         return cls(
             master_url=str(data["master_url"]),
