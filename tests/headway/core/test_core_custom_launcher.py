@@ -65,7 +65,15 @@ def test_wrap_rank_reads_the_rank_from_the_first_variable_set() -> None:
 
 
 def test_cluster_info_tells_a_launcher_where_its_ranks_sit(monkeypatch) -> None:
-    base = {"master_url": "u", "token": "t", "experiment_id": 1, "trial_id": 2, "run_id": 1}
+    config = {"entrypoint": "python train.py", "searcher": {"name": "single", "metric": "m"}}
+    base = {
+        "master_url": "u",
+        "token": "t",
+        "experiment_id": 1,
+        "trial_id": 2,
+        "run_id": 1,
+        "experiment_config": config,
+    }
     monkeypatch.setenv("HEADWAY_SLOT_IDS", "cpu0,cpu1")
     monkeypatch.setenv("HEADWAY_NUM_NODES", "2")
     monkeypatch.setenv("HEADWAY_NODE_RANK", "1")
