@@ -5,9 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from headway.expconf import ExperimentConfig, config_json, parse_received_config
+if TYPE_CHECKING:
+    from headway.expconf import ExperimentConfig
+
+# ``headway.expconf`` (pydantic) is imported where a config is parsed, not here: ``import
+# headway`` (every CLI command, the launchers) stays light.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,11 +39,15 @@ class TrialInfo:
     config: ExperimentConfig
 
     def __post_init__(self) -> None:
+        from headway.expconf import parse_received_config
+
         # Parsed once, here: the frozen dataclass keeps the model.
         object.__setattr__(self, "config", parse_received_config(self.config))
 
     @property
     def _config(self) -> dict[str, Any]:
+        from headway.expconf import config_json
+
         # Determined exposes the config as the dict ``info.trial._config``; keep it working.
         return config_json(self.config)
 
@@ -94,6 +102,8 @@ class ClusterInfo:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterInfo:
         """Build from the worker's JSON document (see docs/internals.md)."""
+        from headway.expconf import parse_received_config
+
         trial = TrialInfo(
             trial_id=int(data["trial_id"]),
             experiment_id=int(data["experiment_id"]),
