@@ -87,7 +87,7 @@ def experiment_list(now: datetime | None = None) -> QuerySet[Experiment]:
     """
     end = Coalesce(F("ended_at"), Value(now or timezone.now(), output_field=DateTimeField()))
     return (
-        Experiment.objects.exclude(state__in=(State.DELETING, State.DELETED))
+        Experiment.objects.not_deleted()
         .select_related("owner", "project")
         .without_blobs()
         .defer("config")

@@ -31,7 +31,6 @@ from registry.models import (
     Project,
     Role,
     RoleBinding,
-    State,
     Workspace,
     default_project,
 )
@@ -273,7 +272,7 @@ def experiment_move(*, experiment_id: int, project_id: Any, user: Any) -> Experi
         return experiment
     if not target.immutable:
         _check_open(target, "project", "project")
-    if experiment.state in (State.DELETING, State.DELETED):
+    if experiment.is_deleted:
         raise IllegalTransition(f"experiment {experiment.id} is {experiment.state}")
     Experiment.objects.filter(id=experiment.id).update(project=target)
     experiment.project = target

@@ -30,7 +30,7 @@ from registry.checkpoints.retention import RetentionPolicy, checkpoints_to_keep
 from registry.checkpoints.selectors import facts, protected_checkpoints, with_metrics
 from registry.lifecycle._checkpoint_deletion import delete_checkpoint_files
 from registry.lifecycle._orphans import delete_orphans
-from registry.models import Checkpoint, CheckpointState, Experiment, State, Trial
+from registry.models import Checkpoint, CheckpointState, Experiment, Trial
 
 logger = logging.getLogger("registry.checkpoints")
 
@@ -77,7 +77,7 @@ def checkpoint_gc(
         now: the time orphans' ages are measured at (default: now).
     """
     experiment = Experiment.objects.without_blobs().filter(id=experiment_id).first()
-    if experiment is None or experiment.state in (State.DELETING, State.DELETED):
+    if experiment is None or experiment.is_deleted:
         return GCResult()
     collect = checkpoints_to_collect(experiment)
     protected = protected_checkpoints(experiment)

@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from registry.errors import IllegalTransition
-from registry.models import Experiment, State, Trial
+from registry.models import Experiment, Trial
 from registry.user_text import (
     DESCRIPTION_MAX,
     NOTES_MAX,
@@ -23,9 +23,6 @@ from registry.user_text import (
     validate_name,
     validate_text,
 )
-
-# Experiments on their way out take no edits (their rows are about to go).
-_GONE = (State.DELETING, State.DELETED)
 
 
 def experiment_patch(
@@ -58,7 +55,8 @@ def experiment_patch(
     experiment = get_object_or_404(Experiment.objects.without_blobs(), id=experiment_id)
     _write(
         experiment,
-        Experiment.objects.filter(id=experiment_id).exclude(state__in=_GONE),
+        # Experiments on their way out take no edits (their rows are about to go).
+        Experiment.objects.filter(id=experiment_id).not_deleted(),
         changes,
         gone=f"experiment {experiment_id} is being deleted",
     )
@@ -79,7 +77,7 @@ def trial_patch(*, trial_id: int, notes: str | None = None) -> Trial:
     trial = get_object_or_404(Trial.objects.select_related("experiment"), id=trial_id)
     _write(
         trial,
-        Trial.objects.filter(id=trial_id).exclude(experiment__state__in=_GONE),
+        Trial.objects.filter(id=trial_id).not_deleted(),
         changes,
         gone=f"trial {trial_id}'s experiment is being deleted",
     )

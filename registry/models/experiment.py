@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from headway.expconf import ConfigError, ExperimentConfig, parse_experiment_config
 from registry.errors import StoredConfigInvalid
-from registry.models.states import TERMINAL_STATES, State
+from registry.models.states import DELETED_STATES, TERMINAL_STATES, State
 from registry.models.workspace import Project, default_project_id
 
 # The columns a list, a page or a scheduler pass rarely reads and that may be large: the
@@ -34,7 +34,12 @@ def blob_fields(prefix: str = "", *, keep: Iterable[str] = ()) -> list[str]:
 
 
 class ExperimentQuerySet(models.QuerySet["Experiment"]):
-    """``Experiment.objects``: adds ``without_blobs()``."""
+    """``Experiment.objects``: adds ``without_blobs()`` and ``not_deleted()``."""
+
+    def not_deleted(self) -> Self:
+        """Leave out experiments being deleted or deleted (``DELETED_STATES``); DELETE_FAILED
+        ones stay. Composes with ``registry.authz.scoped`` in either order."""
+        return self.exclude(state__in=DELETED_STATES)
 
     def without_blobs(self, *, keep: Iterable[str] = ()) -> Self:
         """Defer ``BLOB_FIELDS`` except those in ``keep`` (reading one later loads it)."""
@@ -98,6 +103,11 @@ class Experiment(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    @property
+    def is_deleted(self) -> bool:
+        """Being deleted or deleted (``DELETED_STATES``): the row ``not_deleted()`` leaves out."""
+        return self.state in DELETED_STATES
 
     @cached_property
     def conf(self) -> ExperimentConfig:

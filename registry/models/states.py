@@ -23,6 +23,10 @@ class State(models.TextChoices):
 
 TERMINAL_STATES = frozenset({State.COMPLETED, State.CANCELED, State.ERROR})
 
+# An experiment being deleted or deleted: lists leave it out and it takes no edits
+# (``Experiment.objects.not_deleted()``); DELETE_FAILED is not here, its owner has to act on it.
+DELETED_STATES = frozenset({State.DELETING, State.DELETED})
+
 
 class RunState(models.TextChoices):
     """State of one run (process launch) of a trial."""

@@ -6,10 +6,15 @@ from typing import ClassVar
 from django.db import models
 from django.utils import timezone
 
-from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
+from registry.models.states import DELETED_STATES, TERMINAL_STATES, RunState, State, StopReason
 
 
 class TrialQuerySet(models.QuerySet):
+    def not_deleted(self) -> "TrialQuerySet":
+        """Leave out the trials of experiments being deleted or deleted, as
+        ``Experiment.objects.not_deleted()`` leaves out those experiments."""
+        return self.exclude(experiment__state__in=DELETED_STATES)
+
     def with_run_state(self) -> "TrialQuerySet":
         """Annotate ``run_state``: the state of each trial's current run, in the same query."""
         current = TrialRun.objects.filter(

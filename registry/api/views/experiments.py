@@ -121,7 +121,7 @@ class ExperimentViewSet(
         else:
             # Experiments being deleted are hidden unless asked for by state (DELETE_FAILED
             # ones stay visible: the user has to act on them).
-            qs = qs.exclude(state__in=(State.DELETING, State.DELETED))
+            qs = qs.not_deleted()
         archived = bool_param(self.request, "archived")
         if archived is not None:
             qs = qs.filter(archived=archived)
@@ -304,7 +304,7 @@ class ExperimentViewSet(
             f"experiment {experiment.id}",
             experiment.project.workspace_id,
         )
-        if experiment.state in (State.DELETING, State.DELETED):
+        if experiment.is_deleted:
             raise IllegalTransition(f"experiment {experiment.id} is {experiment.state}")
         lifecycle.request_checkpoint_gc(experiment.id)
         return answer(

@@ -40,7 +40,6 @@ from registry.api.views.trial_summary import TrialSummaryMixin
 from registry.authz import ensure_can_change_trial, ensure_can_write_trial_data, scoped
 from registry.errors import InvalidInput
 from registry.models import Experiment, Trial, TrialLog
-from registry.models.states import State
 from registry.path_converters import DatabaseIdConverter
 from registry.preemption import wait_for_stop_request
 from registry.search import Target
@@ -93,7 +92,7 @@ class TrialViewSet(
     def list(self, request):
         """Trials of every experiment (not those being deleted), by id unless ``order_by``
         says otherwise; ``filter`` finds them by results across experiments (docs/search.md)."""
-        trials = self.get_queryset().exclude(experiment__state__in=(State.DELETING, State.DELETED))
+        trials = self.get_queryset().not_deleted()
         return trial_page(self, searched(request, trials.order_by("id"), Target.TRIAL))
 
     def get_queryset(self):

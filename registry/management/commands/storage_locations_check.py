@@ -14,7 +14,7 @@ from collections import defaultdict
 from django.core.management.base import BaseCommand, CommandError
 
 from registry.errors import InvalidInput
-from registry.models import Checkpoint, CheckpointState, Experiment, State
+from registry.models import Checkpoint, CheckpointState, Experiment
 from registry.storage_locations import resolve_storage
 
 
@@ -33,7 +33,7 @@ class Command(BaseCommand):
         # place (as JSON) -> (reason, experiment ids); checkpoints per place
         outside: dict[str, tuple[str, set[int]]] = {}
         counts: dict[str, int] = defaultdict(int)
-        experiments = Experiment.objects.exclude(state__in=(State.DELETING, State.DELETED))
+        experiments = Experiment.objects.not_deleted()
         for experiment in experiments.only("id", "config").iterator():
             storage = experiment.stored_checkpoint_storage()
             reason = _problem(storage)
