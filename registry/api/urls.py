@@ -43,47 +43,6 @@ router.register(
     basename="model-alias",
 )
 
-# Worker hosts' routes under host-agent/ (host tokens only; registry/api/views/host_agent.py).
-_RUN = "trials/<db_id:trial_id>/runs/<db_id:run_id>/"
-_SHARE = _RUN + "shares/<db_id:node_rank>/"
-host_agent_urls = [
-    path("heartbeat/", host_agent.HostHeartbeatView.as_view(), name="host-heartbeat"),
-    path("stopped/", host_agent.HostStoppedView.as_view(), name="host-stopped"),
-    path(_RUN + "claim/", host_agent.RunClaimView.as_view(), name="host-run-claim"),
-    path(_RUN + "spec/", host_agent.RunSpecView.as_view(), name="host-run-spec"),
-    path(
-        _RUN + "model-definition/",
-        host_agent.RunModelDefinitionView.as_view(),
-        name="host-run-model-definition",
-    ),
-    path(_RUN + "token/", host_agent.RunTokenView.as_view(), name="host-run-token"),
-    path(_RUN + "running/", host_agent.RunRunningView.as_view(), name="host-run-running"),
-    path(_RUN + "heartbeat/", host_agent.RunHeartbeatView.as_view(), name="host-run-heartbeat"),
-    path(_RUN + "preempt/", host_agent.RunPreemptView.as_view(), name="host-run-preempt"),
-    path(_RUN + "exit/", host_agent.RunExitView.as_view(), name="host-run-exit"),
-    path(_RUN + "logs/", host_agent.RunLogsView.as_view(), name="host-run-logs"),
-    path(_RUN + "rendezvous/", host_agent.RunRendezvousView.as_view(), name="host-run-rendezvous"),
-    path(_RUN + "shares/", host_agent.RunSharesView.as_view(), name="host-run-shares"),
-    path(_SHARE + "claim/", host_agent.ShareClaimView.as_view(), name="host-share-claim"),
-    path(_SHARE + "spec/", host_agent.ShareSpecView.as_view(), name="host-share-spec"),
-    path(
-        _SHARE + "model-definition/",
-        host_agent.ShareModelDefinitionView.as_view(),
-        name="host-share-model-definition",
-    ),
-    path(_SHARE + "token/", host_agent.ShareTokenView.as_view(), name="host-share-token"),
-    path(
-        _SHARE + "rendezvous/",
-        host_agent.ShareRendezvousView.as_view(),
-        name="host-share-rendezvous",
-    ),
-    path(_SHARE + "running/", host_agent.ShareRunningView.as_view(), name="host-share-running"),
-    path(
-        _SHARE + "heartbeat/", host_agent.ShareHeartbeatView.as_view(), name="host-share-heartbeat"
-    ),
-    path(_SHARE + "logs/", host_agent.RunLogsView.as_view(), name="host-share-logs"),
-    path(_SHARE + "exit/", host_agent.ShareExitView.as_view(), name="host-share-exit"),
-]
 host_token_urls = [
     path("host-tokens/", host_tokens.HostTokenListView.as_view(), name="host-token-list"),
     path(
@@ -106,7 +65,8 @@ host_token_urls = [
 
 urlpatterns = [
     # Behind one prefix: any other request is refused by one match here, not one per route.
-    path("host-agent/", include(host_agent_urls)),
+    # Worker hosts' routes (host tokens only; declared in registry/api/views/host_agent.py).
+    path("host-agent/", include(host_agent.urlpatterns)),
     *host_token_urls,
     path("auth/login/", views.LoginView.as_view(), name="login"),
     path("health/", HealthView.as_view(), name="health"),
