@@ -55,7 +55,8 @@ def host_heartbeat(host: str, **body: Any) -> dict[str, Any]:
     beat = agent.host_beat(host, **body)
     row = beat.row
     fields = {f: getattr(row, f) for f in wire.HostInfo.model_fields if hasattr(row, f)}
-    extra = {"redispatched": beat.resent, "renewed": beat.renewed} | agent.host_timing()
+    extra: dict[str, Any] = {"redispatched": beat.resent, "renewed": beat.renewed}
+    extra |= agent.host_timing()
     extra |= {"stale_runs": beat.stale_runs, "stale_shares": beat.stale_shares}
     try:
         # While the master worker is silent this web server runs its lost-run reaper.
