@@ -4,10 +4,10 @@ Every route of ``/api/v1/host-agent/`` has the same shape: only host tokens pass
 (``IsHostAgent``), the body (if any) is validated by a serializer, a handler calls
 ``registry.lifecycle.host_agent`` for the token's host, and the answer is a
 ``headway.client`` wire model (or bytes of one media type, or 204). A route is one
-``HostRoute`` row (``registry.api.views.host_agent.ROUTES``, made by ``on_host``, ``on_run``
-or ``on_share``) plus its handler; ``host_urls`` makes the URL patterns, one generated
-``HostAgentView`` subclass per row, whose method carries the route's OpenAPI entry (summary and
-description from the handler's docstring, body, answer).
+``HostRoute`` row of ``registry.api.views.host_agent.ROUTES`` (made by the route groups
+``on_host``, ``on_run`` and ``on_share``) plus its handler; ``host_urls`` makes the URL
+patterns, one generated ``HostAgentView`` subclass per row, whose method carries the route's
+OpenAPI entry (summary and description from the handler's docstring, body, answer).
 """
 
 from __future__ import annotations
@@ -72,40 +72,31 @@ class HostRoute:
         return inspect.cleandoc(self.handler.__doc__ or "").partition("\n\n")[2]
 
 
-def on_host(
-    segment: str,
-    method: Literal["get", "post"],
-    handler: Callable[..., Any],
-    body: type[Serializer] | None = None,
-    answer: type[WireModel] | str | None = None,
-) -> HostRoute:
-    """A route of the host itself: ``segment`` (``"heartbeat/"``), named ``host-heartbeat``."""
-    return HostRoute(segment, "host-" + segment.strip("/"), method, handler, body, answer)
+@dataclass(frozen=True)
+class RouteGroup:
+    """Routes under one path prefix, whose URL names share one prefix: called with a segment
+    (``"claim/"``), it makes the ``HostRoute`` at ``path + segment`` named ``name + segment``
+    less its slash (``host-run-claim``), so a route's path and name cannot drift apart."""
+
+    path: str
+    name: str
+
+    def __call__(
+        self,
+        segment: str,
+        method: Literal["get", "post"],
+        handler: Callable[..., Any],
+        body: type[Serializer] | None = None,
+        answer: type[WireModel] | str | None = None,
+    ) -> HostRoute:
+        """The route ``segment`` of this group (the other arguments as ``HostRoute``'s)."""
+        name = self.name + segment.strip("/")
+        return HostRoute(self.path + segment, name, method, handler, body, answer)
 
 
-def on_run(
-    segment: str,
-    method: Literal["get", "post"],
-    handler: Callable[..., Any],
-    body: type[Serializer] | None = None,
-    answer: type[WireModel] | str | None = None,
-) -> HostRoute:
-    """A route of a run placed on the host: ``RUN_PATH + segment``, named ``host-run-<segment>``."""
-    name = "host-run-" + segment.strip("/")
-    return HostRoute(RUN_PATH + segment, name, method, handler, body, answer)
-
-
-def on_share(
-    segment: str,
-    method: Literal["get", "post"],
-    handler: Callable[..., Any],
-    body: type[Serializer] | None = None,
-    answer: type[WireModel] | str | None = None,
-) -> HostRoute:
-    """A route of the host's share of a run: ``SHARE_PATH + segment``, named
-    ``host-share-<segment>``."""
-    name = "host-share-" + segment.strip("/")
-    return HostRoute(SHARE_PATH + segment, name, method, handler, body, answer)
+on_host = RouteGroup("", "host-")  # the host itself (``heartbeat/``)
+on_run = RouteGroup(RUN_PATH, "host-run-")  # a run placed on the host
+on_share = RouteGroup(SHARE_PATH, "host-share-")  # the host's share of a run over several hosts
 
 
 class HostAgentView(APIView):

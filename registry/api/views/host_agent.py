@@ -225,7 +225,7 @@ def share_exit(
 
 
 B = bodies
-# In the order Django tries them (the hottest first does not matter: one prefix, 22 routes).
+# In the order Django tries them and the schema lists them.
 ROUTES = [
     on_host("heartbeat/", "post", host_heartbeat, B.HostHeartbeatRequestSerializer, wire.HostInfo),
     on_host("stopped/", "post", host_stopped),
