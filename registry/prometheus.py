@@ -34,7 +34,7 @@ from prometheus_client.exposition import choose_encoder
 
 from registry.health import MASTER_WORKER, health_report
 from registry.models import RunState, TrialRun, WorkerHost
-from registry.pools import pool_summaries
+from registry.scheduling import pool_summaries
 
 logger = logging.getLogger("headway.prometheus")
 
@@ -182,7 +182,7 @@ def _database_families() -> Iterator[Metric]:
     yield CounterMetricFamily(
         "headway_runs_lost",
         "Runs a worker claimed that ended with no exit code: lost to an infrastructure failure "
-        "(lease expired, host lost, Slurm job lost, worker shut down). Read from the database.",
+        "(lease expired, host lost, pool job lost, worker shut down). Read from the database.",
         value=float(lost),
     )
 

@@ -22,14 +22,20 @@ def reap_lost_runs() -> None:
     record_beat()
 
 
-@shared_task(name="headway.slurm_pools", ignore_result=True, expires=60)
-def slurm_pools() -> None:
-    """Reconcile the slurm pools' jobs with their runs and submit their queued runs as jobs
-    (``registry.slurm.poll``; every ``HEADWAY_SLURM_POLL_SECONDS`` by Celery beat, a no-op
-    without a slurm pool)."""
-    from registry import slurm
+@shared_task(name="headway.pool_poll", ignore_result=True, expires=60)
+def pool_poll(pool_type: str) -> list[int]:
+    """One poll of the pools of type ``pool_type`` (``registry.pools.poll_pools``: its
+    provider reconciles its runs, then submits the queued ones); sent by Celery beat at the
+    type's own interval (``PoolProvider.poll_seconds``; ``config.broker.beat_schedule``), a
+    no-op without a pool of that type. Returns what the provider submitted.
 
-    slurm.poll()
+    Raises:
+        KeyError: no pool type ``pool_type``.
+    """
+    from registry import lifecycle
+    from registry.pools import poll_pools
+
+    return poll_pools(pool_type, run_exited=lifecycle.trial_run_exited)
 
 
 @shared_task(

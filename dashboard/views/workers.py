@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from registry.health import health_report
-from registry.pools import hosts_by_pool
+from registry.scheduling import hosts_by_pool
 
 
 @require_GET

@@ -57,9 +57,9 @@ host_token_urls = [
     path("hosts/<str:name>/disable/", hosts.HostDisableView.as_view(), name="admin-host-disable"),
     path("hosts/<str:name>/enable/", hosts.HostEnableView.as_view(), name="admin-host-enable"),
     path(
-        "resource-pools/<str:pool>/slurm-nodes/<str:node>/enable/",
-        resource_pools.SlurmNodeEnableView.as_view(),
-        name="resource-pool-slurm-node-enable",
+        "resource-pools/<str:pool>/nodes/<str:node>/enable/",
+        resource_pools.PoolNodeEnableView.as_view(),
+        name="resource-pool-node-enable",
     ),
 ]
 

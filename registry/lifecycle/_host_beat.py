@@ -23,7 +23,7 @@ from registry.models import (
     WorkerHost,
 )
 from registry.models.host import alive_cutoff
-from registry.pools import check_resource_pool
+from registry.pools import DEFAULT_TYPE, check_resource_pool, pool_provider
 
 # -- the host itself ----------------------------------------------------------------------------
 
@@ -111,12 +111,14 @@ def host_beat(
         NamespaceFixed: (409, ``namespace``) the host is registered in another namespace
             (the default counts as this master's); nothing is renewed or changed.
     """
-    if check_resource_pool(pool, field="pool").is_slurm and not _is_slurm_node(host):
+    joined = check_resource_pool(pool, field="pool")
+    if joined.hosts_per_run and not _made_for_a_run(host):
+        note = pool_provider(joined.type).hosts_note
         raise InvalidInput(
             {
                 "pool": [
-                    f"pool {pool!r} is a slurm pool: its hosts are the nodes of the Slurm jobs "
-                    "the master submits; a host agent joins a pool of type agent"
+                    f"pool {pool!r} is a {joined.type} pool: {note}; a host agent joins a pool "
+                    f"of type {DEFAULT_TYPE}"
                 ]
             }
         )
@@ -208,9 +210,9 @@ def stale_leases(
     return stale_runs, stale_shares
 
 
-def _is_slurm_node(host: str) -> bool:
-    """Whether ``host`` is a node the master made for one of its Slurm jobs (registry.slurm)."""
-    return WorkerHost.objects.filter(name=host, slurm_job__isnull=False).exists()
+def _made_for_a_run(host: str) -> bool:
+    """Whether its pool made ``host`` for one run (``WorkerHost.made_for_run``)."""
+    return WorkerHost.objects.filter(name=host, made_for_run__isnull=False).exists()
 
 
 def _renew_leases(host: str, runs: Sequence[dict], shares: Sequence[dict]) -> int:

@@ -8,11 +8,11 @@ ranks started (``WorkerHost.failed_starts``); the ``HEADWAY_HOST_MAX_FAILED_STAR
 3; 0 never) drains the host (``DRAINING``: no new runs, running ones finish) with the reason in
 ``WorkerHost.admin_reason``, shown by ``headway host list``, ``GET /api/v1/hosts/`` and the
 Workers page, and in the master's log. A run that starts on the host resets the count; an
-admin's ``enable`` puts it back in service. A slurm pool's nodes follow the same rule with the
-same setting, but Headway, a Slurm user and not its admin, does not drain them in Slurm: it
-excludes them from its own jobs (``registry.slurm._nodes``; counted here, on every node of the
-run's job, and reset here when a run's ranks start on a job). The idea is Kubernetes' node
-problem detector tainting a node, and Slurm draining a node whose prolog fails.
+admin's ``enable`` puts it back in service. A host its pool made for one run (a per-run pool's,
+``WorkerHost.made_for_run``) counts with its pool type's rule instead, asked here
+(``PoolProvider.host_failed_start``, ``host_started``), which may exclude the cluster's nodes
+under it from the pool's later runs rather than drain them. The idea is Kubernetes' node
+problem detector tainting a node, and a batch scheduler draining a node whose prolog fails.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db.models import F
 
 from registry.models import HostAdminState, WorkerHost
-from registry.slurm._nodes import nodes_failed_start, nodes_started
+from registry.pools import per_run_providers
 
 logger = logging.getLogger("headway.scheduler")
 
@@ -32,27 +32,17 @@ def host_failed_start(host_id: int | None, why: str, *, trial_id: int, run_id: i
     """Count a run (``run_id`` of trial ``trial_id``) lost on host ``host_id`` before its ranks
     started (``why``: the cause, for the reason); drain the host at
     ``HEADWAY_HOST_MAX_FAILED_STARTS`` in a row. Returns True when this call drained it (or
-    excluded a node). A Slurm job's host counts on each of the job's nodes instead
-    (``registry.slurm.nodes_failed_start``); no host counts nothing."""
+    excluded a node). A host its pool made for one run counts with its pool type's rule
+    instead (``PoolProvider.host_failed_start``); no host counts nothing."""
     if host_id is None:
         return False
-    job = (
-        WorkerHost.objects.filter(id=host_id, slurm_job__isnull=False)
-        .values("namespace", "slurm_job__pool", "slurm_job__nodes")
-        .first()
-    )
-    if job is not None:
-        return bool(
-            nodes_failed_start(
-                namespace=job["namespace"],
-                pool=job["slurm_job__pool"],
-                nodes=job["slurm_job__nodes"],
-                why=why,
-                trial_id=trial_id,
-                run_id=run_id,
-            )
-        )
-    rows = WorkerHost.objects.filter(id=host_id, slurm_job__isnull=True)
+    if WorkerHost.objects.filter(id=host_id, made_for_run__isnull=False).exists():
+        for provider in per_run_providers():
+            counted = provider.host_failed_start(host_id, why, trial_id=trial_id, run_id=run_id)
+            if counted is not None:
+                return counted
+        return False
+    rows = WorkerHost.objects.filter(id=host_id, made_for_run__isnull=True)
     rows.update(failed_starts=F("failed_starts") + 1)
     limit = settings.HEADWAY_HOST_MAX_FAILED_STARTS
     if limit <= 0:
@@ -76,17 +66,11 @@ def host_failed_start(host_id: int | None, why: str, *, trial_id: int, run_id: i
 
 def host_started_a_run(host_id: int | None) -> None:
     """A run's ranks started on host ``host_id``: its count of failed starts begins again;
-    on a Slurm job's host, those of the job's nodes (when the reconciliation saw them yet;
-    else it resets them when it does: ``registry.slurm._reconcile``)."""
+    on a host its pool made for the run, its pool type's counts too
+    (``PoolProvider.host_started``)."""
     if host_id is None:
         return
     WorkerHost.objects.filter(id=host_id, failed_starts__gt=0).update(failed_starts=0)
-    job = (
-        WorkerHost.objects.filter(id=host_id, slurm_job__isnull=False)
-        .values("namespace", "slurm_job__pool", "slurm_job__nodes")
-        .first()
-    )
-    if job is not None:
-        nodes_started(
-            namespace=job["namespace"], pool=job["slurm_job__pool"], nodes=job["slurm_job__nodes"]
-        )
+    if WorkerHost.objects.filter(id=host_id, made_for_run__isnull=False).exists():
+        for provider in per_run_providers():
+            provider.host_started(host_id)

@@ -3,15 +3,15 @@
 A run lost after its ranks started (a host partitioned mid-training) is re-queued at once and
 charged nowhere, as in Determined: the trial resumes from its latest checkpoint. A run lost
 *before* its ranks started (the launch or the unpacking failed on the host, the host died
-between its claim and the start, a Slurm job ended before its ranks reported started) made no
-progress, and the same cause tends to repeat: re-queued at once, such a run loops forever (one
-Slurm job after another). So each such loss in a row waits an exponential back-off
+between its claim and the start, a pool's batch job ended before its ranks reported started)
+made no progress, and the same cause tends to repeat: re-queued at once, such a run loops
+forever (one batch job after another). So each such loss in a row waits an exponential back-off
 (``HEADWAY_LOST_BACKOFF_SECONDS``, doubling, at most ``HEADWAY_LOST_BACKOFF_MAX_SECONDS``)
 before its next run may be placed, and the ``max_lost_before_start``-th (experiment config,
 default 3) ends the trial ERROR with the cause in its log and scheduling message. A run that
 starts resets the count (``trial_run_running``). The back-off is the idea of Kubernetes'
-``CrashLoopBackOff`` (10 s doubling to a cap); the bound that of Slurm's own ``--requeue``
-limit on jobs that fail at launch.
+``CrashLoopBackOff`` (10 s doubling to a cap); the bound that of batch schedulers' own
+requeue limits on jobs that fail at launch.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def after_lost_run(trial: Trial, run: TrialRun, was_started: bool, why: str) -> 
         schedule_run(trial)
         _say(trial, run, lost_message(why, slots))
         return
-    # Drained (a Slurm job's nodes: excluded) at HEADWAY_HOST_MAX_FAILED_STARTS in a row.
+    # Drained (a per-run pool's nodes: as its type decides) at HEADWAY_HOST_MAX_FAILED_STARTS
+    # in a row.
     host_failed_start(run.host_id, why, trial_id=trial.id, run_id=run.run_id)
     trial.lost_before_start += 1
     trial.save(update_fields=["lost_before_start"])

@@ -32,6 +32,7 @@ from registry.models import (
     WorkerHost,
 )
 from registry.models.host import shares_holding_slots
+from registry.pools import made_host_provider
 
 
 class HostNotFound(RegistryError):
@@ -66,7 +67,7 @@ def host_status(host: WorkerHost, now: datetime | None = None) -> dict:
 
 
 def host_statuses() -> list[dict]:
-    """Every host (Slurm jobs' nodes included) as ``host_status``, by name."""
+    """Every host (those pools made for one run included) as ``host_status``, by name."""
     now = timezone.now()
     return [host_status(host, now) for host in scheduling.host_list()]
 
@@ -75,11 +76,9 @@ def _get(name: str) -> WorkerHost:
     host = WorkerHost.objects.filter(name=name).first()
     if host is None:
         raise HostNotFound(f"No host named {name}.")
-    if host.slurm_job_id is not None:
-        raise IllegalTransition(
-            f"Host {name} is a node of Slurm job {host.slurm_job_id}: Slurm places its runs "
-            "and the master removes it when the job ends."
-        )
+    if host.made_for_run_id is not None:
+        note = made_host_provider(host.pool).made_host_note(host.made_for_run_id)
+        raise IllegalTransition(f"Host {name} is {note}.")
     return host
 
 
@@ -98,7 +97,7 @@ def host_disable(name: str, *, drain: bool) -> dict:
 
     Raises:
         HostNotFound: (404) no such host.
-        IllegalTransition: (409) a Slurm job's node.
+        IllegalTransition: (409) a host its pool made for one run.
     """
     host = _get(name)
     state = HostAdminState.DRAINING if drain else HostAdminState.DISABLED
@@ -134,7 +133,7 @@ def host_enable(name: str) -> dict:
 
     Raises:
         HostNotFound: (404) no such host.
-        IllegalTransition: (409) a Slurm job's node.
+        IllegalTransition: (409) a host its pool made for one run.
     """
     host = _get(name)
     # Back in service: a host drained automatically starts counting failed starts afresh.
@@ -155,7 +154,7 @@ def host_remove(name: str) -> dict:
     Raises:
         HostNotFound: (404) no such host.
         IllegalTransition: (409) a run holds its slots (named; disable or drain it and wait),
-            or it is a Slurm job's node.
+            or it is a host its pool made for one run.
     """
     _get(name)
     with transaction.atomic():

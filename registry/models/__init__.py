@@ -17,8 +17,6 @@ from registry.models.model_registry import (
     RegisteredModel,
 )
 from registry.models.search_value import TrialSearchValue
-from registry.models.slurm_job import SlurmJob
-from registry.models.slurm_node import SlurmNode
 from registry.models.states import TERMINAL_STATES, RunState, State, StopReason
 from registry.models.trial import Trial, TrialRun
 from registry.models.unmanaged import UnmanagedRun
@@ -57,8 +55,6 @@ __all__ = [
     "RoleBinding",
     "RunShare",
     "RunState",
-    "SlurmJob",
-    "SlurmNode",
     "State",
     "StopReason",
     "Trial",
@@ -72,3 +68,9 @@ __all__ = [
     "default_project",
     "lock_trial",
 ]
+
+# The pool types' own models (registry/pools/<type>/models.py), found without naming a type:
+# imported here so Django registers them with this app while it loads it.
+from registry.pools.discovery import import_pool_models
+
+import_pool_models()

@@ -62,10 +62,15 @@ class WorkerHost(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     # None once the worker shut down: it holds no slots for placement from then on.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    # A node of a Slurm job (registry.slurm): made by the master for that job's run alone and
-    # removed once the job ended; never placed on by the scheduler.
-    slurm_job = models.ForeignKey(
-        "registry.SlurmJob", null=True, blank=True, on_delete=models.CASCADE, related_name="hosts"
+    # Made by its pool for this one run (a pool whose hosts are per run, such as a batch job's
+    # nodes: registry.pools.provider.HostOrigin.PER_RUN) and removed by the pool once the run's
+    # work there ended; never placed on by the scheduler. None: a host agent registered it.
+    made_for_run = models.ForeignKey(
+        "registry.TrialRun",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="pool_hosts",
     )
     # The admin's switch (HostAdminState): placement uses only ENABLED hosts.
     admin_state = models.CharField(

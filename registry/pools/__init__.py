@@ -3,12 +3,20 @@
 ``HEADWAY_RESOURCE_POOLS`` names the admin's YAML file (``_file``: loading and checking it);
 an experiment picks a pool with ``resources.resource_pool`` (checked here at submission), a
 worker host joins one with ``HEADWAY_RESOURCE_POOL`` (checked when the worker starts), and
-placement (``registry.scheduling``) puts a run only on hosts of its pool. ``_summary`` counts
-what each pool holds for the REST API, the CLI and the dashboard.
+placement (``registry.scheduling``) puts a run only on hosts of its pool; ``registry.scheduling``
+also counts what each pool holds (``pool_summaries``). Each pool type is a folder
+``registry/pools/<type>/`` with its ``PoolProvider`` (``provider``), found by ``discovery``;
+general code asks the provider of a pool's type and never imports a type's folder.
+
+This package never imports ``registry.scheduling`` or ``registry.lifecycle`` (an import
+contract): they build on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from registry.errors import InvalidInput
@@ -20,7 +28,14 @@ from registry.pools._file import (
     load_resource_pools,
     resource_pools,
 )
-from registry.pools._summary import PoolSummary, hosts_by_pool, pool_summaries
+from registry.pools.discovery import (
+    DEFAULT_TYPE,
+    per_run_providers,
+    poll_schedule,
+    pool_provider,
+    pool_providers,
+)
+from registry.pools.provider import HostOrigin, NoNodes, PoolNode, PoolProvider, RunExited
 
 RESOURCE_POOL_FIELD = "config.resources.resource_pool"
 
@@ -59,17 +74,60 @@ def check_worker_pool(name: str) -> ResourcePool:
     return pool
 
 
+def made_host_provider(pool: str) -> PoolProvider:
+    """The provider of the pool type that made a host of pool ``pool`` for one run: the pool's
+    own type while the file lists it, else the first type whose hosts are per run.
+
+    Raises:
+        LookupError: no pool type makes hosts per run.
+    """
+    found = resource_pools().pools.get(pool)
+    if found is not None and found.hosts_per_run:
+        return pool_provider(found.type)
+    providers = per_run_providers()
+    if not providers:
+        raise LookupError("no pool type makes hosts per run")
+    return providers[0]
+
+
+def poll_pools(type_name: str, namespace: str | None = None, *, run_exited: RunExited) -> list[int]:
+    """One poll of the configured pools of type ``type_name`` in ``namespace`` (default
+    ``HEADWAY_QUEUE``): the provider's ``reconcile``, then its ``submit``; returns what it
+    submitted. Does nothing without a pool of that type in ``HEADWAY_RESOURCE_POOLS``.
+
+    Raises:
+        KeyError: no pool type ``type_name``.
+        Exception: what the provider's ``reconcile`` raises (its cluster unreachable).
+    """
+    provider = pool_provider(type_name)
+    pools: Sequence[ResourcePool] = resource_pools().of_type(type_name)
+    if not pools:
+        return []
+    namespace = namespace or settings.CELERY_TASK_DEFAULT_QUEUE
+    provider.reconcile(namespace, pools, run_exited)
+    return provider.submit(namespace, pools)
+
+
 __all__ = [
     "DEFAULT_POOL",
+    "DEFAULT_TYPE",
     "ENV",
     "RESOURCE_POOL_FIELD",
-    "PoolSummary",
+    "HostOrigin",
+    "NoNodes",
+    "PoolNode",
+    "PoolProvider",
     "ResourcePool",
     "ResourcePools",
+    "RunExited",
     "check_resource_pool",
     "check_worker_pool",
-    "hosts_by_pool",
     "load_resource_pools",
-    "pool_summaries",
+    "made_host_provider",
+    "per_run_providers",
+    "poll_pools",
+    "poll_schedule",
+    "pool_provider",
+    "pool_providers",
     "resource_pools",
 ]

@@ -11,12 +11,12 @@ Headway's file is a list of entries::
       type: agent
       description: 8-GPU hosts for wide trials
 
-``type: agent``: hosts running Headway's host agent (``python -m workers``), placed by
-Headway's scheduler. ``type: slurm``: each run is a Slurm batch job (``registry.slurm``), with
-the job settings of ``_slurm.SlurmPoolSettings`` (partition, gres_per_slot, time_limit...),
-which an agent pool refuses. The pool
-``default`` (agent) always exists: unset, the file is that one pool; a file that leaves it out
-gets it added (an experiment without ``resources.resource_pool`` and a worker without
+``type`` names a pool type (``registry/pools/<type>/``, found by ``registry.pools.discovery``):
+``agent`` for hosts running Headway's host agent (``python -m workers``), placed by Headway's
+scheduler; the other types' folders document theirs. Any other key of an entry is the type's
+own setting, checked by its provider's ``settings_model`` (a type without one refuses them).
+The pool ``default`` (agent) always exists: unset, the file is that one pool; a file that leaves
+it out gets it added (an experiment without ``resources.resource_pool`` and a worker without
 ``HEADWAY_RESOURCE_POOL`` both mean ``default``, so it must be there; docs/decisions/scheduling.md).
 
 This module only reads and checks the file; it imports no model, so ``RegistryConfig.ready``
@@ -33,10 +33,11 @@ from typing import Annotated
 
 import yaml
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from headway.expconf import check_resource_pool_name
-from registry.pools._slurm import SLURM_FIELDS, SlurmPoolSettings
+from registry.pools.discovery import DEFAULT_TYPE, pool_provider, pool_providers
+from registry.pools.provider import HostOrigin
 
 ENV = "HEADWAY_RESOURCE_POOLS"
 DEFAULT_POOL = "default"
@@ -49,28 +50,28 @@ class ResourcePool:
 
     Attributes:
         name (str): what ``resources.resource_pool`` and ``HEADWAY_RESOURCE_POOL`` say.
-        type (str): ``agent`` (Headway's host agents) or ``slurm`` (runs as Slurm jobs).
+        type (str): its pool type (``agent``: Headway's host agents; see ``registry.pools``).
         description (str): free text for people ("" when not given).
-        slurm (SlurmPoolSettings | None): the job settings of a ``slurm`` pool; None for agent.
+        settings (BaseModel | None): the type's own settings (its provider's
+            ``settings_model``), None for a type without any.
     """
 
     name: str
     type: str
     description: str = ""
-    slurm: SlurmPoolSettings | None = None
+    settings: BaseModel | None = None
 
     @property
-    def is_slurm(self) -> bool:
-        """Whether Slurm places this pool's runs (not Headway's scheduler)."""
-        return self.type == SLURM
+    def hosts_per_run(self) -> bool:
+        """Whether the pool makes its hosts per run and places its runs itself (not Headway's
+        scheduler; ``HostOrigin.PER_RUN``)."""
+        return pool_provider(self.type).host_origin is HostOrigin.PER_RUN
 
 
-AGENT = "agent"
-SLURM = "slurm"
+class _Entry(BaseModel):
+    # The type's own settings are the entry's other keys, checked by its settings_model.
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
-
-class _Entry(SlurmPoolSettings):
-    # The slurm fields are declared once (SlurmPoolSettings); an agent entry may not set them.
     name: Annotated[str, Field(min_length=1, max_length=63)]
     type: str
     description: Annotated[str, Field(max_length=1000)] = ""
@@ -83,14 +84,10 @@ class _Entry(SlurmPoolSettings):
     @field_validator("type")
     @classmethod
     def _check_type(cls, value: str) -> str:
-        if value not in (AGENT, SLURM):
-            raise ValueError(f"unknown type {value!r}; the types: {AGENT}, {SLURM}")
+        types = pool_providers()
+        if value not in types:
+            raise ValueError(f"unknown type {value!r}; the types: {', '.join(types)}")
         return value
-
-    def slurm_settings(self) -> SlurmPoolSettings:
-        return SlurmPoolSettings.model_validate(
-            {field: getattr(self, field) for field in self.model_fields_set & SLURM_FIELDS}
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,12 +104,16 @@ class ResourcePools:
         """The names as one comma-separated string, for error messages."""
         return ", ".join(self.pools)
 
-    def slurm_pools(self) -> list[ResourcePool]:
-        """The pools of type ``slurm``, in the file's order."""
-        return [pool for pool in self.pools.values() if pool.is_slurm]
+    def of_type(self, type_name: str) -> list[ResourcePool]:
+        """The pools of type ``type_name``, in the file's order."""
+        return [pool for pool in self.pools.values() if pool.type == type_name]
+
+    def hosts_per_run(self) -> list[str]:
+        """The names of the pools that make their hosts per run (``ResourcePool.hosts_per_run``)."""
+        return [pool.name for pool in self.pools.values() if pool.hosts_per_run]
 
 
-EMBEDDED = ResourcePools({DEFAULT_POOL: ResourcePool(DEFAULT_POOL, "agent")})
+EMBEDDED = ResourcePools({DEFAULT_POOL: ResourcePool(DEFAULT_POOL, DEFAULT_TYPE)})
 
 
 def _where(path: str, data: object, loc: tuple[int | str, ...]) -> str:
@@ -136,9 +137,9 @@ def load_resource_pools(path: str | os.PathLike[str]) -> ResourcePools:
     Raises:
         ImproperlyConfigured: naming ``HEADWAY_RESOURCE_POOLS``, the file, and the entry
             (position and name) and field at fault: an unreadable or non-YAML file, a file that
-            is not a list, an unknown key, a missing ``name`` or ``type``, a bad name, a type
-            other than ``agent`` or ``slurm``, a slurm setting on an agent pool, a bad slurm
-            setting (``registry.pools._slurm``) or a name listed twice.
+            is not a list, an unknown key, a missing ``name`` or ``type``, a bad name, an
+            unknown type, a setting of another type, a bad setting of the pool's type (its
+            provider's ``settings_model``) or a name listed twice.
     """
     try:
         raw = Path(path).read_bytes()[: _MAX_FILE_BYTES + 1]
@@ -161,33 +162,52 @@ def load_resource_pools(path: str | os.PathLike[str]) -> ResourcePools:
             raise ImproperlyConfigured(
                 f"{ENV}: {path}: entry {index + 1} (name {entry.name!r}), field name: listed twice"
             )
-        slurm = entry.slurm_settings() if entry.type == SLURM else None
-        pools[entry.name] = ResourcePool(entry.name, entry.type, entry.description, slurm)
+        pools[entry.name] = entry
     if DEFAULT_POOL not in pools:
         pools = {DEFAULT_POOL: EMBEDDED.pools[DEFAULT_POOL], **pools}
     return ResourcePools(pools)
 
 
-def _entry(path: str | os.PathLike[str], data: list, index: int) -> _Entry:
+def _entry(path: str | os.PathLike[str], data: list, index: int) -> ResourcePool:
     """Entry ``index`` of the file checked, or ImproperlyConfigured naming it and its field."""
-    try:
-        entry = _Entry.model_validate(data[index])
-    except ValidationError as exc:
+
+    def fail(exc: ValidationError) -> ImproperlyConfigured:
         first = exc.errors()[0]
         message = first["msg"].removeprefix("Value error, ")
         loc = ("pools", index, *first["loc"])
+        return ImproperlyConfigured(f"{ENV}: {path}: {_where(str(path), data, loc)}: {message}")
+
+    try:
+        entry = _Entry.model_validate(data[index])
+    except ValidationError as exc:
+        raise fail(exc) from None
+    own = dict(entry.model_extra or {})
+    model = pool_provider(entry.type).settings_model
+    allowed = model.model_fields.keys() if model is not None else set()
+    if not own.keys() <= allowed:
+        misplaced = sorted(key for key in own if key not in allowed)[0]
+        # A key another type takes says which; any other is unknown.
+        takers = [
+            name
+            for name, provider in pool_providers().items()
+            if provider.settings_model is not None
+            and misplaced in provider.settings_model.model_fields
+        ]
+        why = (
+            f"only a pool of type {' or '.join(takers)} takes this setting"
+            if takers
+            else "Extra inputs are not permitted"
+        )
         raise ImproperlyConfigured(
-            f"{ENV}: {path}: {_where(str(path), data, loc)}: {message}"
-        ) from None
-    if entry.type == AGENT:
-        misplaced = sorted(entry.model_fields_set & SLURM_FIELDS)
-        if misplaced:
-            loc = ("pools", index, misplaced[0])
-            raise ImproperlyConfigured(
-                f"{ENV}: {path}: {_where(str(path), data, loc)}: only a pool of type slurm "
-                "takes this setting"
-            )
-    return entry
+            f"{ENV}: {path}: {_where(str(path), data, ('pools', index, misplaced))}: {why}"
+        )
+    settings = None
+    if model is not None:
+        try:
+            settings = model.model_validate(own)
+        except ValidationError as exc:
+            raise fail(exc) from None
+    return ResourcePool(entry.name, entry.type, entry.description, settings)
 
 
 @functools.lru_cache(maxsize=8)

@@ -23,7 +23,7 @@ placement, and one statement per trial message that changes. Its steps:
    host: the best fit gets it. A run larger than every alive host is ganged over the fewest
    hosts ``k`` (``k`` divides the slots) that can each give it ``slots / k``, all at once or
    none (chief part on the run, the others as ``RunShare`` rows, a task to each host's queue).
-5. Backfill (Slurm's ``sched/backfill`` rule: a later run may start only if that does not delay
+5. Backfill (EASY backfilling, Lifka 1995: a later run may start only if that does not delay
    the expected start of any earlier one): a run that cannot start now **reserves** the hosts
    it will start on (the open hosts large enough with the most free slots); runs behind it may
    only use the slots of hosts nobody reserved. Runs have no time limit, so the reservation is
@@ -250,9 +250,9 @@ def _set_message(run: Queued, message: str) -> None:
 def _clear_stale_messages() -> None:
     # A message belongs to a waiting run: once the trial has none (placed elsewhere, paused,
     # killed), it goes. One row per statement: never two trial locks at once.
-    # A run of a slurm pool waits on its job's nodes (registry.slurm says why on its trial).
+    # A run on hosts its pool made for it waits on them (its pool type says why on its trial).
     waiting = TrialRun.objects.filter(trial=OuterRef("pk"), state=RunState.QUEUED).filter(
-        Q(host__isnull=True) | Q(host__slurm_job__isnull=False)
+        Q(host__isnull=True) | Q(host__made_for_run__isnull=False)
     )
     stale = (
         Trial.objects.exclude(scheduling_message="")

@@ -37,11 +37,11 @@ def redispatch_unclaimed_runs(*, timeout: timedelta) -> list[tuple[int, int]]:
     """
     now = timezone.now()
     cutoff = now - timeout
-    # A slurm pool's runs have no Celery task: their jobs run them (registry.slurm).
+    # A run on hosts its pool made for it has no Celery task: its pool runs it.
     stale = TrialRun.objects.filter(
         state=RunState.QUEUED,
         host__isnull=False,
-        host__slurm_job__isnull=True,
+        host__made_for_run__isnull=True,
         trial__state=State.ACTIVE,
     ).filter(
         # A run placed before dispatch times were recorded counts from its creation.

@@ -53,10 +53,10 @@ class Snapshot:
     def __init__(self, namespace: str, now: datetime) -> None:
         self.namespace = namespace
         self.now = now
-        # A slurm pool's hosts are its jobs' nodes, each made for one run (registry.slurm):
+        # A host a pool made for one run (its hosts are per run: registry.pools.provider) is
         # never placed on, never stranded (a pending job's nodes have not beaten yet).
         rows = (
-            WorkerHost.objects.filter(namespace=namespace, slurm_job__isnull=True)
+            WorkerHost.objects.filter(namespace=namespace, made_for_run__isnull=True)
             .order_by("name")
             .values_list(
                 "id",
@@ -90,7 +90,7 @@ class Snapshot:
         # that hold their host's slots (registry.models.host.shares_holding_slots).
         self.runs = list(
             TrialRun.objects.filter(
-                namespace=self.namespace, host__isnull=False, host__slurm_job__isnull=True
+                namespace=self.namespace, host__isnull=False, host__made_for_run__isnull=True
             )
             .exclude(state=RunState.EXITED)
             .values_list(
@@ -108,7 +108,7 @@ class Snapshot:
             RunShare.objects.filter(
                 shares_holding_slots(self.now),
                 run__namespace=self.namespace,
-                host__slurm_job__isnull=True,
+                host__made_for_run__isnull=True,
             ).values_list(
                 "host_id",
                 "slots",
@@ -171,7 +171,8 @@ class Snapshot:
             )
             # A run in its back-off after a loss before start waits (registry.lifecycle._lost).
             .filter(Q(not_before__isnull=True) | Q(not_before__lte=self.now))
-            .exclude(pool__in=[pool.name for pool in resource_pools().slurm_pools()])
+            # A pool whose hosts are per run places its runs itself (its provider's submit).
+            .exclude(pool__in=resource_pools().hosts_per_run())
             .order_by("priority", "created_at", "id")
             .values_list(
                 "id",

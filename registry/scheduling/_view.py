@@ -46,7 +46,7 @@ class PoolView:
     """The free slots of one pool's alive hosts, as one pass sees them.
 
     A host is either **open** (later runs may take its free slots) or **reserved** for a run
-    that waits for it (Slurm's backfill reservation, docs/scheduling.md): once reserved, no
+    that waits for it (EASY backfilling's reservation, Lifka 1995; docs/scheduling.md): once reserved, no
     run after it in the queue gets its slots in this pass.
     """
 
@@ -78,8 +78,8 @@ class PoolView:
         """The ``nodes`` open hosts with at least ``share`` free slots that fit best (fewest
         free slots, then name), the first being the chief; None when fewer are open.
 
-        Best fit keeps large holes free for wide runs (as Slurm's and Determined's
-        fitting do).
+        Best fit keeps large holes free for wide runs (as HPC batch schedulers' and
+        Determined's fitting do).
         """
         chosen: list[HostSlots] = []
         for free in sorted(count for count in self._buckets if count >= share):
@@ -105,8 +105,8 @@ class PoolView:
         nothing, when fewer open hosts are large enough.
 
         The run will start on them as soon as their runs free enough slots: the runs after it
-        in the queue may not take their slots, so they can never delay its start (Slurm's
-        backfill rule, with reservations by host because runs have no time limits).
+        in the queue may not take their slots, so they can never delay its start (EASY
+        backfilling, Lifka 1995, with reservations by host because runs have no time limits).
         """
         chosen: list[HostSlots] = []
         for free in sorted(self._buckets, reverse=True):

@@ -1,6 +1,7 @@
-"""``/api/v1/resource-pools/``: the admin's resource pools and what each holds now; a slurm
-pool's nodes Headway excluded after failed starts, and the admin's route that puts one back
-(``registry.slurm._nodes``)."""
+"""``/api/v1/resource-pools/``: the admin's resource pools and what each holds now (what only
+its type knows from its provider's ``describe``); the nodes Headway excluded after failed
+starts, and the admin's route that puts one back (``PoolProvider.node_enable``; a pool type
+without nodes answers 400)."""
 
 from __future__ import annotations
 
@@ -11,21 +12,28 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry.api.host_auth import IsAdmin
-from registry.pools import PoolSummary, pool_summaries, resource_pools
-from registry.slurm import SlurmNodeNotFound, node_enable
+from registry.errors import InvalidInput, RegistryError
+from registry.pools import NoNodes, pool_provider, resource_pools
+from registry.scheduling import PoolSummary, pool_summaries
 
 
-class SlurmNodeSerializer(serializers.Serializer):
-    """A slurm pool's node as Headway's own jobs found it (``registry.models.SlurmNode``)."""
+class PoolNotFound(RegistryError):
+    """404: no pool of that name in the admin's file."""
 
-    name = serializers.CharField(read_only=True, help_text="Slurm's node name")
+    status = 404
+
+
+class PoolNodeSerializer(serializers.Serializer):
+    """A pool's node as Headway's own runs found it (``registry.pools.PoolNode``)."""
+
+    name = serializers.CharField(read_only=True, help_text="the node's name in its cluster")
     pool = serializers.CharField(read_only=True)
     failed_starts = serializers.IntegerField(
         read_only=True, help_text="runs lost on it in a row before their ranks started"
     )
     excluded_reason = serializers.CharField(
         read_only=True,
-        help_text="why Headway's jobs avoid it (sbatch --exclude); empty when they do not",
+        help_text="why Headway's runs avoid it; empty when they do not",
     )
     excluded_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
@@ -37,7 +45,8 @@ class ResourcePoolSerializer(serializers.Serializer):
     name = serializers.CharField(read_only=True)
     type = serializers.CharField(
         read_only=True,
-        help_text="agent: Headway's host agents; slurm: each run is a Slurm batch job",
+        help_text="the pool type (agent: Headway's host agents; docs/scheduling.md lists the "
+        "others)",
     )
     description = serializers.CharField(read_only=True)
     hosts = serializers.IntegerField(read_only=True, help_text="alive hosts in the pool")
@@ -53,15 +62,18 @@ class ResourcePoolSerializer(serializers.Serializer):
         help_text="false for a pool that hosts or runs still name but the file no longer lists",
     )
     jobs_pending = serializers.IntegerField(
-        read_only=True, help_text="slurm pools: jobs Slurm holds pending (0 for agent pools)"
+        read_only=True,
+        help_text="pools whose runs are batch jobs: jobs pending in the cluster (0 for agent "
+        "pools)",
     )
     jobs_running = serializers.IntegerField(
-        read_only=True, help_text="slurm pools: jobs running now (their nodes are its hosts)"
+        read_only=True,
+        help_text="pools whose runs are batch jobs: jobs running now (their nodes are its hosts)",
     )
-    excluded_nodes = SlurmNodeSerializer(
+    excluded_nodes = PoolNodeSerializer(
         many=True,
         read_only=True,
-        help_text="slurm pools: nodes Headway's jobs avoid after runs failed to start there "
+        help_text="nodes Headway's runs avoid after runs failed to start there "
         "(HEADWAY_HOST_MAX_FAILED_STARTS in a row), with the reason; [] for agent pools",
     )
 
@@ -73,7 +85,7 @@ class ResourcePoolSerializer(serializers.Serializer):
             "Every resource pool of the admin's HEADWAY_RESOURCE_POOLS file (`default` always), "
             "in the file's order: type, description, alive hosts (heartbeat within "
             "HEADWAY_HOST_TIMEOUT_SECONDS), their slots, slots in use and runs waiting to be "
-            "placed; a slurm pool's jobs and the nodes Headway excluded after failed starts. "
+            "placed; a batch pool's jobs and the nodes Headway excluded after failed starts. "
             "Pools that only hosts or runs still name follow, with configured false."
         ),
     ),
@@ -87,28 +99,38 @@ class ResourcePoolViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return pool_summaries()
 
 
-class SlurmNodeEnableView(APIView):
-    """``POST /api/v1/resource-pools/{pool}/slurm-nodes/{node}/enable/`` (admins): the node is
-    no longer excluded and its count of failed starts begins again."""
+class PoolNodeEnableView(APIView):
+    """``POST /api/v1/resource-pools/{pool}/nodes/{node}/enable/`` (admins): the node is no
+    longer excluded and its count of failed starts begins again."""
 
     permission_classes = (IsAdmin,)
 
     def permission_denied(self, request, message=None, code=None):
         # IsAdmin's own message speaks of host tokens.
         super().permission_denied(
-            request, message="Only an admin may enable a Slurm node.", code=code
+            request, message="Only an admin may enable a pool's node.", code=code
         )
 
     @extend_schema(
         tags=["resource-pools"],
-        summary="Put back a Slurm node Headway excluded (admin)",
+        summary="Put back a pool's node Headway excluded (admin)",
+        description=(
+            "For a pool whose type has nodes of its own (its runs' batch jobs run on them). "
+            "400 naming `pool` for a pool type without nodes, 404 for an unknown pool or a "
+            "node Headway never counted a failed start on, 400 naming `node` for a bad name."
+        ),
         request=None,
-        responses={200: SlurmNodeSerializer},
+        responses={200: PoolNodeSerializer},
     )
     def post(self, request, pool: str, node: str):
-        """404 naming the pool when it is not a slurm pool of the admin's file, or naming the
-        node when Headway never counted a failed start on it."""
-        if pool not in {p.name for p in resource_pools().slurm_pools()}:
-            raise SlurmNodeNotFound(f"No slurm pool named {pool} in HEADWAY_RESOURCE_POOLS.")
-        row = node_enable(namespace=settings.CELERY_TASK_DEFAULT_QUEUE, pool=pool, name=node)
-        return Response(SlurmNodeSerializer(row).data)
+        """See the schema's description."""
+        found = resource_pools().pools.get(pool)
+        if found is None:
+            raise PoolNotFound(f"No resource pool named {pool} in HEADWAY_RESOURCE_POOLS.")
+        try:
+            row = pool_provider(found.type).node_enable(
+                settings.CELERY_TASK_DEFAULT_QUEUE, pool, node
+            )
+        except NoNodes as exc:
+            raise InvalidInput({"pool": [str(exc)]}) from None
+        return Response(PoolNodeSerializer(row).data)

@@ -105,7 +105,7 @@ def test_pool_list_shows_excluded_slurm_nodes_and_an_admin_enables_one(
 ):
     from django.utils import timezone
 
-    from registry.models import SlurmNode
+    from registry.pools.slurm.models import SlurmNode
 
     pools = tmp_path / "slurm-pools.yaml"
     pools.write_text("- {name: hpc, type: slurm, partition: debug}\n")

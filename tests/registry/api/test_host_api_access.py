@@ -234,7 +234,7 @@ def test_the_schema_documents_every_host_route_with_its_model(live_server, users
 
 
 def test_a_host_agent_cannot_join_a_slurm_pool(live_server, settings, tmp_path) -> None:
-    # A slurm pool's hosts are the nodes of its jobs, made by the master (registry.slurm): an
+    # A slurm pool's hosts are the nodes of its jobs, made by the master (registry.pools.slurm): an
     # agent that names it is refused, so it can never be handed a run meant for a job.
     pools = tmp_path / "pools.yaml"
     pools.write_text("- {name: hpc, type: slurm, partition: debug}\n")

@@ -15,7 +15,9 @@ from django.urls import reverse
 from headway.expconf import ConfigError, parse_experiment_config
 from registry import scheduling
 from registry.models import TrialRun, WorkerHost
-from registry.pools import load_resource_pools, pool_summaries
+from registry.pools import load_resource_pools
+from registry.pools.slurm.settings import slurm_settings
+from registry.scheduling import pool_summaries
 from tests.helpers import REPO, TINY_CONFIG, create_experiment, register_host, start_run
 
 POOLS = """
@@ -61,18 +63,19 @@ def test_a_slurm_pool_carries_its_job_settings_and_an_agent_pool_none(tmp_path):
     )
     pools = load_resource_pools(_file(tmp_path, text))
     hpc = pools.pools["hpc"]
-    assert hpc.is_slurm and not pools.pools["big"].is_slurm
-    assert [pool.name for pool in pools.slurm_pools()] == ["hpc"]
-    assert pools.pools["big"].slurm is None
-    assert (hpc.slurm.partition, hpc.slurm.gres_per_slot, hpc.slurm.time_limit) == (
+    assert hpc.hosts_per_run and not pools.pools["big"].hosts_per_run
+    assert [pool.name for pool in pools.of_type("slurm")] == ["hpc"]
+    assert pools.pools["big"].settings is None
+    hpc_settings = slurm_settings(hpc)
+    assert (hpc_settings.partition, hpc_settings.gres_per_slot, hpc_settings.time_limit) == (
         "debug",
         "gpu:1",
         "1-00:00",
     )
-    assert hpc.slurm.sbatch_options == ["--exclusive"]
-    assert hpc.slurm.preempt_grace_seconds == 120  # the default
+    assert hpc_settings.sbatch_options == ["--exclusive"]
+    assert hpc_settings.preempt_grace_seconds == 120  # the default
     # slots_per_trial onto nodes: one node up to slots_per_node, whole nodes past it.
-    assert [hpc.slurm.nodes_for(n) for n in (1, 4, 8, 6)] == [(1, 1), (1, 4), (2, 4), None]
+    assert [hpc_settings.nodes_for(n) for n in (1, 4, 8, 6)] == [(1, 1), (1, 4), (2, 4), None]
 
 
 @pytest.mark.parametrize(

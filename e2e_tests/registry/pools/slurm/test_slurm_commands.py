@@ -1,4 +1,4 @@
-"""registry.slurm's command layer against a real Slurm (deploy/slurm/test-cluster.sh; `.ci/run`
+"""registry.pools.slurm's command layer against a real Slurm (deploy/slurm/test-cluster.sh; `.ci/run`
 starts it): submission, pending reasons, exit codes, cancellation and refusals as Slurm reports
 them."""
 
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from registry import slurm
+from registry.pools.slurm import manager as slurm
 from tests.helpers import require, wait_for
 from tests.helpers_slurm import SLURM_GROUP, slurm_up
 

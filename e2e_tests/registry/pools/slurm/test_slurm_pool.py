@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from registry import slurm
+from registry.pools.slurm import manager as slurm
 from tests.helpers import REPO, wait_for
 from tests.helpers_slurm import SLURM_GROUP, squeue_names
 
@@ -25,7 +25,7 @@ CORE_API = REPO / "tests" / "fixtures" / "core_api"
 
 def _job_of(slurm_pool, trial: dict) -> int:
     """The Slurm job id of the trial's current run (waits for its submission)."""
-    from registry.models import SlurmJob
+    from registry.pools.slurm.models import SlurmJob
 
     def find():
         job = (
@@ -59,17 +59,18 @@ def test_a_pytorch_trial_completes_as_one_slurm_job_and_its_checkpoint_downloads
     assert (ended.state, ended.exit_code) == ("COMPLETED", 0)
     state = slurm_api.checkpoint_state(done["latest_checkpoint"])
     assert state  # the checkpoint the job wrote downloads over REST
-    from registry.models import HostToken, SlurmJob, WorkerHost
+    from registry.models import HostToken, WorkerHost
+    from registry.pools.slurm.models import SlurmJob
 
     job = wait_for(
         lambda: SlurmJob.objects.filter(job_id=job_id, cleaned=True).first(), 60, "clean-up"
     )
-    assert not WorkerHost.objects.filter(slurm_job=job).exists()
+    assert not WorkerHost.objects.filter(made_for_run_id=job.run_id).exists()
     assert not HostToken.objects.live().filter(name__startswith=f"slurm-r{job.run_id}-").exists()
 
 
 def _jobs_of(trial_id: int) -> list:
-    from registry.models import SlurmJob
+    from registry.pools.slurm.models import SlurmJob
 
     return list(SlurmJob.objects.filter(run__trial_id=trial_id).order_by("run__run_id"))
 

@@ -1,5 +1,5 @@
 """A Slurm node on which runs keep failing before their ranks start is excluded from the pool's
-later jobs (``registry.slurm._nodes``), on the real one-node test Slurm: the next job carries
+later jobs (``registry.pools.slurm._nodes``), on the real one-node test Slurm: the next job carries
 ``--exclude`` (which sbatch refuses there, the trial saying the exclusion), and an admin's
 enable puts the node back."""
 
@@ -32,7 +32,7 @@ def _admin(settings, django_user_model) -> ClusterAPI:
 
 
 def _job_of(trial: dict) -> int | None:
-    from registry.models import SlurmJob
+    from registry.pools.slurm.models import SlurmJob
 
     job = SlurmJob.objects.filter(run__trial_id=trial["id"]).exclude(job_id=None).first()
     return job.job_id if job is not None else None
@@ -79,7 +79,7 @@ def test_a_node_where_runs_keep_failing_to_start_is_excluded_until_an_admin_enab
     ) in refused["scheduling_message"], refused["scheduling_message"]
     assert _job_of(second) is None
     # Only an admin puts it back; then the trial's job is submitted, excluding nothing.
-    url = f"resource-pools/{POOL}/slurm-nodes/{node}/enable/"
+    url = f"resource-pools/{POOL}/nodes/{node}/enable/"
     slurm_api.post(url, expect=403)
     enabled = _admin(settings, django_user_model).post(url)
     assert (enabled["name"], enabled["excluded_reason"], enabled["failed_starts"]) == (node, "", 0)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from registry.pools._slurm import SlurmPoolSettings
+from registry.pools.slurm.settings import SlurmPoolSettings
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def job_script(
         environment: the variables the node processes get (``HEADWAY_*``; PATH), exported by
             the script itself.
         exclude: nodes the job must not run on (the pool's nodes Headway excluded after
-            failed starts: ``registry.slurm._nodes``), one ``--exclude`` with those of an
+            failed starts: ``registry.pools.slurm._nodes``), one ``--exclude`` with those of an
             ``--exclude=`` in the pool's ``sbatch_options`` (sbatch keeps only its last one).
     """
     options = [

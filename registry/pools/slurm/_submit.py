@@ -28,11 +28,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from registry.models import HostToken, RunShare, RunState, State, Trial, TrialRun, WorkerHost
-from registry.models.slurm_job import SlurmJob
 from registry.pools import ResourcePool
-from registry.slurm._commands import SlurmError, submit
-from registry.slurm._nodes import excluded_nodes
-from registry.slurm._script import JobLayout, job_name, job_script
+from registry.pools.slurm._commands import SlurmError, submit
+from registry.pools.slurm._nodes import excluded_nodes
+from registry.pools.slurm._script import JobLayout, job_name, job_script
+from registry.pools.slurm.models import SlurmJob
+from registry.pools.slurm.settings import slurm_settings
 
 logger = logging.getLogger("headway.slurm")
 
@@ -96,7 +97,7 @@ def say(run_pk: int, message: str) -> None:
 def job_work_dir(pool: ResourcePool) -> str:
     """Where a job of ``pool`` runs its runs and writes its output: the pool's ``work_dir``,
     else the master's ``HEADWAY_WORK_DIR``."""
-    return (pool.slurm.work_dir if pool.slurm else None) or str(settings.HEADWAY_WORK_DIR)
+    return slurm_settings(pool).work_dir or str(settings.HEADWAY_WORK_DIR)
 
 
 def _submit_run(run_pk: int, pool: ResourcePool, namespace: str, excluded: list[str]) -> int | None:
@@ -106,7 +107,7 @@ def _submit_run(run_pk: int, pool: ResourcePool, namespace: str, excluded: list[
     Raises:
         SlurmError: sbatch refused the job; nothing was written.
     """
-    assert pool.slurm is not None
+    options = slurm_settings(pool)
     with transaction.atomic():
         run = (
             TrialRun.objects.select_for_update(skip_locked=True, no_key=True)
@@ -117,12 +118,12 @@ def _submit_run(run_pk: int, pool: ResourcePool, namespace: str, excluded: list[
             return None
         if run.slots_needed is None:
             return None  # its stored config did not validate: the trial already says so
-        layout = pool.slurm.nodes_for(max(run.slots_needed, 1))
+        layout = options.nodes_for(max(run.slots_needed, 1))
         if layout is None:
             say(
                 run.pk,
                 f"not submitted: slots_per_trial {run.slots_needed} is not a multiple of pool "
-                f"{pool.name}'s slots_per_node {pool.slurm.slots_per_node}",
+                f"{pool.name}'s slots_per_node {options.slots_per_node}",
             )
             return None
         nodes, per_node = layout
@@ -137,7 +138,7 @@ def _submit_run(run_pk: int, pool: ResourcePool, namespace: str, excluded: list[
                 slots=per_node,
                 devices=devices,
                 heartbeat_at=None,
-                slurm_job=job,
+                made_for_run=run,
             )
             for node in range(nodes)
         ]
@@ -150,10 +151,10 @@ def _submit_run(run_pk: int, pool: ResourcePool, namespace: str, excluded: list[
             for node, host in enumerate(hosts[1:], start=1)
         )
         work_dir = job_work_dir(pool)
-        python = pool.slurm.python or sys.executable
+        python = options.python or sys.executable
         Path(work_dir).mkdir(parents=True, exist_ok=True)  # the job's output file goes there
         script = job_script(
-            pool.slurm,
+            options,
             JobLayout(nodes, per_node),
             name=job_name(namespace, run.trial_id, run.run_id),
             python=python,
@@ -182,9 +183,9 @@ def _job_environment(
     python: str,
 ) -> dict[str, str]:
     """What the node processes get (and nothing of the master's own environment)."""
-    assert pool.slurm is not None
+    options = slurm_settings(pool)
     return {
-        "HEADWAY_MASTER": pool.slurm.master_url or settings.HEADWAY_MASTER_URL,
+        "HEADWAY_MASTER": options.master_url or settings.HEADWAY_MASTER_URL,
         "HEADWAY_QUEUE": namespace,
         "HEADWAY_RESOURCE_POOL": pool.name,
         "HEADWAY_TRIAL_ID": str(run.trial_id),

@@ -1,5 +1,5 @@
 """A Slurm node on which runs keep being lost before their ranks start is excluded from the
-pool's later jobs (``registry.slurm._nodes``), with the reason shown with the pool; a run that
+pool's later jobs (``registry.pools.slurm._nodes``), with the reason shown with the pool; a run that
 starts on a job resets its nodes' counts, and an admin's enable puts a node back."""
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from rest_framework.test import APIClient
 
 from registry import lifecycle
 from registry.lifecycle._host_health import host_started_a_run
-from registry.models import SlurmJob, SlurmNode, Trial, TrialLog, WorkerHost
-from registry.pools._slurm import SlurmPoolSettings
-from registry.slurm import (
+from registry.models import Trial, TrialLog, WorkerHost
+from registry.pools.slurm._commands import expand_hostlist, hostnames
+from registry.pools.slurm._script import JobLayout, job_script
+from registry.pools.slurm.manager import (
     SlurmError,
     SlurmNodeNotFound,
     excluded_nodes,
@@ -26,10 +27,10 @@ from registry.slurm import (
     nodes_failed_start,
     nodes_started,
 )
-from registry.slurm._commands import expand_hostlist, hostnames
-from registry.slurm._script import JobLayout, job_script
+from registry.pools.slurm.models import SlurmJob, SlurmNode
+from registry.pools.slurm.settings import SlurmPoolSettings
 from tests.helpers import TINY_MODEL
-from tests.registry.slurm.test_script import _options
+from tests.registry.pools.slurm.test_script import _options
 
 pytestmark = pytest.mark.django_db
 
@@ -142,7 +143,7 @@ def test_the_lifecycle_resets_the_nodes_of_the_job_a_run_started_on(trial):
         pool=POOL,
         namespace=django_settings.CELERY_TASK_DEFAULT_QUEUE,
         queue="",
-        slurm_job=job,
+        made_for_run=job.run,
     )
     host_started_a_run(host.id)  # what trial_run_running calls for the run's host
     counts = dict(SlurmNode.objects.values_list("name", "failed_starts"))
@@ -158,7 +159,7 @@ def _run_on_a_job(trial: Trial, nodes: str) -> None:
         pool=POOL,
         namespace=django_settings.CELERY_TASK_DEFAULT_QUEUE,
         queue="",
-        slurm_job=job,
+        made_for_run=job.run,
     )
     run.save(update_fields=["host"])
 
@@ -224,7 +225,7 @@ def test_the_pool_shows_its_excluded_nodes_and_an_admin_enables_one(
     assert [node["name"] for node in shown] == ["n1", "n2"]  # n3 counts 1: not excluded
     assert shown[0]["excluded_reason"].startswith("excluded automatically: 3 runs in a row")
     assert pools["default"]["excluded_nodes"] == []
-    url = f"/api/v1/resource-pools/{POOL}/slurm-nodes/n1/enable/"
+    url = f"/api/v1/resource-pools/{POOL}/nodes/n1/enable/"
     assert user.post(url).status_code == 403
     admin = _admin(django_user_model)
     answer = admin.post(url)
@@ -237,12 +238,15 @@ def test_the_pool_shows_its_excluded_nodes_and_an_admin_enables_one(
         "excluded_at": None,
     }
     assert _excluded() == ["n2"]
-    missing = admin.post(f"/api/v1/resource-pools/{POOL}/slurm-nodes/n9/enable/")
+    missing = admin.post(f"/api/v1/resource-pools/{POOL}/nodes/n9/enable/")
     assert missing.status_code == 404 and "n9" in missing.json()["detail"]
-    bad = admin.post(f"/api/v1/resource-pools/{POOL}/slurm-nodes/n%00x/enable/")
+    bad = admin.post(f"/api/v1/resource-pools/{POOL}/nodes/n%00x/enable/")
     assert bad.status_code == 400 and "node" in bad.json()["detail"], bad.content
-    missing = admin.post("/api/v1/resource-pools/default/slurm-nodes/n1/enable/")
-    assert missing.status_code == 404 and "default" in missing.json()["detail"]
+    # A pool whose type has no nodes (agent) says so on its pool field; an unknown pool is 404.
+    no_nodes = admin.post("/api/v1/resource-pools/default/nodes/n1/enable/")
+    assert no_nodes.status_code == 400 and "pool" in no_nodes.json()["detail"], no_nodes.content
+    unknown = admin.post("/api/v1/resource-pools/nowhere/nodes/n1/enable/")
+    assert unknown.status_code == 404 and "nowhere" in unknown.json()["detail"]
 
 
 def test_enabling_a_node_headway_never_counted_is_not_found():

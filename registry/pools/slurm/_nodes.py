@@ -27,8 +27,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from registry.errors import InvalidInput, RegistryError
-from registry.models import SlurmNode, TrialLog
-from registry.slurm._commands import SlurmError, hostnames
+from registry.models import TrialLog
+from registry.pools.slurm._commands import SlurmError, hostnames
+from registry.pools.slurm.models import SlurmNode
 
 logger = logging.getLogger("headway.slurm")
 

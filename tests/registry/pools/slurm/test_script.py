@@ -1,12 +1,12 @@
-"""The batch script of a run's Slurm job (registry.slurm._script): options from the pool's
+"""The batch script of a run's Slurm job (registry.pools.slurm._script): options from the pool's
 settings and the run, Headway's variables only, one node process per node."""
 
 from __future__ import annotations
 
 import shlex
 
-from registry.pools._slurm import SlurmPoolSettings
-from registry.slurm._script import JobLayout, job_name, job_script
+from registry.pools.slurm._script import JobLayout, job_name, job_script
+from registry.pools.slurm.settings import SlurmPoolSettings
 
 
 def _script(settings: SlurmPoolSettings, layout: JobLayout | None = None, env=None) -> str:

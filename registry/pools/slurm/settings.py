@@ -22,9 +22,12 @@ read, so a typo stops the master at start-up instead of failing every job at sub
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    from registry.pools import ResourcePool
 
 # Slurm's time formats (sbatch --time): "minutes", "minutes:seconds", "hours:minutes:seconds",
 # "days-hours", "days-hours:minutes", "days-hours:minutes:seconds"; or UNLIMITED.
@@ -164,4 +167,12 @@ class SlurmPoolSettings(BaseModel):
         return slots // per_node, per_node
 
 
-SLURM_FIELDS = frozenset(SlurmPoolSettings.model_fields)
+def slurm_settings(pool: ResourcePool) -> SlurmPoolSettings:
+    """The slurm settings of ``pool`` (a pool of type slurm; its ``settings`` as parsed).
+
+    Raises:
+        TypeError: ``pool`` is not of type slurm.
+    """
+    if not isinstance(pool.settings, SlurmPoolSettings):
+        raise TypeError(f"pool {pool.name!r} is of type {pool.type}, not slurm")
+    return pool.settings

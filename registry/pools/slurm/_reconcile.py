@@ -38,12 +38,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from registry.models import HostToken, RunState, StopReason, TrialLog, TrialRun
-from registry.models.slurm_job import SlurmJob
 from registry.pools import ResourcePool
-from registry.slurm._commands import SlurmJob as SeenJob
-from registry.slurm._commands import cancel, jobs
-from registry.slurm._nodes import nodes_started
-from registry.slurm._submit import job_work_dir, say
+from registry.pools.slurm._commands import SlurmJob as SeenJob
+from registry.pools.slurm._commands import cancel, jobs
+from registry.pools.slurm._nodes import nodes_started
+from registry.pools.slurm._submit import job_work_dir, say
+from registry.pools.slurm.models import SlurmJob
 
 logger = logging.getLogger("headway.slurm")
 
