@@ -35,7 +35,14 @@ from registry.pools.discovery import (
     pool_provider,
     pool_providers,
 )
-from registry.pools.provider import HostOrigin, NoNodes, PoolNode, PoolProvider, RunExited
+from registry.pools.provider import (
+    HostOrigin,
+    NoNodes,
+    PoolNode,
+    PoolProvider,
+    PoolSummary,
+    RunExited,
+)
 
 RESOURCE_POOL_FIELD = "config.resources.resource_pool"
 
@@ -117,6 +124,7 @@ __all__ = [
     "NoNodes",
     "PoolNode",
     "PoolProvider",
+    "PoolSummary",
     "ResourcePool",
     "ResourcePools",
     "RunExited",

@@ -183,7 +183,7 @@ def _entry(path: str | os.PathLike[str], data: list, index: int) -> ResourcePool
         raise fail(exc) from None
     own = dict(entry.model_extra or {})
     model = pool_provider(entry.type).settings_model
-    allowed = model.model_fields.keys() if model is not None else set()
+    allowed: set[str] = set(model.model_fields) if model is not None else set()
     if not own.keys() <= allowed:
         misplaced = sorted(key for key in own if key not in allowed)[0]
         # A key another type takes says which; any other is unknown.

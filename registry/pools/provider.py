@@ -24,17 +24,17 @@ kind.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import enum
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from registry.pools._file import ResourcePool
-    from registry.scheduling import PoolSummary
 
 # registry.lifecycle.trial_run_exited, passed in: the pool types sit below the lifecycle.
 RunExited = Callable[..., object]
@@ -68,6 +68,45 @@ class PoolNode:
     excluded_at: datetime | None
 
 
+@dataclasses.dataclass
+class PoolSummary:
+    """One pool and what it holds now (counted by ``registry.scheduling.pool_summaries``; the
+    type's own details by its provider's ``describe``).
+
+    Attributes:
+        name, type, description (str): the pool's entry in the admin's file.
+        hosts (int): alive hosts that joined the pool.
+        slots (int): slots of those alive hosts.
+        slots_in_use (int): of those slots, held by runs and shares (placed, starting, running).
+        queued_runs (int): runs of the pool waiting to be placed.
+        configured (bool): False for a pool that hosts or runs name but the file no longer lists
+            (hosts of it get no runs; its runs wait until the file lists it again).
+        hosts_per_run (bool): the pool makes its hosts per run (``HostOrigin.PER_RUN``).
+        jobs_pending, jobs_running (int): a per-run pool's jobs its cluster holds pending / runs
+            now (0 for an agent pool). Its hosts are the running jobs' nodes.
+        excluded_nodes (list[PoolNode]): the pool's nodes Headway's runs avoid after runs failed
+            to start there, by name, with the reason ([] for a type without nodes).
+        jobs (list): a per-run pool's latest jobs, as its type stores them (``hosts_by_pool``
+            only, for the Workers page).
+        section (str): the type's part of the Workers page (``hosts_by_pool`` only; safe HTML).
+    """
+
+    name: str
+    type: str
+    description: str
+    hosts: int = 0
+    slots: int = 0
+    slots_in_use: int = 0
+    queued_runs: int = 0
+    configured: bool = True
+    hosts_per_run: bool = False
+    jobs_pending: int = 0
+    jobs_running: int = 0
+    excluded_nodes: list[PoolNode] = dataclasses.field(default_factory=list)
+    jobs: list[Any] = dataclasses.field(default_factory=list)
+    section: str = ""
+
+
 class NoNodes(ValueError):
     """The pool's type has no nodes of its own (``node_enable`` of a type without them)."""
 
@@ -86,7 +125,7 @@ class PoolProvider(Protocol):
     """
 
     type: ClassVar[str]
-    settings_model: ClassVar[type[BaseModel] | None]
+    settings_model: ClassVar[builtins.type[BaseModel] | None]
     host_origin: ClassVar[HostOrigin]
     has_nodes: ClassVar[bool]
     hosts_note: ClassVar[str]

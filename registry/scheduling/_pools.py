@@ -11,55 +11,13 @@ nodes) its provider adds (``PoolProvider.describe``).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 from django.conf import settings
 from django.db.models import Count
 
 from registry.models import RunState, State, TrialRun, WorkerHost
 from registry.models.host import alive_cutoff
-from registry.pools import DEFAULT_TYPE, PoolNode, pool_provider, resource_pools
+from registry.pools import DEFAULT_TYPE, PoolSummary, pool_provider, resource_pools
 from registry.scheduling._overview import host_list
-
-
-@dataclasses.dataclass
-class PoolSummary:
-    """One pool and what it holds now.
-
-    Attributes:
-        name, type, description (str): the pool's entry in the admin's file.
-        hosts (int): alive hosts that joined the pool.
-        slots (int): slots of those alive hosts.
-        slots_in_use (int): of those slots, held by runs and shares (placed, starting, running).
-        queued_runs (int): runs of the pool waiting to be placed.
-        configured (bool): False for a pool that hosts or runs name but the file no longer lists
-            (hosts of it get no runs; its runs wait until the file lists it again).
-        hosts_per_run (bool): the pool makes its hosts per run (``HostOrigin.PER_RUN``).
-        jobs_pending, jobs_running (int): a per-run pool's jobs its cluster holds pending / runs
-            now (0 for an agent pool). Its hosts are the running jobs' nodes.
-        excluded_nodes (list[PoolNode]): the pool's nodes Headway's runs avoid after runs failed
-            to start there, by name, with the reason ([] for a type without nodes).
-        jobs (list): a per-run pool's latest jobs, as its type stores them (``hosts_by_pool``
-            only, for the Workers page).
-        section (str): the type's part of the Workers page (``hosts_by_pool`` only; safe HTML).
-    """
-
-    name: str
-    type: str
-    description: str
-    hosts: int = 0
-    slots: int = 0
-    slots_in_use: int = 0
-    queued_runs: int = 0
-    configured: bool = True
-    hosts_per_run: bool = False
-    jobs_pending: int = 0
-    jobs_running: int = 0
-    excluded_nodes: list[PoolNode] = dataclasses.field(default_factory=list)
-    jobs: list[Any] = dataclasses.field(default_factory=list)
-    section: str = ""
-
 
 # A pool's jobs listed on the Workers page, newest first.
 JOBS_SHOWN = 50

@@ -5,23 +5,30 @@ pool's runs on them. It has no settings of its own, no poll and no nodes apart f
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
-from registry.pools.provider import HostOrigin, NoNodes, PoolNode, RunExited
+from registry.pools.provider import (
+    HostOrigin,
+    NoNodes,
+    PoolNode,
+    PoolProvider,
+    PoolSummary,
+    RunExited,
+)
 
 if TYPE_CHECKING:
     from registry.pools import ResourcePool
-    from registry.scheduling import PoolSummary
 
 
 class AgentProvider:
     """See the module; the members as ``registry.pools.provider.PoolProvider`` documents them."""
 
     type: ClassVar[str] = "agent"
-    settings_model: ClassVar[type[BaseModel] | None] = None
+    settings_model: ClassVar[builtins.type[BaseModel] | None] = None
     host_origin: ClassVar[HostOrigin] = HostOrigin.AGENT
     has_nodes: ClassVar[bool] = False
     hosts_note: ClassVar[str] = "host agents join it (python -m workers)"
@@ -70,4 +77,4 @@ class AgentProvider:
         )
 
 
-PROVIDER = AgentProvider()
+PROVIDER: PoolProvider = AgentProvider()

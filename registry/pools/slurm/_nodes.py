@@ -8,7 +8,7 @@ a row); the ``HEADWAY_HOST_MAX_FAILED_STARTS``-th (default 3; 0 never) excludes 
 pool's later jobs carry ``sbatch --exclude`` (``_submit``, ``_script``), the reason is shown
 with the pool (``GET /api/v1/resource-pools/``, ``headway pool list``, the Workers page), in
 the master's log and in the trial's log. A run whose ranks start on a job resets its nodes'
-counts; an admin's ``enable`` (``POST /api/v1/resource-pools/{pool}/slurm-nodes/{node}/enable/``,
+counts; an admin's ``enable`` (``POST /api/v1/resource-pools/{pool}/nodes/{node}/enable/``,
 ``headway pool enable-node``) puts a node back. Headway is a Slurm user, not its admin, so it
 never drains a node in Slurm itself (docs/decisions/scheduling.md, "Slurm nodes that fail
 starts").

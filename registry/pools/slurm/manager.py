@@ -1,9 +1,9 @@
 """Slurm as a resource manager: the master's side of a ``slurm`` resource pool, in one place.
 
 The master worker's ``headway.pool_poll`` task for the slurm type (every
-``HEADWAY_SLURM_POLL_SECONDS``: ``provider.SlurmProvider``) submits each queued run of a slurm pool as one batch job
-(``_submit``; the script: ``_script``) and keeps runs and jobs in step (``_reconcile``), keeping
-its jobs off nodes where runs keep failing to start (``_nodes``), with
+``HEADWAY_SLURM_POLL_SECONDS``: ``provider.SlurmProvider``) submits each queued run of a slurm
+pool as one batch job (``_submit``; the script: ``_script``) and keeps runs and jobs in step
+(``_reconcile``), keeping its jobs off nodes where runs keep failing to start (``_nodes``), with
 Slurm's own client commands (``_commands``). Slurm places the jobs (gang allocation, fair share,
 backfill, time limits, node failures); inside a job, ``workers.slurm_node`` runs the run over
 REST as a host agent does.

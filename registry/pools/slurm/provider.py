@@ -9,6 +9,7 @@ so finding the provider (``registry.pools.discovery``) loads no Django model.
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,12 +17,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-from registry.pools.provider import HostOrigin, PoolNode, RunExited
+from registry.pools.provider import HostOrigin, PoolNode, PoolProvider, PoolSummary, RunExited
 from registry.pools.slurm.settings import SlurmPoolSettings
 
 if TYPE_CHECKING:
     from registry.pools import ResourcePool
-    from registry.scheduling import PoolSummary
 
 POLL_ENV = "HEADWAY_SLURM_POLL_SECONDS"
 _SECTION = Path(__file__).with_name("workers_section.html")
@@ -31,7 +31,7 @@ class SlurmProvider:
     """See the module; the members as ``registry.pools.provider.PoolProvider`` documents them."""
 
     type: ClassVar[str] = "slurm"
-    settings_model: ClassVar[type[SlurmPoolSettings]] = SlurmPoolSettings
+    settings_model: ClassVar[builtins.type[SlurmPoolSettings]] = SlurmPoolSettings
     host_origin: ClassVar[HostOrigin] = HostOrigin.PER_RUN
     has_nodes: ClassVar[bool] = True
     hosts_note: ClassVar[str] = "its hosts are the nodes of the Slurm jobs the master submits"
@@ -171,4 +171,4 @@ def _node(row: object) -> PoolNode:
     return PoolNode(row.name, row.pool, row.failed_starts, row.excluded_reason, row.excluded_at)
 
 
-PROVIDER = SlurmProvider()
+PROVIDER: PoolProvider = SlurmProvider()
