@@ -1,0 +1,77 @@
+"""Pool types are found without naming them (registry.pools.discovery): each folder's provider,
+its settings checked by the pools file's parser, its poll in the beat schedule."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from config.broker import beat_schedule
+from registry.pools import (
+    HostOrigin,
+    NoNodes,
+    load_resource_pools,
+    poll_pools,
+    poll_schedule,
+    pool_provider,
+    pool_providers,
+)
+
+
+def test_every_folder_is_a_type_with_its_provider_agent_first():
+    providers = pool_providers()
+    assert list(providers)[0] == "agent"
+    assert {"agent", "slurm"} <= set(providers)
+    for name, provider in providers.items():
+        assert provider.type == name
+    assert pool_provider("agent").host_origin is HostOrigin.AGENT
+    assert pool_provider("slurm").host_origin is HostOrigin.PER_RUN
+
+
+def test_a_setting_of_another_type_says_which_type_takes_it_and_an_unknown_one_is_refused(
+    tmp_path,
+):
+    path = tmp_path / "pools.yaml"
+    path.write_text("- {name: a, type: agent, partition: x}\n")
+    with pytest.raises(ImproperlyConfigured, match="only a pool of type slurm takes this setting"):
+        load_resource_pools(path)
+    path.write_text("- {name: a, type: agent, colour: blue}\n")
+    with pytest.raises(ImproperlyConfigured, match="field colour: Extra inputs are not permitted"):
+        load_resource_pools(path)
+    path.write_text("- {name: a, type: kubernetes}\n")
+    with pytest.raises(ImproperlyConfigured, match="the types: agent, slurm"):
+        load_resource_pools(path)
+
+
+def test_each_polling_type_gets_a_beat_entry_at_its_own_interval(monkeypatch):
+    monkeypatch.setenv("HEADWAY_SLURM_POLL_SECONDS", "7.5")
+    assert poll_schedule() == {"slurm": 7.5}
+    entry = beat_schedule("q", orphan_sweep_seconds=60)["pool-poll-slurm"]
+    assert entry == {
+        "task": "headway.pool_poll",
+        "schedule": 7.5,
+        "args": ("slurm",),
+        "options": {"queue": "q", "expires": 60},
+    }
+    assert not any("slurm-pools" in name for name in beat_schedule("q", orphan_sweep_seconds=60))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_a_poll_interval_that_is_not_a_positive_number_is_refused_naming_it(monkeypatch, value):
+    monkeypatch.setenv("HEADWAY_SLURM_POLL_SECONDS", value)
+    with pytest.raises(ImproperlyConfigured, match="HEADWAY_SLURM_POLL_SECONDS"):
+        poll_schedule()
+
+
+@pytest.mark.django_db
+def test_a_poll_without_a_pool_of_the_type_does_nothing():
+    def never(**kwargs):
+        raise AssertionError("no run to report")
+
+    assert poll_pools("slurm", "ns", run_exited=never) == []
+    assert poll_pools("agent", "ns", run_exited=never) == []
+
+
+def test_a_type_without_nodes_refuses_to_enable_one():
+    with pytest.raises(NoNodes, match="pool 'default' is of type agent"):
+        pool_provider("agent").node_enable("ns", "default", "n1")
