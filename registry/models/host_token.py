@@ -94,5 +94,7 @@ class HostToken(models.Model):
                 and say so; the constraint settles a race).
         """
         key = HOST_KEY_PREFIX + secrets.token_hex(20)
-        token = cls.objects.create(name=name, key_hash=hash_host_key(key), created_by=created_by)
+        # By id: the caller's user object is typed loosely (a request's user or None).
+        creator = getattr(created_by, "pk", None)
+        token = cls.objects.create(name=name, key_hash=hash_host_key(key), created_by_id=creator)
         return token, key

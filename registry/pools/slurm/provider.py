@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from django.core.exceptions import ImproperlyConfigured
+from pydantic import BaseModel
 
 from registry.pools.provider import HostOrigin, PoolNode, PoolProvider, PoolSummary, RunExited
 from registry.pools.slurm.settings import SlurmPoolSettings
@@ -31,7 +32,7 @@ class SlurmProvider:
     """See the module; the members as ``registry.pools.provider.PoolProvider`` documents them."""
 
     type: ClassVar[str] = "slurm"
-    settings_model: ClassVar[builtins.type[SlurmPoolSettings]] = SlurmPoolSettings
+    settings_model: ClassVar[builtins.type[BaseModel] | None] = SlurmPoolSettings
     host_origin: ClassVar[HostOrigin] = HostOrigin.PER_RUN
     has_nodes: ClassVar[bool] = True
     hosts_note: ClassVar[str] = "its hosts are the nodes of the Slurm jobs the master submits"
