@@ -20,7 +20,7 @@ from registry.pools import (
 
 def test_every_folder_is_a_type_with_its_provider_agent_first():
     providers = pool_providers()
-    assert list(providers)[0] == "agent"
+    assert next(iter(providers)) == "agent"
     assert {"agent", "slurm"} <= set(providers)
     for name, provider in providers.items():
         assert provider.type == name
