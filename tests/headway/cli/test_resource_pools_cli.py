@@ -123,7 +123,7 @@ def test_pool_list_shows_excluded_slurm_nodes_and_an_admin_enables_one(
     assert f"hpc: node n7 {reason}" in capsys.readouterr().out.splitlines()
 
     assert main(["--master", server, "pool", "enable-node", "hpc", "n7"]) == 1
-    assert "Only an admin may enable a Slurm node." in capsys.readouterr().err
+    assert "Only an admin may enable a pool's node." in capsys.readouterr().err
     dana = django_user_model.objects.get(username="dana")
     dana.is_staff = True
     dana.save()  # (a signal drops the token's cached user)
