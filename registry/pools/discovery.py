@@ -1,4 +1,5 @@
-"""Finding the pool types: every subpackage ``registry/pools/<type>/`` is one.
+"""Finding the pool types: every subpackage ``registry/pools/<type>/`` with a ``provider``
+module is one (a folder without it, such as a design not wired in yet, is skipped).
 
 A type's folder holds ``provider.py`` exporting ``PROVIDER`` (a ``PoolProvider`` whose ``type``
 is the folder's name) and, when it has tables, ``models.py`` (imported by ``registry.models``
@@ -23,8 +24,14 @@ _HERE = [str(Path(__file__).parent)]
 
 
 def _type_names() -> list[str]:
+    # A folder without a provider module (a design not wired in yet) is no pool type.
     names = sorted(info.name for info in pkgutil.iter_modules(_HERE) if info.ispkg)
-    return [name for name in names if not name.startswith("_")]
+    return [
+        name
+        for name in names
+        if not name.startswith("_")
+        and importlib.util.find_spec(f"{__package__}.{name}.provider") is not None
+    ]
 
 
 @functools.cache
