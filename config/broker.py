@@ -37,38 +37,22 @@ def beat_schedule(
     """``CELERY_BEAT_SCHEDULE``: the tasks the master worker's embedded beat (``worker -B``)
     sends to ``queue``, each with its interval in seconds.
 
-    The lost-run reaper every ``HEADWAY_REAPER_INTERVAL_SECONDS`` (10), each polled pool
-    type's poll (``headway.pool_poll``, entry ``pool-poll-<type>``) at the interval its provider
-    reads (``registry.pools.poll_schedule``; a no-op without a pool of the type) and the
-    checkpoint orphan sweep every ``orphan_sweep_seconds``, the webhook sweep every
+    The lost-run reaper every ``HEADWAY_REAPER_INTERVAL_SECONDS`` (10) and the checkpoint
+    orphan sweep every ``orphan_sweep_seconds``, the webhook sweep every
     ``webhook_sweep_seconds``. A send not taken within its expiry is
-    dropped: the next one does the same work.
+    dropped: the next one does the same work. The registry adds each polled pool type's
+    entry when Django loads it (``registry.pools.add_poll_entries``): the settings never
+    import the apps.
 
     Raises:
         ValueError: an interval that is not a number.
-        ImproperlyConfigured: a pool type's interval setting is not a positive number.
     """
-    # The pool types are found by the registry (never named here); their providers import no
-    # model, so this runs while the settings load.
-    from registry.pools import poll_schedule
-
-    polls = {
-        f"pool-poll-{pool_type}": {
-            "task": "headway.pool_poll",
-            "schedule": seconds,
-            "args": (pool_type,),
-            "options": {"queue": queue, "expires": 60},
-        }
-        for pool_type, seconds in poll_schedule().items()
-    }
     return {
         "reap-lost-runs": {
             "task": "headway.reap_lost_runs",
             "schedule": float(envstr("HEADWAY_REAPER_INTERVAL_SECONDS", "10")),
             "options": {"queue": queue, "expires": 60},
         },
-        # Pools whose type polls (registry.pools): reconcile their runs, submit queued ones.
-        **polls,
         # Orphaned checkpoint files (uploaded, never registered: registry.lifecycle._orphans).
         "checkpoint-orphan-sweep": {
             "task": "headway.checkpoint_orphan_sweep",

@@ -26,7 +26,7 @@ def reap_lost_runs() -> None:
 def pool_poll(pool_type: str) -> list[int]:
     """One poll of the pools of type ``pool_type`` (``registry.pools.poll_pools``: its
     provider reconciles its runs, then submits the queued ones); sent by Celery beat at the
-    type's own interval (``PoolProvider.poll_seconds``; ``config.broker.beat_schedule``), a
+    type's own interval (``PoolProvider.poll_seconds``; ``registry.pools.add_poll_entries``), a
     no-op without a pool of that type. Returns what the provider submitted.
 
     Raises:

@@ -97,6 +97,24 @@ def made_host_provider(pool: str) -> PoolProvider:
     return providers[0]
 
 
+def add_poll_entries(schedule: dict[str, dict[str, object]], queue: str) -> None:
+    """Add to ``schedule`` (``CELERY_BEAT_SCHEDULE``, in place: Celery's beat reads that dict
+    when it starts, after Django loaded the apps) one entry ``pool-poll-<type>`` per pool type
+    that polls, sending ``headway.pool_poll`` with the type to ``queue`` at the type's interval
+    (``PoolProvider.poll_seconds``); a send not taken within 60 s is dropped.
+
+    Raises:
+        ImproperlyConfigured: a type's interval setting is not a positive number.
+    """
+    for type_name, seconds in poll_schedule().items():
+        schedule[f"pool-poll-{type_name}"] = {
+            "task": "headway.pool_poll",
+            "schedule": seconds,
+            "args": (type_name,),
+            "options": {"queue": queue, "expires": 60},
+        }
+
+
 def poll_pools(type_name: str, namespace: str | None = None, *, run_exited: RunExited) -> list[int]:
     """One poll of the configured pools of type ``type_name`` in ``namespace`` (default
     ``HEADWAY_QUEUE``): the provider's ``reconcile``, then its ``submit``; returns what it
@@ -128,6 +146,7 @@ __all__ = [
     "ResourcePool",
     "ResourcePools",
     "RunExited",
+    "add_poll_entries",
     "check_resource_pool",
     "check_worker_pool",
     "load_resource_pools",

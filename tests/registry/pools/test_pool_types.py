@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from config.broker import beat_schedule
 from registry.pools import (
     HostOrigin,
     NoNodes,
+    add_poll_entries,
     load_resource_pools,
     poll_pools,
     poll_schedule,
@@ -43,17 +43,22 @@ def test_a_setting_of_another_type_says_which_type_takes_it_and_an_unknown_one_i
         load_resource_pools(path)
 
 
-def test_each_polling_type_gets_a_beat_entry_at_its_own_interval(monkeypatch):
+def test_each_polling_type_gets_a_beat_entry_at_its_own_interval(monkeypatch, settings):
+    # Django loaded the registry: the master's schedule has the slurm type's entry.
+    assert settings.CELERY_BEAT_SCHEDULE["pool-poll-slurm"]["task"] == "headway.pool_poll"
+    assert not any("slurm-pools" in name for name in settings.CELERY_BEAT_SCHEDULE)
     monkeypatch.setenv("HEADWAY_SLURM_POLL_SECONDS", "7.5")
     assert poll_schedule() == {"slurm": 7.5}
-    entry = beat_schedule("q", orphan_sweep_seconds=60)["pool-poll-slurm"]
-    assert entry == {
-        "task": "headway.pool_poll",
-        "schedule": 7.5,
-        "args": ("slurm",),
-        "options": {"queue": "q", "expires": 60},
+    schedule: dict[str, dict[str, object]] = {}
+    add_poll_entries(schedule, "q")
+    assert schedule == {
+        "pool-poll-slurm": {
+            "task": "headway.pool_poll",
+            "schedule": 7.5,
+            "args": ("slurm",),
+            "options": {"queue": "q", "expires": 60},
+        }
     }
-    assert not any("slurm-pools" in name for name in beat_schedule("q", orphan_sweep_seconds=60))
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "soon"])
