@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
-# loadgroup: tests marked xdist_group(NAME) run on one worker (the shared test Slurm's), the rest
+# loadgroup: tests marked xdist_group(NAME) run on one worker (a shared test cluster's), the rest
 # are spread test by test as with --dist load.
 PYTEST_ARGS ?= -n 2 --dist loadgroup
 
