@@ -4,7 +4,7 @@ periodic tasks the master worker's embedded beat sends."""
 
 from pathlib import Path
 
-from config.env import envstr
+from config.env import envfloat
 
 
 def broker_settings(
@@ -50,7 +50,7 @@ def beat_schedule(
     return {
         "reap-lost-runs": {
             "task": "headway.reap_lost_runs",
-            "schedule": float(envstr("HEADWAY_REAPER_INTERVAL_SECONDS", "10")),
+            "schedule": envfloat("HEADWAY_REAPER_INTERVAL_SECONDS", 10, minimum=0.1),
             "options": {"queue": queue, "expires": 60},
         },
         # Orphaned checkpoint files (uploaded, never registered: registry.lifecycle._orphans).

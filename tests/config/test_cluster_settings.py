@@ -209,6 +209,11 @@ def test_every_shared_variable_is_described():
 
 MASTER_ONLY_BAD_VALUES = [
     (
+        "HEADWAY_REAPER_INTERVAL_SECONDS",
+        "0",
+        "HEADWAY_REAPER_INTERVAL_SECONDS must be at least 0.1, got 0",
+    ),
+    (
         "HEADWAY_LOST_BACKOFF_SECONDS",
         "ten",
         "HEADWAY_LOST_BACKOFF_SECONDS must be a number, got 'ten'",
