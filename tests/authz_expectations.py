@@ -141,7 +141,7 @@ API: dict[tuple[str, str], str] = {
     ("admin-host-detail", "delete"): ADMIN,
     ("admin-host-disable", "post"): ADMIN,
     ("admin-host-enable", "post"): ADMIN,
-    ("resource-pool-slurm-node-enable", "post"): ADMIN,
+    ("resource-pool-node-enable", "post"): ADMIN,
     ("webhook-list", "get"): ADMIN,
     ("webhook-list", "post"): ADMIN,
     ("webhook-detail", "get"): ADMIN,

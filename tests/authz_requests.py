@@ -81,7 +81,7 @@ def api_request(world: World, name: str, method: str) -> tuple[str, dict | None]
         "admin-host-enable",
     ):
         kwargs = {"name": "mx-host"}
-    elif name == "resource-pool-slurm-node-enable":
+    elif name == "resource-pool-node-enable":
         kwargs = {"pool": "default", "node": "mx-node"}
     elif name in ("unmanaged-heartbeat", "unmanaged-exit", "unmanaged-logs"):
         kwargs = {"trial_id": t.id, "run_id": t.run_id}

@@ -64,14 +64,20 @@ def _run(config: Path, cwd: Path, pythonpath: Path) -> subprocess.CompletedProce
 
 
 def _fake_packages(root: Path, config: dict) -> None:
-    """Empty packages for every root package of the contract and every source or forbidden
-    sub-package of one (``headway.cli``, ``registry.scheduling``): lint-imports refuses a
-    contract naming a module that is absent."""
+    """Empty packages for every root package of the contract and every source, forbidden or
+    layer sub-package of one (``headway.cli``, ``registry.scheduling``) with its parents:
+    lint-imports refuses a contract naming a module that is absent."""
     roots = set(config["root_packages"])
     names = set(roots)
     for contract in config["contracts"]:
-        named = contract.get("source_modules", []) + contract.get("forbidden_modules", [])
+        named = (
+            contract.get("source_modules", [])
+            + contract.get("forbidden_modules", [])
+            + contract.get("layers", [])
+        )
         names |= {m for m in named if m.split(".")[0] in roots}
+    # Every parent package too (``registry.pools`` of ``registry.pools.slurm``).
+    names |= {".".join(n.split(".")[:i]) for n in names for i in range(1, n.count(".") + 1)}
     for name in names:
         folder = root.joinpath(*name.split("."))
         folder.mkdir(parents=True, exist_ok=True)
