@@ -166,3 +166,19 @@ def end_every_trial_on_exit(method: SearchMethod) -> tuple[int, bool]:
         pending += created(ops)
         shutdown = shutdown or any(isinstance(op, Shutdown) for op in ops)
     return ended, shutdown
+
+
+def assert_round_trips_change_nothing(
+    cfg: ExperimentConfig, pick: Callable[[list[str]], str]
+) -> None:
+    """A JSON round trip of the searcher's state at every event changes no decision of ``cfg``'s
+    search (every fourth trial exiting early, the next trial to report chosen by ``pick``)."""
+
+    def early(request_id: str) -> bool:
+        return int(request_id) % 4 == 2
+
+    straight = drive(cfg, seed=11, exits_early=early, pick=pick)
+    resumed = drive(cfg, seed=11, exits_early=early, pick=pick, round_trip=True)
+    assert resumed["log"] == straight["log"]
+    assert resumed["progress"] == straight["progress"]
+    assert len(straight["shutdowns"]) == 1  # type: ignore[arg-type]

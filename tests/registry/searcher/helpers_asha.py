@@ -117,3 +117,17 @@ class Simulation:
         """The request id and value of the best result at ``length``."""
         finals = [(r, v) for r, n, v in self.results if n == length]
         return min(finals, key=lambda item: item[1])
+
+
+def assert_round_trips_change_nothing(cfg: ExperimentConfig) -> None:
+    """A JSON round trip of the searcher's state at every event changes no decision of a search
+    in which trial 7 errors once past length 3."""
+    from headway.early_exit import EarlyExitReason
+
+    def exits(request_id: str, length: int) -> str | None:
+        return EarlyExitReason.ERRORED if request_id == "7" and length > 3 else None
+
+    straight = Simulation(cfg, seed=5, exits=exits).run()
+    resumed = Simulation(cfg, seed=5, exits=exits, round_trip=True).run()
+    assert resumed.events == straight.events
+    assert resumed.shutdown and straight.budget == resumed.budget

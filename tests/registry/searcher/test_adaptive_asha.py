@@ -15,7 +15,12 @@ from registry.searcher._adaptive_asha import bracket_rungs
 from registry.searcher._asha import bracket_max_trials
 from registry.searcher._halving import rung_lengths
 from tests.registry.searcher.helpers import created, searcher_without_max_length
-from tests.registry.searcher.helpers_asha import Simulation, asha, loss
+from tests.registry.searcher.helpers_asha import (
+    Simulation,
+    asha,
+    assert_round_trips_change_nothing,
+    loss,
+)
 
 
 def test_rung_lengths_and_brackets_follow_determined() -> None:
@@ -60,14 +65,7 @@ def test_a_json_round_trip_at_every_event_changes_no_decision() -> None:
         max_concurrent_trials=5,
         mode="conservative",
     )
-
-    def exits(request_id: str, length: int) -> str | None:
-        return EarlyExitReason.ERRORED if request_id == "7" and length > 3 else None
-
-    straight = Simulation(cfg, seed=5, exits=exits).run()
-    resumed = Simulation(cfg, seed=5, exits=exits, round_trip=True).run()
-    assert resumed.events == straight.events
-    assert resumed.shutdown and straight.budget == resumed.budget
+    assert_round_trips_change_nothing(cfg)
 
 
 def test_hparams_and_seeds_follow_the_experiment_seed() -> None:

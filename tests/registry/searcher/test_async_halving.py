@@ -20,7 +20,12 @@ from registry.searcher import (
     ValidateAfter,
     build_searcher,
 )
-from tests.registry.searcher.helpers_asha import Simulation, asha, loss
+from tests.registry.searcher.helpers_asha import (
+    Simulation,
+    asha,
+    assert_round_trips_change_nothing,
+    loss,
+)
 
 
 def test_promotions_follow_the_papers_rule_on_a_hand_checked_example() -> None:
@@ -126,14 +131,7 @@ def test_a_json_round_trip_at_every_event_changes_no_decision() -> None:
         max_concurrent_trials=5,
         num_rungs=3,
     )
-
-    def exits(request_id: str, length: int) -> str | None:
-        return EarlyExitReason.ERRORED if request_id == "7" and length > 3 else None
-
-    straight = Simulation(cfg, seed=5, exits=exits).run()
-    resumed = Simulation(cfg, seed=5, exits=exits, round_trip=True).run()
-    assert resumed.events == straight.events
-    assert resumed.shutdown and straight.budget == resumed.budget
+    assert_round_trips_change_nothing(cfg)
 
 
 def test_events_about_unknown_or_finished_trials_change_nothing() -> None:

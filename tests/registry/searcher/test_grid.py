@@ -20,6 +20,7 @@ from headway.expconf import (
 from tests.registry.searcher.helpers import (
     SIZE,
     SPACE,
+    assert_round_trips_change_nothing,
     config,
     drive,
     end_every_trial_on_exit,
@@ -172,14 +173,7 @@ def test_max_concurrent_trials_is_honoured(limit: int, initial: int | None) -> N
 def test_a_json_round_trip_at_every_event_changes_no_decision(
     cfg: ExperimentConfig, pick: Callable[[list[str]], str]
 ) -> None:
-    def early(request_id: str) -> bool:
-        return int(request_id) % 4 == 2
-
-    straight = drive(cfg, seed=11, exits_early=early, pick=pick)
-    resumed = drive(cfg, seed=11, exits_early=early, pick=pick, round_trip=True)
-    assert resumed["log"] == straight["log"]
-    assert resumed["progress"] == straight["progress"]
-    assert len(straight["shutdowns"]) == 1  # type: ignore[arg-type]
+    assert_round_trips_change_nothing(cfg, pick)
 
 
 def test_without_max_length_trials_get_no_operation_and_end_on_exit() -> None:

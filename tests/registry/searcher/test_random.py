@@ -11,6 +11,7 @@ import pytest
 from headway.expconf import ExperimentConfig
 from registry.searcher import SearchMethod, build_searcher
 from tests.registry.searcher.helpers import (
+    assert_round_trips_change_nothing,
     config,
     drive,
     end_every_trial_on_exit,
@@ -98,14 +99,7 @@ def test_progress_is_ended_trials_over_all_trials() -> None:
 def test_a_json_round_trip_at_every_event_changes_no_decision(
     cfg: ExperimentConfig, pick: Callable[[list[str]], str]
 ) -> None:
-    def early(request_id: str) -> bool:
-        return int(request_id) % 4 == 2
-
-    straight = drive(cfg, seed=11, exits_early=early, pick=pick)
-    resumed = drive(cfg, seed=11, exits_early=early, pick=pick, round_trip=True)
-    assert resumed["log"] == straight["log"]
-    assert resumed["progress"] == straight["progress"]
-    assert len(straight["shutdowns"]) == 1  # type: ignore[arg-type]
+    assert_round_trips_change_nothing(cfg, pick)
 
 
 def test_state_is_plain_json() -> None:
