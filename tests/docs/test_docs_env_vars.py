@@ -19,7 +19,6 @@ reads; the table headed ``variable (set by the worker)`` lists what ``workers/la
 from __future__ import annotations
 
 import ast
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from headway.cluster_settings import SharedSettings
 from tests.helpers import REPO
 
 DOC = REPO / "docs" / "configuration.md"
@@ -274,9 +272,9 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
 
 
-def doc_tables(text: str) -> list[tuple[str, list[str]]]:
-    """``(first header cell, [first cell of each row])`` for every table of the page."""
-    tables: list[tuple[str, list[str]]] = []
+def doc_tables(text: str) -> list[tuple[str, list[list[str]]]]:
+    """``(first header cell, [the cells of each row])`` for every table of the page."""
+    tables: list[tuple[str, list[list[str]]]] = []
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -288,7 +286,7 @@ def doc_tables(text: str) -> list[tuple[str, list[str]]]:
             block.append(lines[i])
             i += 1
         header = _cells(block[0])[0].lower()
-        rows = [_cells(line)[0] for line in block[2:]]
+        rows = [_cells(line) for line in block[2:]]
         tables.append((header, rows))
     return tables
 
@@ -300,7 +298,7 @@ def documented(kind: str) -> dict[str, int]:
     for header, rows in tables:
         if header != kind:
             continue
-        for cell in rows:
+        for cell, *_ in rows:
             names = re.findall(r"`([^`]+)`", cell)
             assert names, f"docs/configuration.md: row {cell!r} names no `VARIABLE`"
             for name in names:
@@ -399,61 +397,3 @@ def test_docker_compose_sets_only_documented_variables():
     }
     undocumented = sorted(names - listed - internal)
     assert not undocumented, f"docker-compose.yml sets undocumented variables: {undocumented}"
-
-
-def documented_defaults() -> dict[str, str]:
-    """Variable -> the default cell (the second) of its row in a ``variable`` table."""
-    defaults: dict[str, str] = {}
-    header = ""
-    for line in DOC.read_text(encoding="utf-8").splitlines():
-        if not line.lstrip().startswith("|"):
-            header = ""
-            continue
-        cells = _cells(line)
-        if not header:
-            header = cells[0].lower()
-            continue
-        if header == READ_TABLE and len(cells) > 1:
-            for name in re.findall(r"`([^`]+)`", cells[0]):
-                defaults[name] = cells[1]
-    return defaults
-
-
-def test_the_shared_settings_defaults_are_the_documented_ones(monkeypatch):
-    # headway.cluster_settings holds the defaults of what the master and the hosts both read;
-    # each must appear (as `value`) in its row's default column. The host name is the machine's.
-    for name in list(os.environ):
-        if name.startswith("HEADWAY_"):
-            monkeypatch.delenv(name)
-    shared = SharedSettings.from_environment()
-    defaults = documented_defaults()
-    checked = 0
-    for name, value in shared.model_dump().items():
-        if name == "HEADWAY_HOST_NAME" or value in (None, "", []):
-            continue
-        shown = f"{value:g}" if isinstance(value, float) else str(value)
-        assert f"`{shown}`" in defaults[name], (name, shown, defaults[name])
-        checked += 1
-    assert checked >= 15
-
-
-def test_the_shared_settings_bounds_are_the_documented_ones():
-    # The page's "- above 0: `...`" lists name every bounded field of SharedSettings, and only them.
-    from annotated_types import Ge, Gt
-
-    text = DOC.read_text(encoding="utf-8")
-    listed: dict[str, set[str]] = {}
-    for bound in ("above 0", "0 or more", "1 or more"):
-        item = re.search(rf"^- {bound}: (.*?)(?=^- |^$)", text, re.MULTILINE | re.DOTALL)
-        assert item, f"docs/configuration.md has no '- {bound}:' list"
-        listed[bound] = set(re.findall(r"`([A-Z0-9_]+)`", item.group(1)))
-    actual: dict[str, set[str]] = {bound: set() for bound in listed}
-    for name, field in SharedSettings.model_fields.items():
-        for rule in field.metadata:
-            if isinstance(rule, Gt) and rule.gt == 0:
-                actual["above 0"].add(name)
-            elif isinstance(rule, Ge) and rule.ge in (0, 1):
-                actual[f"{rule.ge} or more"].add(name)
-            elif isinstance(rule, Gt | Ge):
-                raise AssertionError(f"{name}: a bound the page's lists do not cover: {rule}")
-    assert listed == actual
