@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile tests/oidc/package-lock.json
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	# DS_BUILD_OPS=0: DeepSpeed installs without compiling its CUDA/C++ ops (docs/deepspeed.md).
-	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[server,dev,deepspeed]'
+	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[server,dev,deepspeed,ray]'
 	# The single sign-on tests' OpenID Connect provider (oidc-provider from npm, pinned by its
 	# lock file). Where Node.js or the npm registry is missing, those tests skip (fail under
 	# CI=true) and the rest of the install goes on.
@@ -66,7 +66,7 @@ format: install
 # The bench extra (the full mlflow, for the MLflow tracking server peer) only here: `make install`
 # stays what the tests need.
 $(BENCH_STAMP): $(STAMP)
-	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[server,dev,deepspeed,bench]'
+	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[server,dev,deepspeed,ray,bench]'
 	touch $(BENCH_STAMP)
 
 ## make bench [TINY=1]: every benchmark of bench/run_all.py (harness_overhead, metrics_ingest, sdk_reporting,
