@@ -140,7 +140,6 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def _experiment_fields(experiment: dict[str, Any]) -> list[tuple[str, Any]]:
-    searcher = (experiment.get("config") or {}).get("searcher") or {}
     return [
         ("id", experiment.get("id")),
         ("name", experiment.get("name")),
@@ -149,8 +148,8 @@ def _experiment_fields(experiment: dict[str, Any]) -> list[tuple[str, Any]]:
         ("owner", experiment.get("owner")),
         ("project", _place(experiment)),
         ("progress", fmt_percent(experiment.get("progress"))),
-        ("searcher", searcher.get("name")),
-        ("metric", experiment.get("searcher_metric") or searcher.get("metric")),
+        ("searcher", experiment.get("searcher_name")),
+        ("metric", experiment.get("searcher_metric")),
         ("best_validation", experiment.get("best_validation")),
         ("num_trials", experiment.get("num_trials")),
         ("labels", ", ".join(experiment.get("labels") or []) or None),

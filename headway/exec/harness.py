@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from headway.expconf import ConfigError, constant_hparams, parse_local_config
+
 logger = logging.getLogger("headway.exec")
 
 
@@ -91,16 +93,11 @@ def _local_config(path: str | None) -> tuple[dict[str, Any] | None, dict[str, An
         raise EntrypointError(f"--config {path}: {exc}") from None
     if not isinstance(conf, dict):
         raise EntrypointError(f"--config {path}: expected a mapping at the top level")
-    hparams: dict[str, Any] = {}
-    for name, value in (conf.get("hyperparameters") or {}).items():
-        if isinstance(value, dict) and "type" in value:
-            if value["type"] != "const":
-                raise EntrypointError(
-                    f"--config {path}: hyperparameters.{name} is a search space "
-                    f"({value['type']}); a local run needs constant values"
-                )
-            value = value.get("val")
-        hparams[name] = value
+    try:
+        hparams = constant_hparams(parse_local_config(conf))
+    except ConfigError as exc:
+        fields = "; ".join(f"{field} {' '.join(msgs)}" for field, msgs in exc.errors.items())
+        raise EntrypointError(f"--config {path}: {fields}") from None
     return hparams, conf
 
 

@@ -11,15 +11,9 @@ from headway.expconf._environment import EnvironmentConfig
 from headway.expconf._errors import ConfigError
 from headway.expconf._experiment import (
     RESOURCE_POOL_NAME,
-    AdaptiveASHASearcherConfig,
-    AsyncHalvingSearcherConfig,
     ExperimentConfig,
-    GridSearcherConfig,
-    RandomSearcherConfig,
     ReproducibilityConfig,
     ResourcesConfig,
-    SearcherConfig,
-    SingleSearcherConfig,
     check_resource_pool_name,
     parse_experiment_config,
 )
@@ -38,6 +32,11 @@ from headway.expconf._hparams import (
     sample_hparams,
 )
 from headway.expconf._length import UNITS, Length, Unit, length_to_batches
+from headway.expconf._local import (
+    LocalExperimentConfig,
+    constant_hparams,
+    parse_local_config,
+)
 from headway.expconf._overrides import (
     OverrideError,
     merge_hparam_overrides,
@@ -48,6 +47,16 @@ from headway.expconf._received import (
     checkpoint_storage_json,
     config_json,
     parse_received_config,
+)
+from headway.expconf._searchers import (
+    SEARCHER_CONFIGS,
+    AdaptiveASHASearcherConfig,
+    AsyncHalvingSearcherConfig,
+    GridSearcherConfig,
+    LocalSearcherConfig,
+    RandomSearcherConfig,
+    SearcherConfig,
+    SingleSearcherConfig,
 )
 from headway.expconf._sections import ProfilingConfig
 from headway.expconf._storage import (
@@ -64,6 +73,7 @@ __all__ = [
     "MAX_CONFIG_DEPTH",
     "MAX_YAML_VALUES",
     "RESOURCE_POOL_NAME",
+    "SEARCHER_CONFIGS",
     "UNITS",
     "AdaptiveASHASearcherConfig",
     "AsyncHalvingSearcherConfig",
@@ -78,6 +88,8 @@ __all__ = [
     "Hyperparameter",
     "IntHyperparameter",
     "Length",
+    "LocalExperimentConfig",
+    "LocalSearcherConfig",
     "LocationStorageConfig",
     "LogHyperparameter",
     "OverrideError",
@@ -95,6 +107,7 @@ __all__ = [
     "check_sub_path",
     "checkpoint_storage_json",
     "config_json",
+    "constant_hparams",
     "flatten_hparams",
     "grid_point",
     "grid_points",
@@ -105,6 +118,7 @@ __all__ = [
     "parse_experiment_config",
     "parse_hparam_overrides",
     "parse_hyperparameters",
+    "parse_local_config",
     "parse_max_length",
     "parse_received_config",
     "sample_hparams",

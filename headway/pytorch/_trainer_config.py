@@ -4,7 +4,8 @@
 On the cluster they come from the ``ExperimentConfig`` in the trial's cluster info (validated
 once when the process read it: ``headway.get_cluster_info()``). Locally they come from the
 ``exp_conf`` mapping given to ``init()`` (Determined's local mode: often a few fields, no
-``entrypoint`` nor searcher ``name``), read here and nowhere else, as given.
+``entrypoint`` nor searcher ``name``), validated by the same models
+(``headway.expconf.parse_local_config``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from headway.expconf import ExperimentConfig, Length
+from headway.expconf import ExperimentConfig, Length, parse_local_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,39 +77,11 @@ class TrainerConfig:
         )
 
     @classmethod
-    def from_local(cls, exp_conf: Mapping[str, Any]) -> TrainerConfig:
-        """The fields of a local ``exp_conf`` mapping, as given; absent ones at their defaults.
+    def from_local(cls, exp_conf: Mapping[str, Any] | None) -> TrainerConfig:
+        """The fields of a local ``exp_conf`` mapping (``headway.expconf.parse_local_config``:
+        any subset of an experiment config); absent ones at their defaults.
 
         Raises:
-            ConfigError: a length field that is not a length (naming it).
+            ConfigError: a field that does not validate (naming it).
         """
-        searcher = exp_conf.get("searcher") or {}
-        optimizations = exp_conf.get("optimizations") or {}
-        max_time = searcher.get("max_time")
-        return cls(
-            searcher_metric=searcher.get("metric"),
-            smaller_is_better=bool(searcher.get("smaller_is_better", True)),
-            max_length=_length(searcher.get("max_length"), "searcher.max_length"),
-            time_metric=searcher.get("time_metric"),
-            max_time=max_time if isinstance(max_time, int) else None,
-            min_validation_period=_length(
-                exp_conf.get("min_validation_period"), "min_validation_period"
-            ),
-            min_checkpoint_period=_length(
-                exp_conf.get("min_checkpoint_period"), "min_checkpoint_period"
-            ),
-            scheduling_unit=int(exp_conf.get("scheduling_unit") or 100),
-            records_per_epoch=exp_conf.get("records_per_epoch") or None,
-            aggregation_frequency=int(optimizations.get("aggregation_frequency", 1)),
-            average_aggregated_gradients=bool(
-                optimizations.get("average_aggregated_gradients", True)
-            ),
-            experiment_seed=(exp_conf.get("reproducibility") or {}).get("experiment_seed"),
-            perform_initial_validation=bool(exp_conf.get("perform_initial_validation")),
-            profiling_enabled=bool((exp_conf.get("profiling") or {}).get("enabled")),
-            data=dict(exp_conf.get("data") or {}),
-        )
-
-
-def _length(value: Any, field: str) -> Length | None:
-    return None if value is None else Length.parse(value, field)
+        return cls.from_config(parse_local_config(exp_conf))

@@ -10,11 +10,10 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
-import os
 import pathlib
 import tempfile
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 import botocore.config
 import botocore.exceptions
@@ -104,28 +103,6 @@ class S3StorageManager(StorageManager):
             _client(public_endpoint_url, access_key, secret_key, region)
             if public_endpoint_url
             else self._client
-        )
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> S3StorageManager:
-        """Build from ``{"type": "s3", "bucket", "prefix"?, "endpoint_url"?, "access_key"?,
-        "secret_key"?, "region"?, "public_endpoint_url"?}``; missing keys fall back to boto3's
-        own defaults.
-
-        Raises:
-            ValueError: when ``bucket`` is missing.
-        """
-        bucket = config.get("bucket")
-        if not isinstance(bucket, str) or not bucket:
-            raise ValueError("checkpoint_storage.bucket is required for type 's3'")
-        return cls(
-            bucket,
-            str(config.get("prefix") or ""),
-            endpoint_url=config.get("endpoint_url") or os.environ.get("HEADWAY_S3_ENDPOINT_URL"),
-            access_key=config.get("access_key"),
-            secret_key=config.get("secret_key"),
-            region=config.get("region"),
-            public_endpoint_url=config.get("public_endpoint_url"),
         )
 
     def __repr__(self) -> str:

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import deepspeed
 
-from headway.expconf import ConfigError, sample_hparams
+from headway.expconf import parse_local_config, sample_hparams
 from headway.pytorch._context import PyTorchTrialContext
 from headway.pytorch.deepspeed._mpu import (
     ModelParallelUnit,
@@ -66,13 +66,13 @@ class DeepSpeedTrialContext(PyTorchTrialContext):
         process exits (``atexit``), checkpoints in the local default directory.
 
         Arguments:
-            config (dict): an experiment config; only ``hyperparameters`` and
-                ``reproducibility`` are read here (the trial reads the rest).
+            config (dict): an experiment config, whole or any subset of its fields, validated as
+                local mode's (``headway.expconf.parse_local_config``).
 
         Raises:
             TypeError: ``config`` is not a dict.
-            headway.expconf.ConfigError: the hyperparameters or the seed are invalid (the
-                message names the field).
+            headway.expconf.ConfigError: a field that does not validate (the message names
+                it).
         """
         from headway.pytorch.deepspeed._trainer import init  # it imports this module
 
@@ -80,12 +80,9 @@ class DeepSpeedTrialContext(PyTorchTrialContext):
             raise TypeError(
                 f"from_config() takes the config as a dict, got {type(config).__name__}"
             )
-        seed = (config.get("reproducibility") or {}).get("experiment_seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise ConfigError(
-                {"reproducibility.experiment_seed": [f"must be an integer >= 0, got {seed!r}"]}
-            )
-        hparams = sample_hparams(config.get("hyperparameters") or {}, random.Random(seed))
+        parsed = parse_local_config(config)
+        seed = parsed.reproducibility.experiment_seed or 0
+        hparams = sample_hparams(parsed.hyperparameters, random.Random(seed))
         stack = contextlib.ExitStack()
         context = stack.enter_context(init(hparams=hparams, exp_conf=config))
         atexit.register(stack.close)

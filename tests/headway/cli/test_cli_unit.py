@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import socket
 import stat
 from pathlib import Path
@@ -199,8 +200,16 @@ def test_experiment_describe_json(
         "experiment": {"id": 3, "name": "x", "state": "ACTIVE"},
         "trials": [TRIAL_9],  # as sent, no field added
     }
+    fake.routes[("GET", "experiments/3/")] |= {
+        "searcher_name": "adaptive_asha",
+        "searcher_metric": "validation_loss",
+    }
     assert main(["experiment", "describe", "3"]) == 0
-    assert "Trials:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Trials:" in out
+    assert re.search(r"searcher:\s+adaptive_asha", out) and re.search(
+        r"metric:\s+validation_loss", out
+    )
 
 
 def test_trial_describe_prints_metrics_and_checkpoints(

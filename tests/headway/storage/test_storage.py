@@ -10,6 +10,7 @@ import tarfile
 import pytest
 
 from headway.archive import UnsafeArchivePath
+from headway.expconf import SharedFSConfig
 from headway.storage import (
     SharedFSStorageManager,
     build_storage_manager,
@@ -132,6 +133,13 @@ def test_build_shared_fs_with_storage_path(tmp_path: pathlib.Path) -> None:
     assert manager.base_path == tmp_path
 
 
+def test_build_takes_the_config_models_as_well_as_mappings(tmp_path: pathlib.Path) -> None:
+    section = SharedFSConfig(type="shared_fs", host_path=str(tmp_path), storage_path="sub")
+    manager = build_storage_manager(section)
+    assert isinstance(manager, SharedFSStorageManager)
+    assert manager.base_path == tmp_path / "sub"
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [
@@ -140,7 +148,10 @@ def test_build_shared_fs_with_storage_path(tmp_path: pathlib.Path) -> None:
         ({"type": "shared_fs"}, "host_path is required"),
         ({"type": "shared_fs", "host_path": "rel/path"}, "must be absolute"),
         ({"type": "shared_fs", "host_path": "/x", "storage_path": "../up"}, "storage_path"),
-        ({"type": "s3"}, "bucket is required"),
+        ({"type": "s3"}, "checkpoint_storage.bucket: required"),
+        ({"type": "s3", "location": "fast"}, "bucket is required.*bare `location`"),
+        ({"type": "s3", "bukket": "b"}, "checkpoint_storage.bukket: unknown field"),
+        ({"type": "shared_fs", "host_path": "/x", "save_trial_best": -1}, "save_trial_best"),
     ],
 )
 def test_build_rejects_bad_configs_naming_the_field(config: dict, message: str) -> None:

@@ -35,7 +35,13 @@ def test_it_lists_and_describes(api):
     experiment_id = create_experiment(api).json()["id"]
     listing = api.get("/api/v1/experiments/").json()
     assert listing["count"] == 1 and listing["results"][0]["id"] == experiment_id
-    assert api.get(f"/api/v1/experiments/{experiment_id}/").json()["id"] == experiment_id
+    described = api.get(f"/api/v1/experiments/{experiment_id}/").json()
+    assert described["id"] == experiment_id
+    config = described["config"]["searcher"]
+    assert (described["searcher_name"], described["searcher_metric"]) == (
+        config["name"],
+        config["metric"],
+    )
     trials = api.get(f"/api/v1/experiments/{experiment_id}/trials/").json()["results"]
     assert len(trials) == 1 and trials[0]["run_state"] == "QUEUED"
     archive = api.get(f"/api/v1/experiments/{experiment_id}/model_definition")
