@@ -80,7 +80,15 @@ from tests.netns_master import (
     redis_command,
     run_checked,
 )
-from tests.netns_network import SECOND_OCTET, Host, build_network, hostname
+from tests.netns_network import (
+    SECOND_OCTET,
+    Host,
+    build_network,
+    hostname,
+    kill_namespace,
+    namespace_command,
+    remove_network,
+)
 from tests.netns_storage import ClusterStorage
 
 # The worker hosts' DATABASE_URL: no route leads there from a host's namespace (its only route
@@ -89,19 +97,21 @@ UNREACHABLE_DATABASE_URL = "postgres://headway@10.255.255.1:5432/unreachable"
 NAMESPACE = "headway"  # HEADWAY_QUEUE of the master and its hosts (the default, unset)
 
 
-def require_netns() -> None:
-    """Skip (fail under ``CI=true``) unless this process can build namespaced hosts."""
-    missing = [
-        what
-        for what, ok in (
-            ("root", os.geteuid() == 0),
-            ("ip", shutil.which("ip") is not None),
-            ("unshare", shutil.which("unshare") is not None),
+def require_netns(master: bool = True) -> None:
+    """Skip (fail under ``CI=true``) unless this process can build namespaced hosts; with
+    ``master``, also the master side's Redis and PostgreSQL (False: namespaces only, as for
+    ``tests.helpers_ray``)."""
+    checks = [
+        ("root", os.geteuid() == 0),
+        ("ip", shutil.which("ip") is not None),
+        ("unshare", shutil.which("unshare") is not None),
+    ]
+    if master:
+        checks += [
             ("redis-server", shutil.which("redis-server") is not None),
             ("PostgreSQL binaries", bool(PG_BIN)),
-        )
-        if not ok
-    ]
+        ]
+    missing = [what for what, ok in checks if not ok]
     if missing:
         why = f"namespaced hosts need {', '.join(missing)}"
         if os.environ.get("CI") == "true":
@@ -341,15 +351,8 @@ class NetnsCluster(HostProcesses, ClusterStorage, MasterFaults):
     def host_command(self, name: str, argv: Sequence[str]) -> list[str]:
         """``argv`` as run on host ``name``: inside its namespace, under its own host name (a
         UTS namespace) and, if asked, with its private folders (``private_dirs``)."""
-        host = self.hosts[name]
-        setup = 'hostname "$1"; shift; '
         mounts = self.private_dirs.get(name, [])
-        for folder in mounts:
-            setup += f"mkdir -p '{folder}' && mount -t tmpfs headway-private '{folder}' && "
-        script = setup + 'exec "$@"'
-        unshare = ["unshare", "--uts"] + (["--mount", "--propagation", "private"] if mounts else [])
-        cmd = ["ip", "netns", "exec", host.namespace, *unshare, "sh", "-c", script, "sh"]
-        return [*cmd, self._hostname(name), *argv]
+        return namespace_command(self.hosts[name].namespace, self._hostname(name), argv, mounts)
 
     def spawn(
         self, cmd: Sequence[str], log: Path, env: dict[str, str] | None = None
@@ -419,20 +422,13 @@ class NetnsCluster(HostProcesses, ClusterStorage, MasterFaults):
         self._terminate(agents)
         self._terminate([proc for proc in reversed(self._procs) if proc not in agents])
         for namespace in self._made_namespaces:  # trials that left their group
-            out = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True)
-            for pid in out.stdout.split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
+            kill_namespace(namespace)
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
         if self._postgres_server is not None:
             self._postgres_server.stop()
-        for link in self._made_links:
-            subprocess.run(["ip", "link", "del", link], capture_output=True)
-        for namespace in self._made_namespaces:
-            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-            shutil.rmtree(Path("/etc/netns") / namespace, ignore_errors=True)
+        remove_network(self._made_links, self._made_namespaces)
         self._made_links, self._made_namespaces, self._procs = [], [], []
 
 

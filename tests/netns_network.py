@@ -6,7 +6,11 @@ by a veth pair, its name resolving to loopback as on Debian. Only what it create
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import shutil
+import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -94,3 +98,46 @@ def build_network(
         run_checked([*inside, "link", "set", "lo", "up"])
         hosts[name] = host
     return subnet, bridge, master
+
+
+def namespace_command(
+    namespace: str, host: str, argv: Sequence[str], mounts: Sequence[str] = ()
+) -> list[str]:
+    """``argv`` run inside network namespace ``namespace`` under host name ``host`` (a UTS
+    namespace of its own) and, for each folder of ``mounts``, an empty tmpfs over it (a mount
+    namespace of its own)."""
+    setup = 'hostname "$1"; shift; '
+    for folder in mounts:
+        setup += f"mkdir -p '{folder}' && mount -t tmpfs headway-private '{folder}' && "
+    script = setup + 'exec "$@"'
+    unshare = ["unshare", "--uts"] + (["--mount", "--propagation", "private"] if mounts else [])
+    return ["ip", "netns", "exec", namespace, *unshare, "sh", "-c", script, "sh", host, *argv]
+
+
+def namespace_pids(namespace: str) -> list[int]:
+    """Every process in network namespace ``namespace`` (none once it is gone)."""
+    out = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True)
+    return [int(pid) for pid in out.stdout.split()]
+
+
+def kill_namespace(namespace: str) -> list[int]:
+    """SIGKILL every process in network namespace ``namespace``, whatever its process group or
+    session (daemons that left theirs); returns their pids."""
+    pids = namespace_pids(namespace)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def remove_network(links: Sequence[str], namespaces: Sequence[str]) -> None:
+    """Delete ``links`` and ``namespaces`` (with their ``/etc/netns`` folders), as recorded by
+    ``build_network``; kill the namespaces' processes first. Whatever is already gone is
+    skipped."""
+    for namespace in namespaces:
+        kill_namespace(namespace)
+    for link in links:
+        subprocess.run(["ip", "link", "del", link], capture_output=True)
+    for namespace in namespaces:
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+        shutil.rmtree(Path("/etc/netns") / namespace, ignore_errors=True)
