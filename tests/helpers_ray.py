@@ -13,9 +13,8 @@ namespaces and links made. It never runs ``ray stop``: that command kills every 
 the machine by name, whatever its network namespace, so it would end the Ray clusters of other
 tests running beside this one.
 
-Usage (a module fixture; import it into the test module)::
-
-    from tests.helpers_ray import ray_cluster_fixture  # noqa: F401 - fixture "ray_cluster"
+Usage: the module-scoped fixture ``ray_cluster`` (``tests/plugin.py``, the shared fixtures: no
+import needed; a head and two workers of 2 CPUs)::
 
     def test_x(ray_cluster):
         ray_cluster.gcs_address                      # "10.213.N.10:6380"
@@ -24,7 +23,8 @@ Usage (a module fixture; import it into the test module)::
         ray_cluster.kill_node("ray-w2")              # a lost node
         ray_cluster.alive_nodes()                    # ["10.213.N.10", "10.213.N.11"]
 
-or ``with ray_cluster(workers=1, cpus_per_node=1, resources={"x": 1}) as cluster:``.
+or, for another shape, ``with helpers_ray.ray_cluster(workers=1, cpus_per_node=1,
+resources={"x": 1}) as cluster:``.
 Needs root, ``ip`` and ``unshare`` (``require_netns(master=False)``: a skip, or a failure
 under ``CI=true``) and Ray (the ``ray`` extra).
 """
@@ -52,6 +52,7 @@ from tests.netns_cluster import require_netns
 from tests.netns_network import (
     Host,
     build_network,
+    hostname,
     kill_namespace,
     namespace_command,
     namespace_pids,
@@ -61,7 +62,7 @@ from tests.netns_network import (
 GCS_PORT = 6380  # not Redis's 6379, although the head's namespace has its own ports
 DASHBOARD_PORT = 8265
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's minimum is 75 MiB
-START_TIMEOUT = 120  # seconds for every node to be alive (a loaded 2-core machine)
+START_TIMEOUT = 240  # seconds for every node to be alive (46 s seen on a loaded 2-core machine)
 # The GCS marks a node dead after this many failed health checks this far apart (Ray's defaults,
 # 5 x 3 s, make a lost node's test wait ~15 s longer).
 HEAD_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
@@ -116,13 +117,17 @@ class RayCluster:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """This process's environment with the repository importable, ``RAY_ADDRESS`` the
-        head's GCS and Ray's usage stats off, then ``extra``."""
+        head's GCS, Ray's usage stats and token authentication off, then ``extra``."""
         env = dict(os.environ)
         path = [str(REPO), *filter(None, [env.get("PYTHONPATH")])]
         env.update(
             PYTHONPATH=os.pathsep.join(path),
             RAY_ADDRESS=self.gcs_address,
             RAY_USAGE_STATS_ENABLED="0",
+            # Unset, Ray turns token authentication on as soon as ~/.ray/auth_token exists (any
+            # local `ray.init()` on the machine writes one), and nodes or drivers that disagree
+            # fail with AuthenticationError: one explicit mode for the whole cluster.
+            RAY_AUTH_MODE="disabled",
         )
         env.update(extra or {})
         return env
@@ -218,8 +223,9 @@ def _start_node(
         return cluster.start_in(node, argv, env=extra, stdout=log, stderr=subprocess.STDOUT)
 
 
-def _leftover_pids(temp_dir: Path) -> list[int]:
-    """Processes whose command line names ``temp_dir`` (a node's daemons and workers)."""
+def ray_pids(temp_dir: Path) -> list[int]:
+    """Processes whose command line names ``temp_dir``: the cluster's Ray daemons (GCS,
+    raylets, agents, dashboard) and workers, wherever they run."""
     needle = str(temp_dir).encode()
     pids = []
     for entry in Path("/proc").iterdir():
@@ -231,30 +237,31 @@ def _leftover_pids(temp_dir: Path) -> list[int]:
     return pids
 
 
-def _stop(cluster: RayCluster, links: list[str], namespaces: list[str]) -> None:
-    """Kill every process of the cluster (namespaces, then by temp dir), reap those it started,
-    remove the namespaces and links. Raises RuntimeError if a process outlives it."""
+def _stop(
+    temp_dir: Path, procs: list[subprocess.Popen], links: list[str], namespaces: list[str]
+) -> None:
+    """Kill every process of the cluster (its namespaces', then any naming ``temp_dir``), reap
+    ``procs`` (those it started), remove the namespaces, links and ``temp_dir``. Raises
+    RuntimeError if a process outlives it."""
     for namespace in namespaces:
         kill_namespace(namespace)
-    for pid in _leftover_pids(cluster.temp_dir):
+    for pid in ray_pids(temp_dir):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    for proc in cluster.procs:
+    for proc in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=30)
     remove_network(links, namespaces)
 
     def gone() -> bool:
-        alive = [p for ns in namespaces for p in namespace_pids(ns)]
-        return not alive and not _leftover_pids(cluster.temp_dir)
+        alive = [pid for namespace in namespaces for pid in namespace_pids(namespace)]
+        return not alive and not ray_pids(temp_dir)
 
-    # SIGKILLed processes vanish once their parent (often init, after reparenting) reaps them.
+    # A SIGKILLed daemon vanishes once its parent (init, after `ray start` exited) reaps it.
     left = not wait_for_or_false(gone, 30, interval=0.1)
-    shutil.rmtree(cluster.temp_dir, ignore_errors=True)
+    shutil.rmtree(temp_dir, ignore_errors=True)
     if left:
-        raise RuntimeError(
-            f"Ray processes outlived the cluster: {_leftover_pids(cluster.temp_dir)}"
-        )
+        raise RuntimeError(f"Ray processes outlived the cluster: {ray_pids(temp_dir)}")
 
 
 @contextlib.contextmanager
@@ -274,7 +281,7 @@ def ray_cluster(
     hosts: dict[str, Host] = {}
     links: list[str] = []
     namespaces: list[str] = []
-    cluster: RayCluster | None = None
+    procs: list[subprocess.Popen] = []
     try:
         subnet, _, master_ip = build_network(temp_dir, names, hosts, links, namespaces)
         nodes = [RayNode(name, hosts[name].address, hosts[name].namespace) for name in names]
@@ -285,7 +292,8 @@ def ray_cluster(
             dashboard_url=f"http://{nodes[0].ip}:{DASHBOARD_PORT}",
             master_ip=master_ip,
             temp_dir=temp_dir,
-            hostnames={name: f"hw{subnet}-{name}" for name in names},
+            hostnames={name: hostname(subnet, name) for name in names},
+            procs=procs,
         )
         head = _start_node(cluster, cluster.head, cpus_per_node, resources)
         if head.wait(timeout=START_TIMEOUT) != 0:
@@ -300,13 +308,4 @@ def ray_cluster(
             )
         yield cluster
     finally:
-        if cluster is None:
-            cluster = RayCluster(RayNode("", "", ""), [], "", "", "", temp_dir=temp_dir)
-        _stop(cluster, links, namespaces)
-
-
-@pytest.fixture(scope="module", name="ray_cluster")
-def ray_cluster_fixture() -> Iterator[RayCluster]:
-    """The module's Ray cluster: a head and two workers of 2 CPUs (``ray_cluster()``)."""
-    with ray_cluster() as cluster:
-        yield cluster
+        _stop(temp_dir, procs, links, namespaces)

@@ -12,6 +12,7 @@ import random
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,14 +121,22 @@ def namespace_pids(namespace: str) -> list[int]:
     return [int(pid) for pid in out.stdout.split()]
 
 
-def kill_namespace(namespace: str) -> list[int]:
+def kill_namespace(namespace: str, timeout: float = 30) -> list[int]:
     """SIGKILL every process in network namespace ``namespace``, whatever its process group or
-    session (daemons that left theirs); returns their pids."""
-    pids = namespace_pids(namespace)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    return pids
+    session (daemons that left theirs), again until none is left: one forked between the
+    listing and the kill (a raylet starting a worker) is caught by the next round. Returns the
+    pids killed; RuntimeError if processes remain after ``timeout`` seconds."""
+    killed: list[int] = []
+    deadline = time.monotonic() + timeout
+    while pids := namespace_pids(namespace):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {pids} of namespace {namespace} survive SIGKILL")
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        killed += [pid for pid in pids if pid not in killed]
+        time.sleep(0.05)
+    return killed
 
 
 def remove_network(links: Sequence[str], namespaces: Sequence[str]) -> None:

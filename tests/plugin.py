@@ -442,3 +442,13 @@ def checkpoint_storage(request, tmp_path) -> dict:
     config = {"type": "s3", "bucket": bucket, "prefix": "runs", "endpoint_url": endpoint}
     build_storage_manager(config)._client.create_bucket(Bucket=bucket)
     return allow_storage(config)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A real Ray cluster for the module: a head and two workers of 2 CPUs, each node in its own
+    network namespace on its own address (``tests.helpers_ray.ray_cluster``)."""
+    from tests.helpers_ray import ray_cluster as start_ray_cluster
+
+    with start_ray_cluster() as cluster:
+        yield cluster
