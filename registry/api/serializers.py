@@ -40,7 +40,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     num_trials = serializers.IntegerField(read_only=True)
     searcher_metric = serializers.CharField(read_only=True)
-    searcher_name = serializers.CharField(read_only=True)
+    searcher_name = serializers.CharField(source="conf.searcher.name", read_only=True)
     source_trial_id = serializers.IntegerField(read_only=True, allow_null=True)
     # Annotated by the viewset (registry.scheduling.experiment_scheduling_message): why one of
     # its trials waits for a host; "" when none does.

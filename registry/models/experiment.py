@@ -139,12 +139,6 @@ class Experiment(models.Model):
         return self.conf.searcher.metric
 
     @property
-    def searcher_name(self) -> str:
-        """The searcher's ``name`` (``single``, ``adaptive_asha`` ...; raises
-        ``StoredConfigInvalid`` as ``conf``)."""
-        return self.conf.searcher.name
-
-    @property
     def smaller_is_better(self) -> bool:
         """The searcher's ``smaller_is_better`` (raises ``StoredConfigInvalid`` as ``conf``)."""
         return self.conf.searcher.smaller_is_better
