@@ -40,8 +40,9 @@ serve: migrate
 	$(PY) manage.py serve
 
 ## make test: the whole suite, tests/ and e2e_tests/ (unit, integration with real services, browser).
+## It ends with its 30 slowest tests, where the suite's time goes.
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS) $(ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS) --durations=30 $(ARGS)
 
 ## make test-fast: the unit tests only (no slow, integration or browser tests), wherever they live:
 ## a few e2e_tests/ modules hold a unit test beside their full-stack ones.
