@@ -12,15 +12,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.login_forms import username_max_length
-from headway.early_exit import EarlyExitReason
 from headway.expconf import ConfigError, Length
-from headway.metric_values import chartable, decode_number
 from headway.storage._base import check_relpath
 from registry.api.fields import (
     CheckpointFilesField,
     ExperimentConfigField,
     StorableDictField,
-    StrictFloatField,
     StrictUUIDField,
     SummaryMetricsCountField,
     SummaryMetricsField,
@@ -32,7 +29,7 @@ from registry.api.model_serializers import (
     multiline_text_field,
 )
 from registry.checkpoints import attach_metadata
-from registry.models import Checkpoint, Experiment, Trial, TrialLog, TrialRun, WorkerHost
+from registry.models import Checkpoint, Experiment, Trial, TrialRun, WorkerHost
 from registry.user_text import DESCRIPTION_MAX, LINE_PATTERN, NAME_MAX, NOTES_MAX
 
 
@@ -288,65 +285,11 @@ class CheckpointRegisterSerializer(StrictSerializer):
         return value
 
 
-class TrialLogSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = TrialLog
-        fields: ClassVar[list[str]] = ["id", "run_id", "timestamp", "message"]
-        read_only_fields = fields
-
-
-class TrialLogPageSerializer(serializers.Serializer):
-    """``GET trials/{id}/logs/``: lines after the ``after`` cursor, the next cursor and the
-    trial's state (a tail stops polling once the trial ended)."""
-
-    results = TrialLogSerializer(many=True)
-    last_id = serializers.IntegerField()
-    trial_state = serializers.CharField()
-
-
-class ProgressSerializer(serializers.Serializer):
-    progress = StrictFloatField(min_value=0.0, max_value=1.0)
-
-
-@extend_schema_field(
-    {
-        "oneOf": [
-            {"type": "number"},
-            {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]},
-        ]
-    }
-)
-class SearcherMetricField(serializers.Field):
-    """A finite number, or ``"NaN"``/``"Infinity"``/``"-Infinity"`` (kept as no value)."""
-
-    def to_internal_value(self, data):
-        number = decode_number(data)
-        if number is None:
-            raise serializers.ValidationError("Must be a number, or NaN/Infinity/-Infinity.")
-        return chartable(number)
-
-    def to_representation(self, value):
-        return value
-
-
-class SearcherCompletedSerializer(serializers.Serializer):
-    length = serializers.IntegerField(min_value=0, max_value=INT64_MAX)
-    metric = SearcherMetricField(allow_null=True)
-
-
-class EarlyExitSerializer(serializers.Serializer):
-    reason = serializers.ChoiceField(choices=[reason.value for reason in EarlyExitReason])
-
-
 class LoginSerializer(serializers.Serializer):
     # Longer than the user model's column: a 400 naming it (the failed-login record
     # django-axes writes would not fit, and PostgreSQL refused it with a 500).
     username = serializers.CharField(max_length=username_max_length())
     password = serializers.CharField(trim_whitespace=False)
-
-
-class PreemptAckSerializer(serializers.Serializer):
-    run_id = serializers.IntegerField(min_value=1, max_value=RUN_ID_MAX)
 
 
 _POSITIVE = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}

@@ -17,19 +17,21 @@ from registry.api.answers import answer
 from registry.api.params import int_param, int_query_parameter
 from registry.api.permissions import trial_run_of
 from registry.api.prefer import PREFER_PARAMETER, minimal, prefers_minimal
+from registry.api.report_serializers import (
+    EarlyExitSerializer,
+    PreemptAckSerializer,
+    ProgressSerializer,
+    SearcherCompletedSerializer,
+    TrialLogPageSerializer,
+    TrialLogSerializer,
+)
 from registry.api.schema import openapi_30
 from registry.api.serializers import (
     RUN_ID_MAX,
     CheckpointRegisterSerializer,
     CheckpointSerializer,
     ContinueTrialSerializer,
-    EarlyExitSerializer,
     ExperimentSerializer,
-    PreemptAckSerializer,
-    ProgressSerializer,
-    SearcherCompletedSerializer,
-    TrialLogPageSerializer,
-    TrialLogSerializer,
     TrialSerializer,
 )
 from registry.api.views.checkpoint_lists import CHECKPOINT_LIST_PARAMETERS, checkpoint_list_response
