@@ -9,9 +9,10 @@ Same public names and semantics as Determined's ``determined.core`` (see docs/co
 """
 
 from headway.core._checkpoint import CheckpointContext, DownloadMode
-from headway.core._context import Context, init
+from headway.core._context import Context
 from headway.core._disk_full import CheckpointStorageFull
 from headway.core._distributed import DistributedContext
+from headway.core._init import init
 from headway.core._preempt import PreemptContext, PreemptMode
 from headway.core._searcher import SearcherContext, SearcherMode, SearcherOperation
 from headway.core._tensorboard import TensorboardMode

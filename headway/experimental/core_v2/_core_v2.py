@@ -20,8 +20,8 @@ from typing import Any
 from headway._info import get_cluster_info
 from headway.client import RegistryAPI
 from headway.core import Context, DistributedContext, PreemptMode, TensorboardMode
-from headway.core._context import init_for
 from headway.core._distributed import default_distributed
+from headway.core._init import init_for
 from headway.experimental.core_v2._config import (
     Config,
     check_checkpoint_upload,

@@ -68,7 +68,7 @@ def test_finding_master_restart_cli_sessions_keep_their_retry_count():
 
 
 def test_finding_master_restart_outage_setting_is_validated(monkeypatch):
-    from headway.core._context import master_outage_seconds
+    from headway.core._init import master_outage_seconds
 
     monkeypatch.setenv("HEADWAY_MASTER_OUTAGE_SECONDS", "soon")
     with pytest.raises(ValueError, match="HEADWAY_MASTER_OUTAGE_SECONDS"):
