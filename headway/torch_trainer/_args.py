@@ -18,8 +18,9 @@ logger = logging.getLogger("headway.torch_trainer")
 
 # RaySGD arguments that cannot work here: name -> why (raised as ValueError when given).
 UNSUPPORTED = {
-    "num_cpus_per_worker": "Ray resource requests do not exist here; each worker gets "
-    "$HEADWAY_THREADS_PER_SLOT threads on a Headway cluster (torch.set_num_threads otherwise)",
+    "num_cpus_per_worker": "Ray resource requests need a Ray cluster (ray.init() or RAY_ADDRESS); "
+    "without one each worker gets $HEADWAY_THREADS_PER_SLOT threads on a Headway cluster",
+    "resources_per_worker": "Ray resource requests need a Ray cluster (ray.init() or RAY_ADDRESS)",
     "use_local": "workers always run in their own processes; get_local_operator() returns a "
     "copy in the driver",
     "num_replicas": "deprecated in RaySGD; use num_workers",
@@ -67,8 +68,12 @@ def check_options(
     scheduler_step_freq: Any,
     timeout_s: Any,
     initialization_hook: Any,
+    cluster_gpus: float | None = None,
 ) -> tuple[bool, str]:
     """Check ``TorchTrainer``'s arguments; returns the resolved ``(use_gpu, backend)``.
+
+    ``cluster_gpus``: on Ray, the cluster's GPUs (``use_gpu="auto"`` means "the cluster has
+    some", and Ray, not this host, checks that each worker gets one); None on this host.
 
     Raises:
         TypeError / ValueError: naming the argument that is wrong.
@@ -91,7 +96,7 @@ def check_options(
         if not callable(initialization_hook):
             raise TypeError("initialization_hook must be callable")
         check_picklable("initialization_hook", initialization_hook)
-    use_gpu, backend = _resolve_device(use_gpu, backend, num_workers)
+    use_gpu, backend = _resolve_device(use_gpu, backend, num_workers, cluster_gpus)
     if use_fp16 == "apex":
         raise ValueError("use_fp16='apex': NVIDIA apex is not supported; use use_fp16=True")
     if not isinstance(use_fp16, bool):
@@ -106,13 +111,15 @@ def check_options(
     return use_gpu, backend
 
 
-def _resolve_device(use_gpu: Any, backend: Any, num_workers: int) -> tuple[bool, str]:
+def _resolve_device(
+    use_gpu: Any, backend: Any, num_workers: int, cluster_gpus: float | None
+) -> tuple[bool, str]:
     """``use_gpu`` and ``backend`` checked, with ``"auto"`` resolved: ``(use_gpu, backend)``."""
     if use_gpu == "auto":
-        use_gpu = torch.cuda.is_available()
+        use_gpu = torch.cuda.is_available() if cluster_gpus is None else cluster_gpus >= 1
     elif not isinstance(use_gpu, bool):
         raise ValueError(f"use_gpu must be True, False or 'auto', not {use_gpu!r}")
-    elif use_gpu and torch.cuda.device_count() < num_workers:
+    elif use_gpu and cluster_gpus is None and torch.cuda.device_count() < num_workers:
         raise ValueError(
             f"use_gpu=True needs one CUDA device per worker: {num_workers} workers, "
             f"{torch.cuda.device_count()} devices visible"
@@ -187,3 +194,28 @@ def reduce_stats(worker_stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         else:
             stats[key] = first
     return stats
+
+
+def check_ray_resources(num_cpus_per_worker: Any, resources_per_worker: Any) -> None:
+    """Check the Ray-only resource arguments (``ValueError`` / ``TypeError`` naming them)."""
+    if (
+        isinstance(num_cpus_per_worker, bool)
+        or not isinstance(num_cpus_per_worker, int | float)
+        or num_cpus_per_worker < 0
+    ):
+        raise ValueError(f"num_cpus_per_worker must be a number >= 0, not {num_cpus_per_worker!r}")
+    if resources_per_worker is None:
+        return
+    if not isinstance(resources_per_worker, dict):
+        raise TypeError(
+            f"resources_per_worker must be a dict, not {type(resources_per_worker).__name__}"
+        )
+    for name, amount in resources_per_worker.items():
+        if name in ("CPU", "GPU"):
+            raise ValueError(
+                f"resources_per_worker[{name!r}]: use num_cpus_per_worker / use_gpu instead"
+            )
+        if isinstance(amount, bool) or not isinstance(amount, int | float) or amount < 0:
+            raise ValueError(
+                f"resources_per_worker[{name!r}] must be a number >= 0, not {amount!r}"
+            )

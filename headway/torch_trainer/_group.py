@@ -1,4 +1,9 @@
-"""One launch of a ``TorchTrainer``'s workers: ``elastic_launch`` in a driver thread.
+"""One launch of a ``TorchTrainer``'s workers, and the commands the driver sends them.
+
+``WorkerGroup`` is the seam between the driver and what starts the workers: it sends commands and
+collects answers through the driver's store, while a subclass starts the workers from a driver
+thread and returns once they all ended. ``ElasticWorkerGroup`` (here) starts processes on this
+host; ``_ray_group.RayWorkerGroup`` starts Ray actors. Both run ``_worker.worker_main``.
 
 ``torch.distributed.launcher.api.elastic_launch`` (torchrun's engine) starts ``num_workers``
 processes running ``_worker.worker_main``, sets their ranks, watches them, and when one fails
@@ -65,19 +70,19 @@ class WorkerError(Exception):
 
 
 class WorkerGroup:
-    """``num_workers`` processes started by one ``elastic_launch`` and the commands sent to them.
+    """``num_workers`` workers running ``worker_main(spec)`` and the commands sent to them.
+
+    A subclass implements ``_run_workers()`` (start the workers; return or raise once they all
+    ended; runs in a driver thread) and ``_terminate(sig)`` (end the workers now), and calls
+    ``_start()`` last in its ``__init__``.
 
     Arguments:
         store: the driver's TCPStore (master); used by the calling thread only.
         spec: the launch's ``WorkerSpec`` (its ``generation`` names this group's keys).
-        num_workers: processes to start.
-        log_dir: where the agent keeps each worker's output (teed to this process's, with
-            Headway's ``[rank=N] || `` prefix) and error files.
+        num_workers: workers to start (``size``, the process group's world size).
     """
 
-    def __init__(
-        self, store: dist.TCPStore, spec: WorkerSpec, num_workers: int, log_dir: str
-    ) -> None:
+    def __init__(self, store: dist.TCPStore, spec: WorkerSpec, num_workers: int) -> None:
         self._store = store
         self._spec = spec
         self._size = num_workers
@@ -87,30 +92,28 @@ class WorkerGroup:
         self._busy = True  # a command (or the start-up's "ready") is unanswered
         self.failure: BaseException | None = None
         self.pids: list[int] = []
-        config = LaunchConfig(
-            min_nodes=1,
-            max_nodes=1,
-            nproc_per_node=num_workers,
-            run_id=f"headway-torch-trainer-{uuid.uuid4().hex}",
-            rdzv_backend="c10d",
-            rdzv_endpoint="127.0.0.1:0",  # a free port, as torchrun --standalone
-            max_restarts=0,
-            start_method=START_METHOD,
-            local_addr="127.0.0.1",
-            log_line_prefix_template=RANK_PREFIX,
-            logs_specs=DefaultLogsSpecs(log_dir=log_dir, tee=Std.ALL),
-        )
-        # Process-wide, but only set once a trainer starts workers (not at import).
-        multiprocessing.set_forkserver_preload(_PRELOAD)
         self._thread = threading.Thread(
-            target=self._launch, args=(config,), name="torch-trainer-launch", daemon=True
+            target=self._launch, name="torch-trainer-launch", daemon=True
         )
+
+    @property
+    def size(self) -> int:
+        """The number of workers (the process group's world size)."""
+        return self._size
+
+    def _start(self) -> None:
         self._thread.start()
 
-    def _launch(self, config: LaunchConfig) -> None:
+    def _run_workers(self) -> None:
+        raise NotImplementedError
+
+    def _terminate(self, sig: signal.Signals) -> None:
+        raise NotImplementedError
+
+    def _launch(self) -> None:
         try:
-            elastic_launch(config, worker_main)(self._spec)
-        except BaseException as exc:  # ChildFailedError, or the launch itself failed
+            self._run_workers()
+        except BaseException as exc:  # a worker failed, or the launch itself failed
             self.failure = exc
         finally:
             self._on_end()
@@ -201,7 +204,7 @@ class WorkerGroup:
 
         Idle workers are sent "shutdown" (not awaited); workers still running after ``grace``
         seconds (a command was in flight: the driver was interrupted inside a call) get
-        SIGTERM, then SIGKILL. The agent then stops its log tailers and the launch ends.
+        SIGTERM, then SIGKILL (``_terminate``); the launch then ends.
         """
         with self._lock:
             idle = not self._ended and not self._busy
@@ -221,9 +224,7 @@ class WorkerGroup:
             if not self._thread.is_alive():
                 return
             logger.warning("TorchTrainer: workers still running at exit; sending %s", sig.name)
-            for pid in self.pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
+            self._terminate(sig)
             self._thread.join(grace)
 
     def stop(self, timeout: float = 60.0) -> None:
@@ -232,3 +233,43 @@ class WorkerGroup:
             with contextlib.suppress(GroupDied, WorkerError):
                 self.run("shutdown")
         self._thread.join(timeout)
+
+
+class ElasticWorkerGroup(WorkerGroup):
+    """``num_workers`` processes on this host started by one ``elastic_launch``.
+
+    Arguments:
+        store, spec, num_workers: as ``WorkerGroup``.
+        log_dir: where the agent keeps each worker's output (teed to this process's, with
+            Headway's ``[rank=N] || `` prefix) and error files.
+    """
+
+    def __init__(
+        self, store: dist.TCPStore, spec: WorkerSpec, num_workers: int, log_dir: str
+    ) -> None:
+        super().__init__(store, spec, num_workers)
+        self._config = LaunchConfig(
+            min_nodes=1,
+            max_nodes=1,
+            nproc_per_node=num_workers,
+            run_id=f"headway-torch-trainer-{uuid.uuid4().hex}",
+            rdzv_backend="c10d",
+            rdzv_endpoint="127.0.0.1:0",  # a free port, as torchrun --standalone
+            max_restarts=0,
+            start_method=START_METHOD,
+            local_addr="127.0.0.1",
+            log_line_prefix_template=RANK_PREFIX,
+            logs_specs=DefaultLogsSpecs(log_dir=log_dir, tee=Std.ALL),
+        )
+        # Process-wide, but only set once a trainer starts workers (not at import).
+        multiprocessing.set_forkserver_preload(_PRELOAD)
+        self._start()
+
+    def _run_workers(self) -> None:
+        # ChildFailedError when a worker failed (the agent stopped the others first).
+        elastic_launch(self._config, worker_main)(self._spec)
+
+    def _terminate(self, sig: signal.Signals) -> None:
+        for pid in self.pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)

@@ -1,4 +1,8 @@
-"""``TorchTrainer``: RaySGD's driver API over ``torch.distributed.elastic`` worker processes.
+"""``TorchTrainer``: RaySGD's driver API over worker processes on this host or Ray actors.
+
+With a Ray cluster reachable (``ray.init()`` done, or ``RAY_ADDRESS`` set) the workers are Ray
+actors across its nodes (``_ray_group.py``); otherwise processes on this host started by
+``torch.distributed.elastic``. Either way the driver and the workers run the same code.
 
 The driver (the process that builds the ``TorchTrainer``) owns a TCPStore and a temporary state
 directory, and starts ``num_workers`` persistent worker processes with ``elastic_launch``
@@ -10,13 +14,11 @@ group that loads the last good state and runs the epoch again (up to ``max_retri
 
 from __future__ import annotations
 
-import atexit
-import concurrent.futures.thread  # noqa: F401 - its exit hook registers before ours (see below)
 import functools
 import logging
 import os
 import shutil
-import threading
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +29,7 @@ from headway._info import get_cluster_info
 from headway.launch.torch_distributed import LaunchError, plan_from_env
 from headway.torch_trainer import _args
 from headway.torch_trainer._driver import Driver
+from headway.torch_trainer._exit import at_exit
 from headway.torch_trainer._operator import TrainingOperator
 
 logger = logging.getLogger("headway.torch_trainer")
@@ -48,7 +51,9 @@ class TorchTrainer:
         model = trainer.get_model()
         trainer.shutdown()
 
-    Workers run on this host (one per CPU slot, or per GPU with ``use_gpu``), each with its own
+    With a Ray cluster reachable (``ray.init()`` called first, or ``RAY_ADDRESS`` set) the
+    workers are Ray actors spread over its nodes; otherwise they are processes on this host
+    (one per CPU slot, or per GPU with ``use_gpu``). Each has its own
     ``TrainingOperator`` built once and kept between calls; they join a ``torch.distributed``
     process group (``world_size = num_workers``) and the model is wrapped in
     ``DistributedDataParallel``.
@@ -60,9 +65,10 @@ class TorchTrainer:
         config (dict): passed to ``setup``; ``config[BATCH_SIZE]`` is the global batch size,
             divided among the workers (each sees its share under the same key).
         num_workers (int): worker processes, >= 1. On a Headway cluster at most the trial's
-            slots (``resources.slots_per_trial``).
+            slots (``resources.slots_per_trial``). On Ray: the most workers; fewer after a node
+            was lost, until room for more returns (``num_workers_now``).
         use_gpu (bool | "auto"): one CUDA device per worker (``cuda:LOCAL_RANK``); "auto": when
-            CUDA is available.
+            CUDA is available (on Ray: when the cluster has GPUs).
         backend ("auto" | "gloo" | "nccl"): the process group's backend; "auto": NCCL with
             ``use_gpu``, else gloo.
         wrap_ddp (bool): wrap registered models in ``DistributedDataParallel`` (default True).
@@ -74,9 +80,12 @@ class TorchTrainer:
             (default True).
         scheduler_step_freq ("batch" | "epoch" | "manual" | None): when the default
             ``train_epoch`` steps registered schedulers; required to register schedulers.
-        num_cpus_per_worker, use_local, apex_args and RaySGD's deprecated arguments
+        num_cpus_per_worker (float): on Ray, each worker actor's CPUs (default 1).
+        resources_per_worker (dict): on Ray, each worker actor's custom resources.
+        use_local, apex_args and RaySGD's deprecated arguments
             (num_replicas, batch_size, *_creator, serialize_data_creation, data_loader_args):
-            not supported; passing one raises ``ValueError`` naming it.
+            not supported, nor the Ray-only ones off Ray; passing one raises ``ValueError``
+            naming it.
 
     Raises:
         TypeError / ValueError: naming the argument that is wrong or unsupported.
@@ -102,6 +111,7 @@ class TorchTrainer:
         add_dist_sampler: bool = True,
         scheduler_step_freq: str | None = None,
         num_cpus_per_worker: Any = None,
+        resources_per_worker: Any = None,
         use_local: Any = None,
         num_replicas: Any = None,
         batch_size: Any = None,
@@ -114,8 +124,10 @@ class TorchTrainer:
         data_loader_args: Any = None,
         apex_args: Any = None,
     ) -> None:
+        self.on_ray = _ray_reachable()
         unsupported = {
-            "num_cpus_per_worker": num_cpus_per_worker,
+            "num_cpus_per_worker": None if self.on_ray else num_cpus_per_worker,
+            "resources_per_worker": None if self.on_ray else resources_per_worker,
             "use_local": use_local or None,
             "num_replicas": num_replicas,
             "batch_size": batch_size,
@@ -139,7 +151,15 @@ class TorchTrainer:
             scheduler_step_freq=scheduler_step_freq,
             timeout_s=timeout_s,
             initialization_hook=initialization_hook,
+            cluster_gpus=_cluster_gpus() if self.on_ray else None,
         )
+        launcher = None
+        if self.on_ray:
+            from headway.torch_trainer._ray_group import RayLauncher
+
+            num_cpus = 1 if num_cpus_per_worker is None else num_cpus_per_worker
+            _args.check_ray_resources(num_cpus, resources_per_worker)
+            launcher = RayLauncher(num_workers, num_cpus, self.use_gpu, resources_per_worker)
         for name, flag in (
             ("wrap_ddp", wrap_ddp),
             ("use_tqdm", use_tqdm),
@@ -147,15 +167,18 @@ class TorchTrainer:
         ):
             if not isinstance(flag, bool):
                 raise ValueError(f"{name} must be True or False, not {flag!r}")
-        threads = self._threads_per_worker(num_workers)
+        # On Ray each actor's threads follow its CPUs (Ray sets OMP_NUM_THREADS).
+        threads = None if self.on_ray else self._threads_per_worker(num_workers)
         self.training_operator_cls = training_operator_cls
         self.config: dict[str, Any] = {} if config is None else config
         self.num_workers = num_workers
         self._local_operator: TrainingOperator | None = None
+        _args.split_batch_size(self.config, num_workers)  # checks it; lowers it with a warning
         self._driver = Driver(
             num_workers,
+            launcher=launcher,
             operator_cls=training_operator_cls,
-            config=_args.split_batch_size(self.config, num_workers),
+            config=self.config,
             threads=threads,
             initialization_hook=initialization_hook,
             backend=self.backend,
@@ -168,7 +191,7 @@ class TorchTrainer:
             timeout_s=float(timeout_s),
         )
         # Workers must not outlive a driver that ends without shutdown() (it raised, or forgot).
-        _at_exit(functools.partial(_end_at_exit, weakref.ref(self)))  # weak: no leak
+        at_exit(functools.partial(_end_at_exit, weakref.ref(self)))  # weak: no leak
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -230,6 +253,7 @@ class TorchTrainer:
         _args.check_info(info)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be an integer >= 0, not {max_retries!r}")
+        self._driver.grow()  # on Ray, after a resize: back to num_workers once they fit
         path = self._driver.new_path()
         stats = self._driver.run(
             "train",
@@ -335,6 +359,28 @@ class TorchTrainer:
         models = self.get_local_operator()._original_models
         return models[0] if len(models) == 1 else list(models)
 
+    @classmethod
+    def as_trainable(
+        cls, *args: Any, override_tune_step: Callable[..., Any] | None = None, **kwargs: Any
+    ) -> type:
+        """A Ray Tune ``Trainable`` class that trains a ``TorchTrainer(*args, **kwargs)``.
+
+        Each trial builds the trainer with ``config`` updated by the trial's config (its
+        workers are Ray actors in the trial's placement group: one CPU for the trainable plus
+        one bundle per worker); each Tune step is ``train()`` then ``validate()``, their
+        results merged (or ``override_tune_step(trainer, iteration)``'s dict). Checkpoints
+        are ``trainer.save``. Needs Ray Tune (``pip install 'headway[ray]'``).
+        """
+        from headway.torch_trainer._tune import make_trainable
+
+        return make_trainable(cls, args, kwargs, override_tune_step)
+
+    @property
+    def num_workers_now(self) -> int:
+        """Workers in the current group: ``num_workers``, or fewer on Ray after a node was lost
+        and until room for more returns."""
+        return self._driver.size
+
     @property
     def num_failures(self) -> int:
         """Worker-group failures so far (each one started a new group)."""
@@ -350,24 +396,19 @@ class TorchTrainer:
         self._driver.close()
 
 
-def _at_exit(hook: Callable[[], None]) -> None:
-    """Run ``hook`` when the interpreter exits, before it joins any thread.
+def _ray_reachable() -> bool:
+    # Ray is imported only when it can be in use: it is an optional dependency and slow to import.
+    if "ray" not in sys.modules and not os.environ.get("RAY_ADDRESS"):
+        return False
+    from headway.torch_trainer._ray_group import reachable
 
-    ``atexit`` is too late: the interpreter first joins its threads, and the elastic agent tails
-    the workers' output in ``concurrent.futures`` threads, which that exit joins too (its own
-    hook, registered with ``threading._register_atexit``) and which run as long as the workers
-    do. So the exit of a driver that never called ``shutdown()`` waited forever. Hooks of
-    ``threading._register_atexit`` run in reverse order before that join; ours is registered
-    after ``concurrent.futures.thread``'s (imported above), so it runs first.
-    """
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:  # a Python without it: best effort
-        atexit.register(hook)
-        return
-    try:
-        register(hook)
-    except RuntimeError:  # the interpreter is already shutting down
-        atexit.register(hook)
+    return reachable()
+
+
+def _cluster_gpus() -> float:
+    from headway.torch_trainer._ray_group import cluster_gpus
+
+    return cluster_gpus()
 
 
 def _end_at_exit(ref: weakref.ref[TorchTrainer]) -> None:

@@ -6,7 +6,9 @@ uses). Keys of worker group ``g`` (one per launch, see ``_group.py``):
 - ``g{g}/c/{seq}``: command ``seq`` (1, 2, ...), written by the driver;
 - ``g{g}/r/{seq}/{rank}``: each worker's answer; ``seq`` 0 is "set up and ready";
 - ``g{g}/pg/...``: that group's ``init_process_group`` keys (a fresh namespace per launch, so a
-  restarted group never reads a dead group's addresses).
+  restarted group never reads a dead group's addresses);
+- ``state/{path}``: on Ray, the bytes of state file ``path`` (the file itself lives on the
+  driver's disk, which workers on other nodes do not see).
 
 Payloads are pickles, so each is signed with HMAC-SHA256 under a random key that only the driver
 and its workers hold (passed through the spawn pipe, never the network): a process that reaches
@@ -44,6 +46,11 @@ def result_key(generation: int, seq: int, rank: int) -> str:
 
 def pg_prefix(generation: int) -> str:
     return f"g{generation}/pg"
+
+
+def state_key(path: str) -> str:
+    """Where a state file's bytes travel when the workers do not share the driver's disk."""
+    return f"state/{path}"
 
 
 def _set(store: dist.Store, key: str, data: bytes) -> None:

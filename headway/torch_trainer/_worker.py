@@ -68,6 +68,8 @@ class WorkerSpec:
         initialization_hook: called first in each worker, or None.
         backend, use_gpu, use_fp16, use_tqdm, wrap_ddp, add_dist_sampler, scheduler_step_freq,
         timeout_s: as given to ``TorchTrainer``.
+        ship_state: state files travel through the store (``_transport.state_key``), not the
+            disk: the workers may run on other hosts (Ray).
     """
 
     store_host: str
@@ -87,12 +89,17 @@ class WorkerSpec:
     add_dist_sampler: bool
     scheduler_step_freq: str | None
     timeout_s: float
+    ship_state: bool = False
 
 
 class _Runner:
     """One worker's operator plus its epoch counter and the command implementations."""
 
-    def __init__(self, spec: WorkerSpec, rank: int, local_rank: int, world_size: int) -> None:
+    def __init__(
+        self, spec: WorkerSpec, rank: int, local_rank: int, world_size: int, store: dist.Store
+    ) -> None:
+        self.spec = spec
+        self.store = store
         if spec.use_gpu:
             torch.cuda.set_device(local_rank)
             device = torch.device("cuda", local_rank)
@@ -162,13 +169,25 @@ class _Runner:
 
     def save(self, path: str) -> None:
         # Every rank holds the same state (DDP); rank 0 writes it, atomically for the driver.
-        if self.rank == 0:
-            tmp = f"{path}.tmp"
-            torch.save(self.operator._full_state(self.epochs), tmp)
-            os.replace(tmp, path)
+        if self.rank != 0:
+            return
+        if self.spec.ship_state:
+            buffer = io.BytesIO()
+            torch.save(self.operator._full_state(self.epochs), buffer)
+            key = transport.state_key(path)
+            transport.put(self.store, self.spec.secret, key, buffer.getvalue())
+            return
+        tmp = f"{path}.tmp"
+        torch.save(self.operator._full_state(self.epochs), tmp)
+        os.replace(tmp, path)
 
     def load(self, path: str) -> None:
-        state = torch.load(path, map_location=self.operator.device, weights_only=False)
+        source: Any = path
+        if self.spec.ship_state:
+            source = io.BytesIO(
+                transport.get(self.store, self.spec.secret, transport.state_key(path))
+            )
+        state = torch.load(source, map_location=self.operator.device, weights_only=False)
         self.epochs = self.operator._load_full_state(state)
 
     def run(self, op: str, kwargs: dict[str, Any]) -> Any:
@@ -228,7 +247,7 @@ def worker_main(spec: WorkerSpec) -> None:
                 world_size=world_size,
                 timeout=datetime.timedelta(seconds=spec.timeout_s),
             )
-        runner = _Runner(spec, rank, local_rank, world_size)
+        runner = _Runner(spec, rank, local_rank, world_size, store)
         if spec.state_path is not None:
             runner.load(spec.state_path)
     except BaseException as exc:
