@@ -97,3 +97,64 @@ def print_in_two_writes() -> None:
     print(json.dumps({"rank": int(os.environ["RANK"])}), end="")
     time.sleep(0.3)  # the agent's tee polls each worker's output file every 0.1 s
     print()
+
+
+def node_ip() -> str:
+    """The Ray node address a worker runs on (Ray tests)."""
+    import ray
+
+    return str(ray.util.get_node_ip_address())
+
+
+# RaySGD's creator functions for TrainingOperator.from_creators (module level: they are pickled).
+def model_creator(config):
+    torch.manual_seed(0)
+    return nn.Linear(1, 1)
+
+
+def optimizer_creator(model, config):
+    return torch.optim.SGD(model.parameters(), lr=config.get("lr", 0.1), momentum=0.9)
+
+
+def data_creator(config):
+    batch = config[BATCH_SIZE]
+    return (
+        DataLoader(linear_data(), batch_size=batch, shuffle=True),
+        DataLoader(linear_data(40), batch_size=batch),
+    )
+
+
+def scheduler_creator(optimizer, config):
+    return torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+
+
+class SlotHolder:
+    """A Ray actor class that only holds the resources it was given (Ray tests)."""
+
+    def ping(self) -> bool:
+        return True
+
+
+def classification_data(rows: int, seed: int) -> TensorDataset:
+    """Generated two-class data: 8 Gaussian features, label = which side of a fixed plane."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, 8, generator=generator)
+    plane = torch.linspace(-1.0, 1.0, 8)
+    return TensorDataset(x, (x @ plane > 0).long())
+
+
+class ClassifierOperator(TrainingOperator):
+    """A small MLP on ``classification_data`` (cross-entropy; Ray end-to-end tests)."""
+
+    def setup(self, config):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=config.get("lr", 0.1))
+        self.model, self.optimizer, self.criterion = self.register(
+            models=model, optimizers=optimizer, criterion=nn.CrossEntropyLoss()
+        )
+        batch = config[BATCH_SIZE]
+        self.register_data(
+            train_loader=DataLoader(classification_data(2048, 1), batch_size=batch, shuffle=True),
+            validation_loader=DataLoader(classification_data(512, 2), batch_size=batch),
+        )

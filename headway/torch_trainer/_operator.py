@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from headway.torch_trainer._creators import make_creator_operator
 from headway.torch_trainer._data import with_distributed_sampler
 from headway.torch_trainer._operator_base import OperatorBase
 from headway.torch_trainer.utils import (
@@ -113,6 +114,10 @@ class TrainingOperator(OperatorBase):
             scheduler_step_freq,
         )
         self.setup(config)
+
+    # RaySGD's creator functions turned into an operator class (see _creators.py):
+    # ``MyOperator = TrainingOperator.from_creators(model_creator, optimizer_creator, ...)``.
+    from_creators = classmethod(make_creator_operator)
 
     # -- to override ------------------------------------------------------------------------------
 
