@@ -201,9 +201,9 @@ def check_ray_resources(num_cpus_per_worker: Any, resources_per_worker: Any) -> 
     if (
         isinstance(num_cpus_per_worker, bool)
         or not isinstance(num_cpus_per_worker, int | float)
-        or num_cpus_per_worker < 0
+        or num_cpus_per_worker <= 0
     ):
-        raise ValueError(f"num_cpus_per_worker must be a number >= 0, not {num_cpus_per_worker!r}")
+        raise ValueError(f"num_cpus_per_worker must be a number > 0, not {num_cpus_per_worker!r}")
     if resources_per_worker is None:
         return
     if not isinstance(resources_per_worker, dict):

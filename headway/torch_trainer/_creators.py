@@ -87,7 +87,7 @@ def make_creator_operator(
     loss_creator: Any = None,
     scheduler_creator: Callable[[Any, dict[str, Any]], Any] | None = None,
     serialize_data_creation: bool = True,
-) -> type:
+) -> Any:
     """A subclass of ``base`` (``TrainingOperator.from_creators``'s class) whose
     ``setup(config)`` calls RaySGD's creator functions and registers what they return:
     ``model_creator(config)`` (a model or several), ``optimizer_creator(models, config)``,

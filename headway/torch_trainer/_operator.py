@@ -115,9 +115,13 @@ class TrainingOperator(OperatorBase):
         )
         self.setup(config)
 
-    # RaySGD's creator functions turned into an operator class (see _creators.py):
-    # ``MyOperator = TrainingOperator.from_creators(model_creator, optimizer_creator, ...)``.
-    from_creators = classmethod(make_creator_operator)
+    @classmethod
+    def from_creators(cls, *args: Any, **kwargs: Any) -> type[TrainingOperator]:
+        """RaySGD's creator functions as an operator class: ``from_creators(model_creator,
+        optimizer_creator, data_creator=None, loss_creator=None, scheduler_creator=None,
+        serialize_data_creation=True)``; see ``_creators.make_creator_operator``."""
+        operator_cls: type[TrainingOperator] = make_creator_operator(cls, *args, **kwargs)
+        return operator_cls
 
     # -- to override ------------------------------------------------------------------------------
 

@@ -173,6 +173,9 @@ class RayLauncher:
     Arguments:
         num_workers: the workers wanted.
         num_cpus_per_worker / use_gpu / resources_per_worker: each worker's bundle.
+
+    Raises:
+        ValueError: the whole cluster has less of a resource than one worker's bundle.
     """
 
     def __init__(
@@ -188,6 +191,15 @@ class RayLauncher:
             self.bundle["GPU"] = 1.0
         self.bundle.update(resources_per_worker or {})
         self.bundle = {k: v for k, v in self.bundle.items() if v}
+        # A resource the cluster does not have at all would make every placement pend until
+        # GIVE_UP_S: say so now, naming it.
+        totals = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        for name, amount in self.bundle.items():
+            if totals.get(name, 0) < amount:
+                raise ValueError(
+                    f"resources_per_worker / num_cpus_per_worker / use_gpu: each worker needs "
+                    f"{amount} {name}, and the Ray cluster has {totals.get(name, 0)} in all"
+                )
         self.store_host = _node_ip()
         self.ship_state = True  # workers on other nodes do not see the driver's disk
         self._trial_group = get_current_placement_group()

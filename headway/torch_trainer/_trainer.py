@@ -15,6 +15,7 @@ group that loads the last good state and runs the epoch again (up to ``max_retri
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import os
 import shutil
@@ -400,6 +401,11 @@ def _ray_reachable() -> bool:
     # Ray is imported only when it can be in use: it is an optional dependency and slow to import.
     if "ray" not in sys.modules and not os.environ.get("RAY_ADDRESS"):
         return False
+    if importlib.util.find_spec("ray") is None:
+        raise RuntimeError(
+            "RAY_ADDRESS is set but Ray is not installed (pip install 'headway[ray]'); "
+            "unset it to run the workers on this host"
+        )
     from headway.torch_trainer._ray_group import reachable
 
     return reachable()

@@ -91,7 +91,11 @@ def test_ray_only_resource_arguments_are_checked(local_ray):
     with pytest.raises(ValueError, match="resources_per_worker"):
         TorchTrainer(training_operator_cls=LinearOperator, resources_per_worker={"CPU": 1})
     with pytest.raises(ValueError, match="num_cpus_per_worker"):
-        TorchTrainer(training_operator_cls=LinearOperator, num_cpus_per_worker=-1)
+        TorchTrainer(training_operator_cls=LinearOperator, num_cpus_per_worker=0)
+    with pytest.raises(ValueError, match="needs 1 no_such_thing"):
+        TorchTrainer(
+            training_operator_cls=LinearOperator, resources_per_worker={"no_such_thing": 1}
+        )
 
 
 def test_a_lost_worker_is_restored_on_what_fits_then_the_group_grows_back(
