@@ -8,9 +8,12 @@ end with every process it started) serves the module.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import psutil
@@ -85,6 +88,37 @@ def test_workers_are_ray_actors_and_train(local_ray):
         assert isinstance(trainer.get_model(), torch.nn.Linear)
     finally:
         trainer.shutdown()
+
+
+RAY_ADDRESS_DRIVER = """
+import json
+from headway.torch_trainer import BATCH_SIZE, TorchTrainer
+from tests.torch_trainer_operators import LinearOperator
+
+trainer = TorchTrainer(
+    training_operator_cls=LinearOperator,
+    num_workers=1,
+    config={BATCH_SIZE: 32},
+    scheduler_step_freq="epoch",
+)
+print(json.dumps({"on_ray": trainer.on_ray, "epoch": trainer.train()["epoch"]}))
+trainer.shutdown()
+"""
+
+
+def test_ray_address_alone_makes_the_trainer_use_that_cluster(local_ray):
+    # A driver that never calls ray.init(): RAY_ADDRESS names the cluster.
+    address = local_ray.get_runtime_context().gcs_address
+    out = subprocess.run(
+        [sys.executable, "-c", RAY_ADDRESS_DRIVER],
+        env={**os.environ, "RAY_ADDRESS": address},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"on_ray": True, "epoch": 1}
 
 
 def test_ray_only_resource_arguments_are_checked(local_ray):
