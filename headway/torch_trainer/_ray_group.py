@@ -45,6 +45,9 @@ from headway.torch_trainer._worker import WorkerSpec, worker_main
 # while no size fits at all.
 PLACE_TIMEOUT_S = 10.0
 SMALLER_TIMEOUT_S = 2.0
+# Before each train() of a shrunk group: how long a probe bundle may take to be placed (a miss
+# only delays the grow to a later train()).
+GROW_PROBE_S = 1.0
 BACKOFF_S = (1.0, 30.0)
 GIVE_UP_S = 600.0
 
@@ -257,7 +260,11 @@ class RayLauncher:
     def can_grow(self, size: int) -> bool:
         if self._trial_group is not None or size >= self.num_workers:
             return False
-        group = self._try(1, SMALLER_TIMEOUT_S)
+        # Cheap first: without that much free in the whole cluster no node has it.
+        free = ray.available_resources()  # type: ignore[no-untyped-call]
+        if any(free.get(name, 0) < amount for name, amount in self.bundle.items()):
+            return False
+        group = self._try(1, GROW_PROBE_S)
         if group is None:
             return False
         remove_placement_group(group)

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from headway.torch_trainer import BATCH_SIZE, TorchTrainer, TrainingOperator
-from tests.helpers import REPO, require
+from tests.helpers import REPO, require, wait_for_or_false
 from tests.torch_trainer_operators import (
     LinearOperator,
     SlotHolder,
@@ -138,6 +138,7 @@ def test_a_lost_worker_is_restored_on_what_fits_then_the_group_grows_back(
     from headway.torch_trainer import _ray_group
 
     monkeypatch.setattr(_ray_group, "PLACE_TIMEOUT_S", 2.0)  # how long a full size may pend
+    monkeypatch.setattr(_ray_group, "GROW_PROBE_S", 60.0)  # the freed slot is placed, however slow
     trainer = TorchTrainer(
         training_operator_cls=LinearOperator,
         num_workers=2,
@@ -158,6 +159,8 @@ def test_a_lost_worker_is_restored_on_what_fits_then_the_group_grows_back(
         assert second["num_samples"] == first["num_samples"]  # one worker, the whole data
         assert trainer.apply_all_workers(worker_env) == [("0", "1", "")]
         local_ray.kill(holder)
+        # The trainer grows when Ray lists a free slot: wait until Ray has freed the holder's.
+        assert wait_for_or_false(lambda: local_ray.available_resources().get("slot", 0) >= 1, 60)
         third = trainer.train()  # room for two again: the group grows before the epoch
         assert trainer.num_workers_now == 2
         assert third["epoch"] == 3
