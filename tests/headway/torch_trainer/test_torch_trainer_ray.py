@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import psutil
 import pytest
@@ -183,7 +184,10 @@ def test_as_trainable_runs_trials_under_tune(local_ray, tmp_path):
         trainable,
         param_space={"lr": tune.grid_search([0.05, 0.1])},
         run_config=tune.RunConfig(
-            stop={"training_iteration": 2}, storage_path=str(tmp_path), verbose=0
+            stop={"training_iteration": 2},
+            storage_path=str(tmp_path),
+            verbose=0,
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True),
         ),
     )
     results = tuner.fit()
@@ -193,6 +197,9 @@ def test_as_trainable_runs_trials_under_tune(local_ray, tmp_path):
         assert result.metrics["training_iteration"] == 2
         assert result.metrics["epoch"] == 2
         assert {"train_loss", "val_loss", "val_accuracy"} <= set(result.metrics)
+        with result.checkpoint.as_directory() as folder:  # trainer.save's file
+            state = torch.load(Path(folder) / "trainer.pt", weights_only=False)
+        assert state["epoch"] == 2
 
 
 def test_as_trainable_needs_an_explicit_use_gpu():
