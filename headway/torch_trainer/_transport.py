@@ -11,8 +11,8 @@ uses). Keys of worker group ``g`` (one per launch, see ``_group.py``):
   driver's disk, which workers on other nodes do not see).
 
 Payloads are pickles, so each is signed with HMAC-SHA256 under a random key that only the driver
-and its workers hold (passed through the spawn pipe, never the network): a process that reaches
-the store's port cannot make a worker unpickle anything. The libuv store refuses values over
+and its workers hold (passed through the spawn pipe; on Ray, through Ray's own channels): a
+process that reaches the store's port cannot make a worker unpickle anything. The libuv store refuses values over
 8 MiB, so longer payloads are split into numbered chunks.
 """
 
