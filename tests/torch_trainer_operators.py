@@ -144,7 +144,26 @@ def classification_data(rows: int, seed: int) -> TensorDataset:
 
 
 class ClassifierOperator(TrainingOperator):
-    """A small MLP on ``classification_data`` (cross-entropy; Ray end-to-end tests)."""
+    """A small MLP on ``classification_data`` (cross-entropy; Ray end-to-end tests).
+
+    With ``config["hold_dir"]``, rank 0 stops before batch 2 of epoch ``config["hold_epoch"]``
+    (once): it creates ``held`` in that folder and waits until ``go`` exists there, so a test can
+    act while the epoch is in flight (the other ranks wait in their next collective).
+    """
+
+    def train_batch(self, batch, batch_info):
+        hold_dir = self.config.get("hold_dir")
+        if (
+            hold_dir
+            and self.world_rank == 0
+            and batch_info["epoch_idx"] == self.config["hold_epoch"]
+            and batch_info["batch_idx"] == 2
+            and not (Path(hold_dir) / "held").exists()
+        ):
+            (Path(hold_dir) / "held").touch()
+            while not (Path(hold_dir) / "go").exists():
+                time.sleep(0.05)
+        return super().train_batch(batch, batch_info)
 
     def setup(self, config):
         torch.manual_seed(0)

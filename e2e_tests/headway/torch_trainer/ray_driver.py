@@ -1,16 +1,15 @@
 """A TorchTrainer driver on a Ray cluster (``RAY_ADDRESS``), run by test_torch_trainer_ray_e2e.py.
 
 It holds its own node's CPUs (so that the two workers, 2 CPUs each, land on the two worker
-nodes), trains ``ClassifierOperator`` and prints one JSON line per event. With ``--pause-after
-N`` it prints ``{"paused": N}`` after epoch N and waits for a line on stdin (the test kills a
-worker node meanwhile) before training on.
+nodes), trains ``ClassifierOperator`` and prints one JSON line per event. With ``--hold-dir``,
+rank 0 stops inside epoch ``--hold-epoch`` until the test creates ``go`` in that folder (see
+``ClassifierOperator``): the test kills a worker node while the epoch is in flight.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
 import ray
@@ -30,7 +29,8 @@ def emit(**event) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--pause-after", type=int, default=0)
+    parser.add_argument("--hold-dir", default="")
+    parser.add_argument("--hold-epoch", type=int, default=2)
     parser.add_argument("--node-cpus", type=int, default=2)
     args = parser.parse_args()
     # A lost node's full-size placement group may pend this long before a smaller one is tried
@@ -51,10 +51,15 @@ def main() -> None:
         training_operator_cls=ClassifierOperator,
         num_workers=2,
         num_cpus_per_worker=args.node_cpus,
-        config={BATCH_SIZE: 128, "lr": 0.2},
+        config={
+            BATCH_SIZE: 128,
+            "lr": 0.2,
+            "hold_dir": args.hold_dir,
+            "hold_epoch": args.hold_epoch,
+        },
     )
     emit(driver=node_ip(), workers=trainer.apply_all_workers(node_ip))
-    for epoch in range(1, args.epochs + 1):
+    for _ in range(args.epochs):
         stats = trainer.train()
         emit(
             epoch=stats["epoch"],
@@ -62,9 +67,6 @@ def main() -> None:
             workers=trainer.num_workers_now,
             failures=trainer.num_failures,
         )
-        if epoch == args.pause_after:
-            emit(paused=epoch)
-            sys.stdin.readline()
     emit(validation=trainer.validate(), workers=trainer.apply_all_workers(node_ip))
     trainer.shutdown()
     emit(done=True)
