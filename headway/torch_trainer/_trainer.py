@@ -15,11 +15,9 @@ group that loads the last good state and runs the epoch again (up to ``max_retri
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
 import os
 import shutil
-import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +30,7 @@ from headway.torch_trainer import _args
 from headway.torch_trainer._driver import Driver
 from headway.torch_trainer._exit import at_exit
 from headway.torch_trainer._operator import TrainingOperator
+from headway.torch_trainer._ray_env import cluster_gpus, ray_reachable
 
 logger = logging.getLogger("headway.torch_trainer")
 
@@ -125,7 +124,7 @@ class TorchTrainer:
         data_loader_args: Any = None,
         apex_args: Any = None,
     ) -> None:
-        self.on_ray = _ray_reachable()
+        self.on_ray = ray_reachable()
         unsupported = {
             "num_cpus_per_worker": None if self.on_ray else num_cpus_per_worker,
             "resources_per_worker": None if self.on_ray else resources_per_worker,
@@ -152,7 +151,7 @@ class TorchTrainer:
             scheduler_step_freq=scheduler_step_freq,
             timeout_s=timeout_s,
             initialization_hook=initialization_hook,
-            cluster_gpus=_cluster_gpus() if self.on_ray else None,
+            cluster_gpus=cluster_gpus() if self.on_ray else None,
         )
         launcher = None
         if self.on_ray:
@@ -395,26 +394,6 @@ class TorchTrainer:
     def shutdown(self) -> None:
         """Stop the workers and delete the driver's state files; the trainer is unusable after."""
         self._driver.close()
-
-
-def _ray_reachable() -> bool:
-    # Ray is imported only when it can be in use: it is an optional dependency and slow to import.
-    if "ray" not in sys.modules and not os.environ.get("RAY_ADDRESS"):
-        return False
-    if importlib.util.find_spec("ray") is None:
-        raise RuntimeError(
-            "RAY_ADDRESS is set but Ray is not installed (pip install 'headway[ray]'); "
-            "unset it to run the workers on this host"
-        )
-    from headway.torch_trainer._ray_group import reachable
-
-    return reachable()
-
-
-def _cluster_gpus() -> float:
-    from headway.torch_trainer._ray_group import cluster_gpus
-
-    return cluster_gpus()
 
 
 def _end_at_exit(ref: weakref.ref[TorchTrainer]) -> None:
