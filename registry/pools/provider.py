@@ -84,6 +84,10 @@ class PoolSummary:
         hosts_per_run (bool): the pool makes its hosts per run (``HostOrigin.PER_RUN``).
         jobs_pending, jobs_running (int): a per-run pool's jobs its cluster holds pending / runs
             now (0 for an agent pool). Its hosts are the running jobs' nodes.
+        cluster_nodes, cluster_slots (int | None): a per-run pool's cluster as its type last
+            saw it: alive nodes and the slots they hold (None: not known, or an agent pool).
+        cluster_error (str): why the pool's cluster did not answer its last poll ("" when it did).
+        pending_reasons (list[str]): why each pending job waits, in its cluster's own words.
         excluded_nodes (list[PoolNode]): the pool's nodes Headway's runs avoid after runs failed
             to start there, by name, with the reason ([] for a type without nodes).
         jobs (list): a per-run pool's latest jobs, as its type stores them (``hosts_by_pool``
@@ -102,6 +106,10 @@ class PoolSummary:
     hosts_per_run: bool = False
     jobs_pending: int = 0
     jobs_running: int = 0
+    cluster_nodes: int | None = None
+    cluster_slots: int | None = None
+    cluster_error: str = ""
+    pending_reasons: list[str] = dataclasses.field(default_factory=list)
     excluded_nodes: list[PoolNode] = dataclasses.field(default_factory=list)
     jobs: list[Any] = dataclasses.field(default_factory=list)
     section: str = ""

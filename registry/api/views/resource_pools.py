@@ -70,6 +70,25 @@ class ResourcePoolSerializer(serializers.Serializer):
         read_only=True,
         help_text="pools whose runs are batch jobs: jobs running now (their nodes are its hosts)",
     )
+    cluster_nodes = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="pools whose runs are jobs of a cluster: its alive nodes at the last poll "
+        "(null for agent pools or before the first poll)",
+    )
+    cluster_slots = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="pools whose runs are jobs of a cluster: the slots its alive nodes hold",
+    )
+    cluster_error = serializers.CharField(
+        read_only=True, help_text="why the pool's cluster did not answer its last poll; empty"
+    )
+    pending_reasons = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="why each pending job waits, in the cluster's own words ([] for agent pools)",
+    )
     excluded_nodes = PoolNodeSerializer(
         many=True,
         read_only=True,
