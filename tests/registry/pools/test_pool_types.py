@@ -94,3 +94,24 @@ def test_a_type_without_nodes_refuses_to_enable_one():
         pool_provider("agent").node_enable("ns", "default", "n1")
     with pytest.raises(NoNodes, match="pool r is of type ray"):
         pool_provider("ray").node_enable("ns", "r", "n1")
+
+
+def test_general_code_never_names_a_pool_type_only_its_folder_does():
+    import re
+
+    from tests.helpers import REPO
+
+    general = ["registry", "config", "dashboard", "templates", "static", "webhooks", "accounts"]
+    suffixes = {".py", ".html", ".js", ".css"}
+    for name in set(pool_providers()) - {"agent"}:
+        word = re.compile(rf"\b{name}\b", re.IGNORECASE)
+        named = [
+            str(path.relative_to(REPO))
+            for top in general
+            for path in (REPO / top).rglob("*")
+            if path.suffix in suffixes
+            and not path.is_relative_to(REPO / "registry" / "pools" / name)
+            and not path.is_relative_to(REPO / "registry" / "migrations")
+            and word.search(path.read_text(errors="replace"))
+        ]
+        assert not named, f"{name} is named outside registry/pools/{name}/: {named}"
