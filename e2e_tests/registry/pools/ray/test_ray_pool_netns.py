@@ -8,12 +8,10 @@ charged, with every step stored once. No process of any run is left behind."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
+from e2e_tests.registry.pools.ray.helpers import finished_jobs, node_processes, pool_config
 from e2e_tests.workers.test_distributed_e2e import (
     check_core_api_resume,
     core_api_config,
@@ -21,7 +19,6 @@ from e2e_tests.workers.test_distributed_e2e import (
     submit,
 )
 from tests.helpers import REPO, wait_for
-from tests.netns_cluster import NetnsCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -29,90 +26,31 @@ TIMEOUT = 300
 RESUMABLE = REPO / "tests" / "fixtures" / "resumable"
 
 
-@pytest.fixture(scope="module")
-def ray_netns(ray_cluster, tmp_path_factory):
-    """``(master, ray cluster)``: the master's pool ``ray`` on the namespaced Ray cluster."""
-    base = tmp_path_factory.mktemp("ray-netns")
-    pools = base / "pools.yaml"
-    master = NetnsCluster(
-        base,
-        hosts=(),
-        agents=False,
-        master_env={
-            "HEADWAY_RESOURCE_POOLS": str(pools),
-            "HEADWAY_RAY_POLL_SECONDS": "1",
-            "RAY_AUTH_MODE": "disabled",  # the cluster's mode (tests.helpers_ray)
-        },
-    )
-    pools.write_text(
-        yaml.safe_dump(
-            [
-                {"name": "default", "type": "agent"},
-                {
-                    "name": "ray",
-                    "type": "ray",
-                    "address": ray_cluster.dashboard_url,
-                    "strategy": "STRICT_SPREAD",
-                    "python": sys.executable,
-                    "work_dir": str(base / "work"),
-                    "runtime_env": {"env_vars": {"PYTHONPATH": str(REPO)}},
-                },
-            ]
-        )
-    )
-    with master:
-        for node in ray_cluster.nodes:  # the master's bridge address, through the Ray bridge
-            subprocess.run(
-                ["ip", "netns", "exec", node.netns, "ip", "route", "add", f"{master.master}/32",
-                 "via", ray_cluster.master_ip],
-                check=True,
-            )  # fmt: skip
-        yield master, ray_cluster
-
-
-def _jobs(master: NetnsCluster, trial_id: int) -> list[tuple[str, str, str]]:
-    """``(run id, state, nodes)`` of the trial's Ray jobs, once each is cleaned up."""
-    out = master.psql(
-        "SELECT r.run_id, j.state, j.nodes FROM registry_rayjob j JOIN registry_trialrun r"
-        f" ON r.id = j.run_id WHERE r.trial_id = {int(trial_id)} AND j.cleaned ORDER BY r.run_id"
-    )
-    return [tuple(line.split("|")) for line in out.strip().splitlines() if line]
-
-
-def _node_processes() -> list[str]:
-    """Node processes of Ray jobs still running on this machine."""
-    out = subprocess.run(["pgrep", "-af", "workers.ray_node --detach"], capture_output=True)
-    return out.stdout.decode().splitlines()
-
-
-def _config(slots: int, config: dict) -> dict:
-    config["resources"] = {"slots_per_trial": slots, "resource_pool": "ray"}
-    return config
-
-
 def test_a_two_slot_trial_spans_two_ray_nodes_and_pause_activate_resumes_exactly(ray_netns):
     master, ray = ray_netns
     api = master.api
-    config = _config(2, core_api_config(2, sleep=0.3))
+    config = pool_config(2, core_api_config(2, sleep=0.3))
     config["checkpoint_storage"] = master.shared_storage()
     trial = submit(api, REPO / "examples" / "core_api_distributed", config)
     paused = pause_then_activate(api, trial["id"], after_steps=8)
     done = api.wait_trial(trial["id"], lambda t: t["state"] == "COMPLETED", "done", TIMEOUT)
     assert done["run_id"] == 2 and done["restarts"] == 0
     check_core_api_resume(api, trial, 2, paused)  # world size 2, every step once
-    jobs = wait_for(lambda: len(j := _jobs(master, trial["id"])) == 2 and j, 60, "both jobs")
+    jobs = wait_for(
+        lambda: len(j := finished_jobs(master, trial["id"])) == 2 and j, 60, "both jobs"
+    )
     addresses = {node.ip for node in ray.nodes}
     for _, state, nodes in jobs:
         assert state == "SUCCEEDED"
         placed = nodes.split(",")
         assert len(set(placed)) == 2 and set(placed) <= addresses  # one slot per Ray node
-    wait_for(lambda: not _node_processes(), 60, "the node processes to end")
+    wait_for(lambda: not node_processes(), 60, "the node processes to end")
 
 
 def test_a_pytorch_trial_of_two_slots_completes_over_two_ray_nodes(ray_netns):
     master, _ = ray_netns
     api = master.api
-    config = _config(2, yaml.safe_load((RESUMABLE / "exp.yaml").read_text()))
+    config = pool_config(2, yaml.safe_load((RESUMABLE / "exp.yaml").read_text()))
     config["checkpoint_storage"] = master.shared_storage()
     config["max_restarts"] = 0
     trial = submit(api, RESUMABLE, config)
@@ -121,14 +59,14 @@ def test_a_pytorch_trial_of_two_slots_completes_over_two_ray_nodes(ray_netns):
     )
     assert done["state"] == "COMPLETED", api.logs(trial["id"])[-40:]
     assert done["run_id"] == 1
-    ((_, state, nodes),) = wait_for(lambda: _jobs(master, trial["id"]), 60, "the job")
+    ((_, state, nodes),) = wait_for(lambda: finished_jobs(master, trial["id"]), 60, "the job")
     assert state == "SUCCEEDED" and len(set(nodes.split(","))) == 2
 
 
 def test_a_ray_worker_node_killed_mid_trial_is_lost_requeued_and_not_charged(ray_netns):
     master, ray = ray_netns
     api = master.api
-    config = _config(2, core_api_config(2, sleep=0.3))
+    config = pool_config(2, core_api_config(2, sleep=0.3))
     config["checkpoint_storage"] = master.shared_storage()
     config["max_restarts"] = 0
     trial = submit(api, REPO / "examples" / "core_api_distributed", config)
@@ -144,9 +82,11 @@ def test_a_ray_worker_node_killed_mid_trial_is_lost_requeued_and_not_charged(ray
     )
     assert done["state"] == "COMPLETED", api.logs(trial["id"])[-40:]
     assert done["run_id"] == 2 and done["restarts"] == 0  # max_restarts 0: not charged
-    jobs = wait_for(lambda: len(j := _jobs(master, trial["id"])) == 2 and j, 60, "both jobs")
+    jobs = wait_for(
+        lambda: len(j := finished_jobs(master, trial["id"])) == 2 and j, 60, "both jobs"
+    )
     assert jobs[0][1] in ("FAILED", "STOPPED", "GONE") and jobs[1][1] == "SUCCEEDED"
     assert victim.ip not in jobs[1][2].split(",")  # the re-queued run avoided the lost node
     steps, _ = api.series(trial["id"], "training", "loss")
     assert steps == [4 * (epoch + 1) for epoch in range(6)]  # every epoch's steps stored once
-    wait_for(lambda: not _node_processes(), 60, "the node processes to end")
+    wait_for(lambda: not node_processes(), 60, "the node processes to end")
