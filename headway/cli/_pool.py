@@ -29,8 +29,10 @@ def add_pool_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
 
 def cmd_list(args: argparse.Namespace) -> int:
     """One row per resource pool (name, type, alive hosts, slots, slots in
-    use, queued runs, description; a pool the admin's file no longer lists is marked), then a
-    line per pool node Headway excluded, with the reason; ``--json`` prints the REST answer."""
+    use, queued runs, description; a pool the admin's file no longer lists is marked), then per
+    pool whose runs are jobs of a cluster a line with the cluster's nodes, slots and jobs, and
+    a line per pending job with the cluster's reason, then a line per pool node Headway
+    excluded, with the reason; ``--json`` prints the REST answer."""
     pools = make_api(args).resource_pool_list()
     if args.json:
         print_json(pools)
@@ -52,6 +54,18 @@ def cmd_list(args: argparse.Namespace) -> int:
         ],
     )
     for pool in pools:
+        name = pool.get("name")
+        # A pool whose runs are jobs of a cluster: the cluster as its last poll saw it.
+        if pool.get("cluster_error"):
+            print(f"{name}: cluster did not answer: {pool.get('cluster_error')}")
+        elif pool.get("cluster_nodes") is not None:
+            print(
+                f"{name}: cluster of {pool.get('cluster_nodes')} node(s), "
+                f"{pool.get('cluster_slots')} slot(s); jobs {pool.get('jobs_pending')} pending, "
+                f"{pool.get('jobs_running')} running"
+            )
+        for reason in pool.get("pending_reasons") or []:
+            print(f"{name}: pending {reason}")
         for node in pool.get("excluded_nodes") or []:
             print(f"{pool.get('name')}: node {node.get('name')} {node.get('excluded_reason')}")
     return 0

@@ -134,3 +134,22 @@ def test_pool_list_shows_excluded_slurm_nodes_and_an_admin_enables_one(
     assert SlurmNode.objects.get(name="n7").excluded_reason == ""
     assert main(["--master", server, "pool", "enable-node", "hpc", "n8"]) == 1
     assert "no Slurm node n8" in capsys.readouterr().err
+
+
+def test_pool_list_shows_a_ray_pools_cluster_and_why_its_jobs_wait(
+    server, capsys, settings, tmp_path
+):
+    from registry.pools.ray.models import RayPoolState
+
+    pools = tmp_path / "ray-pools.yaml"
+    pools.write_text("- {name: ray, type: ray, address: 'http://ray-head:8265'}\n")
+    settings.HEADWAY_RESOURCE_POOLS = str(pools)
+    RayPoolState.objects.create(
+        namespace=settings.CELERY_TASK_DEFAULT_QUEUE, pool="ray", nodes=3, slots=6
+    )
+    assert main(["--master", server, "pool", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "ray: cluster of 3 node(s), 6 slot(s); jobs 0 pending, 0 running" in lines
+    RayPoolState.objects.update(error="the Ray dashboard at http://ray-head:8265 did not answer")
+    assert main(["--master", server, "pool", "list"]) == 0
+    assert "ray: cluster did not answer: the Ray dashboard" in capsys.readouterr().out
