@@ -1,7 +1,7 @@
 """A ray pool on a Ray cluster of namespaced nodes (``tests.helpers_ray``: a head and two
 workers, each in its own network namespace on its own address), served by a master on a bridge
 address of its own (``tests.netns_cluster``, no host agents) that the Ray nodes reach through a
-route to it. The pool ``ray`` spreads each slot over a node of its own (``STRICT_SPREAD``); the
+route to it. The pool ``ray-broken`` names a Python the nodes lack. The pool ``ray`` spreads each slot over a node of its own (``STRICT_SPREAD``); the
 jobs run ``workers.ray_node`` from this checkout (``PYTHONPATH`` in its runtime environment)."""
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ def ray_netns(ray_cluster, tmp_path_factory):
                     "python": sys.executable,
                     "work_dir": str(base / "work"),
                     "runtime_env": {"env_vars": {"PYTHONPATH": str(REPO)}},
+                },
+                {
+                    "name": "ray-broken",
+                    "type": "ray",
+                    "address": ray_cluster.dashboard_url,
+                    "python": "/nonexistent/bin/python",  # what the Ray nodes do not have
                 },
             ]
         )

@@ -1,7 +1,8 @@
 """Controls and Ray's own view of a ray pool's runs, on the namespaced Ray cluster (this
 folder's conftest): kill stops the job, a job stopped from outside Headway is a lost run,
 re-queued and not counted, and a run the cluster cannot place waits saying why in Ray's words,
-shown with the pool's capacity."""
+shown with the pool's capacity; a driver that cannot start is a run lost before start, whose
+trial's log has Ray's message."""
 
 from __future__ import annotations
 
@@ -91,3 +92,22 @@ def test_a_run_ray_cannot_place_waits_saying_why_with_the_clusters_capacity(ray_
     master.api.wait_trial(trial["id"], lambda t: t["state"] == "CANCELED", "CANCELED", 120)
     ((_, state, _),) = wait_for(lambda: finished_jobs(master, trial["id"]), 60, "the job")
     assert state == "STOPPED"  # the job whose group never placed is stopped
+
+
+def test_a_job_whose_driver_cannot_start_is_lost_before_start_with_rays_message(ray_netns):
+    import yaml
+
+    from e2e_tests.workers.test_distributed_e2e import submit
+
+    master, _ = ray_netns
+    config = yaml.safe_load((CORE_API / "exp.yaml").read_text())
+    config["resources"] = {"resource_pool": "ray-broken"}
+    config["max_lost_before_start"] = 1
+    trial = submit(master.api, CORE_API, config)
+    done = master.api.wait_trial(trial["id"], lambda t: t["state"] == "ERROR", "ERROR", TIMEOUT)
+    assert (done["run_id"], done["restarts"]) == (1, 0)
+    assert "lost before its ranks started" in done["scheduling_message"]
+    logs = master.api.logs(trial["id"])
+    assert any(line.startswith("[ray] ") and "/nonexistent/bin/python" in line for line in logs)
+    ((_, state, _),) = wait_for(lambda: finished_jobs(master, trial["id"]), 60, "the job")
+    assert state == "FAILED"
