@@ -162,7 +162,8 @@ def _reconcile_pool(
             group=group,
             age=now - job.submitted_at,
         )
-        _record(job, seen, group, alive)
+        if seen is not None or action is not Action.NOTHING:  # not yet listed: nothing to copy
+            _record(job, seen, group, alive)
         _act(action, job, seen, group, options.address, run_exited)
 
 
@@ -179,14 +180,15 @@ def _record(
     """Copy Ray's view of the job to its row (state, Ray's reason, its bundles' nodes)."""
     state, reason = ("GONE", "no longer listed by Ray") if seen is None else (seen.status, "")
     if seen is not None and seen.status == "RUNNING" and group is not None:
-        if group.state != "CREATED":
+        if group.state in ("PENDING", "RESCHEDULING"):
             state = "PLACING"
             reason = f"placement group {group.state} ({group.scheduling_state})"
     elif seen is not None and not seen.active:
         reason = seen.message
     nodes = job.nodes
-    if group is not None and any(group.nodes):
-        nodes = ",".join(alive.get(node, (node[:12], {}))[0] for node in group.nodes if node)
+    placed = [node for node in (group.nodes if group is not None else ()) if node]
+    if placed and all(node in alive for node in placed):  # a lost node keeps its address
+        nodes = ",".join(alive[node][0] for node in placed)
     exit_code = seen.exit_code if seen is not None else None
     if (job.state, job.reason, job.nodes, job.exit_code) != (state, reason[:500], nodes, exit_code):
         job.state, job.reason, job.nodes, job.exit_code = state, reason[:500], nodes, exit_code
