@@ -17,6 +17,7 @@ driver still waits for, so the driver blocks in ``TCPStore.wait`` and never poll
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import datetime
 import logging
@@ -69,7 +70,7 @@ class WorkerError(Exception):
     """A worker's code raised: ``args[0]`` is its rank, ``args[1]`` its formatted traceback."""
 
 
-class WorkerGroup:
+class WorkerGroup(abc.ABC):
     """``num_workers`` workers running ``worker_main(spec)`` and the commands sent to them.
 
     A subclass implements ``_run_workers()`` (start the workers; return or raise once they all
@@ -104,11 +105,13 @@ class WorkerGroup:
     def _start(self) -> None:
         self._thread.start()
 
+    @abc.abstractmethod
     def _run_workers(self) -> None:
-        raise NotImplementedError
+        """Start the workers; return or raise once they all ended (a driver thread runs it)."""
 
+    @abc.abstractmethod
     def _terminate(self, sig: signal.Signals) -> None:
-        raise NotImplementedError
+        """End the workers now with ``sig``."""
 
     def _launch(self) -> None:
         try:
