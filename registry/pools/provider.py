@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
@@ -199,3 +200,19 @@ class PoolProvider(Protocol):
             RegistryError: (404) the pool has no such node that Headway counted or excluded.
         """
         ...
+
+
+def parse_poll_seconds(name: str, raw: str) -> float:
+    """A polling type's interval from the value ``raw`` of its variable ``name``, in seconds,
+    for its provider's ``poll_seconds``.
+
+    Raises:
+        ImproperlyConfigured: naming the variable, for a value that is not a positive number.
+    """
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a positive number of seconds")
+    return seconds

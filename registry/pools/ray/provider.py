@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel
 
 from registry.pools.provider import (
@@ -25,6 +24,7 @@ from registry.pools.provider import (
     PoolProvider,
     PoolSummary,
     RunExited,
+    parse_poll_seconds,
 )
 from registry.pools.ray.settings import RayPoolSettings
 
@@ -50,14 +50,7 @@ class RayProvider:
         Raises:
             ImproperlyConfigured: naming the variable, for a value that is not a positive number.
         """
-        raw = os.environ.get(POLL_ENV, "5")
-        try:
-            seconds = float(raw)
-        except ValueError:
-            seconds = -1.0
-        if not seconds > 0:
-            raise ImproperlyConfigured(f"{POLL_ENV}={raw!r} is not a positive number of seconds")
-        return seconds
+        return parse_poll_seconds(POLL_ENV, os.environ.get(POLL_ENV, "5"))
 
     def reconcile(
         self, namespace: str, pools: Sequence[ResourcePool], run_exited: RunExited

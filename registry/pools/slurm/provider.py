@@ -15,10 +15,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel
 
-from registry.pools.provider import HostOrigin, PoolNode, PoolProvider, PoolSummary, RunExited
+from registry.pools.provider import (
+    HostOrigin,
+    PoolNode,
+    PoolProvider,
+    PoolSummary,
+    RunExited,
+    parse_poll_seconds,
+)
 from registry.pools.slurm.settings import SlurmPoolSettings
 
 if TYPE_CHECKING:
@@ -43,14 +49,7 @@ class SlurmProvider:
         Raises:
             ImproperlyConfigured: naming the variable, for a value that is not a positive number.
         """
-        raw = os.environ.get(POLL_ENV, "5")
-        try:
-            seconds = float(raw)
-        except ValueError:
-            seconds = -1.0
-        if not seconds > 0:
-            raise ImproperlyConfigured(f"{POLL_ENV}={raw!r} is not a positive number of seconds")
-        return seconds
+        return parse_poll_seconds(POLL_ENV, os.environ.get(POLL_ENV, "5"))
 
     def reconcile(
         self, namespace: str, pools: Sequence[ResourcePool], run_exited: RunExited
