@@ -30,11 +30,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from registry.models import HostToken, RunShare, RunState, State, Trial, TrialRun, WorkerHost
+from registry.models import HostToken, RunShare, RunState, Trial, TrialRun, WorkerHost
 from registry.pools import ResourcePool
+from registry.pools.queue import queued_runs
 from registry.pools.ray import _client
 from registry.pools.ray.models import RayJob
 from registry.pools.ray.settings import RayPoolSettings, ray_settings
@@ -105,21 +105,8 @@ def job_spec(
 def submit_queued_runs(namespace: str, pools: dict[str, ResourcePool]) -> list[str]:
     """Submit every queued, unplaced run of ``pools`` (ray pools by name) in ``namespace``;
     return the submission ids, in queue order (priority, then submission)."""
-    queued = (
-        TrialRun.objects.filter(
-            namespace=namespace,
-            state=RunState.QUEUED,
-            host__isnull=True,
-            trial__state=State.ACTIVE,
-            pool__in=list(pools),
-        )
-        # A run in its back-off after a loss before start waits (registry.lifecycle._lost).
-        .filter(Q(not_before__isnull=True) | Q(not_before__lte=timezone.now()))
-        .order_by("priority", "created_at", "id")
-        .values_list("id", "pool")
-    )
     submitted: list[str] = []
-    for pk, pool in list(queued):
+    for pk, pool in queued_runs(namespace, pools):
         try:
             found = _submit_run(pk, pools[pool], namespace)
         except _client.RayError as exc:

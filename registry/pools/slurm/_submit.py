@@ -24,11 +24,11 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from registry.models import HostToken, RunShare, RunState, State, Trial, TrialRun, WorkerHost
+from registry.models import HostToken, RunShare, RunState, Trial, TrialRun, WorkerHost
 from registry.pools import ResourcePool
+from registry.pools.queue import queued_runs
 from registry.pools.slurm._commands import SlurmError, submit
 from registry.pools.slurm._nodes import excluded_nodes
 from registry.pools.slurm._script import JobLayout, job_name, job_script
@@ -46,21 +46,8 @@ def node_host_name(run_pk: int, node: int) -> str:
 def submit_queued_runs(namespace: str, pools: dict[str, ResourcePool]) -> list[int]:
     """Submit every queued, unplaced run of ``pools`` (slurm pools by name) in ``namespace``;
     return the job ids submitted, in queue order (priority, then submission)."""
-    queued = (
-        TrialRun.objects.filter(
-            namespace=namespace,
-            state=RunState.QUEUED,
-            host__isnull=True,
-            trial__state=State.ACTIVE,
-            pool__in=list(pools),
-        )
-        # A run in its back-off after a loss before start waits (registry.lifecycle._lost).
-        .filter(Q(not_before__isnull=True) | Q(not_before__lte=timezone.now()))
-        .order_by("priority", "created_at", "id")
-        .values_list("id", "pool")
-    )
     submitted: list[int] = []
-    for pk, pool in list(queued):
+    for pk, pool in queued_runs(namespace, pools):
         excluded = excluded_nodes(namespace=namespace, pool=pool)
         try:
             job_id = _submit_run(pk, pools[pool], namespace, excluded)
