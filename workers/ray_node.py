@@ -42,7 +42,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from workers.config import AgentConfigError, reload, settings
+from workers import batch_node
+from workers.config import AgentConfigError, reload
 
 logger = logging.getLogger("headway.worker")
 
@@ -190,18 +191,7 @@ def _detach() -> None:
 
 
 def _preempt(why: str) -> None:
-    from workers import supervision
-
-    if supervision.shutting_down.is_set():
-        return
-    logger.warning("%s: preempting this node's run", why)
-    # Off the signal handler and the watcher: preempting calls the master.
-    threading.Thread(
-        target=supervision.preempt_all_runs,
-        args=(settings.HEADWAY_KILL_GRACE_SECONDS,),
-        name="headway-ray-preempt",
-        daemon=True,
-    ).start()
+    batch_node.preempt_in_background(why, "headway-ray-preempt")
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -231,7 +221,7 @@ def node(index: int) -> int:
     work_dir = Path(os.environ.get("HEADWAY_WORK_DIR") or Path.cwd() / "var")
     os.environ["HEADWAY_VAR_DIR"] = str(work_dir / name)
     reload()
-    from workers import hosts, runner, supervision
+    from workers import supervision
 
     os.environ[supervision.BATCH_JOB_NODE] = "1"
     signal.signal(signal.SIGTERM, _on_signal)
@@ -240,21 +230,8 @@ def node(index: int) -> int:
         threading.Thread(
             target=_watch_actor, args=(int(actor),), name="headway-ray-actor", daemon=True
         ).start()
-    heartbeat = hosts.HostHeartbeat(hosts.detect_host(), settings.HEADWAY_HOST_HEARTBEAT_SECONDS)
-    heartbeat.skip_redispatch()  # no Celery queue here: this process runs its one run itself
-    heartbeat.start()
     logger.info("Ray bundle %s: host %s, trial %s run %s", index, name, trial_id, run_id)
-    try:
-        if index == 0:
-            code = runner.run_trial(trial_id, run_id)
-        else:
-            code = runner.run_trial_share(trial_id, run_id, index)
-        logger.info("trial %s run %s bundle %s ended with code %s", trial_id, run_id, index, code)
-    finally:
-        try:
-            heartbeat.stop()
-        except Exception:
-            logger.exception("could not mark host %s stopped", name)
+    batch_node.run_node_part(index, trial_id, run_id, name)
     return 0
 
 

@@ -29,10 +29,10 @@ import logging
 import os
 import signal
 import sys
-import threading
 from types import FrameType
 
-from workers.config import AgentConfigError, reload, settings
+from workers import batch_node
+from workers.config import AgentConfigError, reload
 
 logger = logging.getLogger("headway.worker")
 
@@ -75,18 +75,9 @@ def _node_identity(env: dict[str, str]) -> tuple[int, str, str]:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    from workers import supervision
-
-    if supervision.shutting_down.is_set():
-        return
-    logger.warning("Slurm sent %s: preempting this node's run", signal.Signals(signum).name)
-    # Off the signal handler: preempting calls the master.
-    threading.Thread(
-        target=supervision.preempt_all_runs,
-        args=(settings.HEADWAY_KILL_GRACE_SECONDS,),
-        name="headway-slurm-signal",
-        daemon=True,
-    ).start()
+    batch_node.preempt_in_background(
+        f"Slurm sent {signal.Signals(signum).name}", "headway-slurm-signal"
+    )
 
 
 def main() -> int:
@@ -103,28 +94,15 @@ def main() -> int:
     os.environ["HEADWAY_HOST_NAME"] = name
     os.environ["HEADWAY_HOST_TOKEN"] = key
     reload()
-    from workers import hosts, runner, supervision
+    from workers import supervision
 
     # For this process and the trial's: act as a batch job's node (USR1 ignored, no re-attach).
     os.environ[supervision.BATCH_JOB_NODE] = "1"
 
     signal.signal(signal.SIGUSR1, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    heartbeat = hosts.HostHeartbeat(hosts.detect_host(), settings.HEADWAY_HOST_HEARTBEAT_SECONDS)
-    heartbeat.skip_redispatch()  # no Celery queue here: this process runs its one run itself
-    heartbeat.start()
     logger.info("Slurm node %s: host %s, trial %s run %s", node, name, trial_id, run_id)
-    try:
-        if node == 0:
-            code = runner.run_trial(trial_id, run_id)
-        else:
-            code = runner.run_trial_share(trial_id, run_id, node)
-        logger.info("trial %s run %s node %s ended with code %s", trial_id, run_id, node, code)
-    finally:
-        try:
-            heartbeat.stop()
-        except Exception:
-            logger.exception("could not mark host %s stopped", name)
+    batch_node.run_node_part(node, trial_id, run_id, name)
     return 0
 
 
