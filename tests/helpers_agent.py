@@ -1,5 +1,5 @@
 """Helpers of the in-process host agent tests: runs placed on the ``host_agent`` fixture's host
-(tests/plugin.py), the agent's timing for them, and the trial logs they wrote.
+(tests/plugin_processes.py), the agent's timing for them, and the trial logs they wrote.
 
 ``workers.runner.run_trial`` then runs in the test's thread and talks to the live server over
 REST with the agent's host token, as a host agent's Celery task would.

@@ -1,5 +1,5 @@
-"""A user's REST view of a test cluster (``ClusterAPI``), shared by tests/plugin.py's fixtures
-and the tests that start servers of their own."""
+"""A user's REST view of a test cluster (``ClusterAPI``), shared by the fixtures of
+tests/plugin_processes.py and the tests that start servers of their own."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ namespaces and links made. It never runs ``ray stop``: that command kills every 
 the machine by name, whatever its network namespace, so it would end the Ray clusters of other
 tests running beside this one.
 
-Usage: the module-scoped fixture ``ray_cluster`` (``tests/plugin.py``, the shared fixtures: no
+Usage: the module-scoped fixture ``ray_cluster`` (``tests/plugin_processes.py``, the shared fixtures: no
 import needed; a head and two workers of 2 CPUs)::
 
     def test_x(ray_cluster):

@@ -1,7 +1,7 @@
 """A host token revoked while a trial runs: the run loop's next call is refused (401), and the
 loop stops the process itself instead of abandoning it (``workers.run_loop``).
 
-``run_trial`` runs in the test's thread as the ``host_agent`` fixture's host (tests/plugin.py);
+``run_trial`` runs in the test's thread as the ``host_agent`` fixture's host (tests/plugin_processes.py);
 no lease watchdog runs here, so what stops the process is the run loop alone.
 """
 
