@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 
-from tests.helpers import require, start_master_worker
+from registry.pools.slurm import manager as slurm
+from tests.helpers import require, start_master_worker, wait_for
 from tests.helpers_cluster import ClusterAPI
 from tests.helpers_slurm import SLURM_LOCK, slurm_up, squeue_names
 
@@ -62,10 +63,16 @@ def slurm_pool(cluster, tmp_path_factory):
             master.wait(timeout=20)
         except subprocess.TimeoutExpired:
             master.kill()
-        # Jobs a failed test left behind.
-        ours = [str(job) for job, name in squeue_names().items() if namespace in name]
+        # Jobs a failed test left behind. Their host agents stop their runs on the way out (and
+        # keep calling the live server meanwhile), so the next module starts after they end.
+        ours = [job for job, name in squeue_names().items() if namespace in name]
         if ours:
-            subprocess.run(["scancel", *ours], check=False)
+            subprocess.run(["scancel", *map(str, ours)], check=False)
+            wait_for(
+                lambda: not any(job.active for job in slurm.jobs(ours).values()),
+                120,
+                "the module's Slurm jobs to end",
+            )
 
 
 @pytest.fixture
