@@ -86,6 +86,24 @@ def test_require_gpu_exits_2_with_a_message_and_writes_nothing(tmp_path) -> None
     assert not out.exists()
 
 
+@no_gpu_here
+def test_only_runs_the_named_checks_in_the_scripts_order(tmp_path) -> None:
+    out = tmp_path / "summary.json"
+    done = _run("--only", "nvml", "--only", "cuda_tests", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(out.read_text())
+    assert [c["name"] for c in printed["checks"]] == ["cuda_tests", "nvml"]
+    assert printed["skipped"] == 2
+
+
+def test_only_refuses_an_unknown_check_naming_it_and_the_choices(tmp_path) -> None:
+    done = _run("--only", "cuda_test", "--out", str(tmp_path / "summary.json"))
+    assert done.returncode == 2
+    assert "argument --only: invalid choice: 'cuda_test'" in done.stderr
+    assert "'harness_bench'" in done.stderr
+    assert not (tmp_path / "summary.json").exists()
+
+
 def _check(tmp_path, body: str, budget_s: float = 60) -> gpu_check.Check:
     script = tmp_path / "check.py"
     script.write_text(body)
