@@ -155,7 +155,7 @@ def checkpoint_context(url: str, token: str, trial_id: int, storage: dict[str, A
     """The SDK's ``CheckpointContext`` of a trial process (rank 0 of 1) writing to ``storage``."""
     from headway.client import Session
     from headway.core import CheckpointContext, DistributedContext
-    from headway.core._checkpoint import RESTCheckpointRegistry
+    from headway.core._checkpoint_registry import RESTCheckpointRegistry
     from headway.storage import build_storage_manager
 
     return CheckpointContext(

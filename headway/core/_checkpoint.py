@@ -16,15 +16,15 @@ import pathlib
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
-from headway.client import NotFoundError, RegistryAPI, Session
 from headway.core._checkpoint_metadata import (
     METADATA_FILE,
     agree_on_shard,
     check_metadata,
     write_metadata,
 )
+from headway.core._checkpoint_registry import CheckpointRegistry, LocalCheckpointRegistry
 from headway.core._disk_full import disk_full_is_reported
 from headway.core._distributed import DistributedContext
 from headway.core._metrics import json_safe_metrics
@@ -45,105 +45,6 @@ class DownloadMode(enum.Enum):
 
     LocalWorkersShareDownload = "LOCAL_WORKERS_SHARE_DOWNLOAD"
     NoSharedDownload = "NO_SHARED_DOWNLOAD"
-
-
-class CheckpointRegistry(Protocol):
-    """Where finished checkpoints are recorded (the registry, or a log in local mode)."""
-
-    def register(
-        self,
-        storage_id: str,
-        steps_completed: int,
-        resources: dict[str, int],
-        metadata: dict[str, Any],
-    ) -> None: ...
-
-    def get_metadata(self, storage_id: str) -> dict[str, Any] | None: ...
-
-    def add_metadata(self, storage_id: str, metadata: dict[str, Any]) -> dict[str, Any] | None: ...
-
-
-class LocalCheckpointRegistry:
-    """Local mode: log registrations; metadata is read back from ``metadata.json``."""
-
-    def register(
-        self,
-        storage_id: str,
-        steps_completed: int,
-        resources: dict[str, int],
-        metadata: dict[str, Any],
-    ) -> None:
-        """Log the checkpoint."""
-        logger.info(
-            "checkpoint %s at step %d: %d files, %d bytes",
-            storage_id,
-            steps_completed,
-            len(resources),
-            sum(resources.values()),
-        )
-
-    def get_metadata(self, storage_id: str) -> dict[str, Any] | None:
-        """None: read ``metadata.json`` from storage instead."""
-        return None
-
-    def add_metadata(self, storage_id: str, metadata: dict[str, Any]) -> dict[str, Any] | None:
-        """None: update ``metadata.json`` in storage instead."""
-        return None
-
-
-class RESTCheckpointRegistry:
-    """Managed mode: ``RegistryAPI.trial_checkpoint_report`` and ``checkpoint_get``.
-
-    Arguments:
-        flush_metrics: called before a checkpoint is registered, to deliver the metrics
-            reported before it: a run resumes after its latest checkpoint, so metrics still
-            queued when it died would otherwise never be reported again.
-    """
-
-    def __init__(
-        self,
-        session: Session,
-        trial_id: int,
-        run_id: int,
-        flush_metrics: Callable[[], object] | None = None,
-    ) -> None:
-        self._api = RegistryAPI.from_session(session)
-        self._trial_id = trial_id
-        self._run_id = run_id
-        self._flush_metrics = flush_metrics
-
-    def register(
-        self,
-        storage_id: str,
-        steps_completed: int,
-        resources: dict[str, int],
-        metadata: dict[str, Any],
-    ) -> None:
-        """Register a stored checkpoint (idempotent on uuid, so the Session's retries are safe)."""
-        if self._flush_metrics is not None:
-            self._flush_metrics()
-        self._api.trial_checkpoint_report(
-            self._trial_id,
-            uuid=storage_id,
-            steps_completed=steps_completed,
-            run_id=self._run_id,
-            resources=resources,
-            metadata=metadata,
-            minimal=True,  # the answer is not read: spare the registry the full row
-        )
-
-    def get_metadata(self, storage_id: str) -> dict[str, Any] | None:
-        """The checkpoint's ``metadata`` in the registry; None (read ``metadata.json`` from
-        storage instead) when the registry does not know the checkpoint."""
-        try:
-            answer = self._api.checkpoint_get(storage_id)
-        except NotFoundError:
-            return None
-        return dict(answer.metadata)
-
-    def add_metadata(self, storage_id: str, metadata: dict[str, Any]) -> dict[str, Any] | None:
-        """Merge ``metadata`` into the registry's copy; the registry's merged metadata."""
-        return self._api.checkpoint_metadata_add(storage_id, metadata).metadata
 
 
 class CheckpointContext:

@@ -13,11 +13,8 @@ from typing import Any
 
 from headway._info import ClusterInfo, get_cluster_info
 from headway.client import Session
-from headway.core._checkpoint import (
-    CheckpointContext,
-    LocalCheckpointRegistry,
-    RESTCheckpointRegistry,
-)
+from headway.core._checkpoint import CheckpointContext
+from headway.core._checkpoint_registry import LocalCheckpointRegistry, RESTCheckpointRegistry
 from headway.core._context import Context
 from headway.core._distributed import DistributedContext, default_distributed
 from headway.core._metrics import LocalMetricSink, RegistryMetricReporter

@@ -21,7 +21,7 @@ import requests
 
 from headway.client import Session
 from headway.core import CheckpointContext, DistributedContext
-from headway.core._checkpoint import RESTCheckpointRegistry
+from headway.core._checkpoint_registry import RESTCheckpointRegistry
 from headway.storage import SharedFSStorageManager
 from tests.helpers import REPO, b64, free_port, make_tar_gz
 from tests.helpers_web import WebServer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from headway.core._checkpoint import RESTCheckpointRegistry
+from headway.core._checkpoint_registry import RESTCheckpointRegistry
 
 
 class RecordingSession:

@@ -23,7 +23,7 @@ import requests
 
 from headway.client import Session
 from headway.core import CheckpointContext, DistributedContext
-from headway.core._checkpoint import RESTCheckpointRegistry
+from headway.core._checkpoint_registry import RESTCheckpointRegistry
 from headway.storage import build_storage_manager
 from registry.models import Checkpoint, Trial
 from tests.helpers import REPO, TINY_CONFIG, create_experiment, free_port, wait_for
@@ -253,7 +253,7 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 from headway.client import Session
 from headway.core import CheckpointContext, DistributedContext
-from headway.core._checkpoint import RESTCheckpointRegistry
+from headway.core._checkpoint_registry import RESTCheckpointRegistry
 from headway.storage import build_storage_manager
 
 storage, master, token, trial_id = json.loads(sys.argv[1])
