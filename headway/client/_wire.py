@@ -273,66 +273,6 @@ class LoginAnswer(WireModel):
     username: str
 
 
-class MetricsAccepted(WireModel):
-    """``POST trials/{id}/metrics/``: how many reports the batch held (all stored, idempotently
-    on ``(trial, group, steps_completed)``)."""
-
-    accepted: int
-
-
-class MetricSeries(WireModel):
-    """One ``(group, name)`` series of a trial, as charts read it (docs/rest-api.md "Metrics").
-
-    The four lists are aligned: one entry per returned point.
-
-    Attributes:
-        group (str), name (str): the series.
-        count (int): stored points in the window (more than ``len(steps)`` when downsampled).
-        downsampled (bool): whether the points are a downsampling of the window's.
-        last_step (int): the series' last stored step (a live poll's next ``after_step``).
-        steps (list[int]): ``steps_completed`` of each point, ascending.
-        values (list[float | None]): each point's value; None for a gap (NaN, inf, not a number).
-        min, max (list[float | None] | None): with ``band=true`` and downsampled only, the
-            smallest and largest finite value of each point's step range; absent otherwise.
-        epochs (list[float | None] | None): with ``x_axis=epochs`` only, the reported epoch.
-        elapsed_seconds (list[float | None] | None): with ``x_axis=time`` only, seconds since
-            the trial's first run started.
-    """
-
-    group: str
-    name: str
-    count: int
-    downsampled: bool
-    last_step: int
-    steps: list[int]
-    values: list[float | None]
-    min: list[float | None] | None = None
-    max: list[float | None] | None = None
-    epochs: list[float | None] | None = None
-    elapsed_seconds: list[float | None] | None = None
-
-
-class TrialMetrics(WireModel):
-    """``GET trials/{id}/metrics/``: the trial's series matching the query, by group, name."""
-
-    trial_id: int
-    series: list[MetricSeries]
-
-
-class ExperimentMetricSeries(MetricSeries):
-    """A ``MetricSeries`` of one trial of an experiment (``trial_id``)."""
-
-    trial_id: int
-
-
-class ExperimentMetrics(WireModel):
-    """``GET experiments/{id}/metrics/``: one series per trial and metric, by trial, group,
-    name (the overview charts)."""
-
-    experiment_id: int
-    series: list[ExperimentMetricSeries]
-
-
 class ShouldPreempt(WireModel):
     """``GET trials/{id}/preempt/``: True once the run was asked to stop (checkpoint, exit)."""
 
@@ -400,6 +340,13 @@ from headway.client._wire_hosts import HOST_TOKEN_REVOKED as HOST_TOKEN_REVOKED 
 from headway.client._wire_hosts import HostRemoved as HostRemoved  # noqa: E402
 from headway.client._wire_hosts import HostStatus as HostStatus  # noqa: E402
 from headway.client._wire_hosts import HostStatusList as HostStatusList  # noqa: E402
+
+# A trial's and an experiment's metric series (headway.client._wire_metrics), re-exported too.
+from headway.client._wire_metrics import ExperimentMetrics as ExperimentMetrics  # noqa: E402
+from headway.client._wire_metrics import ExperimentMetricSeries as ExperimentMetricSeries  # noqa: E402
+from headway.client._wire_metrics import MetricsAccepted as MetricsAccepted  # noqa: E402
+from headway.client._wire_metrics import MetricSeries as MetricSeries  # noqa: E402
+from headway.client._wire_metrics import TrialMetrics as TrialMetrics  # noqa: E402
 
 # The typed model rows of trials and checkpoints (headway.client._wire_rows), re-exported too.
 from headway.client._wire_rows import CheckpointRow as CheckpointRow  # noqa: E402
