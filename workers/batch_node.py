@@ -1,15 +1,43 @@
-"""What a batch job's node process does once it knows its host (``workers.slurm_node``,
-``workers.ray_node``): run its one run's part as a host agent would, and preempt that run
-when the job is told to end."""
+"""What a batch job's node process does (``workers.slurm_node``, ``workers.ray_node``): find its
+host among the job's, run its one run's part as a host agent would, and preempt that run when
+the job is told to end."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 
-from workers.config import settings
+from workers.config import AgentConfigError, settings
 
 logger = logging.getLogger("headway.worker")
+
+
+def node_host(
+    env: Mapping[str, str], hosts_var: str, keys_var: str, index: int, part: str, inside: str
+) -> tuple[str, str]:
+    """``(host name, host key)`` of part ``index`` of a batch job, from the comma-separated host
+    names and keys the master put in the job's variables ``hosts_var`` and ``keys_var``.
+
+    Arguments:
+        env: the job's variables (a missing or empty one counts as unset).
+        part: what ``index`` counts, for messages ("node", "bundle").
+        inside: what the message of unset variables says the node process needs
+            ("workers.ray_node runs inside a Headway Ray job").
+
+    Raises:
+        AgentConfigError: a variable is unset, or the lists do not cover part ``index``.
+    """
+    missing = [name for name in (hosts_var, keys_var) if not env.get(name)]
+    if missing:
+        raise AgentConfigError(f"{', '.join(missing)} unset: {inside}")
+    names, keys = env[hosts_var].split(","), env[keys_var].split(",")
+    if len(names) != len(keys) or not 0 <= index < len(names):
+        raise AgentConfigError(
+            f"{part} {index} of a job whose {hosts_var} lists {len(names)} hosts and "
+            f"{keys_var} {len(keys)} keys"
+        )
+    return names[index], keys[index]
 
 
 def preempt_in_background(why: str, thread_name: str) -> None:

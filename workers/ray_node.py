@@ -69,19 +69,14 @@ def _node_identity(env: dict[str, str], index: int) -> tuple[str, str]:
     Raises:
         AgentConfigError: a variable is missing, or the lists do not cover this bundle.
     """
-    missing = [n for n in ("HEADWAY_RAY_HOSTS", "HEADWAY_RAY_HOST_KEYS") if not env.get(n)]
-    if missing:
-        raise AgentConfigError(
-            f"{', '.join(missing)} unset: workers.ray_node runs inside a Headway Ray job"
-        )
-    names = env["HEADWAY_RAY_HOSTS"].split(",")
-    keys = env["HEADWAY_RAY_HOST_KEYS"].split(",")
-    if len(names) != len(keys) or not 0 <= index < len(names):
-        raise AgentConfigError(
-            f"bundle {index} of a job whose HEADWAY_RAY_HOSTS lists {len(names)} hosts and "
-            f"HEADWAY_RAY_HOST_KEYS {len(keys)} keys"
-        )
-    return names[index], keys[index]
+    return batch_node.node_host(
+        env,
+        "HEADWAY_RAY_HOSTS",
+        "HEADWAY_RAY_HOST_KEYS",
+        index,
+        "bundle",
+        "workers.ray_node runs inside a Headway Ray job",
+    )
 
 
 def _alive(pid: int) -> bool:

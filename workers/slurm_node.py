@@ -35,6 +35,7 @@ from workers import batch_node
 from workers.config import AgentConfigError, reload
 
 logger = logging.getLogger("headway.worker")
+INSIDE = "workers.slurm_node runs inside a Headway Slurm job"  # what a node process needs
 
 
 def _job_variables() -> dict[str, str]:
@@ -53,25 +54,18 @@ def _node_identity(env: dict[str, str]) -> tuple[int, str, str]:
     Raises:
         AgentConfigError: a variable is missing, or the lists do not cover this node.
     """
-    missing = [name for name, value in env.items() if not value]
-    if missing:
-        raise AgentConfigError(
-            f"{', '.join(missing)} unset: workers.slurm_node runs inside a Headway Slurm job"
-        )
-    names = env["HEADWAY_SLURM_HOSTS"].split(",")
-    keys = env["HEADWAY_SLURM_HOST_KEYS"].split(",")
+    if not env.get("SLURM_NODEID"):
+        raise AgentConfigError(f"SLURM_NODEID unset: {INSIDE}")
     try:
         node = int(env["SLURM_NODEID"])
     except ValueError:
         raise AgentConfigError(
             f"SLURM_NODEID must be an integer, got {env['SLURM_NODEID']!r}"
         ) from None
-    if len(names) != len(keys) or not 0 <= node < len(names):
-        raise AgentConfigError(
-            f"node {node} of a job whose HEADWAY_SLURM_HOSTS lists {len(names)} hosts and "
-            f"HEADWAY_SLURM_HOST_KEYS {len(keys)} keys"
-        )
-    return node, names[node], keys[node]
+    name, key = batch_node.node_host(
+        env, "HEADWAY_SLURM_HOSTS", "HEADWAY_SLURM_HOST_KEYS", node, "node", INSIDE
+    )
+    return node, name, key
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:

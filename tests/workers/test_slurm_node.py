@@ -28,6 +28,7 @@ def test_each_node_takes_its_own_host_and_key():
         ),
         ({**JOB, "SLURM_NODEID": "2"}, "node 2 of a job whose HEADWAY_SLURM_HOSTS lists 2"),
         ({**JOB, "SLURM_NODEID": "x"}, "SLURM_NODEID must be an integer"),
+        ({**JOB, "SLURM_NODEID": ""}, "SLURM_NODEID unset: workers.slurm_node runs inside"),
     ],
 )
 def test_a_job_without_headways_variables_is_refused_naming_them(env, message):
