@@ -7,9 +7,9 @@ import shutil
 import subprocess
 
 # The xdist group of the tests that use the shared test Slurm (deploy/slurm/test-cluster.sh),
-# since a second worker's jobs would wait for the one node. With pytest 9.2 and pytest-xdist 3.8
-# the group has no effect (xdist sets item._nodeid, which pytest no longer reads), so those
-# modules also hold SLURM_LOCK while they run (e2e_tests/registry/pools/slurm/conftest.py).
+# since a second worker's jobs would wait for the one node (tests/ordering.py makes pytest 9.2
+# see the group). Those modules also hold SLURM_LOCK while they run
+# (e2e_tests/registry/pools/slurm/conftest.py), for a run without ``--dist loadgroup``.
 SLURM_GROUP = "slurm"
 SLURM_LOCK = "/tmp/headway-test-slurm.lock"  # an flock: one test module on the shared Slurm
 
